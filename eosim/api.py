@@ -1,0 +1,92 @@
+"""The Python API behind the CLI: load a scenario, run it, check it, judge expectations."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.checker import CheckResult, check
+from analysis.expect import ExpectResult, evaluate, unknown_expect_key
+from analysis.history import History, history_from_records, load_history
+from simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+
+
+def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
+    """Load and validate a scenario, including the keys of its ``expect:`` block."""
+    scenario = load_scenario(path, overrides)
+    for key in scenario.expect:
+        problem = unknown_expect_key(key)
+        if problem is not None:
+            raise ScenarioError(f"{path}: expect.{key}: {problem}")
+    return scenario
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    run: RunResult
+    check: CheckResult
+    expect: ExpectResult
+    command: str
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.run
+        return {
+            "scenario": r.scenario,
+            "seed": r.seed,
+            "sim_time_s": round(r.sim_time_s, 6),
+            "events": r.events,
+            "wall_time_s": round(r.wall_time_s, 4),
+            "counts": r.counts,
+            "anomalies": {name: a.count for name, a in self.check.anomalies.items()},
+            "examples": {name: a.examples for name, a in self.check.anomalies.items() if a.count},
+            "expect": self.expect.to_dict(),
+            "faults": [f.to_dict() for f in r.faults],
+            "warnings": r.warnings,
+            "stats": r.stats,
+            "history_sha256": r.history.digest(),
+            "replay": self.command,
+        }
+
+
+def run(
+    scenario: Scenario,
+    seed: int | None = None,
+    *,
+    source: str = "SCENARIO",
+    overrides: Iterable[str] = (),
+) -> Outcome:
+    result = run_scenario(scenario, seed)
+    history = history_from_records(result.history.records(), source=scenario.name)
+    verdict = check(history)
+    observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
+    sets = "".join(f" --set {o}" for o in overrides)
+    command = f"eosim run {source} --seed {result.seed}{sets}"
+    return Outcome(scenario, result, verdict, evaluate(scenario.expect, observed), command)
+
+
+def check_file(path: str | os.PathLike[str]) -> tuple[History, CheckResult]:
+    history = load_history(path)
+    return history, check(history)
+
+
+def write_history(result: RunResult, path: str | os.PathLike[str]) -> None:
+    """Write the history atomically: a reader never sees half a file, and a failed write
+    leaves any existing file untouched."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
+            result.history.write(stream)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["Outcome", "ScenarioError", "check_file", "load", "run", "write_history"]

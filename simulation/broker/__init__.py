@@ -1,0 +1,1 @@
+"""Broker-side model: partition logs, producer state, producer ids and request handling."""

@@ -1,0 +1,219 @@
+"""Producer configuration under Kafka's own key names, with Kafka's defaults and validation.
+
+:func:`parse_producer_config` mirrors ``ProducerConfig``: it fills defaults, checks types and
+ranges, and applies the idempotence rules (idempotence needs ``acks=all``, ``retries > 0`` and
+``max.in.flight.requests.per.connection <= 5``; an explicit ``enable.idempotence=true`` that
+breaks them is an error, an implicit one is switched off). A scenario can waive a rule only
+through its ``unsafe:`` block, to show what the rule protects against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulation.rules import ProtocolRules
+
+MAX_INT = 2**31 - 1
+
+
+class ConfigException(ValueError):
+    """Kafka's ConfigException: ``Invalid value V for configuration KEY: reason``."""
+
+    def __init__(self, key: str, value: object, reason: str) -> None:
+        self.key = key
+        super().__init__(f"Invalid value {_show(value)} for configuration {key}: {reason}")
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Unsafe:
+    """Validation rules a scenario has explicitly waived."""
+
+    idempotence_with_max_in_flight_above_5: bool = False
+    idempotence_without_acks_all: bool = False
+    idempotence_without_retries: bool = False
+    delivery_timeout_below_linger_plus_request_timeout: bool = False
+
+
+@dataclass(slots=True)
+class ProducerConfig:
+    acks: int = -1
+    enable_idempotence: bool = True
+    retries: int = MAX_INT
+    max_in_flight: int = 5
+    delivery_timeout_ms: int = 120_000
+    request_timeout_ms: int = 30_000
+    linger_ms: int = 5
+    batch_size: int = 16_384
+    buffer_memory: int = 33_554_432
+    max_request_size: int = 1_048_576
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1_000
+    max_block_ms: int = 60_000
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
+    partitioner_ignore_keys: bool = False
+    client_id: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def to_kafka_dict(self) -> dict[str, Any]:
+        """The effective configuration under Kafka's key names."""
+        out: dict[str, Any] = {}
+        for key, spec in PRODUCER_KEYS.items():
+            value = getattr(self, spec.attr)
+            out[key] = "all" if key == "acks" and value == -1 else value
+        return out
+
+
+def _parse_int(key: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigException(key, value, f"expected an integer in [{low}, {high}]")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigException(key, value, f"expected an integer in [{low}, {high}]") from None
+    if not low <= number <= high:
+        raise ConfigException(key, value, f"value must be in [{low}, {high}]")
+    return number
+
+
+def _parse_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigException(key, value, "expected true or false")
+
+
+def _parse_acks(key: str, value: object) -> int:
+    text = str(value).lower() if not isinstance(value, bool) else ""
+    mapping = {"all": -1, "-1": -1, "0": 0, "1": 1}
+    if text not in mapping:
+        raise ConfigException(key, value, "String must be one of: all, -1, 0, 1")
+    return mapping[text]
+
+
+def _parse_str(key: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigException(key, value, "expected a non-empty string")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    attr: str
+    parse: Callable[[str, object], Any]
+
+
+def _int(low: int = 0, high: int = MAX_INT) -> Callable[[str, object], int]:
+    return lambda key, value: _parse_int(key, value, low, high)
+
+
+PRODUCER_KEYS: dict[str, _Key] = {
+    "acks": _Key("acks", _parse_acks),
+    "enable.idempotence": _Key("enable_idempotence", _parse_bool),
+    "retries": _Key("retries", _int()),
+    "max.in.flight.requests.per.connection": _Key("max_in_flight", _int(1)),
+    "delivery.timeout.ms": _Key("delivery_timeout_ms", _int()),
+    "request.timeout.ms": _Key("request_timeout_ms", _int()),
+    "linger.ms": _Key("linger_ms", _int()),
+    "batch.size": _Key("batch_size", _int()),
+    "buffer.memory": _Key("buffer_memory", _int()),
+    "max.request.size": _Key("max_request_size", _int(1)),
+    "retry.backoff.ms": _Key("retry_backoff_ms", _int()),
+    "retry.backoff.max.ms": _Key("retry_backoff_max_ms", _int()),
+    "reconnect.backoff.ms": _Key("reconnect_backoff_ms", _int()),
+    "reconnect.backoff.max.ms": _Key("reconnect_backoff_max_ms", _int()),
+    "max.block.ms": _Key("max_block_ms", _int()),
+    "transactional.id": _Key("transactional_id", _parse_str),
+    "transaction.timeout.ms": _Key("transaction_timeout_ms", _int(1)),
+    "partitioner.ignore.keys": _Key("partitioner_ignore_keys", _parse_bool),
+    "client.id": _Key("client_id", _parse_str),
+}
+
+
+def parse_producer_config(
+    raw: Mapping[str, object], rules: ProtocolRules, unsafe: Unsafe | None = None
+) -> ProducerConfig:
+    """Build a validated :class:`ProducerConfig` from Kafka-named keys.
+
+    Unknown keys are rejected by the scenario schema before this is called; a key unknown
+    here raises :class:`ConfigException` all the same.
+    """
+    unsafe = unsafe or Unsafe()
+    config = ProducerConfig(linger_ms=rules.linger_ms_default)
+    for key, value in raw.items():
+        spec = PRODUCER_KEYS.get(key)
+        if spec is None:
+            raise ConfigException(key, value, "unknown producer configuration")
+        setattr(config, spec.attr, spec.parse(key, value))
+    _validate_idempotence(config, "enable.idempotence" in raw, rules, unsafe)
+    _validate_timeouts(config, "delivery.timeout.ms" in raw, unsafe)
+    if config.transactional_id is not None and not config.enable_idempotence:
+        raise ConfigException(
+            "enable.idempotence",
+            False,
+            "cannot set a transactional.id without enabling idempotence",
+        )
+    return config
+
+
+def _validate_idempotence(
+    config: ProducerConfig, explicit: bool, rules: ProtocolRules, unsafe: Unsafe
+) -> None:
+    if not config.enable_idempotence:
+        return
+    violations: list[tuple[str, object, str, bool]] = []
+    if config.max_in_flight > 5 and not unsafe.idempotence_with_max_in_flight_above_5:
+        violations.append(
+            (
+                "max.in.flight.requests.per.connection",
+                config.max_in_flight,
+                "must be at most 5 to use the idempotent producer",
+                rules.max_in_flight_above_5_disables_implicit_idempotence,
+            )
+        )
+    if config.acks != -1 and not unsafe.idempotence_without_acks_all:
+        violations.append(
+            ("acks", config.acks, "must be all (-1) to use the idempotent producer", True)
+        )
+    if config.retries == 0 and not unsafe.idempotence_without_retries:
+        violations.append(
+            ("retries", 0, "must be greater than 0 to use the idempotent producer", True)
+        )
+    for key, value, reason, implicit_disables in violations:
+        if explicit or not implicit_disables:
+            raise ConfigException(key, value, reason)
+    if violations:
+        config.enable_idempotence = False
+        keys = ", ".join(v[0] for v in violations)
+        config.warnings.append(
+            f"idempotence was not set explicitly and is disabled because of {keys}"
+        )
+
+
+def _validate_timeouts(config: ProducerConfig, explicit: bool, unsafe: Unsafe) -> None:
+    floor = config.linger_ms + config.request_timeout_ms
+    if config.delivery_timeout_ms >= floor:
+        return
+    if unsafe.delivery_timeout_below_linger_plus_request_timeout:
+        return
+    if explicit:
+        raise ConfigException(
+            "delivery.timeout.ms",
+            config.delivery_timeout_ms,
+            f"should be equal to or larger than linger.ms + request.timeout.ms ({floor})",
+        )
+    config.warnings.append(
+        f"delivery.timeout.ms raised to linger.ms + request.timeout.ms ({floor})"
+    )
+    config.delivery_timeout_ms = floor

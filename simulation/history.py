@@ -1,0 +1,133 @@
+"""The run's history: operations, faults and final logs, in the order they happened.
+
+Operations are kept as compact tuples while the run is hot and turned into the JSON objects
+of ``docs/history-format.md`` only when asked (``records()``), so that the bytes written for
+a given scenario and seed are the same in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+FORMAT = "eosim-history"
+VERSION = 1
+
+# (kind, id, type, f, process, time, topic, partition, key, value, offset, error)
+_Op = tuple[
+    str, int, str, str, str, float, str, "int | None", "str | None", str, "int | None", "str | None"
+]
+
+
+def _t(time: float) -> float:
+    return round(time, 6)
+
+
+class HistoryRecorder:
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.meta = {"kind": "meta", "format": FORMAT, "version": VERSION, **meta}
+        self._entries: list[tuple] = []
+        self._next_id = 0
+        self.logs: list[dict[str, Any]] = []
+
+    def invoke_send(
+        self,
+        process: str,
+        time: float,
+        topic: str,
+        partition: int | None,
+        key: str | None,
+        value: str,
+    ) -> int:
+        op_id = self._next_id
+        self._next_id += 1
+        self._entries.append(
+            ("op", op_id, "invoke", "send", process, time, topic, partition, key, value, None, None)
+        )
+        return op_id
+
+    def complete_send(
+        self,
+        op_id: int,
+        type_: str,
+        process: str,
+        time: float,
+        topic: str,
+        partition: int | None,
+        key: str | None,
+        value: str,
+        offset: int | None,
+        error: str | None,
+    ) -> None:
+        self._entries.append(
+            ("op", op_id, type_, "send", process, time, topic, partition, key, value, offset, error)
+        )
+
+    def fault(
+        self, time: float, phase: str, fault: str, targets: list[str], detail: dict[str, Any]
+    ) -> None:
+        self._entries.append(("fault", time, phase, fault, targets, detail))
+
+    def add_log(self, topic: str, partition: int, records: list[dict[str, Any]]) -> None:
+        self.logs.append(
+            {"kind": "log", "topic": topic, "partition": partition, "records": records}
+        )
+
+    @property
+    def operation_count(self) -> int:
+        return sum(1 for e in self._entries if e[0] == "op")
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        yield self.meta
+        for e in self._entries:
+            if e[0] == "op":
+                _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = e
+                v: dict[str, Any] = {
+                    "topic": topic,
+                    "partition": partition,
+                    "key": key,
+                    "value": value,
+                }
+                if type_ == "ok":
+                    v["offset"] = offset
+                rec: dict[str, Any] = {
+                    "kind": "op",
+                    "id": op_id,
+                    "type": type_,
+                    "f": f,
+                    "process": process,
+                    "time": _t(time),
+                    "value": v,
+                }
+                if error is not None:
+                    rec["error"] = error
+                yield rec
+            else:
+                _, time, phase, fault, targets, detail = e
+                yield {
+                    "kind": "fault",
+                    "time": _t(time),
+                    "phase": phase,
+                    "fault": fault,
+                    "targets": targets,
+                    **detail,
+                }
+        yield from self.logs
+
+    def lines(self) -> Iterator[str]:
+        for rec in self.records():
+            yield json.dumps(rec, separators=(",", ":"), ensure_ascii=False)
+
+    def write(self, stream: IO[str]) -> None:
+        for line in self.lines():
+            stream.write(line)
+            stream.write("\n")
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for line in self.lines():
+            h.update(line.encode("utf-8"))
+            h.update(b"\n")
+        return h.hexdigest()

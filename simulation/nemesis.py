@@ -1,0 +1,126 @@
+"""The nemesis: turns the scenario's fault specs into a concrete schedule, then applies it.
+
+Scheduled faults (``at``) happen as written. Random faults (``rate``) are Poisson arrivals in
+their window, each with a target and a duration drawn from the run's ``nemesis`` stream.
+Realisation happens once, before the run starts, so a run's faults are an explicit list of
+:class:`FaultEvent` that can be printed, replayed and shrunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import simpy
+
+from simulation.history import HistoryRecorder
+from simulation.network import Network
+from simulation.rng import RandomStream
+from simulation.scenario import DurationRange, Fault
+
+
+@dataclass(frozen=True, slots=True)
+class FaultEvent:
+    start: float
+    end: float
+    kind: str
+    targets: tuple[str, ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
+    extra_latency: float = 0.0
+    probability: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["targets"] = list(self.targets)
+        d["groups"] = [list(g) for g in self.groups]
+        return d
+
+
+def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> list[FaultEvent]:
+    """The concrete fault schedule. ``horizon`` ends random windows that give no ``end``."""
+    events: list[FaultEvent] = []
+    for spec in faults:
+        if spec.at is not None:
+            events.append(_event(spec, spec.at, tuple(spec.nodes), rng))
+            continue
+        assert spec.rate is not None
+        end = spec.end if spec.end is not None else horizon
+        t = spec.start
+        mean_gap = 1000.0 / spec.rate
+        while True:
+            t += rng.exponential(mean_gap)
+            if t >= end:
+                break
+            targets = (rng.choice(spec.nodes),) if spec.nodes else ()
+            events.append(_event(spec, t, targets, rng))
+    events.sort(key=lambda e: (e.start, e.end, e.kind, e.targets))
+    return events
+
+
+def _event(spec: Fault, start: float, targets: tuple[str, ...], rng: RandomStream) -> FaultEvent:
+    d = spec.duration
+    length = rng.uniform(d.min, d.max) if isinstance(d, DurationRange) else float(d)
+    groups = tuple(tuple(g) for g in spec.groups or ())
+    return FaultEvent(
+        start, start + length, spec.kind, targets, groups, spec.extra_latency, spec.probability
+    )
+
+
+@dataclass
+class Targets:
+    """What the nemesis can hit: crash/restart and pause/resume callbacks by node name."""
+
+    crash: dict[str, Callable[[], None]] = field(default_factory=dict)
+    restart: dict[str, Callable[[], None]] = field(default_factory=dict)
+    pause: dict[str, Callable[[], None]] = field(default_factory=dict)
+    resume: dict[str, Callable[[], None]] = field(default_factory=dict)
+
+
+class Nemesis:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        schedule: list[FaultEvent],
+        network: Network,
+        targets: Targets,
+        history: HistoryRecorder,
+    ) -> None:
+        self.env = env
+        self.schedule = schedule
+        self.network = network
+        self.targets = targets
+        self.history = history
+        for event in schedule:
+            env.process(self._run(event))
+
+    def _run(self, event: FaultEvent):  # type: ignore[no-untyped-def]
+        if event.start > self.env.now:
+            yield self.env.timeout(event.start - self.env.now)
+        undo = self._apply(event)
+        detail = {k: v for k, v in event.to_dict().items() if k in ("groups",) and v}
+        if event.extra_latency:
+            detail["extra_latency"] = event.extra_latency
+        if event.probability:
+            detail["probability"] = event.probability
+        self.history.fault(self.env.now, "start", event.kind, list(event.targets), detail)
+        yield self.env.timeout(max(event.end - self.env.now, 0.0))
+        undo()
+        self.history.fault(self.env.now, "stop", event.kind, list(event.targets), {})
+
+    def _apply(self, event: FaultEvent) -> Callable[[], None]:
+        kind = event.kind
+        if kind in ("crash", "pause"):
+            do = self.targets.crash if kind == "crash" else self.targets.pause
+            undo = self.targets.restart if kind == "crash" else self.targets.resume
+            for node in event.targets:
+                do[node]()
+            return lambda: [undo[n]() for n in event.targets] and None
+        if kind == "partition":
+            groups = event.groups or (event.targets,)
+            window = self.network.start_partition(groups)
+        elif kind == "delay":
+            window = self.network.start_spike(event.targets, extra_ms=event.extra_latency)
+        else:
+            window = self.network.start_spike(event.targets, loss=event.probability)
+        return lambda: self.network.stop(window)

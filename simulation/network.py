@@ -1,0 +1,201 @@
+"""The network: latency, loss, delay spikes and partitions between named nodes.
+
+Every message travels on a directed link ``src -> dst`` and arrives after a latency drawn from
+the scenario's distribution. A link is FIFO, like the TCP connection it stands for: a message
+never overtakes an earlier one on the same link.
+
+Loss follows TCP by default (``loss_model: connection``). On a real connection a message is
+never lost alone: the connection stops delivering, and the client notices only when
+``request.timeout.ms`` expires and it reconnects. So a loss draw *black-holes* the connection:
+that message and every later one on the same connection, in both directions, disappear. A
+lost request means the broker never saw it. A lost response means the write happened but its
+acknowledgement did not arrive, which is the classic source of duplicates.
+``loss_model: message`` drops single messages independently instead. That is a departure from
+TCP, kept for comparison.
+
+A partition cuts chosen groups of nodes apart. Messages sent across the cut are held, as TCP
+retransmission would hold them, and delivered when the cut heals, unless their connection was
+closed in the meantime.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import simpy
+
+from simulation.rng import RandomStream
+
+Handler = Callable[["Message"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyModel:
+    distribution: Literal["constant", "uniform", "exponential", "lognormal"] = "lognormal"
+    # constant: value; uniform: [low, high]; exponential: mean; lognormal: median, sigma
+    value_ms: float = 1.0
+    low_ms: float = 0.5
+    high_ms: float = 1.5
+    mean_ms: float = 1.0
+    median_ms: float = 1.0
+    sigma: float = 0.5
+
+    def sample(self, rng: RandomStream) -> float:
+        d = self.distribution
+        if d == "lognormal":
+            return rng.lognormal(self.median_ms, self.sigma)
+        if d == "constant":
+            return self.value_ms
+        if d == "uniform":
+            return rng.uniform(self.low_ms, self.high_ms)
+        return rng.exponential(self.mean_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkSettings:
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    request_loss: float = 0.0
+    response_loss: float = 0.0
+    loss_model: Literal["connection", "message"] = "connection"
+
+
+@dataclass(slots=True, eq=False)
+class Connection:
+    """One client-to-broker connection. A reconnect creates a new one."""
+
+    client: str
+    broker: str
+    generation: int
+    closed: bool = False
+    blackholed: bool = False
+
+
+@dataclass(slots=True)
+class Message:
+    src: str
+    dst: str
+    payload: Any
+    conn: Connection | None
+    sent_at: float
+
+
+@dataclass(slots=True, eq=False)
+class _Window:
+    """An active fault on the network: a cut, a delay spike or a loss burst."""
+
+    nodes: frozenset[str]
+    groups: tuple[frozenset[str], ...] = ()
+    extra_ms: float = 0.0
+    loss: float = 0.0
+
+    def touches(self, src: str, dst: str) -> bool:
+        return not self.nodes or src in self.nodes or dst in self.nodes
+
+    def separates(self, src: str, dst: str) -> bool:
+        a = next((i for i, g in enumerate(self.groups) if src in g), -1)
+        b = next((i for i, g in enumerate(self.groups) if dst in g), -1)
+        # A node not named in any group stands with the last group ("the rest").
+        last = len(self.groups) - 1
+        return (a if a >= 0 else last) != (b if b >= 0 else last)
+
+
+class Network:
+    def __init__(
+        self, env: simpy.Environment, settings: NetworkSettings, rng: RandomStream
+    ) -> None:
+        self.env = env
+        self.settings = settings
+        self.rng = rng
+        self._handlers: dict[str, Handler] = {}
+        self._is_client: dict[str, bool] = {}
+        self._last_arrival: dict[tuple[str, str], float] = {}
+        self._held: dict[tuple[str, str], deque[Message]] = {}
+        self._cuts: list[_Window] = []
+        self._spikes: list[_Window] = []
+        self.messages_sent = 0
+        self.messages_lost = 0
+
+    # -- topology ----------------------------------------------------------------------
+    def register(self, node: str, handler: Handler, *, client: bool) -> None:
+        self._handlers[node] = handler
+        self._is_client[node] = client
+
+    def connect(self, client: str, broker: str, generation: int) -> Connection:
+        return Connection(client, broker, generation)
+
+    # -- sending -----------------------------------------------------------------------
+    def send(self, src: str, dst: str, payload: Any, conn: Connection | None = None) -> None:
+        self.messages_sent += 1
+        msg = Message(src, dst, payload, conn, self.env.now)
+        if conn is not None and (conn.closed or conn.blackholed):
+            self.messages_lost += 1
+            return
+        if self._lost(src, dst):
+            self.messages_lost += 1
+            if conn is not None and self.settings.loss_model == "connection":
+                conn.blackholed = True
+            return
+        if self._cuts and any(c.separates(src, dst) for c in self._cuts):
+            self._held.setdefault((src, dst), deque()).append(msg)
+            return
+        self._schedule(msg)
+
+    def _lost(self, src: str, dst: str) -> bool:
+        s = self.settings
+        p = s.request_loss if self._is_client.get(src, False) else s.response_loss
+        for w in self._spikes:
+            if w.loss and w.touches(src, dst):
+                p = 1.0 - (1.0 - p) * (1.0 - w.loss)
+        return p > 0.0 and self.rng.random() < p
+
+    def _schedule(self, msg: Message) -> None:
+        delay = self.settings.latency.sample(self.rng)
+        for w in self._spikes:
+            if w.extra_ms and w.touches(msg.src, msg.dst):
+                delay += w.extra_ms
+        link = (msg.src, msg.dst)
+        now = self.env.now
+        arrival = max(now + delay, self._last_arrival.get(link, 0.0))
+        self._last_arrival[link] = arrival
+        ev = self.env.timeout(arrival - now)
+        ev.callbacks.append(lambda _ev, m=msg: self._deliver(m))
+
+    def _deliver(self, msg: Message) -> None:
+        conn = msg.conn
+        if conn is not None and (conn.closed or conn.blackholed):
+            self.messages_lost += 1
+            return
+        handler = self._handlers.get(msg.dst)
+        if handler is not None:
+            handler(msg)
+
+    # -- faults ------------------------------------------------------------------------
+    def start_partition(self, groups: Iterable[Iterable[str]]) -> object:
+        cut = _Window(frozenset(), groups=tuple(frozenset(g) for g in groups))
+        self._cuts.append(cut)
+        return cut
+
+    def start_spike(self, nodes: Iterable[str], extra_ms: float = 0.0, loss: float = 0.0) -> object:
+        spike = _Window(frozenset(nodes), extra_ms=extra_ms, loss=loss)
+        self._spikes.append(spike)
+        return spike
+
+    def stop(self, window: object) -> None:
+        if window in self._cuts:
+            self._cuts.remove(window)  # type: ignore[arg-type]
+            self._release_held()
+        elif window in self._spikes:
+            self._spikes.remove(window)  # type: ignore[arg-type]
+
+    def _release_held(self) -> None:
+        for link in list(self._held):
+            queue = self._held[link]
+            src, dst = link
+            if any(c.separates(src, dst) for c in self._cuts):
+                continue
+            del self._held[link]
+            for msg in queue:
+                self._schedule(msg)

@@ -1,0 +1,2 @@
+"""Client-side model of Kafka's producer: partitioner, RecordAccumulator, Sender and the
+idempotence bookkeeping of TransactionManager, assembled by KafkaProducer."""

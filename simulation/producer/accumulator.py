@@ -1,0 +1,211 @@
+"""RecordAccumulator: per-partition queues of batches waiting for the Sender.
+
+``send()`` appends a record to the last batch of its partition's deque, or opens a new batch
+when that one is full. A batch becomes *ready* when it is full, when ``linger.ms`` has
+passed since it was created, when a flush is under way, or when ``buffer.memory`` is
+exhausted. A batch being retried waits out its backoff. The Sender drains at most one batch
+per partition per request, and the accumulator's memory, counted in ``batch.size`` units as
+Kafka's BufferPool does, is returned when a batch completes.
+
+A retried batch goes back into its deque. For an idempotent producer it goes in sequence
+order, so retries leave in the order they were first sent. For a plain producer it goes at
+the head, which is how ``max.in.flight > 1`` without idempotence reorders records.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TopicPartition
+
+RECORD_OVERHEAD = 8  # bytes per record beyond key and value (varint headers)
+BATCH_OVERHEAD = 61  # bytes of a v2 record batch header
+
+
+@dataclass(slots=True)
+class RecordEntry:
+    """One record in a batch, with the callback that completes the application's future."""
+
+    value: str
+    key: str | None
+    size: int
+    # (offset or -1, error or None, whether the record may have been written)
+    callback: Callable[[int, str | None, bool], None]
+
+
+@dataclass(slots=True, eq=False)
+class ProducerBatch:
+    tp: TopicPartition
+    created_ms: float
+    records: list[RecordEntry] = field(default_factory=list)
+    size: int = BATCH_OVERHEAD
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    attempts: int = 0
+    last_attempt_ms: float = 0.0
+    retry_backoff_ms: float = 0.0
+    sequence_has_been_reset: bool = False
+    done: bool = False
+    in_flight: bool = False
+    full: bool = False
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def has_sequence(self) -> bool:
+        return self.base_sequence != NO_SEQUENCE
+
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.base_sequence = base_sequence
+
+    def reset_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        self.set_producer_state(producer_id, epoch, base_sequence)
+        self.sequence_has_been_reset = True
+
+    def complete(self, base_offset: int) -> bool:
+        """Succeed every record; False if the batch was already completed (e.g. expired)."""
+        if self.done:
+            return False
+        self.done = True
+        for i, r in enumerate(self.records):
+            r.callback(base_offset + i if base_offset >= 0 else -1, None, True)
+        return True
+
+    def fail(self, error: str) -> bool:
+        """Fail every record. A batch never sent cannot have been written."""
+        if self.done:
+            return False
+        self.done = True
+        for r in self.records:
+            r.callback(-1, error, self.attempts > 0)
+        return True
+
+
+class RecordAccumulator:
+    def __init__(
+        self,
+        batch_size: int,
+        linger_ms: float,
+        buffer_memory: int,
+        delivery_timeout_ms: float,
+        idempotent: bool,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.buffer_memory = buffer_memory
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.idempotent = idempotent
+        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.used_memory = 0
+        self.flushing = 0
+        self.incomplete = 0  # batches created and not yet completed
+
+    # -- append ------------------------------------------------------------------------
+    def has_room_for(self, size: int) -> bool:
+        return self.used_memory + max(self.batch_size, size + BATCH_OVERHEAD) <= self.buffer_memory
+
+    def append(self, tp: TopicPartition, record: RecordEntry, now: float) -> bool:
+        """Append a record; True when this made a batch ready (a new or a full batch)."""
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = deque()
+        last = dq[-1] if dq else None
+        if last is not None and not last.full and not last.has_sequence:
+            if last.size + record.size <= self.batch_size:
+                last.records.append(record)
+                last.size += record.size
+                if last.size + record.size > self.batch_size:
+                    last.full = True
+                    return True
+                return False
+            last.full = True
+        batch = ProducerBatch(tp, now)
+        batch.records.append(record)
+        batch.size += record.size
+        self.used_memory += max(self.batch_size, batch.size)
+        self.incomplete += 1
+        dq.append(batch)
+        return True
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        self.used_memory -= max(self.batch_size, batch.size)
+        self.incomplete -= 1
+
+    # -- readiness ---------------------------------------------------------------------
+    def ready(self, now: float, sendable: Callable[[TopicPartition], bool]) -> tuple[list, float]:
+        """Partitions whose head batch may be drained now, and the delay until the next."""
+        ready: list[TopicPartition] = []
+        next_delay = float("inf")
+        exhausted = not self.has_room_for(0)
+        for tp, dq in self.batches.items():
+            if not dq:
+                continue
+            head = dq[0]
+            if head.attempts > 0:
+                wait = head.last_attempt_ms + head.retry_backoff_ms - now
+                if wait > 0:
+                    next_delay = min(next_delay, wait)
+                    continue
+                if sendable(tp):
+                    ready.append(tp)
+                continue
+            full = len(dq) > 1 or head.full
+            waited = now - head.created_ms
+            if full or waited >= self.linger_ms or self.flushing or exhausted:
+                if sendable(tp):
+                    ready.append(tp)
+            else:
+                next_delay = min(next_delay, self.linger_ms - waited)
+        return ready, next_delay
+
+    def pop_head(self, tp: TopicPartition) -> ProducerBatch:
+        return self.batches[tp].popleft()
+
+    def head(self, tp: TopicPartition) -> ProducerBatch | None:
+        dq = self.batches.get(tp)
+        return dq[0] if dq else None
+
+    # -- retries and expiry ------------------------------------------------------------
+    def reenqueue(self, batch: ProducerBatch, now: float, backoff_ms: float) -> None:
+        batch.last_attempt_ms = now
+        batch.retry_backoff_ms = backoff_ms
+        batch.in_flight = False
+        dq = self.batches.setdefault(batch.tp, deque())
+        if not self.idempotent or not batch.has_sequence:
+            dq.appendleft(batch)
+            return
+        # Insert in sequence order ahead of batches that have no sequence yet.
+        index = 0
+        for index, queued in enumerate(dq):  # noqa: B007
+            if not queued.has_sequence or queued.base_sequence > batch.base_sequence:
+                break
+        else:
+            index = len(dq)
+        dq.insert(index, batch)
+
+    def expired_batches(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued batches past ``delivery.timeout.ms``."""
+        expired: list[ProducerBatch] = []
+        limit = self.delivery_timeout_ms
+        for dq in self.batches.values():
+            while dq and now - dq[0].created_ms >= limit:
+                expired.append(dq.popleft())
+        return expired
+
+    def next_expiry_delay(self, now: float) -> float:
+        heads = [dq[0].created_ms for dq in self.batches.values() if dq]
+        if not heads:
+            return float("inf")
+        return max(0.0, min(heads) + self.delivery_timeout_ms - now)
+
+    def abort_all(self) -> list[ProducerBatch]:
+        out = [b for dq in self.batches.values() for b in dq]
+        self.batches.clear()
+        return out

@@ -1,0 +1,389 @@
+"""Sender: the producer's I/O thread, as a SimPy process.
+
+Each pass of the loop (Kafka's ``Sender.runOnce``):
+
+1. resolves or bumps the idempotent epoch and fetches a producer id if there is none;
+2. times out requests older than ``request.timeout.ms``. As in Kafka's NetworkClient, this
+   *closes the connection*, which fails every request in flight on it as a disconnection;
+3. expires batches past ``delivery.timeout.ms``, queued or in flight;
+4. drains ready partitions, at most one batch per partition per request, into one
+   ProduceRequest per leader, as long as that connection has fewer than
+   ``max.in.flight.requests.per.connection`` requests outstanding. Sequences are assigned
+   here, at drain. With idempotence a partition is skipped while it has unresolved
+   sequences, has stale-epoch batches in flight, or its head batch is a retry that is not
+   the first in flight (so retries go out one at a time, in order);
+5. sleeps until the next deadline or until woken by an append or a response.
+
+Responses complete batches. Retriable errors re-enqueue the batch after an exponential,
+jittered backoff (``retry.backoff.ms`` to ``retry.backoff.max.ms``) while ``retries`` and
+``delivery.timeout.ms`` allow. Everything else fails it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import simpy
+
+from simulation.config import ProducerConfig
+from simulation.metadata import ClusterMetadata
+from simulation.network import Connection, Message, Network
+from simulation.producer.accumulator import ProducerBatch, RecordAccumulator
+from simulation.producer.transaction_manager import TransactionManager
+from simulation.protocol import (
+    NO_SEQUENCE,
+    BatchData,
+    Disconnected,
+    Errors,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    PartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from simulation.rng import RandomStream
+
+INF = float("inf")
+JITTER = 0.2
+
+
+@dataclass(slots=True)
+class InFlightRequest:
+    correlation_id: int
+    deadline: float
+    batches: list[ProducerBatch]
+    init_producer_id: bool = False
+
+
+@dataclass(slots=True)
+class NodeConnection:
+    """The client's view of its connection to one broker."""
+
+    broker: str
+    generation: int = 0
+    conn: Connection | None = None
+    in_flight: list[InFlightRequest] = field(default_factory=list)
+    ready_at: float = 0.0
+    failures: int = 0
+
+
+class Sender:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        node: str,
+        network: Network,
+        metadata: ClusterMetadata,
+        accumulator: RecordAccumulator,
+        config: ProducerConfig,
+        transaction_manager: TransactionManager | None,
+        rng: RandomStream,
+        on_batches_done: Callable[[], None],
+    ) -> None:
+        self.env = env
+        self.node = node
+        self.network = network
+        self.metadata = metadata
+        self.accumulator = accumulator
+        self.config = config
+        self.tm = transaction_manager
+        self.rng = rng
+        self.on_batches_done = on_batches_done
+        self.running = True
+        self._connections = {b: NodeConnection(b) for b in metadata.brokers}
+        self._correlation = 0
+        self._wakeup = env.event()
+        self._timer_at = INF
+        self._broker_cursor = 0
+        self.requests_sent = 0
+        self.retries = 0
+        self.process = env.process(self._loop())
+
+    # -- loop --------------------------------------------------------------------------
+    def wakeup(self) -> None:
+        if not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def _loop(self):  # type: ignore[no-untyped-def]
+        env = self.env
+        while self.running:
+            delay = self._run_once(env.now)
+            if not self.running:
+                return
+            if delay < INF:
+                at = env.now + max(delay, 0.0)
+                if at < self._timer_at:
+                    self._timer_at = at
+                    timer = env.timeout(at - env.now)
+                    timer.callbacks.append(self._on_timer)
+            yield self._wakeup
+            self._wakeup = env.event()
+
+    def _on_timer(self, _event: simpy.Event) -> None:
+        self._timer_at = INF
+        self.wakeup()
+
+    def stop(self) -> None:
+        self.running = False
+        self.wakeup()
+
+    def _run_once(self, now: float) -> float:
+        delay = INF
+        tm = self.tm
+        if tm is not None:
+            tm.maybe_resolve_sequences()
+            if tm.epoch_bump_required:
+                tm.bump_idempotent_epoch()
+            if not tm.has_producer_id and not tm.initializing:
+                delay = min(delay, self._send_init_producer_id(now))
+        delay = min(delay, self._time_out_requests(now))
+        delay = min(delay, self._expire_batches(now))
+        if tm is not None and not tm.has_producer_id:
+            return delay
+        ready, ready_delay = self.accumulator.ready(now, self._sendable)
+        delay = min(delay, ready_delay)
+        if ready:
+            self._drain_and_send(ready, now)
+        return min(delay, self._next_connection_delay(now))
+
+    # -- connections -------------------------------------------------------------------
+    def _can_send_to(self, nc: NodeConnection, now: float) -> bool:
+        return now >= nc.ready_at and len(nc.in_flight) < self.config.max_in_flight
+
+    def _connection(self, nc: NodeConnection) -> Connection:
+        if nc.conn is None:
+            nc.generation += 1
+            nc.conn = self.network.connect(self.node, nc.broker, nc.generation)
+        return nc.conn
+
+    def _next_connection_delay(self, now: float) -> float:
+        delay = INF
+        for nc in self._connections.values():
+            if nc.in_flight:
+                delay = min(delay, nc.in_flight[0].deadline - now)
+            if nc.ready_at > now:
+                delay = min(delay, nc.ready_at - now)
+        return delay
+
+    def _time_out_requests(self, now: float) -> float:
+        for nc in self._connections.values():
+            if nc.in_flight and nc.in_flight[0].deadline <= now:
+                self._disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
+        return INF
+
+    def _disconnect(self, nc: NodeConnection, now: float, error: Errors) -> None:
+        if nc.conn is not None:
+            nc.conn.closed = True
+            nc.conn = None
+        nc.failures += 1
+        base = self.config.reconnect_backoff_ms * 2 ** (nc.failures - 1)
+        backoff = min(base, self.config.reconnect_backoff_max_ms)
+        nc.ready_at = now + backoff * (1 + self.rng.uniform(-JITTER, JITTER))
+        requests, nc.in_flight = nc.in_flight, []
+        for i, request in enumerate(requests):
+            if request.init_producer_id:
+                if self.tm is not None:
+                    self.tm.initializing = False
+                continue
+            # Only the request that timed out gets the timeout error; the rest were cut off.
+            err = error if i == 0 else Errors.NETWORK_EXCEPTION
+            for batch in request.batches:
+                self._complete_batch(batch, PartitionResponse(err), now)
+        self.on_batches_done()
+
+    # -- InitProducerId ----------------------------------------------------------------
+    def _send_init_producer_id(self, now: float) -> float:
+        brokers = list(self._connections.values())
+        for i in range(len(brokers)):
+            nc = brokers[(self._broker_cursor + i) % len(brokers)]
+            if self._can_send_to(nc, now):
+                self._broker_cursor = (self._broker_cursor + i + 1) % len(brokers)
+                assert self.tm is not None
+                self.tm.initializing = True
+                self._correlation += 1
+                request = InitProducerIdRequest(self._correlation, self.config.transactional_id)
+                nc.in_flight.append(
+                    InFlightRequest(
+                        self._correlation, now + self.config.request_timeout_ms, [], True
+                    )
+                )
+                self.requests_sent += 1
+                self.network.send(self.node, nc.broker, request, self._connection(nc))
+                return INF
+        return max(min(nc.ready_at for nc in brokers) - now, 0.0)
+
+    # -- drain -------------------------------------------------------------------------
+    def _sendable(self, tp: TopicPartition) -> bool:
+        nc = self._connections[self.metadata.leader(tp)]
+        if not self._can_send_to(nc, self.env.now):
+            return False
+        tm = self.tm
+        if tm is None:
+            return True
+        head = self.accumulator.head(tp)
+        assert head is not None
+        if not head.has_sequence:
+            if tm.has_stale_producer_id_and_epoch(tp) and not tm.maybe_update_producer_id_and_epoch(
+                tp
+            ):
+                return False
+            if tm.has_unresolved_sequence(tp):
+                return False
+        first = tm.first_in_flight_sequence(tp)
+        return not (first != NO_SEQUENCE and head.has_sequence and head.base_sequence != first)
+
+    def _drain_and_send(self, ready: list[TopicPartition], now: float) -> None:
+        by_leader: dict[str, list[TopicPartition]] = {}
+        for tp in ready:
+            by_leader.setdefault(self.metadata.leader(tp), []).append(tp)
+        for broker, tps in by_leader.items():
+            batches: list[ProducerBatch] = []
+            size = 0
+            for tp in tps:
+                head = self.accumulator.head(tp)
+                assert head is not None
+                if batches and size + head.size > self.config.max_request_size:
+                    break
+                batch = self.accumulator.pop_head(tp)
+                if self.tm is not None and not batch.has_sequence:
+                    self.tm.assign_sequence(batch)
+                size += batch.size
+                batches.append(batch)
+            self._send_produce(self._connections[broker], batches, now)
+
+    def _send_produce(self, nc: NodeConnection, batches: list[ProducerBatch], now: float) -> None:
+        self._correlation += 1
+        partitions = []
+        for b in batches:
+            b.attempts += 1
+            b.in_flight = True
+            if b.attempts > 1:
+                self.retries += 1
+            values = tuple(r.value for r in b.records)
+            partitions.append((b.tp, BatchData(b.producer_id, b.epoch, b.base_sequence, values)))
+        acks = self.config.acks
+        request = ProduceRequest(self._correlation, acks, partitions, batches)
+        self.requests_sent += 1
+        self.network.send(self.node, nc.broker, request, self._connection(nc))
+        if acks == 0:
+            # Nothing will answer: the batches count as sent and done (offset unknown).
+            for b in batches:
+                self._complete_batch(b, PartitionResponse(Errors.NONE, -1), now)
+            self.on_batches_done()
+            return
+        deadline = now + self.config.request_timeout_ms
+        nc.in_flight.append(InFlightRequest(self._correlation, deadline, batches))
+
+    # -- responses ---------------------------------------------------------------------
+    def receive(self, msg: Message) -> None:
+        if not self.running:
+            return
+        payload = msg.payload
+        nc = self._connections.get(msg.src)
+        if nc is None:
+            return
+        if isinstance(payload, Disconnected):
+            if nc.conn is not None and nc.generation == payload.generation:
+                self._disconnect(nc, self.env.now, Errors.NETWORK_EXCEPTION)
+                self.wakeup()
+            return
+        if msg.conn is not nc.conn:
+            return  # a response on a connection this client has already closed
+        request = next(
+            (r for r in nc.in_flight if r.correlation_id == payload.correlation_id), None
+        )
+        if request is None:
+            return
+        nc.in_flight.remove(request)
+        nc.failures = 0
+        now = self.env.now
+        if isinstance(payload, InitProducerIdResponse):
+            if self.tm is not None and payload.error is Errors.NONE:
+                self.tm.set_producer_id_and_epoch(payload.producer_id, payload.epoch)
+            elif self.tm is not None:
+                self.tm.initializing = False
+        elif isinstance(payload, ProduceResponse):
+            for batch, result in zip(request.batches, payload.results, strict=True):
+                self._complete_batch(batch, result, now)
+            self.on_batches_done()
+        self.wakeup()
+
+    def _complete_batch(
+        self, batch: ProducerBatch, response: PartitionResponse, now: float
+    ) -> None:
+        batch.in_flight = False
+        error = response.error
+        tm = self.tm
+        if error is Errors.NONE:
+            if tm is not None:
+                tm.handle_completed_batch(batch)
+            if batch.complete(response.base_offset):
+                self.accumulator.deallocate(batch)
+            return
+        if batch.done:
+            return
+        if self._can_retry(batch, error, now):
+            backoff = self._retry_backoff(batch)
+            self.accumulator.reenqueue(batch, now, backoff)
+            return
+        if tm is not None:
+            maybe_written = error.retriable or batch.attempts > 1
+            tm.handle_failed_batch(batch, maybe_written=maybe_written)
+        self._fail_batch(batch, f"{error.exception_name}: {error.name}")
+
+    def _fail_batch(self, batch: ProducerBatch, message: str) -> None:
+        if batch.fail(message):
+            self.accumulator.deallocate(batch)
+
+    def _can_retry(self, batch: ProducerBatch, error: Errors, now: float) -> bool:
+        if now - batch.created_ms >= self.config.delivery_timeout_ms:
+            return False
+        if batch.attempts - 1 >= self.config.retries:
+            return False
+        if self.tm is None:
+            return error.retriable
+        if error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            return self.tm.can_retry(batch, error)
+        if error is Errors.INVALID_PRODUCER_EPOCH:
+            return batch.sequence_has_been_reset
+        return error.retriable
+
+    def _retry_backoff(self, batch: ProducerBatch) -> float:
+        base = self.config.retry_backoff_ms * 2 ** max(batch.attempts - 1, 0)
+        capped = min(base, max(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms))
+        return capped * (1 + self.rng.uniform(-JITTER, JITTER))
+
+    # -- delivery timeout --------------------------------------------------------------
+    def _expire_batches(self, now: float) -> float:
+        limit = self.config.delivery_timeout_ms
+        message = "TimeoutException: record expired after delivery.timeout.ms"
+        expired = self.accumulator.expired_batches(now)
+        for batch in expired:
+            if self.tm is not None and batch.has_sequence:
+                self.tm.handle_failed_batch(batch, maybe_written=batch.attempts > 0)
+            self._fail_batch(batch, message)
+        delay = self.accumulator.next_expiry_delay(now)
+        for nc in self._connections.values():
+            for request in nc.in_flight:
+                for batch in request.batches:
+                    if batch.done:
+                        continue
+                    left = batch.created_ms + limit - now
+                    if left <= 0:
+                        if self.tm is not None:
+                            self.tm.handle_failed_batch(batch, maybe_written=True)
+                        self._fail_batch(batch, message)
+                        expired.append(batch)
+                    else:
+                        delay = min(delay, left)
+        if expired:
+            self.on_batches_done()
+        return delay
+
+    def abandon(self) -> None:
+        """The producer process died: stop without completing anything."""
+        self.running = False
+        for nc in self._connections.values():
+            nc.in_flight.clear()

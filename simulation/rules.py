@@ -1,0 +1,41 @@
+"""Protocol rules that differ between Kafka versions, each a named switch.
+
+A scenario picks a version preset (``kafka.version``) and may flip single rules under
+``kafka.rules``. Every place in the model that behaves differently across versions reads its
+rule from here, so a version, or a reproduction of a known Kafka bug, is a switch on one rule
+rather than a fork of the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolRules:
+    # Default of linger.ms: 5 since Kafka 4.0 (KIP-1030), 0 before.
+    linger_ms_default: int = 5
+    # max.in.flight > 5 with implicit idempotence: older clients silently switch idempotence
+    # off; newer trunk always raises a ConfigException.
+    max_in_flight_above_5_disables_implicit_idempotence: bool = False
+    # Unknown producer id on a partition: accept any sequence (KIP-360, Kafka 2.5+).
+    # False reproduces the older UNKNOWN_PRODUCER_ID answer for a non-zero first sequence.
+    accept_unknown_producer_any_sequence: bool = True
+    # How many batches ProducerStateManager remembers per producer for duplicate detection.
+    producer_state_cached_batches: int = 5
+
+    def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
+        return replace(self, **overrides)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+VERSIONS: dict[str, ProtocolRules] = {
+    "3.9": ProtocolRules(
+        linger_ms_default=0, max_in_flight_above_5_disables_implicit_idempotence=True
+    ),
+    "4.0": ProtocolRules(),
+}
+DEFAULT_VERSION = "4.0"

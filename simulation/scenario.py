@@ -1,0 +1,474 @@
+"""Scenario files: schema, loading, validation errors and ``--set`` overrides.
+
+A scenario is YAML describing a cluster, producers (configured under Kafka's own key names),
+their workloads, the network, faults and an ``expect:`` block. Loading is safe YAML plus a
+pydantic schema. Every problem becomes a :class:`ScenarioError` with one line of text naming
+the file, the path inside it (with the YAML line when known) and what would be valid: the
+closest key for a misspelling, the allowed range for a bad number.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from simulation.config import PRODUCER_KEYS, ConfigException, Unsafe, parse_producer_config
+from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+
+
+class ScenarioError(ValueError):
+    """A bad scenario, override or value; its text is one line meant for the user."""
+
+
+# -- durations ------------------------------------------------------------------------------
+_UNITS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "min": 60_000.0, "h": 3_600_000.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+
+
+def parse_duration_ms(value: object) -> float:
+    """``250`` or ``"250ms"`` -> 250.0; ``"1.5s"`` -> 1500.0. Plain numbers are milliseconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 500ms, 2s or 1m")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNITS[m.group(2) or "ms"]
+    raise ValueError(f"expected a duration such as 500ms, 2s or 1m, got {value!r}")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration_ms)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- cluster and network --------------------------------------------------------------------
+class Topic(_Model):
+    name: str = Field(min_length=1)
+    partitions: int = Field(ge=1, le=10_000)
+
+
+class Cluster(_Model):
+    brokers: int = Field(default=1, ge=1, le=1000)
+    request_time_ms: float = Field(default=0.1, ge=0.0)
+    topics: list[Topic] = Field(min_length=1)
+
+    @field_validator("topics")
+    @classmethod
+    def _unique_topics(cls, topics: list[Topic]) -> list[Topic]:
+        names = [t.name for t in topics]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"topic {name!r} is defined twice")
+        return topics
+
+
+class Latency(_Model):
+    distribution: Literal["constant", "uniform", "exponential", "lognormal"] = "lognormal"
+    value_ms: float = Field(default=1.0, ge=0.0)
+    low_ms: float = Field(default=0.5, ge=0.0)
+    high_ms: float = Field(default=1.5, ge=0.0)
+    mean_ms: float = Field(default=1.0, ge=0.0)
+    median_ms: float = Field(default=1.0, ge=0.0)
+    sigma: float = Field(default=0.5, ge=0.0, le=5.0)
+
+
+class NetworkSpec(_Model):
+    latency: Latency = Latency()
+    request_loss: Probability = 0.0
+    response_loss: Probability = 0.0
+    loss_model: Literal["connection", "message"] = "connection"
+
+
+# -- producers ------------------------------------------------------------------------------
+class Workload(_Model):
+    topic: str
+    records: int = Field(ge=0, le=100_000_000)
+    rate: float = Field(default=1000.0, gt=0.0, description="records per second")
+    arrival: Literal["constant", "poisson"] = "constant"
+    keys: int | None = Field(default=None, ge=1, description="distinct keys; null = no key")
+    partition: int | None = Field(default=None, ge=0)
+    value_bytes: int = Field(default=100, ge=0, le=10_000_000)
+    start: Duration = 0.0
+    on_restart: Literal["resend_unacked", "continue"] = "resend_unacked"
+
+
+class Producer(_Model):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    config: dict[str, Any] = Field(default_factory=dict)
+    workload: Workload
+
+    @field_validator("config")
+    @classmethod
+    def _known_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
+        for key in config:
+            if key not in PRODUCER_KEYS:
+                raise _UnknownKey(key, list(PRODUCER_KEYS))
+        return config
+
+
+class _UnknownKey(ValueError):
+    def __init__(self, key: str, valid: Iterable[str]) -> None:
+        self.key = key
+        close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        super().__init__(f"unknown key {key!r}{hint}")
+
+
+# -- faults ---------------------------------------------------------------------------------
+class DurationRange(_Model):
+    min: Duration
+    max: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DurationRange:
+        if self.max < self.min:
+            raise ValueError("max must be at least min")
+        return self
+
+
+FaultKind = Literal["crash", "pause", "partition", "delay", "loss"]
+
+
+class Fault(_Model):
+    kind: FaultKind
+    nodes: list[str] = Field(default_factory=list)
+    groups: list[list[str]] | None = None
+    at: Duration | None = None
+    rate: float | None = Field(default=None, gt=0.0, description="occurrences per second")
+    start: Duration = 0.0
+    end: Duration | None = None
+    duration: Duration | DurationRange
+    extra_latency: Duration = 0.0
+    probability: Probability = 0.0
+
+    @model_validator(mode="after")
+    def _shape(self) -> Fault:
+        if (self.at is None) == (self.rate is None):
+            raise ValueError("give exactly one of 'at' (scheduled) or 'rate' (random)")
+        if self.kind in ("crash", "pause") and not self.nodes:
+            raise ValueError(f"a {self.kind} fault needs 'nodes'")
+        if self.kind == "partition" and not self.nodes and not self.groups:
+            raise ValueError("a partition fault needs 'nodes' (to isolate) or 'groups'")
+        if self.kind == "delay" and self.extra_latency <= 0:
+            raise ValueError("a delay fault needs a positive 'extra_latency'")
+        if self.kind == "loss" and self.probability <= 0:
+            raise ValueError("a loss fault needs a positive 'probability'")
+        return self
+
+
+# -- the scenario ---------------------------------------------------------------------------
+class Kafka(_Model):
+    version: Literal["3.9", "4.0"] = DEFAULT_VERSION  # type: ignore[assignment]
+    rules: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, rules: dict[str, Any]) -> dict[str, Any]:
+        for key in rules:
+            if key not in ProtocolRules.names():
+                raise _UnknownKey(key, ProtocolRules.names())
+        return rules
+
+    def protocol_rules(self) -> ProtocolRules:
+        return VERSIONS[self.version].with_overrides(self.rules)
+
+
+class UnsafeSpec(_Model):
+    idempotence_with_max_in_flight_above_5: bool = False
+    idempotence_without_acks_all: bool = False
+    idempotence_without_retries: bool = False
+    delivery_timeout_below_linger_plus_request_timeout: bool = False
+
+    def to_unsafe(self) -> Unsafe:
+        return Unsafe(**self.model_dump())
+
+
+_CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
+ExpectValue = int | str
+
+
+class Scenario(_Model):
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = Field(default=1, ge=0)
+    duration: Duration = 600_000.0
+    kafka: Kafka = Kafka()
+    cluster: Cluster
+    network: NetworkSpec = NetworkSpec()
+    producers: list[Producer] = Field(min_length=1)
+    faults: list[Fault] = Field(default_factory=list)
+    unsafe: UnsafeSpec = UnsafeSpec()
+    expect: dict[str, ExpectValue] = Field(default_factory=dict)
+
+    @field_validator("expect")
+    @classmethod
+    def _conditions(cls, expect: dict[str, ExpectValue]) -> dict[str, ExpectValue]:
+        for key, value in expect.items():
+            if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+                raise ValueError(f"{key}: expected a count such as 0 or a condition such as '>0'")
+            if isinstance(value, str) and not _CONDITION.match(value):
+                raise ValueError(
+                    f"{key}: {value!r} is not a condition; use N, '>N', '>=N', '<N', '<=N', '!=N'"
+                )
+        return expect
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        topics = {t.name: t.partitions for t in self.cluster.topics}
+        names = [p.name for p in self.producers]
+        brokers = [f"broker-{i}" for i in range(self.cluster.brokers)]
+        for i, p in enumerate(self.producers):
+            if names.count(p.name) > 1:
+                raise _PathError(("producers", i, "name"), f"producer {p.name!r} is defined twice")
+            if p.name in brokers:
+                raise _PathError(("producers", i, "name"), f"{p.name!r} is a broker's name")
+            w = p.workload
+            if w.topic not in topics:
+                raise _PathError(
+                    ("producers", i, "workload", "topic"),
+                    f"unknown topic {w.topic!r}; topics are {sorted(topics)}",
+                )
+            if w.partition is not None and w.partition >= topics[w.topic]:
+                raise _PathError(
+                    ("producers", i, "workload", "partition"),
+                    f"must be in [0, {topics[w.topic] - 1}] for topic {w.topic!r}",
+                )
+        nodes = set(names) | set(brokers)
+        for i, f in enumerate(self.faults):
+            named = list(f.nodes) + [n for g in f.groups or [] for n in g]
+            for n in named:
+                if n not in nodes:
+                    close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
+            if f.kind == "pause" and any(n in names for n in f.nodes):
+                raise _PathError(("faults", i, "nodes"), "pause applies to brokers only")
+        return self
+
+    # -- derived -----------------------------------------------------------------------
+    def topic_partitions(self) -> dict[str, int]:
+        return {t.name: t.partitions for t in self.cluster.topics}
+
+    def broker_names(self) -> list[str]:
+        return [f"broker-{i}" for i in range(self.cluster.brokers)]
+
+    def protocol_rules(self) -> ProtocolRules:
+        return self.kafka.protocol_rules()
+
+    def digest(self) -> str:
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _PathError(ValueError):
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+# -- loading --------------------------------------------------------------------------------
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file; raises :class:`ScenarioError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_scenario(text, str(path), overrides)
+
+
+def parse_scenario(
+    text: str, source: str = "<scenario>", overrides: Iterable[str] = ()
+) -> Scenario:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{source}{where}: invalid YAML: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{source}: a scenario must be a mapping of keys to values")
+    for override in overrides:
+        apply_override(raw, override)
+    return validate_scenario(raw, source, node)
+
+
+def validate_scenario(raw: Mapping[str, Any], source: str, node: Any = None) -> Scenario:
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(_format_validation_error(exc, source, node)) from None
+    for i, p in enumerate(scenario.producers):
+        try:
+            parse_producer_config(p.config, scenario.protocol_rules(), scenario.unsafe.to_unsafe())
+        except ConfigException as exc:
+            path = ("producers", i, "config", exc.key)
+            raise ScenarioError(f"{source}{_line(node, path)}: {_dotted(path)}: {exc}") from None
+    return scenario
+
+
+def _format_validation_error(exc: ValidationError, source: str, node: Any) -> str:
+    err = exc.errors()[0]
+    loc: tuple[str | int, ...] = tuple(err["loc"])
+    ctx = err.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, _PathError):
+        loc, message = inner.path, str(inner)
+    elif isinstance(inner, _UnknownKey):
+        loc, message = (*loc, inner.key), str(inner)
+    elif err["type"] == "extra_forbidden":
+        message = _unknown_field_message(loc)
+    elif err["type"] == "missing":
+        message = "required key is missing"
+    else:
+        message = _clean(err["msg"])
+    return f"{source}{_line(node, loc)}: {_dotted(loc) or '(top level)'}: {message}"
+
+
+def _clean(msg: str) -> str:
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    return msg[0].lower() + msg[1:] if msg else msg
+
+
+def _unknown_field_message(loc: tuple[str | int, ...]) -> str:
+    key = str(loc[-1])
+    model: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            model = None
+            break
+        model = _model_of(field.annotation)
+    valid = list(model.model_fields) if model is not None else []
+    return str(_UnknownKey(key, valid))
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _dotted(path: Iterable[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line(node: Any, path: Iterable[str | int]) -> str:
+    """``:LINE`` of the deepest YAML node found along ``path``, or an empty string."""
+    if node is None:
+        return ""
+    found = node
+    for part in path:
+        nxt = None
+        if isinstance(found, yaml.MappingNode):
+            for k, v in found.value:
+                if getattr(k, "value", None) == str(part):
+                    nxt = v if not isinstance(v, yaml.ScalarNode) else k
+                    break
+        elif (
+            isinstance(found, yaml.SequenceNode)
+            and isinstance(part, int)
+            and 0 <= part < len(found.value)
+        ):
+            nxt = found.value[part]
+        if nxt is None:
+            break
+        found = nxt
+    return f":{found.start_mark.line + 1}"
+
+
+# -- overrides ------------------------------------------------------------------------------
+def apply_override(raw: dict[str, Any], override: str) -> None:
+    """Apply ``path=value`` to the raw scenario mapping (before validation).
+
+    Path parts are separated by dots. A list is indexed by position or by an item's
+    ``name`` (``producers.producer-0.config.acks=1``), and a Kafka key that itself contains
+    dots is matched whole (``...config.enable.idempotence=false``). The value is read as YAML.
+    """
+    if "=" not in override:
+        raise ScenarioError(f"--set {override}: expected path=value")
+    path_text, value_text = override.split("=", 1)
+    parts = [p for p in path_text.strip().split(".") if p]
+    if not parts:
+        raise ScenarioError(f"--set {override}: empty path")
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else ""
+    except yaml.YAMLError:
+        raise ScenarioError(f"--set {override}: cannot read value {value_text!r}") from None
+    target: Any = raw
+    i = 0
+    parent = ""
+    while True:
+        key, i = _next_key(target, parts, i, override, parent)
+        parent = str(key)
+        if i == len(parts):
+            break
+        if isinstance(target, dict):
+            if key not in target or target[key] is None:
+                target[key] = {}
+            target = target[key]
+        else:
+            target = target[key]
+    target[key] = value
+
+
+# Mappings whose keys are leaves that may contain dots (Kafka configuration keys).
+_LEAF_MAPPINGS = ("config", "rules", "expect")
+
+
+def _next_key(target: Any, parts: list[str], i: int, override: str, parent: str) -> tuple[Any, int]:
+    if isinstance(target, list):
+        part = parts[i]
+        if part.isdigit() and int(part) < len(target):
+            return int(part), i + 1
+        for index, item in enumerate(target):
+            if isinstance(item, dict) and item.get("name") == part:
+                return index, i + 1
+        raise ScenarioError(
+            f"--set {override}: no item {part!r} in the list at {'.'.join(parts[:i])}"
+        )
+    if not isinstance(target, dict):
+        raise ScenarioError(f"--set {override}: {'.'.join(parts[:i])} is not a mapping")
+    for k in range(len(parts), i, -1):
+        candidate = ".".join(parts[i:k])
+        if candidate in target or (k - i > 1 and candidate in PRODUCER_KEYS):
+            return candidate, k
+    if parent in _LEAF_MAPPINGS:
+        return ".".join(parts[i:]), len(parts)
+    return parts[i], i + 1

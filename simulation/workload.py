@@ -1,0 +1,168 @@
+"""The producer application: sends unique values at a rate, and survives crashes.
+
+Every record's value is unique in the run (``<producer>-<n>``), so the checker can follow
+each one. Each send is an operation in the history: invoked when the application calls
+``send()``, completed ``ok`` with its offset, ``fail`` when the client knows it was never
+written (it never left the client), or ``info`` when it might have been written (the batch
+was sent and then timed out or failed).
+
+A crash kills the process: the producer, its sender thread and the records it held are gone,
+and every operation still open completes ``info``. The restarted application is a new
+process (``name/1``, ``name/2``, ...) with a new KafkaProducer, and so a new producer id:
+idempotence protects one producer session only. With ``on_restart: resend_unacked`` it sends
+again every value it never saw acknowledged, as an application that replays its source from
+the last acknowledged position does. That is how duplicates cross sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simpy
+
+from simulation.history import HistoryRecorder
+from simulation.producer.kafka_producer import KafkaProducer
+from simulation.rng import RandomStream
+from simulation.scenario import Workload
+
+ProducerFactory = Callable[[], KafkaProducer]
+
+
+class ProducerApp:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        workload: Workload,
+        make_producer: ProducerFactory,
+        history: HistoryRecorder,
+        rng: RandomStream,
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.workload = workload
+        self.make_producer = make_producer
+        self.history = history
+        self.rng = rng
+        self.incarnation = 0
+        self.alive = True
+        self.down_count = 0
+        self.producer: KafkaProducer | None = None
+        self.next_index = 0
+        # value -> (op id, key) for operations still open in the current incarnation
+        self.open_ops: dict[str, tuple[int, str | None]] = {}
+        self.to_resend: list[str] = []
+        self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
+        self._restarted = env.event()
+        self.done = env.event()
+        self.process = env.process(self._run())
+
+    @property
+    def process_id(self) -> str:
+        return f"{self.name}/{self.incarnation}"
+
+    # -- main loop ---------------------------------------------------------------------
+    def _run(self):  # type: ignore[no-untyped-def]
+        w = self.workload
+        if w.start > 0:
+            yield self.env.timeout(w.start)
+        self.producer = self.make_producer()
+        interval = 1000.0 / w.rate
+        while True:
+            try:
+                while self.to_resend or self.next_index < w.records:
+                    if self.to_resend:
+                        value = self.to_resend.pop(0)
+                    else:
+                        value = f"{self.name}-{self.next_index}"
+                        self.next_index += 1
+                    blocked = self._send(value)
+                    if blocked is not None:
+                        yield blocked
+                    gap = interval if w.arrival == "constant" else self.rng.exponential(interval)
+                    yield self.env.timeout(gap)
+                yield self.producer.flush()
+                self.done.succeed()
+                return
+            except simpy.Interrupt:
+                yield self._restarted
+
+    def _send(self, value: str) -> simpy.Event | None:
+        w = self.workload
+        key = None if w.keys is None else f"k{self.rng.integer(w.keys)}"
+        process = self.process_id
+        op_id = self.history.invoke_send(process, self.env.now, w.topic, w.partition, key, value)
+        self.open_ops[value] = (op_id, key)
+        self.counts["sent"] += 1
+        incarnation = self.incarnation
+
+        def on_complete(
+            partition: int, offset: int, error: str | None, maybe_written: bool
+        ) -> None:
+            if incarnation != self.incarnation or value not in self.open_ops:
+                return
+            del self.open_ops[value]
+            p = partition if partition >= 0 else None
+            if error is None:
+                self.counts["acked"] += 1
+                type_ = "ok"
+            else:
+                type_ = "info" if maybe_written else "fail"
+                self.counts["indeterminate" if type_ == "info" else "failed"] += 1
+            self.history.complete_send(
+                op_id,
+                type_,
+                process,
+                self.env.now,
+                w.topic,
+                p,
+                key,
+                value,
+                offset if error is None else None,
+                error,
+            )
+
+        assert self.producer is not None
+        return self.producer.send(w.topic, key, value, w.partition, on_complete, w.value_bytes)
+
+    # -- faults ------------------------------------------------------------------------
+    def crash(self) -> None:
+        self.down_count += 1
+        if not self.alive:
+            return
+        self.alive = False
+        if self.producer is not None:
+            self.producer.crash()
+        process = self.process_id
+        w = self.workload
+        for value, (op_id, key) in self.open_ops.items():
+            self.history.complete_send(
+                op_id,
+                "info",
+                process,
+                self.env.now,
+                w.topic,
+                w.partition,
+                key,
+                value,
+                None,
+                "ProcessCrashed: the producer process died with the send outstanding",
+            )
+            self.counts["indeterminate"] += 1
+            if w.on_restart == "resend_unacked":
+                self.to_resend.append(value)
+        self.open_ops.clear()
+        if not self.done.triggered and self.process.is_alive:
+            self.process.interrupt("crash")
+
+    def restart(self) -> None:
+        self.down_count = max(self.down_count - 1, 0)
+        if self.alive or self.down_count > 0:
+            return
+        self.alive = True
+        self.incarnation += 1
+        if self.done.triggered:
+            return
+        self.producer = self.make_producer()
+        restarted, self._restarted = self._restarted, self.env.event()
+        restarted.succeed()
