@@ -10,6 +10,8 @@ never lost alone: the connection stops delivering, and the client notices only w
 that message and every later one on the same connection, in both directions, disappear. A
 lost request means the broker never saw it. A lost response means the write happened but its
 acknowledgement did not arrive, which is the classic source of duplicates.
+A black-holed connection is reset by TCP itself after ``dead_connection_reset_ms``.
+That matters for ``acks=0``, which has no request timeout to notice a dead connection.
 ``loss_model: message`` drops single messages independently instead. That is a departure from
 TCP, kept for comparison.
 
@@ -27,6 +29,7 @@ from typing import Any, Literal
 
 import simpy
 
+from simulation.protocol import Disconnected
 from simulation.rng import RandomStream
 
 Handler = Callable[["Message"], None]
@@ -60,6 +63,9 @@ class NetworkSettings:
     request_loss: float = 0.0
     response_loss: float = 0.0
     loss_model: Literal["connection", "message"] = "connection"
+    # A black-holed connection is eventually reset by TCP (retransmission timeout or
+    # keepalive); until then only the client's request timeout can notice it.
+    dead_connection_reset_ms: float = 30_000.0
 
 
 @dataclass(slots=True, eq=False)
@@ -136,7 +142,7 @@ class Network:
         if self._lost(src, dst):
             self.messages_lost += 1
             if conn is not None and self.settings.loss_model == "connection":
-                conn.blackholed = True
+                self._blackhole(conn)
             return
         if self._cuts and any(c.separates(src, dst) for c in self._cuts):
             self._held.setdefault((src, dst), deque()).append(msg)
@@ -150,6 +156,27 @@ class Network:
             if w.loss and w.touches(src, dst):
                 p = 1.0 - (1.0 - p) * (1.0 - w.loss)
         return p > 0.0 and self.rng.random() < p
+
+    def _blackhole(self, conn: Connection) -> None:
+        conn.blackholed = True
+        ev = self.env.timeout(self.settings.dead_connection_reset_ms)
+        ev.callbacks.append(lambda _ev: self._reset(conn))
+
+    def _reset(self, conn: Connection) -> None:
+        """TCP gives up on a dead connection: the client sees a reset."""
+        if conn.closed:
+            return
+        conn.closed = True
+        handler = self._handlers.get(conn.client)
+        if handler is not None:
+            msg = Message(
+                conn.broker,
+                conn.client,
+                Disconnected(conn.broker, conn.generation),
+                None,
+                self.env.now,
+            )
+            handler(msg)
 
     def _schedule(self, msg: Message) -> None:
         delay = self.settings.latency.sample(self.rng)

@@ -1,8 +1,9 @@
 """Assemble a run from a scenario and a seed, run it, and hand back what happened.
 
 One run = one SimPy environment holding the network, the brokers, one application and
-KafkaProducer per scenario producer, and the nemesis. It ends when every application has
-sent and flushed all its records, or at the scenario's ``duration``. Whatever is still open
+KafkaProducer per scenario producer, and the nemesis. It ends ``settle`` after every
+application has sent and flushed all its records (so that requests still on the wire land),
+or at the scenario's ``duration``. Whatever is still open
 then is completed ``info``. The result carries the history (with each partition's final
 log), counters, and the realised fault schedule.
 """
@@ -80,7 +81,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None) -> RunResult:
     latency = LatencyModel(**n.latency.model_dump())
     network = Network(
         env,
-        NetworkSettings(latency, n.request_loss, n.response_loss, n.loss_model),
+        NetworkSettings(
+            latency, n.request_loss, n.response_loss, n.loss_model, n.dead_connection_reset
+        ),
         streams.stream("network"),
     )
     allocator = ProducerIdBlockAllocator()
@@ -132,6 +135,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None) -> RunResult:
     all_done = simpy.AllOf(env, [a.done for a in apps.values()])
     limit = env.timeout(scenario.duration)
     env.run(until=simpy.AnyOf(env, [all_done, limit]))
+    if all_done.triggered and scenario.settle > 0:
+        # Let requests still on the wire (acks=0, zombies of crashed producers) land.
+        env.run(until=env.now + scenario.settle)
     sim_time = env.now
 
     pending = 0

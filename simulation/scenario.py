@@ -100,6 +100,7 @@ class NetworkSpec(_Model):
     request_loss: Probability = 0.0
     response_loss: Probability = 0.0
     loss_model: Literal["connection", "message"] = "connection"
+    dead_connection_reset: Duration = 30_000.0
 
 
 # -- producers ------------------------------------------------------------------------------
@@ -215,6 +216,7 @@ class Scenario(_Model):
     description: str = ""
     seed: int = Field(default=1, ge=0)
     duration: Duration = 600_000.0
+    settle: Duration = 1_000.0
     kafka: Kafka = Kafka()
     cluster: Cluster
     network: NetworkSpec = NetworkSpec()

@@ -51,7 +51,7 @@ class ProducerApp:
         self.next_index = 0
         # value -> (op id, key) for operations still open in the current incarnation
         self.open_ops: dict[str, tuple[int, str | None]] = {}
-        self.to_resend: list[str] = []
+        self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
         self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
         self._restarted = env.event()
         self.done = env.event()
@@ -72,11 +72,12 @@ class ProducerApp:
             try:
                 while self.to_resend or self.next_index < w.records:
                     if self.to_resend:
-                        value = self.to_resend.pop(0)
+                        value, key = self.to_resend.pop(0)
                     else:
                         value = f"{self.name}-{self.next_index}"
+                        key = None if w.keys is None else f"k{self.rng.integer(w.keys)}"
                         self.next_index += 1
-                    blocked = self._send(value)
+                    blocked = self._send(value, key)
                     if blocked is not None:
                         yield blocked
                     gap = interval if w.arrival == "constant" else self.rng.exponential(interval)
@@ -87,9 +88,8 @@ class ProducerApp:
             except simpy.Interrupt:
                 yield self._restarted
 
-    def _send(self, value: str) -> simpy.Event | None:
+    def _send(self, value: str, key: str | None) -> simpy.Event | None:
         w = self.workload
-        key = None if w.keys is None else f"k{self.rng.integer(w.keys)}"
         process = self.process_id
         op_id = self.history.invoke_send(process, self.env.now, w.topic, w.partition, key, value)
         self.open_ops[value] = (op_id, key)
@@ -150,7 +150,7 @@ class ProducerApp:
             )
             self.counts["indeterminate"] += 1
             if w.on_restart == "resend_unacked":
-                self.to_resend.append(value)
+                self.to_resend.append((value, key))
         self.open_ops.clear()
         if not self.done.triggered and self.process.is_alive:
             self.process.interrupt("crash")
