@@ -47,6 +47,9 @@ from simulation.rng import RandomStream
 
 INF = float("inf")
 JITTER = 0.2
+# The shortest sleep: a deadline a few ulps away must still move the clock past it, or the
+# loop would wake at the same instant forever.
+MIN_SLEEP_MS = 1e-6
 
 
 @dataclass(slots=True)
@@ -113,7 +116,7 @@ class Sender:
             if not self.running:
                 return
             if delay < INF:
-                at = env.now + max(delay, 0.0)
+                at = env.now + max(delay, MIN_SLEEP_MS)
                 if at < self._timer_at:
                     self._timer_at = at
                     timer = env.timeout(at - env.now)
@@ -212,7 +215,9 @@ class Sender:
                 self.requests_sent += 1
                 self.network.send(self.node, nc.broker, request, self._connection(nc))
                 return INF
-        return max(min(nc.ready_at for nc in brokers) - now, 0.0)
+        # Every connection is backing off or full: wait for a backoff to end or a response.
+        waits = [nc.ready_at - now for nc in brokers if nc.ready_at > now]
+        return min(waits) if waits else INF
 
     # -- drain -------------------------------------------------------------------------
     def _sendable(self, tp: TopicPartition) -> bool:

@@ -1,0 +1,479 @@
+"""The anomaly checker: each anomaly on a history that has it and on a close one that does not."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from histories import Builder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.checker import ANOMALIES, CheckResult, check
+from analysis.history import History, LogRecord
+
+
+def counts(result: CheckResult) -> dict[str, int]:
+    return {name: anomaly.count for name, anomaly in result.anomalies.items()}
+
+
+def only(result: CheckResult, **expected: int) -> None:
+    assert counts(result) == {name: expected.get(name, 0) for name in ANOMALIES}
+
+
+def example(result: CheckResult, name: str) -> dict[str, Any]:
+    return result.anomalies[name].examples[0]
+
+
+def offsets(positions: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+    return [(p["topic"], p["partition"], p["offset"]) for p in positions]
+
+
+# -- result shape ----------------------------------------------------------------------------
+
+
+def test_clean_history_and_result_shape() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", "fail")
+    h.send("p/0", "c", "info")
+    h.send("p/0", "d", None)
+    h.log("t", 0, ["a"])
+
+    result = check(h.history())
+
+    only(result)
+    assert list(result.anomalies) == list(ANOMALIES)
+    assert result.counts == {"sent": 4, "acked": 1, "failed": 1, "indeterminate": 2}
+    as_dict = result.to_dict()
+    assert list(as_dict["anomalies"]) == list(ANOMALIES)
+    assert as_dict["anomalies"]["duplicate"] == {"count": 0, "examples": []}
+    assert json.loads(json.dumps(as_dict)) == as_dict
+
+
+def test_examples_are_capped_and_deterministic() -> None:
+    h = Builder()
+    values = [f"v{i}" for i in range(6)]
+    for value in values:
+        h.send("p/0", value, "info")
+    h.log("t", 0, values + values)
+
+    first = check(h.history()).to_dict()
+
+    assert first["anomalies"]["duplicate"]["count"] == 6
+    assert [e["value"] for e in first["anomalies"]["duplicate"]["examples"]] == ["v0", "v1", "v2"]
+    assert check(h.parsed()).to_dict() == first
+
+
+# -- duplicate -------------------------------------------------------------------------------
+
+
+def test_duplicate_value_at_two_offsets() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", offset=1)
+    h.log("t", 0, {0: "a", 1: "b", 2: "a"})
+
+    result = check(h.history())
+
+    only(result, duplicate=1)
+    found = example(result, "duplicate")
+    assert found["value"] == "a"
+    assert offsets(found["positions"]) == [("t", 0, 0), ("t", 0, 2)]
+    assert [(s["id"], s["process"], s["offset"]) for s in found["sends"]] == [(0, "p/0", 0)]
+
+
+def test_no_duplicate_when_each_value_lands_once() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", offset=1)
+    h.log("t", 0, ["a", "b"])
+    h.poll("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    only(check(h.history()))
+
+
+def test_info_write_present_once_is_not_a_duplicate() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.log("t", 0, ["a"])
+    only(check(h.history()))
+
+
+def test_info_write_present_twice_is_a_duplicate() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.log("t", 0, ["a", "a"])
+    result = check(h.history())
+    only(result, duplicate=1)
+    assert offsets(example(result, "duplicate")["positions"]) == [("t", 0, 0), ("t", 0, 1)]
+
+
+def test_value_resent_after_restart_is_a_duplicate_if_it_lands_twice() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.send("p/1", "a", offset=1)
+    h.log("t", 0, ["a", "a"])
+
+    result = check(h.history())
+
+    only(result, duplicate=1)
+    sends = example(result, "duplicate")["sends"]
+    assert [(s["process"], s["outcome"]) for s in sends] == [("p/0", "info"), ("p/1", "ok")]
+
+
+def test_value_resent_after_restart_landing_once_is_fine() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.send("p/1", "a", offset=0)
+    h.log("t", 0, ["a"])
+    only(check(h.history()))
+
+
+def test_duplicate_across_partitions_seen_by_reads_only() -> None:
+    h = Builder()
+    h.send("p/0", "a", partition=None)
+    h.poll("c/0", [("t", 0, 0, "a")])
+    h.poll("c/1", [("t", 1, 0, "a")])
+    result = check(h.history())
+    only(result, duplicate=1)
+    assert offsets(example(result, "duplicate")["positions"]) == [("t", 0, 0), ("t", 1, 0)]
+
+
+# -- lost_write and unseen -------------------------------------------------------------------
+
+
+def test_acknowledged_write_missing_from_final_log_is_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", offset=1)
+    h.log("t", 0, {1: "b"})
+
+    result = check(h.history())
+
+    only(result, lost_write=1)
+    found = example(result, "lost_write")
+    assert (found["value"], found["partition"], found["offset"]) == ("a", 0, 0)
+    assert (found["process"], found["outcome"], found["missing_from"]) == ("p/0", "ok", "final log")
+
+
+def test_acknowledged_write_in_final_log_is_not_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", offset=1)
+    h.log("t", 0, ["a", "b"])
+    only(check(h.history()))
+
+
+def test_info_write_absent_is_not_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.send("p/0", "b", None)
+    h.log("t", 0, [])
+    only(check(h.history()))
+
+
+def test_info_write_seen_then_missing_from_final_log_is_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.poll("c/0", [("t", 0, 0, "a")])
+    h.log("t", 0, [])
+
+    result = check(h.history())
+
+    only(result, lost_write=1)
+    found = example(result, "lost_write")
+    assert (found["value"], found["outcome"], found["missing_from"]) == ("a", "info", "final log")
+
+
+def test_failed_write_absent_is_nothing() -> None:
+    h = Builder()
+    h.send("p/0", "a", "fail")
+    h.log("t", 0, [])
+    only(check(h.history()))
+    h = Builder()
+    h.send("p/0", "a", "fail")
+    h.poll("c/0", [("t", 0, 5, "other")])
+    only(check(h.history()))
+
+
+def test_reads_only_write_skipped_by_a_read_past_it_is_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=3)
+    h.poll("c/0", [("t", 0, 2, "x"), ("t", 0, 4, "y")])
+
+    result = check(h.history())
+
+    only(result, lost_write=1)
+    found = example(result, "lost_write")
+    assert (found["value"], found["offset"], found["missing_from"]) == ("a", 3, "reads")
+    assert found["highest_offset_read"] == 4
+
+
+def test_reads_only_write_not_yet_reached_is_unseen() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=3)
+    h.poll("c/0", [("t", 0, 2, "x"), ("t", 0, 3, "y"), ("t", 1, 9, "z")])
+
+    result = check(h.history())
+
+    # offset 3 was read holding another value, but no read got past it
+    only(result, unseen=1, inconsistent_offsets=1)
+    found = example(result, "unseen")
+    assert (found["value"], found["partition"], found["offset"]) == ("a", 0, 3)
+
+
+def test_reads_only_write_that_was_read_is_fine() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=3)
+    h.poll("c/0", [("t", 0, 3, "a"), ("t", 0, 4, "y")])
+    only(check(h.history()))
+
+
+def test_reads_only_write_with_unknown_offset_is_unseen_not_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a")  # acks=0: the broker returns offset -1
+    h.poll("c/0", [("t", 0, 7, "x")])
+    result = check(h.history())
+    only(result, unseen=1)
+    assert example(result, "unseen")["offset"] is None
+
+
+def test_never_read_acknowledged_write_without_log_is_unseen() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", "info")
+    h.send("p/0", "c", "fail")
+    result = check(h.history())
+    only(result, unseen=1)
+    assert example(result, "unseen")["value"] == "a"
+
+
+def test_unknown_partition_lost_if_absent_from_all_the_topics_logs() -> None:
+    h = Builder()
+    h.send("p/0", "a", partition=None)
+    h.send("p/0", "b", partition=None)
+    h.log("t", 0, ["b"])
+    h.log("t", 1, [])
+    h.log("other", 0, ["a"])
+
+    result = check(h.history())
+
+    only(result, lost_write=1)
+    found = example(result, "lost_write")
+    assert (found["value"], found["partition"], found["missing_from"]) == ("a", None, "final logs")
+    assert found["logged_partitions"] == [0, 1]
+
+
+def test_unknown_partition_found_in_any_log_of_the_topic_is_not_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", partition=None)
+    h.log("t", 0, [])
+    h.log("t", 1, ["a"])
+    only(check(h.history()))
+
+
+def test_unknown_partition_without_logs_is_unseen() -> None:
+    h = Builder()
+    h.send("p/0", "a", partition=None)
+    h.poll("c/0", [("t", 0, 5, "x")])
+    only(check(h.history()), unseen=1)
+
+
+# -- nonmonotonic_send -----------------------------------------------------------------------
+
+
+def test_later_send_landing_lower_is_nonmonotonic() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=1)
+    h.send("p/0", "b", offset=0)
+    h.log("t", 0, ["b", "a"])
+
+    result = check(h.history())
+
+    only(result, nonmonotonic_send=1)
+    found = example(result, "nonmonotonic_send")
+    assert (found["process"], found["topic"], found["partition"]) == ("p/0", "t", 0)
+    assert (found["value"], found["offset"]) == ("b", 0)
+    assert (found["earlier_value"], found["earlier_offset"]) == ("a", 1)
+
+
+def test_same_order_from_different_processes_is_not_nonmonotonic() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=1)
+    h.send("p/1", "b", offset=0)
+    h.log("t", 0, ["b", "a"])
+    only(check(h.history()))
+
+
+def test_sends_to_different_partitions_are_not_compared() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=1)
+    h.send("p/0", "b", partition=1, offset=0)
+    h.log("t", 0, {1: "a"})
+    h.log("t", 1, ["b"])
+    only(check(h.history()))
+
+
+def test_nonmonotonic_counts_every_send_below_the_running_maximum() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=2)
+    h.send("p/0", "b", offset=0)
+    h.send("p/0", "c", offset=1)
+    h.send("p/0", "d", offset=3)
+    h.log("t", 0, ["b", "c", "a", "d"])
+    result = check(h.history())
+    only(result, nonmonotonic_send=2)
+    assert [e["value"] for e in result.anomalies["nonmonotonic_send"].examples] == ["b", "c"]
+
+
+def test_nonmonotonic_falls_back_to_acknowledged_offsets() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=5)
+    h.send("p/0", "b", offset=3)
+    result = check(h.history())
+    only(result, nonmonotonic_send=1, unseen=2)
+    assert example(result, "nonmonotonic_send")["earlier_offset"] == 5
+
+
+def test_nonmonotonic_uses_the_lowest_observed_offset_of_a_duplicated_value() -> None:
+    # a non-idempotent retry of "a" lands again after "b": a duplicate, not a reordering
+    h = Builder()
+    h.send("p/0", "a", offset=2)
+    h.send("p/0", "b", offset=1)
+    h.log("t", 0, ["a", "b", "a"])
+    result = check(h.history())
+    only(result, duplicate=1)
+
+
+def test_unacknowledged_sends_take_their_observed_offset() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.send("p/0", "b", "info")
+    h.send("p/0", "c", "fail")
+    h.log("t", 0, ["b", "a"])
+    only(check(h.history()), nonmonotonic_send=1)
+
+
+# -- inconsistent_offsets --------------------------------------------------------------------
+
+
+def test_acknowledged_offset_holding_another_value_is_inconsistent() -> None:
+    h = Builder()
+    h.send("q/0", "x", "info")
+    h.send("p/0", "a", offset=0)
+    h.log("t", 0, ["x", "a"])
+
+    result = check(h.history())
+
+    only(result, inconsistent_offsets=1)
+    found = example(result, "inconsistent_offsets")
+    assert (found["topic"], found["partition"], found["offset"]) == ("t", 0, 0)
+    assert [(v["value"], v["sources"]) for v in found["values"]] == [
+        ("a", ["ack of send 1 by p/0"]),
+        ("x", ["log"]),
+    ]
+
+
+def test_acknowledged_offset_matching_the_log_is_consistent() -> None:
+    h = Builder()
+    h.send("q/0", "x", "info")
+    h.send("p/0", "a", offset=1)
+    h.log("t", 0, ["x", "a"])
+    only(check(h.history()))
+
+
+def test_read_and_final_log_disagreeing_is_inconsistent() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.send("q/0", "b", "info")
+    h.poll("c/0", [("t", 0, 0, "a")])
+    h.log("t", 0, ["b", "a"])
+
+    result = check(h.history())
+
+    only(result, inconsistent_offsets=1, duplicate=1)
+    values = example(result, "inconsistent_offsets")["values"]
+    assert [(v["value"], v["sources"]) for v in values] == [
+        ("a", ["poll by c/0 at 6.0"]),
+        ("b", ["log"]),
+    ]
+
+
+def test_two_reads_agreeing_with_the_log_are_consistent() -> None:
+    h = Builder()
+    h.send("p/0", "a", "info")
+    h.poll("c/0", [("t", 0, 0, "a")])
+    h.poll("c/1", [("t", 0, 0, "a")])
+    h.log("t", 0, ["a"])
+    only(check(h.history()))
+
+
+# -- property: clean histories are clean, one injected duplicate is found ----------------------
+# A clean history: each process's values land in invocation order, every ok send acknowledged
+# at its true offset; fail sends and some info sends never land, the other info sends land once.
+
+
+@st.composite
+def clean_histories(draw: st.DrawFn) -> History:
+    processes = draw(st.integers(1, 3))
+    partitions = draw(st.integers(1, 3))
+    plan = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, processes - 1),
+                st.integers(0, partitions - 1),
+                st.integers(0, 2),
+                st.sampled_from(["ok", "ok", "ok", "info", "info, never landed", "fail"]),
+            ),
+            max_size=30,
+        )
+    )
+    h = Builder()
+    logs: dict[int, dict[int, str]] = {p: {} for p in range(partitions)}
+    next_offset = dict.fromkeys(range(partitions), 0)
+    for number, (process, partition, gap, outcome) in enumerate(plan):
+        value = f"v{number}"
+        if outcome in ("fail", "info, never landed"):
+            h.send(f"p{process}/0", value, outcome[:4], partition=partition)
+            continue
+        offset = next_offset[partition] + gap  # gaps: compaction, transaction markers
+        next_offset[partition] = offset + 1
+        h.send(f"p{process}/0", value, outcome, partition=partition, offset=offset)
+        logs[partition][offset] = value
+    for partition, placed in logs.items():
+        records = sorted(placed.items())
+        start = draw(st.integers(0, len(records)))
+        end = draw(st.integers(start, len(records)))
+        h.poll("c/0", [("t", partition, offset, value) for offset, value in records[start:end]])
+    for partition, placed in logs.items():
+        h.log("t", partition, placed)
+    return h.history()
+
+
+@settings(max_examples=200, deadline=None)
+@given(clean_histories(), st.data())
+def test_clean_histories_have_no_anomalies_until_a_duplicate_is_injected(
+    history: History, data: st.DataObject
+) -> None:
+    only(check(history))
+
+    landed = [(key, record) for key, log in history.logs.items() for record in log]
+    if not landed:
+        return
+    (topic, partition), original = data.draw(st.sampled_from(landed))
+    log = history.logs[topic, partition]
+    used = {record.offset for record in log}
+    free = [o for o in range(original.offset + 1, log[-1].offset + 2) if o not in used]
+    copy_at = data.draw(st.sampled_from(free))
+    log.append(LogRecord(copy_at, original.value))
+    log.sort(key=lambda record: record.offset)
+
+    result = check(history)
+
+    only(result, duplicate=1)
+    found = example(result, "duplicate")
+    assert found["value"] == original.value
+    assert offsets(found["positions"]) == [
+        (topic, partition, original.offset),
+        (topic, partition, copy_at),
+    ]

@@ -1,0 +1,156 @@
+"""Sender and TransactionManager: ordering, retries, sequence bookkeeping."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from support import scenario_with
+
+from simulation import run_scenario
+from simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
+from simulation.producer.transaction_manager import TransactionManager
+from simulation.protocol import Errors
+
+
+def per_partition_order(result) -> tuple[int, int]:
+    """(inversions, duplicates) of the producer's values in every final log.
+
+    Order is judged on each value's first occurrence: a retry that lands twice is a
+    duplicate, not a reordering.
+    """
+    inversions = duplicates = 0
+    seen: set[str] = set()
+    for log in result.history.logs:
+        idx = []
+        for rec in log["records"]:
+            if rec["value"] in seen:
+                duplicates += 1
+                continue
+            seen.add(rec["value"])
+            idx.append(int(rec["value"].rsplit("-", 1)[1]))
+        inversions += sum(1 for a, b in pairwise(idx) if b < a)
+    return inversions, duplicates
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_idempotent_sender_keeps_order_and_never_duplicates(seed):
+    result = run_scenario(scenario_with(), seed)
+    assert result.counts["acked"] == 1500
+    assert per_partition_order(result) == (0, 0)
+    assert result.stats["messages_lost"] > 0  # the faults did happen
+
+
+def test_plain_producer_with_five_in_flight_reorders_and_duplicates():
+    inversions = duplicates = 0
+    for seed in range(6):
+        result = run_scenario(scenario_with("producers.0.config.enable.idempotence=false"), seed)
+        i, d = per_partition_order(result)
+        inversions += i
+        duplicates += d
+    assert inversions > 0 and duplicates > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_producer_with_one_in_flight_keeps_order(seed):
+    s = scenario_with(
+        "producers.0.config.enable.idempotence=false",
+        "producers.0.config.max.in.flight.requests.per.connection=1",
+    )
+    inversions, _ = per_partition_order(run_scenario(s, seed))
+    assert inversions == 0
+
+
+def test_retries_zero_fails_instead_of_retrying():
+    s = scenario_with("producers.0.config.enable.idempotence=false", "producers.0.config.retries=0")
+    result = run_scenario(s, 1)
+    assert result.counts["indeterminate"] > 0
+    assert per_partition_order(result)[1] == 0  # never retried, so never duplicated
+
+
+def _batch(tp=("t", 0), n=1, now=0.0) -> ProducerBatch:
+    b = ProducerBatch(tp, now)
+    for i in range(n):
+        b.records.append(RecordEntry(f"v{i}", None, 10, lambda *a: None))
+    return b
+
+
+def test_idempotent_reenqueue_goes_in_sequence_order():
+    acc = RecordAccumulator(16384, 0, 10**9, 120_000, idempotent=True)
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(1, 0)
+    batches = [_batch() for _ in range(3)]
+    for b in batches:
+        tm.assign_sequence(b)
+    fresh = _batch()
+    acc.batches[("t", 0)] = __import__("collections").deque([fresh])
+    acc.reenqueue(batches[2], 0.0, 0.0)
+    acc.reenqueue(batches[0], 0.0, 0.0)
+    acc.reenqueue(batches[1], 0.0, 0.0)
+    order = [b.base_sequence for b in acc.batches[("t", 0)]]
+    assert order == [0, 1, 2, -1]
+
+
+def test_plain_reenqueue_goes_to_the_head():
+    acc = RecordAccumulator(16384, 0, 10**9, 120_000, idempotent=False)
+    a, b = _batch(), _batch()
+    acc.reenqueue(a, 0.0, 0.0)
+    acc.reenqueue(b, 0.0, 0.0)
+    assert list(acc.batches[("t", 0)]) == [b, a]
+
+
+def test_unresolved_sequence_resolves_when_the_batch_landed_after_all():
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(1, 0)
+    a, b = _batch(n=2), _batch(n=3)
+    tm.assign_sequence(a)
+    tm.assign_sequence(b)
+    tm.handle_failed_batch(a, maybe_written=True)  # a timed out after being sent
+    assert tm.has_unresolved_sequence(("t", 0))
+    tm.handle_completed_batch(b)  # the later batch was acknowledged: a must have landed
+    tm.maybe_resolve_sequences()
+    assert not tm.has_unresolved_sequence(("t", 0))
+    assert not tm.epoch_bump_required
+
+
+def test_unresolved_sequence_with_a_gap_bumps_the_epoch():
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(1, 0)
+    a = _batch(n=2)
+    tm.assign_sequence(a)
+    tm.handle_failed_batch(a, maybe_written=True)
+    tm.maybe_resolve_sequences()
+    assert tm.epoch_bump_required
+    assert tm.bump_idempotent_epoch()
+    assert tm.epoch == 1
+    assert not tm.has_unresolved_sequence(("t", 0))
+
+
+def test_out_of_order_for_the_next_sequence_requests_epoch_bump():
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(1, 0)
+    a, b = _batch(), _batch()
+    tm.assign_sequence(a)
+    tm.assign_sequence(b)
+    # b is not the next expected sequence: it is retried without a bump.
+    assert tm.can_retry(b, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert not tm.epoch_bump_required
+    # a is: the gap is real.
+    assert tm.can_retry(a, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert tm.epoch_bump_required
+    tm.bump_idempotent_epoch()
+    assert (a.epoch, a.base_sequence, b.base_sequence) == (1, 0, 1)
+    assert a.sequence_has_been_reset
+
+
+def test_definitely_unwritten_failure_closes_the_sequence_gap():
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(1, 0)
+    a, b = _batch(n=2), _batch(n=3)
+    tm.assign_sequence(a)
+    tm.assign_sequence(b)
+    tm.handle_failed_batch(a, maybe_written=False)
+    assert b.base_sequence == 0
+    c = _batch()
+    tm.assign_sequence(c)
+    assert c.base_sequence == 3
