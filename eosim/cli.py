@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from analysis.explain import describe
 from analysis.history import HistoryError
 from eosim import __version__, api
 from simulation import ScenarioError
@@ -126,12 +127,8 @@ def _print_anomalies(anomalies: dict[str, Any]) -> None:
     for name, a in anomalies.items():
         line = f"  {name:<22}{a.count:>7}"
         if a.count and a.examples:
-            line += f"   e.g. {_example_text(a.examples[0])}"
+            line += f"   e.g. {describe(name, a.examples[0])}"
         click.echo(line)
-
-
-def _example_text(example: dict[str, Any]) -> str:
-    return json.dumps(example, separators=(", ", ": "))[:160]
 
 
 def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:

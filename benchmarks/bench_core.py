@@ -1,0 +1,102 @@
+"""Core benchmark: bare SimPy event rate vs the model's throughput on the standard scenario.
+
+    python benchmarks/bench_core.py [--repeat 3] [--json results/bench-core.json]
+
+Prints records/s, SimPy events/s and runs/s of the model (median of ``--repeat`` runs), the
+ratio of the model's event rate to bare SimPy's, the checker's time, and peak memory (traced
+Python allocations of one extra run, plus the process's peak RSS). Not a test: figures go to
+docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import simpy
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from analysis.checker import check  # noqa: E402
+from analysis.history import history_from_records  # noqa: E402
+from simulation import load_scenario, run_scenario  # noqa: E402
+from simulation.runner import CountingEnvironment  # noqa: E402
+
+STANDARD = ROOT / "benchmarks" / "standard.yaml"
+
+
+def bare_simpy_rate(events: int = 1_000_000) -> float:
+    """Events/s of SimPy alone: one process yielding timeouts, as cheap as SimPy gets."""
+    env = CountingEnvironment()
+
+    def ticker(env: simpy.Environment):
+        while True:
+            yield env.timeout(1)
+
+    env.process(ticker(env))
+    start = time.perf_counter()
+    env.run(until=events)
+    return env.events_processed / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", dest="json_path", type=Path)
+    args = parser.parse_args()
+
+    bare = statistics.median(bare_simpy_rate() for _ in range(3))
+    scenario = load_scenario(STANDARD)
+    walls, events, check_walls = [], 0, []
+    result = None
+    for _ in range(args.repeat):
+        result = run_scenario(scenario)
+        walls.append(result.wall_time_s)
+        events = result.events
+        t = time.perf_counter()
+        verdict = check(history_from_records(result.history.records()))
+        check_walls.append(time.perf_counter() - t)
+    assert result is not None
+    records = result.counts["sent"]
+    wall = statistics.median(walls)
+
+    tracemalloc.start()
+    run_scenario(scenario)
+    _, traced_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    figures = {
+        "python": platform.python_version(),
+        "simpy": simpy.__version__,
+        "bare_simpy_events_per_s": round(bare),
+        "records": records,
+        "sim_time_s": round(result.sim_time_s, 3),
+        "events_per_run": events,
+        "wall_s_median": round(wall, 3),
+        "records_per_s": round(records / wall),
+        "events_per_s": round(events / wall),
+        "runs_per_s": round(1 / wall, 3),
+        "ratio_to_bare_simpy": round(events / wall / bare, 3),
+        "check_wall_s_median": round(statistics.median(check_walls), 3),
+        "peak_traced_mib": round(traced_peak / 2**20, 1),
+        "peak_rss_mib": round(rss_peak_mib, 1),
+        "anomalies": {n: a.count for n, a in verdict.anomalies.items()},
+    }
+    for key, value in figures.items():
+        print(f"{key:<26}{value}")
+    if args.json_path:
+        args.json_path.parent.mkdir(parents=True, exist_ok=True)
+        args.json_path.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The command line: outputs, exit codes, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eosim.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["--set", "producers.0.workload.records=300"]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def scenario(name: str) -> str:
+    return str(ROOT / "scenarios" / f"{name}.yaml")
+
+
+def test_run_json_has_the_documented_fields(capsys):
+    code, out, err = run_cli(capsys, "run", scenario("idempotent"), "--seed", "3", "--json", *SMALL)
+    assert code == 0, err
+    data = json.loads(out)
+    for key in ("scenario", "seed", "sim_time_s", "events", "counts", "anomalies", "expect"):
+        assert key in data
+    assert set(data["counts"]) == {"sent", "acked", "failed", "indeterminate"}
+    assert data["expect"]["met"] is True and data["expect"]["failures"] == []
+    assert data["seed"] == 3 and data["counts"]["sent"] == 300
+
+
+def test_unmet_expectation_exits_1(capsys):
+    code, out, _ = run_cli(capsys, "run", scenario("idempotent"), "--set", "expect.acked=0", *SMALL)
+    assert code == 1
+    assert "EXPECTATIONS NOT MET" in out
+
+
+def test_run_writes_history_that_check_reads(capsys, tmp_path):
+    history = tmp_path / "h.jsonl"
+    code, out, _ = run_cli(
+        capsys, "run", scenario("at-least-once"), "--history", str(history), "--seed", "2"
+    )
+    assert code == 0 and history.exists()
+    code, out, _ = run_cli(capsys, "check", str(history), "--json")
+    result = json.loads(out)
+    assert code == 1  # the at-least-once history has duplicates
+    assert result["anomalies"]["duplicate"]["count"] > 0
+
+
+def test_check_clean_history_exits_0(capsys, tmp_path):
+    history = tmp_path / "h.jsonl"
+    run_cli(capsys, "run", scenario("idempotent"), "--history", str(history), *SMALL)
+    code, out, _ = run_cli(capsys, "check", str(history))
+    assert code == 0 and "duplicate" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "no-such.yaml"], "cannot read"),
+        (["run", "SCEN", "--seed", "-4"], "--seed"),
+        (["run", "SCEN", "--set", "producers.0.config.acks=7"], "acks"),
+        (["run", "SCEN", "--set", "producers.0.config.enable.idempotance=true"], "did you mean"),
+        (["run", "SCEN", "--set", "producers.nobody.config.acks=1"], "no item 'nobody'"),
+        (["run", "SCEN", "--set", "expect.duplicates=0"], "did you mean 'duplicate'"),
+        (["run", "SCEN", "--bogus"], "--bogus"),
+        (["validate", "SCEN", "--set", "network.request_loss=1.5"], "network.request_loss"),
+        (["check", "no-such.jsonl"], "cannot read"),
+        (["frobnicate"], "frobnicate"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    argv = [scenario("idempotent") if a == "SCEN" else a for a in argv]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert message in lines[0]
+    assert "Traceback" not in err
+
+
+def test_bad_history_file_names_the_line(capsys, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"kind": "op", "id": 1, "type": "invoke", "f": "send", "process": "p", '
+        '"time": 0, "value": {"topic": "t", "value": "a"}}\n{not json\n'
+    )
+    code, _, err = run_cli(capsys, "check", str(bad))
+    assert code == 2 and ":2:" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_input_leaves_existing_history_untouched(capsys, tmp_path):
+    history = tmp_path / "h.jsonl"
+    history.write_text("precious\n")
+    code, _, _ = run_cli(
+        capsys,
+        "run",
+        scenario("idempotent"),
+        "--history",
+        str(history),
+        "--set",
+        "producers.0.config.acks=7",
+    )
+    assert code == 2
+    assert history.read_text() == "precious\n"
+
+
+def test_history_into_missing_directory_is_bad_input(capsys, tmp_path):
+    code, _, err = run_cli(
+        capsys, "run", scenario("idempotent"), "--history", str(tmp_path / "no" / "h.jsonl")
+    )
+    assert code == 2 and "does not exist" in err
+
+
+def test_validate_ok(capsys):
+    code, out, _ = run_cli(capsys, "validate", scenario("at-least-once"))
+    assert code == 0 and "ok" in out

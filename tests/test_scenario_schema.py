@@ -1,0 +1,98 @@
+"""Scenario validation: every error names its path, and the closest valid key or range."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulation.scenario import ScenarioError, parse_duration_ms, parse_scenario
+
+GOOD = """\
+name: s
+cluster:
+  brokers: 2
+  topics: [{name: events, partitions: 3}]
+producers:
+  - name: p
+    config: {acks: all}
+    workload: {topic: events, records: 10}
+"""
+
+
+def error_for(text: str, *overrides: str) -> str:
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(text, "s.yaml", overrides)
+    message = str(exc.value)
+    assert "\n" not in message
+    return message
+
+
+def test_good_scenario_loads():
+    s = parse_scenario(GOOD, "s.yaml")
+    assert s.topic_partitions() == {"events": 3}
+    assert s.broker_names() == ["broker-0", "broker-1"]
+
+
+def test_unknown_top_level_key_suggests_the_closest():
+    msg = error_for(GOOD + "faultz: []\n")
+    assert "faultz" in msg and "did you mean 'faults'" in msg and msg.startswith("s.yaml:9:")
+
+
+def test_unknown_nested_key_names_the_path():
+    msg = error_for(GOOD.replace("records: 10", "records: 10, rat: 5"))
+    assert "producers[0].workload.rat" in msg and "'rate'" in msg
+
+
+def test_unknown_kafka_key_suggests_the_kafka_name():
+    msg = error_for(GOOD.replace("{acks: all}", "{ack: all}"))
+    assert "producers[0].config.ack" in msg and "'acks'" in msg
+
+
+def test_out_of_range_names_the_range():
+    msg = error_for(GOOD, "cluster.brokers=0")
+    assert "cluster.brokers" in msg and "greater than or equal to 1" in msg
+
+
+def test_wrong_type():
+    msg = error_for(GOOD, "producers.0.workload.records=many")
+    assert "producers[0].workload.records" in msg
+
+
+def test_unknown_topic_and_partition():
+    assert "unknown topic 'nope'" in error_for(GOOD, "producers.0.workload.topic=nope")
+    assert "must be in [0, 2]" in error_for(GOOD, "producers.0.workload.partition=3")
+
+
+def test_fault_needs_a_known_node_and_a_time():
+    fault = "faults:\n  - {kind: crash, nodes: [broker-9], at: 1s, duration: 1s}\n"
+    assert "unknown node 'broker-9'" in error_for(GOOD + fault)
+    fault = "faults:\n  - {kind: crash, nodes: [broker-1], duration: 1s}\n"
+    assert "exactly one of 'at'" in error_for(GOOD + fault)
+
+
+def test_expect_condition_syntax():
+    assert "is not a condition" in error_for(GOOD + "expect: {duplicate: 'lots'}\n")
+
+
+def test_invalid_yaml_names_the_line():
+    msg = error_for(GOOD + "  bad: [unclosed\n")
+    assert msg.startswith("s.yaml:") and "invalid YAML" in msg
+
+
+def test_yaml_must_be_a_mapping():
+    assert "mapping" in error_for("- just\n- a list\n")
+
+
+def test_unsafe_yaml_tags_are_refused():
+    assert "invalid YAML" in error_for("!!python/object/apply:os.system ['true']\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"), [(250, 250.0), ("250ms", 250.0), ("1.5s", 1500.0), ("2m", 120_000.0)]
+)
+def test_durations(text, ms):
+    assert parse_duration_ms(text) == ms
+
+
+def test_bad_duration():
+    with pytest.raises(ValueError):
+        parse_duration_ms("soon")

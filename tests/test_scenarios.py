@@ -1,0 +1,39 @@
+"""Every shipped scenario is valid and meets its own expect block on its own seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eosim import api
+
+SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
+
+
+def test_scenarios_are_shipped():
+    names = {p.stem for p in SCENARIOS}
+    assert {"at-most-once", "at-least-once", "idempotent", "idempotent-restart"} <= names
+    assert "max-in-flight-6-unsafe" in names
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario_meets_its_expectations(path: Path):
+    scenario = api.load(path)
+    assert scenario.expect, f"{path.name} has no expect block"
+    outcome = api.run(scenario)
+    assert outcome.expect.met, outcome.expect.failures
+
+
+def test_restart_duplicates_vanish_without_resending():
+    path = next(p for p in SCENARIOS if p.stem == "idempotent-restart")
+    s = api.load(path, ["producers.0.workload.on_restart=continue"])
+    outcome = api.run(s)
+    assert outcome.check.anomalies["duplicate"].count == 0
+
+
+def test_max_in_flight_5_does_not_duplicate_under_the_same_faults():
+    path = next(p for p in SCENARIOS if p.stem == "max-in-flight-6-unsafe")
+    s = api.load(path, ["producers.0.config.max.in.flight.requests.per.connection=5"])
+    outcome = api.run(s)
+    assert outcome.check.anomalies["duplicate"].count == 0
