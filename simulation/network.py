@@ -101,11 +101,11 @@ class _Window:
         return not self.nodes or src in self.nodes or dst in self.nodes
 
     def separates(self, src: str, dst: str) -> bool:
-        a = next((i for i, g in enumerate(self.groups) if src in g), -1)
-        b = next((i for i, g in enumerate(self.groups) if dst in g), -1)
-        # A node not named in any group stands with the last group ("the rest").
-        last = len(self.groups) - 1
-        return (a if a >= 0 else last) != (b if b >= 0 else last)
+        # Nodes named in no group form one more side of their own: "the rest".
+        rest = len(self.groups)
+        a = next((i for i, g in enumerate(self.groups) if src in g), rest)
+        b = next((i for i, g in enumerate(self.groups) if dst in g), rest)
+        return a != b
 
 
 class Network:
