@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis import timeline
 from analysis.checker import CheckResult, check
 from analysis.expect import ExpectResult, evaluate, unknown_expect_key
 from analysis.history import History, history_from_records, load_history
+from analysis.timeline import Timeline
 from simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+from simulation.trace import trace_records
 
 
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
@@ -29,6 +32,7 @@ def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenari
 class Outcome:
     scenario: Scenario
     run: RunResult
+    history: History
     check: CheckResult
     expect: ExpectResult
     command: str
@@ -59,14 +63,29 @@ def run(
     *,
     source: str = "SCENARIO",
     overrides: Iterable[str] = (),
+    trace: bool = False,
 ) -> Outcome:
-    result = run_scenario(scenario, seed)
+    """Run and check. ``trace`` also records every message, for :func:`timelines`."""
+    result = run_scenario(scenario, seed, trace=trace)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
     sets = "".join(f" --set {o}" for o in overrides)
     command = f"eosim run {source} --seed {result.seed}{sets}"
-    return Outcome(scenario, result, verdict, evaluate(scenario.expect, observed), command)
+    return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
+
+
+def timelines(outcome: Outcome) -> list[Timeline]:
+    """One timeline per anomaly type found, around its first example (needs ``trace=True``)."""
+    if outcome.run.trace is None:
+        raise ValueError("timelines need a run made with trace=True")
+    trace = trace_records(outcome.run.trace)
+    history = list(outcome.run.history.records())
+    return [
+        timeline.build(name, a.examples[0], trace, history)
+        for name, a in outcome.check.anomalies.items()
+        if a.count and a.examples
+    ]
 
 
 def check_file(path: str | os.PathLike[str]) -> tuple[History, CheckResult]:

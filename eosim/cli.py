@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,18 +56,25 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
     type=click.Path(dir_okay=False),
     help="Write the history (JSON Lines).",
 )
+@click.option("--timeline", is_flag=True, help="Print a timeline around each anomaly.")
+@click.option(
+    "--svg", "svg_dir", type=click.Path(file_okay=False), help="Also write timelines as SVG here."
+)
 def run(
     scenario: str,
     seed: int | None,
     overrides: tuple[str, ...],
     as_json: bool,
     history_path: str | None,
+    timeline: bool,
+    svg_dir: str | None,
 ) -> None:
     """Run a scenario once and check its history."""
     s = _load(scenario, overrides)
     if history_path is not None:
         _check_writable(history_path)
-    outcome = api.run(s, seed, source=scenario, overrides=overrides)
+    trace = timeline or svg_dir is not None
+    outcome = api.run(s, seed, source=scenario, overrides=overrides, trace=trace)
     if history_path is not None:
         try:
             api.write_history(outcome.run, history_path)
@@ -78,7 +86,41 @@ def run(
         click.echo(json.dumps(outcome.to_dict(), separators=(",", ":")))
     else:
         _print_summary(outcome, history_path)
+    if trace:
+        _emit_timelines(api.timelines(outcome), svg_dir, f"seed-{outcome.run.seed}", as_json)
     sys.exit(EXIT_OK if outcome.expect.met else EXIT_FAILED)
+
+
+@cli.command()
+@click.argument("results", type=click.Path(file_okay=False))
+@click.option("--run", "run_id", required=True, metavar="VARIANT:RUN", help="The run to replay.")
+@click.option(
+    "--svg",
+    "svg_dir",
+    type=click.Path(file_okay=False),
+    help="Where to write SVG timelines (default: RESULTS/timelines).",
+)
+def replay(results: str, run_id: str, svg_dir: str | None) -> None:
+    """Re-run one run of a sweep, confirm its outcome, and draw its anomalies."""
+    from analysis.sweep.replay import ReplayError, describe_params
+    from analysis.sweep.replay import replay as do_replay
+
+    try:
+        r = do_replay(results, run_id)
+    except ReplayError as exc:
+        raise BadInput(str(exc)) from None
+    click.echo(f"run        {r.variant}:{r.run} of {results}, seed {r.seed}")
+    click.echo(f"params     {describe_params(r.params)}")
+    if r.mismatches:
+        for m in r.mismatches:
+            click.echo(f"MISMATCH   {m}")
+        click.echo("eosim: error: the replay did not reproduce the recorded outcome", err=True)
+        sys.exit(EXIT_FAILED)
+    click.echo("replay     identical to the recorded outcome (history digest matches)")
+    _print_anomalies(r.outcome.check.anomalies)
+    target = svg_dir or str(Path(results) / "timelines")
+    _emit_timelines(api.timelines(r.outcome), target, f"run-{r.variant}-{r.run}", False)
+    click.echo(f"command    {r.command}")
 
 
 @cli.command()
@@ -104,6 +146,138 @@ def check(history: str, as_json: bool) -> None:
         _print_anomalies(result.anomalies)
     found = any(a.count for a in result.anomalies.values())
     sys.exit(EXIT_FAILED if found else EXIT_OK)
+
+
+@cli.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--runs", "-n", type=int, required=True, help="Runs per variant.")
+@click.option("--grid", multiple=True, metavar="PATH=V1,V2,...", help="A swept parameter.")
+@click.option("--vary", multiple=True, metavar="PATH=DIST", help="A parameter drawn per run.")
+@click.option("--seed", type=click.IntRange(min=0), help="Sweep seed (default: the scenario's).")
+@click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help="Override a value.")
+@click.option("--master", help="Spark master URL (default: embedded local[*]).")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory.")
+@click.option("--partitions", type=int, help="Spark tasks per chunk.")
+@click.option("--chunk-runs", type=click.IntRange(min=1), help="Runs per resumable chunk.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def sweep(
+    scenario: str,
+    runs: int,
+    grid: tuple[str, ...],
+    vary: tuple[str, ...],
+    seed: int | None,
+    overrides: tuple[str, ...],
+    master: str | None,
+    out: str | None,
+    partitions: int | None,
+    chunk_runs: int | None,
+    quiet: bool,
+) -> None:
+    """Run a scenario many times on Spark and aggregate a reliability table."""
+    from analysis.sweep import SweepError, run_sweep
+    from analysis.sweep.runner import format_table
+
+    if runs <= 0:
+        raise BadInput(f"--runs must be at least 1, got {runs}")
+    command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
+    try:
+        result = run_sweep(
+            scenario,
+            runs,
+            grid=grid,
+            vary=vary,
+            seed=seed,
+            overrides=overrides,
+            master=master,
+            out=out,
+            partitions=partitions,
+            chunk_runs=chunk_runs,
+            quiet=quiet,
+            command=command,
+        )
+    except SweepError as exc:
+        raise BadInput(str(exc)) from None
+    resumed = (
+        f", resumed {result.resumed_chunks} committed chunk(s)" if result.resumed_chunks else ""
+    )
+    click.echo(
+        f"sweep {result.sweep_id}: {result.total_runs} runs in {result.wall_s:.1f} s "
+        f"(Spark start-up {result.spark_startup_s:.1f} s{resumed})"
+    )
+    click.echo(format_table(result))
+    click.echo(f"results    {result.out}")
+    click.echo(
+        f"verdict    {'every variant meets expect' if result.met else 'EXPECTATIONS NOT MET'}"
+    )
+    sys.exit(EXIT_OK if result.met else EXIT_FAILED)
+
+
+@cli.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--seed", type=click.IntRange(min=0), required=True, help="The failing seed.")
+@click.option("--anomaly", help="The anomaly to keep (default: the first one found).")
+@click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help="Override a value.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Where to write the shrunk YAML.")
+def shrink(
+    scenario: str, seed: int, anomaly: str | None, overrides: tuple[str, ...], out: str | None
+) -> None:
+    """Shrink a failing run to a minimal scenario with an explicit fault schedule."""
+    from analysis.shrink import ShrinkError
+    from analysis.shrink import shrink as do_shrink
+
+    _load(scenario, overrides)
+    try:
+        result = do_shrink(
+            scenario, seed, anomaly, overrides, log=lambda m: click.echo(f"shrink     {m}")
+        )
+    except ShrinkError as exc:
+        raise BadInput(str(exc)) from None
+    name = result.scenario["name"]
+    target = Path(out) if out else Path("results") / "shrunk" / f"{name}-seed{seed}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(result.yaml(), encoding="utf-8")
+    os.replace(tmp, target)
+    click.echo(
+        f"result     {result.anomaly} x{result.count} with {result.end_faults} of "
+        f"{result.start_faults} faults and {result.end_records} of {result.start_records} records"
+    )
+    click.echo(f"runs       {result.runs} simulations")
+    click.echo(f"scenario   {target}")
+    click.echo(f"replay     eosim run {target} --timeline")
+
+
+@cli.command()
+@click.argument("results", type=click.Path(file_okay=False))
+@click.option(
+    "--out", type=click.Path(dir_okay=False), help="Report file (default: RESULTS/report.FORMAT)."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True
+)
+def report(results: str, out: str | None, fmt: str) -> None:
+    """Write a reliability report of a finished sweep."""
+    from analysis.report import ReportError, write_report
+
+    try:
+        path = write_report(results, out, fmt)
+    except ReportError as exc:
+        raise BadInput(str(exc)) from None
+    click.echo(f"report     {path}")
+
+
+def _emit_timelines(timelines: list[Any], svg_dir: str | None, stem: str, quiet: bool) -> None:
+    if svg_dir is not None:
+        Path(svg_dir).mkdir(parents=True, exist_ok=True)
+    for t in timelines:
+        if not quiet:
+            click.echo("")
+            click.echo(t.text())
+        if svg_dir is not None:
+            path = Path(svg_dir) / f"{stem}-{t.anomaly}.svg"
+            path.write_text(t.svg(), encoding="utf-8")
+            if not quiet:
+                click.echo(f"svg        {path}")
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -29,12 +29,30 @@ class FaultEvent:
     groups: tuple[tuple[str, ...], ...] = ()
     extra_latency: float = 0.0
     probability: float = 0.0
+    links: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["targets"] = list(self.targets)
         d["groups"] = [list(g) for g in self.groups]
+        d["links"] = [list(link) for link in self.links]
         return d
+
+    def to_spec(self) -> dict[str, Any]:
+        """This event as an explicitly scheduled fault of a scenario file."""
+        spec: dict[str, Any] = {"kind": self.kind, "at": round(self.start, 6)}
+        spec["duration"] = round(self.end - self.start, 6)
+        if self.targets:
+            spec["nodes"] = list(self.targets)
+        if self.groups:
+            spec["groups"] = [list(g) for g in self.groups]
+        if self.links:
+            spec["links"] = [list(link) for link in self.links]
+        if self.extra_latency:
+            spec["extra_latency"] = self.extra_latency
+        if self.probability:
+            spec["probability"] = self.probability
+        return spec
 
 
 def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> list[FaultEvent]:
@@ -62,8 +80,16 @@ def _event(spec: Fault, start: float, targets: tuple[str, ...], rng: RandomStrea
     d = spec.duration
     length = rng.uniform(d.min, d.max) if isinstance(d, DurationRange) else float(d)
     groups = tuple(tuple(g) for g in spec.groups or ())
+    links = tuple((a, b) for a, b in spec.links)
     return FaultEvent(
-        start, start + length, spec.kind, targets, groups, spec.extra_latency, spec.probability
+        start,
+        start + length,
+        spec.kind,
+        targets,
+        groups,
+        spec.extra_latency,
+        spec.probability,
+        links,
     )
 
 
@@ -98,7 +124,7 @@ class Nemesis:
         if event.start > self.env.now:
             yield self.env.timeout(event.start - self.env.now)
         undo = self._apply(event)
-        detail = {k: v for k, v in event.to_dict().items() if k in ("groups",) and v}
+        detail = {k: v for k, v in event.to_dict().items() if k in ("groups", "links") and v}
         if event.extra_latency:
             detail["extra_latency"] = event.extra_latency
         if event.probability:
@@ -120,7 +146,11 @@ class Nemesis:
             groups = event.groups or (event.targets,)
             window = self.network.start_partition(groups)
         elif kind == "delay":
-            window = self.network.start_spike(event.targets, extra_ms=event.extra_latency)
+            window = self.network.start_spike(
+                event.targets, extra_ms=event.extra_latency, links=event.links
+            )
         else:
-            window = self.network.start_spike(event.targets, loss=event.probability)
+            window = self.network.start_spike(
+                event.targets, loss=event.probability, links=event.links
+            )
         return lambda: self.network.stop(window)

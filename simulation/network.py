@@ -86,6 +86,7 @@ class Message:
     payload: Any
     conn: Connection | None
     sent_at: float
+    msg_id: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -96,8 +97,11 @@ class _Window:
     groups: tuple[frozenset[str], ...] = ()
     extra_ms: float = 0.0
     loss: float = 0.0
+    links: frozenset[tuple[str, str]] = frozenset()
 
     def touches(self, src: str, dst: str) -> bool:
+        if self.links:
+            return (src, dst) in self.links
         return not self.nodes or src in self.nodes or dst in self.nodes
 
     def separates(self, src: str, dst: str) -> bool:
@@ -108,13 +112,39 @@ class _Window:
         return a != b
 
 
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One thing that happened to a message (only recorded when tracing is on).
+
+    ``event`` is ``send``, ``deliver``, ``lost`` (a loss draw), ``dropped`` (its connection
+    was already dead or closed) or ``held`` (behind a partition).
+    """
+
+    time: float
+    event: str
+    msg_id: int
+    src: str
+    dst: str
+    payload: Any
+    generation: int | None
+
+
 class Network:
+    """Links between nodes. ``rng`` draws latencies, ``loss_rng`` draws losses. Keeping them
+    apart means that removing losses (as the shrinker does) leaves every latency unchanged."""
+
     def __init__(
-        self, env: simpy.Environment, settings: NetworkSettings, rng: RandomStream
+        self,
+        env: simpy.Environment,
+        settings: NetworkSettings,
+        rng: RandomStream,
+        loss_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.settings = settings
         self.rng = rng
+        self.loss_rng = loss_rng or rng
+        self.trace: list[TraceEvent] | None = None
         self._handlers: dict[str, Handler] = {}
         self._is_client: dict[str, bool] = {}
         self._last_arrival: dict[tuple[str, str], float] = {}
@@ -135,19 +165,35 @@ class Network:
     # -- sending -----------------------------------------------------------------------
     def send(self, src: str, dst: str, payload: Any, conn: Connection | None = None) -> None:
         self.messages_sent += 1
-        msg = Message(src, dst, payload, conn, self.env.now)
+        msg = Message(src, dst, payload, conn, self.env.now, self.messages_sent)
+        trace = self.trace
+        if trace is not None:
+            self._record("send", msg)
         if conn is not None and (conn.closed or conn.blackholed):
             self.messages_lost += 1
+            if trace is not None:
+                self._record("dropped", msg)
             return
         if self._lost(src, dst):
             self.messages_lost += 1
+            if trace is not None:
+                self._record("lost", msg)
             if conn is not None and self.settings.loss_model == "connection":
                 self._blackhole(conn)
             return
         if self._cuts and any(c.separates(src, dst) for c in self._cuts):
+            if trace is not None:
+                self._record("held", msg)
             self._held.setdefault((src, dst), deque()).append(msg)
             return
         self._schedule(msg)
+
+    def _record(self, event: str, msg: Message) -> None:
+        assert self.trace is not None
+        generation = msg.conn.generation if msg.conn is not None else None
+        self.trace.append(
+            TraceEvent(self.env.now, event, msg.msg_id, msg.src, msg.dst, msg.payload, generation)
+        )
 
     def _lost(self, src: str, dst: str) -> bool:
         s = self.settings
@@ -155,7 +201,7 @@ class Network:
         for w in self._spikes:
             if w.loss and w.touches(src, dst):
                 p = 1.0 - (1.0 - p) * (1.0 - w.loss)
-        return p > 0.0 and self.rng.random() < p
+        return p > 0.0 and self.loss_rng.random() < p
 
     def _blackhole(self, conn: Connection) -> None:
         conn.blackholed = True
@@ -194,7 +240,11 @@ class Network:
         conn = msg.conn
         if conn is not None and (conn.closed or conn.blackholed):
             self.messages_lost += 1
+            if self.trace is not None:
+                self._record("dropped", msg)
             return
+        if self.trace is not None:
+            self._record("deliver", msg)
         handler = self._handlers.get(msg.dst)
         if handler is not None:
             handler(msg)
@@ -205,8 +255,15 @@ class Network:
         self._cuts.append(cut)
         return cut
 
-    def start_spike(self, nodes: Iterable[str], extra_ms: float = 0.0, loss: float = 0.0) -> object:
-        spike = _Window(frozenset(nodes), extra_ms=extra_ms, loss=loss)
+    def start_spike(
+        self,
+        nodes: Iterable[str],
+        extra_ms: float = 0.0,
+        loss: float = 0.0,
+        links: Iterable[tuple[str, str]] = (),
+    ) -> object:
+        """Extra latency and/or loss on links touching ``nodes`` (or exactly ``links``)."""
+        spike = _Window(frozenset(nodes), extra_ms=extra_ms, loss=loss, links=frozenset(links))
         self._spikes.append(spike)
         return spike
 

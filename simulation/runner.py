@@ -22,7 +22,7 @@ from simulation.config import ProducerConfig, parse_producer_config
 from simulation.history import HistoryRecorder
 from simulation.metadata import ClusterMetadata
 from simulation.nemesis import FaultEvent, Nemesis, Targets, realize_faults
-from simulation.network import LatencyModel, Network, NetworkSettings
+from simulation.network import LatencyModel, Network, NetworkSettings, TraceEvent
 from simulation.producer.kafka_producer import KafkaProducer
 from simulation.rng import RandomStreams
 from simulation.scenario import Scenario
@@ -54,6 +54,7 @@ class RunResult:
     configs: dict[str, dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    trace: list[TraceEvent] | None = None
 
     @property
     def sim_time_s(self) -> float:
@@ -68,7 +69,9 @@ def _horizon(scenario: Scenario) -> float:
     return min(max(ends), scenario.duration)
 
 
-def run_scenario(scenario: Scenario, seed: int | None = None) -> RunResult:
+def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = False) -> RunResult:
+    """Run ``scenario`` with ``seed`` (default: the scenario's). ``trace`` records every
+    message's journey in ``RunResult.trace`` (for timelines and shrinking; slower)."""
     seed = scenario.seed if seed is None else seed
     started = time.perf_counter()
     env = CountingEnvironment()
@@ -85,7 +88,10 @@ def run_scenario(scenario: Scenario, seed: int | None = None) -> RunResult:
             latency, n.request_loss, n.response_loss, n.loss_model, n.dead_connection_reset
         ),
         streams.stream("network"),
+        streams.stream("network-loss"),
     )
+    if trace:
+        network.trace = []
     allocator = ProducerIdBlockAllocator()
     broker_settings = BrokerSettings(request_time_ms=scenario.cluster.request_time_ms)
     brokers = {
@@ -188,6 +194,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None) -> RunResult:
         configs={name: c.to_kafka_dict() for name, c in configs.items()},
         warnings=warnings,
         stats=stats,
+        trace=network.trace,
     )
 
 

@@ -157,6 +157,7 @@ class Fault(_Model):
     kind: FaultKind
     nodes: list[str] = Field(default_factory=list)
     groups: list[list[str]] | None = None
+    links: list[tuple[str, str]] = Field(default_factory=list, description="[src, dst] pairs")
     at: Duration | None = None
     rate: float | None = Field(default=None, gt=0.0, description="occurrences per second")
     start: Duration = 0.0
@@ -177,6 +178,8 @@ class Fault(_Model):
             raise ValueError("a delay fault needs a positive 'extra_latency'")
         if self.kind == "loss" and self.probability <= 0:
             raise ValueError("a loss fault needs a positive 'probability'")
+        if self.links and self.kind not in ("delay", "loss"):
+            raise ValueError("'links' applies to delay and loss faults only")
         return self
 
 
@@ -261,6 +264,7 @@ class Scenario(_Model):
         nodes = set(names) | set(brokers)
         for i, f in enumerate(self.faults):
             named = list(f.nodes) + [n for g in f.groups or [] for n in g]
+            named += [n for link in f.links for n in link]
             for n in named:
                 if n not in nodes:
                     close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)

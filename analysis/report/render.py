@@ -1,0 +1,282 @@
+"""Writing the report: one content model, rendered as self-contained HTML or as Markdown.
+
+The HTML page embeds its images (PNG as data URIs, timelines as inline SVG), loads nothing
+from anywhere and runs no script, so it opens offline and can be attached anywhere. Every
+string that comes from a scenario or a result is escaped. The Markdown variant writes its
+images into ``<name>_files/`` beside the ``.md`` file.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from analysis.report import plots
+from analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
+
+
+class ReportError(ValueError):
+    """The report cannot be made (one line, for the user)."""
+
+
+@dataclass
+class Figure:
+    name: str
+    caption: str
+    png: bytes
+
+
+@dataclass
+class Story:
+    anomaly: str
+    runs: list[dict[str, Any]]
+    timeline_text: str = ""
+    timeline_svg: str = ""
+    note: str = ""
+
+
+@dataclass
+class Content:
+    data: SweepData
+    figures: list[Figure] = field(default_factory=list)
+    stories: list[Story] = field(default_factory=list)
+
+
+def _verdict(row: Any, anomaly: str) -> tuple[bool, str]:
+    k, n = int(row[f"runs_{anomaly}"]), int(row["runs"])
+    high = 100 * row[f"ci_high_{anomaly}"]
+    if k == 0:
+        return True, f"✓ 0/{n} (≤{high:.2g}%)"
+    low, rate = 100 * row[f"ci_low_{anomaly}"], 100 * row[f"rate_{anomaly}"]
+    return False, f"✗ {k}/{n} {rate:.1f}% [{low:.1f}–{high:.1f}]"
+
+
+def build(root: str | Path) -> Content:
+    try:
+        data = load(root)
+    except DataError as exc:
+        raise ReportError(str(exc)) from None
+    content = Content(data)
+    for anomaly in plots.shown_anomalies(data):
+        for param in data.params:
+            content.figures.append(
+                Figure(
+                    f"rate-{anomaly}-{param}",
+                    f"Share of runs with {anomaly} against {param}, with Wilson 95% intervals.",
+                    plots.rate_vs_param(data, param, anomaly),
+                )
+            )
+        if len(data.params) == 2:
+            content.figures.append(
+                Figure(
+                    f"heatmap-{anomaly}",
+                    f"Share of runs with {anomaly} over the two-parameter grid.",
+                    plots.heatmap(data, anomaly),
+                )
+            )
+    content.figures.append(
+        Figure("breakdown", "Runs with each anomaly type, by variant.", plots.breakdown(data))
+    )
+    content.figures.append(
+        Figure("latency", "Acknowledgement latency by variant.", plots.latency(data))
+    )
+    content.stories = [_story(data, anomaly, runs) for anomaly, runs in data.failing.items()]
+    return content
+
+
+def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
+    from analysis.sweep.replay import ReplayError, replay
+    from eosim import api
+
+    story = Story(anomaly, runs)
+    first = runs[0]
+    try:
+        r = replay(data.root, f"{first['variant']}:{first['run']}")
+    except ReplayError as exc:
+        story.note = f"could not replay run {first['variant']}:{first['run']}: {exc}"
+        return story
+    if r.mismatches:
+        story.note = "replay did not reproduce the recorded outcome: " + "; ".join(r.mismatches)
+    for t in api.timelines(r.outcome):
+        if t.anomaly == anomaly:
+            story.timeline_text, story.timeline_svg = t.text(), t.svg()
+    return story
+
+
+# -- HTML ----------------------------------------------------------------------------------
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222}
+h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;white-space:nowrap}
+th{background:#f5f5f5} .ok{background:#eaf7ea} .bad{background:#fbe5e5;font-weight:600}
+figure{display:inline-block;margin:1em 1em 1em 0;max-width:100%}
+figcaption{color:#555;font-size:13px}
+img{max-width:100%} pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:12px}
+code{background:#f2f2f2;padding:1px 4px} td code{white-space:normal;word-break:break-all}
+.scroll{overflow-x:auto} .timeline{overflow:auto;border:1px solid #eee}
+.note{color:#a00}
+"""
+
+
+def render_html(content: Content) -> str:
+    d = content.data
+    m = d.manifest
+    e = escape
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>eosim reliability report: {e(m['scenario'])}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>Reliability report: {e(m['scenario'])}</h1>",
+        f'<p class="sub">sweep {e(m["sweep_id"])} · {m["total_runs"]} runs · '
+        f"{len(d.table)} variant(s) · eosim {e(m['eosim_version'])} · "
+        f"finished {e(str(m.get('finished', '')))}</p>",
+        f"<p>Command: <code>{e(m['command'])}</code></p>",
+        "<h2>Verdicts</h2>",
+        "<p>✓: no run of the variant showed the anomaly; the bound is the upper end of the "
+        "Wilson 95% interval on its rate. ✗: runs with the anomaly, the rate and its 95% "
+        "interval.</p>",
+        '<div class="scroll"><table><tr><th>variant</th>',
+        *(f'<th title="{e(p)}">{e(short(p))}</th>' for p in d.params),
+        *(f"<th>{e(g)}</th>" for g in GUARANTEES.values()),
+        "<th>expect</th></tr>",
+    ]
+    for _, row in d.table.iterrows():
+        params = json.loads(row["params"])
+        cells = [f"<td>{row['variant']}</td>"]
+        cells += [f"<td>{e(show(params[p]))}</td>" for p in d.params]
+        for anomaly in GUARANTEES:
+            ok, text = _verdict(row, anomaly)
+            cells.append(f'<td class="{"ok" if ok else "bad"}">{e(text)}</td>')
+        expect = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
+        cells.append(f'<td class="{"ok" if row["expect_met"] else "bad"}">{e(expect)}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table></div><h2>How risk moves with the settings</h2>")
+    for f in content.figures:
+        data_uri = base64.b64encode(f.png).decode("ascii")
+        out.append(
+            f'<figure><img alt="{e(f.caption)}" src="data:image/png;base64,{data_uri}">'
+            f"<figcaption>{e(f.caption)}</figcaption></figure>"
+        )
+    out.append("<h2>How it happened</h2>")
+    if not content.stories:
+        out.append("<p>No run showed any anomaly.</p>")
+    for s in content.stories:
+        out.append(
+            f"<h3>{e(s.anomaly)}</h3><table><tr><th>variant</th><th>run</th>"
+            "<th>count</th><th>replay</th></tr>"
+        )
+        for r in s.runs:
+            out.append(
+                f"<tr><td>{r['variant']}</td><td>{r['run']}</td><td>{r[s.anomaly]}</td>"
+                f"<td><code>{e(r['replay'] or '')}</code></td></tr>"
+            )
+        out.append("</table>")
+        if s.note:
+            out.append(f'<p class="note">{e(s.note)}</p>')
+        if s.timeline_svg:
+            first = s.runs[0]
+            out.append(
+                f"<p>Minimal timeline of run {first['variant']}:{first['run']} "
+                f"(<code>eosim replay {e(str(d.root))} --run "
+                f"{first['variant']}:{first['run']}</code>):</p>"
+            )
+            out.append(f'<div class="timeline">{s.timeline_svg}</div>')
+            out.append(
+                f"<details><summary>as text</summary><pre>{e(s.timeline_text)}</pre></details>"
+            )
+    out.append("<h2>Scenario</h2>")
+    out.append(f"<pre>{e(m['scenario_yaml'])}</pre>")
+    if m.get("set"):
+        out.append("<p>With overrides: " + ", ".join(f"<code>{e(s)}</code>" for s in m["set"]))
+    out.append(
+        f'<p class="sub">Generated {e(dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))} '
+        f"by <code>eosim report {e(str(d.root))}</code>.</p></body></html>"
+    )
+    return "\n".join(out)
+
+
+# -- Markdown ------------------------------------------------------------------------------
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(content: Content, files_dir: Path) -> str:
+    d = content.data
+    m = d.manifest
+    files_dir.mkdir(parents=True, exist_ok=True)
+    rel = files_dir.name
+    out = [
+        f"# Reliability report: {_md(m['scenario'])}",
+        "",
+        f"sweep `{m['sweep_id']}` · {m['total_runs']} runs · {len(d.table)} variant(s) · "
+        f"eosim {m['eosim_version']}",
+        "",
+        f"Command: `{m['command']}`",
+        "",
+        "## Verdicts",
+        "",
+        "| variant | "
+        + " | ".join(_md(p) for p in d.params)
+        + (" | " if d.params else "")
+        + " | ".join(GUARANTEES.values())
+        + " | expect |",
+        "|---" * (2 + len(d.params) + len(GUARANTEES)) + "|",
+    ]
+    for _, row in d.table.iterrows():
+        params = json.loads(row["params"])
+        cells = [str(row["variant"])] + [_md(show(params[p])) for p in d.params]
+        cells += [_md(_verdict(row, a)[1]) for a in GUARANTEES]
+        cells.append("met" if row["expect_met"] else _md(f"NOT MET: {row['expect_failures']}"))
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "## How risk moves with the settings", ""]
+    for f in content.figures:
+        (files_dir / f"{f.name}.png").write_bytes(f.png)
+        out += [f"![{_md(f.caption)}]({rel}/{f.name}.png)", "", f"*{_md(f.caption)}*", ""]
+    out += ["## How it happened", ""]
+    for s in content.stories:
+        out += [f"### {s.anomaly}", "", "| variant | run | count | replay |", "|---|---|---|---|"]
+        for r in s.runs:
+            out.append(f"| {r['variant']} | {r['run']} | {r[s.anomaly]} | `{r['replay'] or ''}` |")
+        out.append("")
+        if s.note:
+            out += [f"> {_md(s.note)}", ""]
+        if s.timeline_svg:
+            (files_dir / f"timeline-{s.anomaly}.svg").write_text(s.timeline_svg, encoding="utf-8")
+            out += [
+                f"![timeline of {s.anomaly}]({rel}/timeline-{s.anomaly}.svg)",
+                "",
+                "```text",
+                s.timeline_text,
+                "```",
+                "",
+            ]
+    out += ["## Scenario", "", "```yaml", m["scenario_yaml"].rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+def write_report(root: str | Path, out: str | Path | None = None, fmt: str = "html") -> Path:
+    if fmt not in ("html", "md"):
+        raise ReportError(f"--format {fmt}: choose html or md")
+    root = Path(root)
+    target = Path(out) if out else root / f"report.{fmt}"
+    if not target.parent.is_dir():
+        raise ReportError(f"--out {target}: directory {str(target.parent)!r} does not exist")
+    content = build(root)
+    text = (
+        render_html(content)
+        if fmt == "html"
+        else render_markdown(content, target.with_name(f"{target.stem}_files"))
+    )
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return target

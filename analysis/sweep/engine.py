@@ -1,0 +1,165 @@
+"""Spark for sweeps: embedded by default, a real cluster when asked.
+
+With no ``--master`` the sweep runs on ``local[*]`` inside this process, and Java 17 is the
+only prerequisite. ``--master spark://host:7077`` (or launching under ``spark-submit``) uses
+a real cluster unchanged. Workers run the interpreter that started the sweep
+(``PYSPARK_PYTHON``), so a virtual environment just works locally. A cluster's workers need
+eosim installed at the same version.
+
+Only the DataFrame API is used (``spark.range`` -> ``mapInArrow`` -> Parquet), so the same
+code runs where RDDs are unavailable (Spark Connect).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from analysis.sweep.task import SCHEMA
+
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+class EngineError(ValueError):
+    """Spark cannot be started or reached (one line, for the user)."""
+
+
+def spark_ddl(schema: pa.Schema) -> str:
+    names = {
+        pa.string(): "string",
+        pa.int32(): "int",
+        pa.int64(): "bigint",
+        pa.float64(): "double",
+        pa.bool_(): "boolean",
+        pa.list_(pa.int64()): "array<bigint>",
+    }
+    return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
+
+
+def check_java() -> str:
+    """The Java major version; raises :class:`EngineError` when Java 17+ is missing."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    advice = "install Java 17 (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    if not java or not Path(java).exists():
+        raise EngineError(f"Java was not found; sweeps run on Spark, which needs it: {advice}")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"cannot run {java}: {exc}; {advice}") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m is None:
+        raise EngineError(f"cannot tell the version of {java}; {advice}")
+    major = int(m.group(1)) if m.group(1) != "1" else int(m.group(2) or 0)
+    if major < 17:
+        raise EngineError(f"Java {major} found at {java}; Spark needs 17 or newer: {advice}")
+    return str(major)
+
+
+def check_master(master: str, timeout_s: float = 5.0) -> None:
+    """Fail fast when a standalone master cannot be reached."""
+    if not master.startswith("spark://"):
+        return
+    for hostport in master[len("spark://") :].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except (OSError, ValueError):
+            continue
+    raise EngineError(f"--master {master}: cannot reach the Spark master")
+
+
+def under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def preflight(master: str | None) -> None:
+    """Checks that fail fast, before anything is written: Java, and the master if any."""
+    check_java()
+    if master is not None:
+        check_master(master)
+
+
+def start_session(master: str | None, app_name: str) -> tuple[Any, float]:
+    """A SparkSession and the seconds it took to start (after :func:`preflight`)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    started = time.perf_counter()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    elif not under_spark_submit():
+        builder = builder.master("local[*]")
+    for key, value in session_conf().items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # Spark reports start-up failures with many exception types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EngineError(f"Spark did not start: {first}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    warm_up(spark)
+    return spark, time.perf_counter() - started
+
+
+def _import_eosim(batches: Any) -> Any:
+    import analysis.sweep.task  # noqa: F401
+    import eosim.api  # noqa: F401
+
+    yield from batches
+
+
+def warm_up(spark: Any) -> None:
+    """Start the Python workers and import eosim in them, before the first chunk.
+
+    This makes the first chunk as fast as the others, and a cluster whose workers cannot
+    import eosim fails here with one clear line instead of deep inside the first chunk.
+    """
+    n = default_partitions(spark)
+    try:
+        spark.range(0, n, numPartitions=n).mapInArrow(_import_eosim, "id bigint").count()
+    except Exception as exc:  # the failure arrives wrapped in several Spark/Py4J layers
+        text = str(exc)
+        hint = "is eosim installed, at the same version, for the workers' Python?"
+        first = next((ln for ln in text.splitlines() if "Error" in ln), text[:200])
+        raise EngineError(f"Spark workers cannot run eosim ({first.strip()}); {hint}") from None
+
+
+def session_conf() -> dict[str, str]:
+    return {
+        "spark.pyspark.python": sys.executable,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+    }
+
+
+def default_partitions(spark: Any) -> int:
+    """Tasks per chunk: four per core, so that the last tasks of a chunk leave little idle."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism) * 4)
+    except Exception:  # Spark Connect has no SparkContext
+        return 16
+
+
+def write_chunk(
+    spark: Any, runner: Any, start: int, end: int, partitions: int, target: Path
+) -> None:
+    """Run ids [start, end) through ``runner`` and write them as Parquet under ``target``."""
+    n = max(1, min(partitions, end - start))
+    df = spark.range(start, end, numPartitions=n).mapInArrow(runner, spark_ddl(SCHEMA))
+    df.write.mode("errorifexists").partitionBy("variant").parquet(str(target))

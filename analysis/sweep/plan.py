@@ -1,0 +1,201 @@
+"""Sweep plans: variants from a parameter grid, runs with derived seeds and drawn parameters.
+
+A variant is one point of the cartesian product of ``--grid`` axes (in the order given, the
+last axis varying fastest). A run is one seed of one variant. Run ``r`` of variant ``v`` gets
+the seed ``SeedSequence(S, spawn_key=(v, r))``, and its ``--vary`` parameters are drawn from
+a sibling stream ``spawn_key=(v, r, 1)``. A run is therefore the same whatever else the sweep
+contains and wherever it executes, and ``eosim run ... --seed N --set ...`` replays it alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yaml
+
+
+class PlanError(ValueError):
+    """A bad grid or vary specification (one line, for the user)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GridAxis:
+    path: str
+    values: tuple[Any, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> GridAxis:
+        if "=" not in text:
+            raise PlanError(f"--grid {text}: expected path=v1,v2,...")
+        path, values_text = (part.strip() for part in text.split("=", 1))
+        if not path:
+            raise PlanError(f"--grid {text}: empty path")
+        raw = [v.strip() for v in values_text.split(",")] if values_text.strip() else []
+        if not raw or any(v == "" for v in raw):
+            raise PlanError(f"--grid {text}: empty value list; give values as path=v1,v2,...")
+        return cls(path, tuple(_scalar(v) for v in raw))
+
+
+_DIST = re.compile(r"^\s*(uniform|loguniform|normal|randint|choice)\s*\((.*)\)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class VarySpec:
+    path: str
+    distribution: str
+    args: tuple[Any, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> VarySpec:
+        if "=" not in text:
+            raise PlanError(f"--vary {text}: expected path=DISTRIBUTION")
+        path, dist = (part.strip() for part in text.split("=", 1))
+        m = _DIST.match(dist)
+        if not path or m is None:
+            raise PlanError(
+                f"--vary {text}: expected path=uniform(a,b), loguniform(a,b), normal(mu,sigma), "
+                "randint(a,b) or choice(v1,v2,...)"
+            )
+        name = m.group(1)
+        args = tuple(_scalar(a.strip()) for a in m.group(2).split(",") if a.strip())
+        numeric = all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)
+        if name == "choice":
+            if not args:
+                raise PlanError(f"--vary {text}: choice needs at least one value")
+        elif len(args) != 2 or not numeric:
+            raise PlanError(f"--vary {text}: {name} takes two numbers")
+        elif name in ("uniform", "loguniform", "randint") and args[0] > args[1]:
+            raise PlanError(f"--vary {text}: the low bound is above the high bound")
+        elif name == "loguniform" and args[0] <= 0:
+            raise PlanError(f"--vary {text}: loguniform needs positive bounds")
+        return cls(path, name, args)
+
+    def draw(self, rng: np.random.Generator) -> Any:
+        a = self.args
+        if self.distribution == "uniform":
+            return float(rng.uniform(a[0], a[1]))
+        if self.distribution == "loguniform":
+            return float(math.exp(rng.uniform(math.log(a[0]), math.log(a[1]))))
+        if self.distribution == "normal":
+            return float(rng.normal(a[0], a[1]))
+        if self.distribution == "randint":
+            return int(rng.integers(int(a[0]), int(a[1]), endpoint=True))
+        return a[int(rng.integers(len(a)))]
+
+    def sample(self) -> Any:
+        """A representative value, used to validate the path before running."""
+        return self.args[0] if self.distribution != "loguniform" else float(self.args[0])
+
+    def __str__(self) -> str:
+        return f"{self.path}={self.distribution}({','.join(map(str, self.args))})"
+
+
+def _scalar(text: str) -> Any:
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, str | int | float | bool) or value is None else text
+
+
+def render(value: Any) -> str:
+    """A value as it is written after ``--set path=``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def run_seed(sweep_seed: int, variant: int, run: int) -> int:
+    seq = np.random.SeedSequence(sweep_seed, spawn_key=(variant, run))
+    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    scenario_text: str
+    scenario_source: str
+    runs: int
+    seed: int
+    grid: tuple[GridAxis, ...] = ()
+    vary: tuple[VarySpec, ...] = ()
+    base_overrides: tuple[str, ...] = ()
+    variants: tuple[dict[str, Any], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.runs <= 0:
+            raise PlanError(f"--runs must be at least 1, got {self.runs}")
+        paths = [a.path for a in self.grid] + [v.path for v in self.vary]
+        for p in paths:
+            if paths.count(p) > 1:
+                raise PlanError(f"parameter {p} is swept twice")
+        combos = itertools.product(*(a.values for a in self.grid)) if self.grid else [()]
+        variants = tuple(
+            {a.path: v for a, v in zip(self.grid, combo, strict=True)} for combo in combos
+        )
+        object.__setattr__(self, "variants", variants)
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.variants) * self.runs
+
+    def locate(self, run_id: int) -> tuple[int, int]:
+        """(variant, run index) of a global run id."""
+        return divmod(run_id, self.runs)
+
+    def run_parameters(self, variant: int, run: int) -> dict[str, Any]:
+        params = dict(self.variants[variant])
+        if self.vary:
+            rng = np.random.default_rng(
+                np.random.SeedSequence(self.seed, spawn_key=(variant, run, 1))
+            )
+            for spec in self.vary:
+                params[spec.path] = spec.draw(rng)
+        return params
+
+    def overrides(self, params: dict[str, Any]) -> list[str]:
+        return [*self.base_overrides, *(f"{p}={render(v)}" for p, v in params.items())]
+
+    def sweep_id(self) -> str:
+        """Identifies the sweep's results: same inputs, same id."""
+        ident = {
+            "scenario_sha256": hashlib.sha256(self.scenario_text.encode("utf-8")).hexdigest(),
+            "runs": self.runs,
+            "seed": self.seed,
+            "grid": [[a.path, list(a.values)] for a in self.grid],
+            "vary": [str(v) for v in self.vary],
+            "set": list(self.base_overrides),
+        }
+        text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [{"variant": i, "params": v} for i, v in enumerate(self.variants)]
+
+
+def chunk_bounds(total: int, chunk_runs: int) -> list[tuple[int, int]]:
+    return [(start, min(start + chunk_runs, total)) for start in range(0, total, chunk_runs)]
+
+
+def default_chunk_runs(total: int) -> int:
+    """Chunks are the unit of resume: about four per sweep, 100 to 20,000 runs each.
+
+    Each chunk costs a Spark job and a barrier at its end, so fewer, larger chunks are
+    faster; more chunks lose less work to an interruption.
+    """
+    return max(100, min(20_000, math.ceil(total / 4)))
+
+
+def seeds_of(plan: SweepPlan, run_ids: Sequence[int]) -> list[int]:
+    return [run_seed(plan.seed, *plan.locate(i)) for i in run_ids]

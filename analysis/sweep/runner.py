@@ -1,0 +1,259 @@
+"""run_sweep: plan, prepare the results directory, run chunks on Spark, aggregate.
+
+Everything that can be wrong with the input is checked before Spark starts: the grid and vary
+paths (every variant is validated as a scenario), the run count and the output directory.
+The sweep then runs chunk by chunk, skipping chunks a previous, interrupted invocation already
+committed. Afterwards it verifies exactly-once accounting: every (variant, run) must be
+present exactly once. It writes the aggregate table and marks the manifest complete.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from analysis.checker import ANOMALIES
+from analysis.sweep import engine
+from analysis.sweep.aggregate import AccountingError, aggregate
+from analysis.sweep.plan import (
+    GridAxis,
+    PlanError,
+    SweepPlan,
+    VarySpec,
+    chunk_bounds,
+    default_chunk_runs,
+)
+from analysis.sweep.store import FORMAT, StoreError, SweepStore
+from analysis.sweep.task import make_batch_runner
+
+
+class SweepError(ValueError):
+    """Bad sweep input or an unusable environment; its text is one line for the user."""
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    sweep_id: str
+    total_runs: int
+    table: list[dict[str, Any]]
+    resumed_chunks: int
+    spark_startup_s: float
+    wall_s: float
+    params: list[str] = field(default_factory=list)
+
+    @property
+    def met(self) -> bool:
+        return all(row["expect_met"] for row in self.table)
+
+
+def build_plan(
+    scenario_path: str,
+    runs: int,
+    grid: Sequence[str],
+    vary: Sequence[str],
+    seed: int | None,
+    overrides: Sequence[str],
+) -> tuple[SweepPlan, Any]:
+    from eosim import api
+    from simulation.scenario import ScenarioError, parse_scenario
+
+    try:
+        scenario = api.load(scenario_path, overrides)
+        text = Path(scenario_path).read_text(encoding="utf-8")
+        plan = SweepPlan(
+            scenario_text=text,
+            scenario_source=scenario_path,
+            runs=runs,
+            seed=scenario.seed if seed is None else seed,
+            grid=tuple(GridAxis.parse(g) for g in grid),
+            vary=tuple(VarySpec.parse(v) for v in vary),
+            base_overrides=tuple(overrides),
+        )
+        sample = {spec.path: spec.sample() for spec in plan.vary}
+        for variant in plan.variants:
+            parse_scenario(text, scenario_path, plan.overrides({**variant, **sample}))
+    except (ScenarioError, PlanError) as exc:
+        raise SweepError(str(exc)) from None
+    return plan, scenario
+
+
+def run_sweep(
+    scenario_path: str,
+    runs: int,
+    *,
+    grid: Sequence[str] = (),
+    vary: Sequence[str] = (),
+    seed: int | None = None,
+    overrides: Sequence[str] = (),
+    master: str | None = None,
+    out: str | Path | None = None,
+    partitions: int | None = None,
+    chunk_runs: int | None = None,
+    quiet: bool = False,
+    command: str | None = None,
+    spark: Any = None,
+    inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+) -> SweepResult:
+    from eosim import __version__
+
+    started = time.perf_counter()
+    plan, scenario = build_plan(scenario_path, runs, grid, vary, seed, overrides)
+    if partitions is not None and partitions < 1:
+        raise SweepError(f"--partitions must be at least 1, got {partitions}")
+    sweep_id = plan.sweep_id()
+    root = Path(out) if out is not None else Path("results") / scenario.name
+    chunk_runs = chunk_runs or default_chunk_runs(plan.total_runs)
+    chunks = chunk_bounds(plan.total_runs, chunk_runs)
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "version": 1,
+        "sweep_id": sweep_id,
+        "command": command or " ".join(sys.argv),
+        "scenario": scenario.name,
+        "scenario_path": scenario_path,
+        "scenario_yaml": plan.scenario_text,
+        "set": list(overrides),
+        "runs_per_variant": runs,
+        "total_runs": plan.total_runs,
+        "seed": plan.seed,
+        "grid": [{"path": a.path, "values": list(a.values)} for a in plan.grid],
+        "vary": [str(v) for v in plan.vary],
+        "variants": plan.describe(),
+        "chunk_runs": chunk_runs,
+        "chunks": len(chunks),
+        "eosim_version": __version__,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "complete": False,
+    }
+    own_session = spark is None
+    if own_session:
+        try:
+            engine.preflight(master)
+        except engine.EngineError as exc:
+            raise SweepError(str(exc)) from None
+    store = SweepStore(root)
+    fresh = not root.exists()
+    try:
+        done = set(store.prepare(manifest))
+    except StoreError as exc:
+        raise SweepError(str(exc)) from None
+
+    startup = 0.0
+    if own_session:
+        try:
+            spark, startup = engine.start_session(master, f"eosim-sweep-{scenario.name}")
+        except engine.EngineError as exc:
+            if fresh:
+                shutil.rmtree(root, ignore_errors=True)
+            raise SweepError(str(exc)) from None
+    try:
+        n_partitions = partitions or engine.default_partitions(spark)
+        bar = _progress(plan.total_runs, quiet)
+        found = dict.fromkeys(ANOMALIES, 0)
+        for c in sorted(done):
+            _count_into(found, store.chunk_dir(c))
+            start, end = chunks[c]
+            bar.update(end - start)
+        bar.set_postfix_str(_found_text(found), refresh=False)
+        for c, (start, end) in enumerate(chunks):
+            if c in done:
+                continue
+            staging = store.new_staging(c)
+            runner = make_batch_runner(plan, sweep_id, __version__, c, inject_failures)
+            engine.write_chunk(spark, runner, start, end, n_partitions, staging)
+            store.commit(staging, c)
+            _count_into(found, store.chunk_dir(c))
+            bar.update(end - start)
+            bar.set_postfix_str(_found_text(found))
+        bar.close()
+
+        runs_df = spark.read.option("basePath", str(store.runs_dir)).parquet(
+            *(str(store.chunk_dir(c)) for c in range(len(chunks)))
+        )
+        try:
+            table = aggregate(spark, runs_df, list(plan.variants), scenario.expect, plan.total_runs)
+        except AccountingError as exc:
+            raise SweepError(str(exc)) from None
+    finally:
+        if own_session:
+            spark.stop()
+
+    frame = pd.DataFrame(table)
+    frame.to_parquet(root / "aggregate.parquet", index=False)
+    frame.to_csv(root / "aggregate.csv", index=False)
+    manifest["complete"] = True
+    manifest["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    manifest["expect_met"] = all(row["expect_met"] for row in table)
+    store.finish(manifest)
+    return SweepResult(
+        out=root,
+        sweep_id=sweep_id,
+        total_runs=plan.total_runs,
+        table=table,
+        resumed_chunks=len(done),
+        spark_startup_s=startup,
+        wall_s=time.perf_counter() - started,
+        params=[a.path for a in plan.grid],
+    )
+
+
+def _count_into(found: dict[str, int], chunk_dir: Path) -> None:
+    """Add a committed chunk's runs-with-anomaly counts (reads only those columns)."""
+    table = pq.read_table(chunk_dir, columns=list(ANOMALIES))
+    for name in ANOMALIES:
+        found[name] += sum(1 for v in table.column(name).to_pylist() if v)
+
+
+def _found_text(found: dict[str, int]) -> str:
+    hits = [f"{n}={c}" for n, c in found.items() if c]
+    return "runs with " + ", ".join(hits) if hits else "no anomalies yet"
+
+
+def _progress(total: int, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        unit="run",
+        desc="sweep",
+        disable=quiet or not sys.stderr.isatty(),
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+
+
+def format_table(result: SweepResult) -> str:
+    """The aggregate table as aligned text."""
+    lines = []
+    shown = [a for a in ANOMALIES if any(r[f"runs_{a}"] for r in result.table)]
+    shown = shown or ["duplicate", "lost_write"]
+    head = ["variant", *result.params, "runs", *shown, "ack p50/p99 ms", "expect"]
+    rows = []
+    for r in result.table:
+        params = json.loads(r["params"])
+        cells = [str(r["variant"]), *(str(params.get(p)) for p in result.params), str(r["runs"])]
+        for a in shown:
+            cells.append(
+                f"{r[f'runs_{a}']} ({100 * r[f'rate_{a}']:.1f}% "
+                f"[{100 * r[f'ci_low_{a}']:.1f}-{100 * r[f'ci_high_{a}']:.1f}])"
+            )
+        p50, p99 = r["ack_p50_ms"], r["ack_p99_ms"]
+        cells.append("-" if p50 is None else f"{p50:.3g}/{p99:.3g}")
+        cells.append("met" if r["expect_met"] else "NOT MET: " + r["expect_failures"])
+        rows.append(cells)
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    return "\n".join(lines)

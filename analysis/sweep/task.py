@@ -1,0 +1,128 @@
+"""What one Spark task executes: a batch of runs, each turned into one result row.
+
+The function shipped to executors is :func:`make_batch_runner`'s closure. It carries the
+plan (scenario text included, so executors need no access to the scenario file) and reaches
+the model only through :mod:`eosim.api`. Rows leave as Arrow record batches
+(``mapInArrow``), a few runs at a time, so a task's memory does not grow with its run count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from analysis.checker import ANOMALIES
+from analysis.expect import COUNTS
+from analysis.history import History
+from analysis.stats import histogram
+from analysis.sweep.plan import SweepPlan, render, run_seed
+
+ROWS_PER_BATCH = 16
+
+SCHEMA = pa.schema(
+    [
+        ("sweep_id", pa.string()),
+        ("variant", pa.int32()),
+        ("run", pa.int64()),
+        ("seed", pa.int64()),
+        ("params", pa.string()),
+        *((name, pa.int64()) for name in ANOMALIES),
+        *((name, pa.int64()) for name in COUNTS),
+        ("sim_time_s", pa.float64()),
+        ("wall_time_s", pa.float64()),
+        ("events", pa.int64()),
+        ("history_sha256", pa.string()),
+        ("expect_met", pa.bool_()),
+        ("ack_latency_hist", pa.list_(pa.int64())),
+        ("eosim_version", pa.string()),
+        ("scenario_sha256", pa.string()),
+        ("replay", pa.string()),
+    ]
+)
+# Columns that differ between two executions of the same run.
+NONDETERMINISTIC = ("wall_time_s",)
+
+
+def ack_latencies(history: History) -> list[float]:
+    return [
+        s.complete_time - s.invoke_time
+        for s in history.sends
+        if s.outcome == "ok" and s.complete_time is not None
+    ]
+
+
+def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
+    sets = "".join(f" --set {o}" for o in plan.overrides(params))
+    return f"eosim run {plan.scenario_source} --seed {seed}{sets}"
+
+
+def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
+    """One run of the sweep, as a result row."""
+    from eosim import api
+    from simulation.scenario import parse_scenario
+
+    variant, run = plan.locate(run_id)
+    params = plan.run_parameters(variant, run)
+    seed = run_seed(plan.seed, variant, run)
+    scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
+    outcome = api.run(scenario, seed)
+    anomalies = {name: a.count for name, a in outcome.check.anomalies.items()}
+    failing = not outcome.expect.met or any(anomalies.values())
+    return {
+        "sweep_id": sweep_id,
+        "variant": variant,
+        "run": run,
+        "seed": seed,
+        "params": json.dumps({p: render(v) for p, v in params.items()}, sort_keys=True),
+        **anomalies,
+        **outcome.run.counts,
+        "sim_time_s": outcome.run.sim_time_s,
+        "wall_time_s": outcome.run.wall_time_s,
+        "events": outcome.run.events,
+        "history_sha256": outcome.run.history.digest(),
+        "expect_met": outcome.expect.met,
+        "ack_latency_hist": histogram(ack_latencies(outcome.history)),
+        "eosim_version": version,
+        "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
+        "replay": replay_command(plan, seed, params) if failing else None,
+    }
+
+
+def make_batch_runner(
+    plan: SweepPlan,
+    sweep_id: str,
+    version: str,
+    chunk: int,
+    inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function for one chunk.
+
+    ``inject_failures`` holds (chunk, partition, attempt) triples on which the Python worker
+    kills itself, for testing that Spark's retries keep the accounting exactly-once.
+    """
+
+    def run_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if inject_failures:
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            if (
+                ctx is not None
+                and (chunk, ctx.partitionId(), ctx.attemptNumber()) in inject_failures
+            ):
+                os._exit(17)
+        rows: list[dict[str, Any]] = []
+        for batch in batches:
+            for run_id in batch.column("id").to_pylist():
+                rows.append(execute_run(plan, sweep_id, version, run_id))
+                if len(rows) >= ROWS_PER_BATCH:
+                    yield pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+                    rows = []
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+
+    return run_batches

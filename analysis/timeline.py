@@ -1,0 +1,255 @@
+"""Timelines: the few messages, operations and faults that explain one anomaly.
+
+Input is plain data: message trace records (see ``simulation/trace.py``), the history's
+records and one anomaly example. The timeline keeps only what touches the anomalous
+records: the requests that carried them, the responses to those requests, the operations
+that sent them, the losses and resets on the same links, and the faults that overlap.
+It renders as text (one line per event) and as SVG (a lane per node, messages as arrows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+MARGIN_MS = 2.0
+
+
+@dataclass
+class Row:
+    time: float
+    kind: str  # message | op | fault
+    src: str
+    dst: str | None
+    label: str
+    status: str = ""  # lost, dropped, held, ok, info, fail, start, stop
+    end_time: float | None = None
+    highlight: bool = False
+
+
+@dataclass
+class Timeline:
+    anomaly: str
+    values: list[str]
+    lanes: list[str]
+    rows: list[Row] = field(default_factory=list)
+
+    def text(self) -> str:
+        head = f"timeline of {self.anomaly} ({', '.join(self.values)})"
+        lines = [head, "-" * len(head)]
+        for r in self.rows:
+            mark = "*" if r.highlight else " "
+            if r.kind == "message":
+                arrow = f"{r.src} -> {r.dst}"
+                status = f"  [{r.status}]" if r.status else ""
+                end = f" .. {r.end_time:.3f}" if r.end_time is not None else ""
+                lines.append(f"{mark}{r.time:>12.3f}{end:<12} {arrow:<26} {r.label}{status}")
+            elif r.kind == "op":
+                lines.append(f"{mark}{r.time:>12.3f}{'':<12} {r.src:<26} {r.label}")
+            else:
+                lines.append(f"!{r.time:>12.3f}{'':<12} {'FAULT ' + r.status:<26} {r.label}")
+        return "\n".join(lines)
+
+    def svg(self) -> str:
+        lane_w, top, row_h, left = 220, 60, 22, 110
+        width = left + lane_w * len(self.lanes) + 40
+        height = top + row_h * (len(self.rows) + 1) + 20
+        x = {lane: left + lane_w * i + lane_w // 2 for i, lane in enumerate(self.lanes)}
+        out = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="monospace" font-size="11">',
+            '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="3" '
+            'orient="auto"><path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker>'
+            '<marker id="h" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">'
+            '<path d="M0,0 L7,3 L0,6 z" fill="#c00"/></marker></defs>',
+            f'<text x="10" y="20" font-size="13" font-weight="bold">'
+            f"{escape(self.anomaly)}: {escape(', '.join(self.values))}</text>",
+        ]
+        for lane, lx in x.items():
+            out.append(
+                f'<text x="{lx}" y="{top - 12}" text-anchor="middle" '
+                f'font-weight="bold">{escape(lane)}</text>'
+            )
+            out.append(
+                f'<line x1="{lx}" y1="{top}" x2="{lx}" y2="{height - 10}" '
+                'stroke="#bbb" stroke-dasharray="4 3"/>'
+            )
+        for i, r in enumerate(self.rows):
+            y = top + row_h * (i + 1)
+            color = "#c00" if r.highlight else "#333"
+            out.append(f'<text x="8" y="{y + 4}" fill="#666">{r.time:.3f}</text>')
+            if r.kind == "message" and r.dst in x and r.src in x:
+                x1, x2 = x[r.src], x[r.dst]
+                if r.status in ("lost", "dropped"):
+                    x2 = (x1 + x2) // 2
+                marker = "h" if r.highlight else "a"
+                out.append(
+                    f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="{color}" '
+                    f'stroke-width="1.5" marker-end="url(#{marker})"/>'
+                )
+                if r.status in ("lost", "dropped"):
+                    out.append(
+                        f'<text x="{x2 + 4}" y="{y + 4}" fill="#c00" font-weight="bold">✕</text>'
+                    )
+                tx = min(x1, x2) + 6
+                label = r.label + (f" [{r.status}]" if r.status else "")
+                out.append(f'<text x="{tx}" y="{y - 4}" fill="{color}">{escape(label)}</text>')
+            elif r.kind == "op" and r.src in x:
+                out.append(f'<circle cx="{x[r.src]}" cy="{y}" r="4" fill="{color}"/>')
+                out.append(
+                    f'<text x="{x[r.src] + 8}" y="{y + 4}" fill="{color}">{escape(r.label)}</text>'
+                )
+            else:
+                out.append(
+                    f'<rect x="{left - 10}" y="{y - 9}" width="{width - left}" '
+                    'height="16" fill="#fdd" opacity="0.6"/>'
+                )
+                out.append(
+                    f'<text x="{left}" y="{y + 4}" fill="#900" font-weight="bold">'
+                    f"FAULT {escape(r.status)}: {escape(r.label)}</text>"
+                )
+        out.append("</svg>")
+        return "\n".join(out)
+
+
+def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
+    if anomaly == "nonmonotonic_send":
+        return [example["earlier_value"], example["value"]]
+    if anomaly == "inconsistent_offsets":
+        return [v["value"] for v in example.get("values", [])]
+    return [example["value"]] if "value" in example else []
+
+
+def build(
+    anomaly: str,
+    example: dict[str, Any],
+    trace: list[dict[str, Any]],
+    history: list[dict[str, Any]],
+) -> Timeline:
+    values = values_of(anomaly, example)
+    wanted = set(values)
+    carriers = [t for t in trace if wanted.intersection(t["values"])]
+    # Requests that carried the values, and every response to them.
+    keys = {(t["src"], t["dst"], t["correlation"]) for t in carriers}
+    replies = [
+        t
+        for t in trace
+        if t["correlation"] is not None
+        and (t["dst"], t["src"], t["correlation"]) in keys
+        and t["kind"].endswith("response")
+    ]
+    chosen = {(t["msg"], t["event"]): t for t in carriers + replies}
+    times = [t["time"] for t in chosen.values()]
+    ops = [
+        h
+        for h in history
+        if h.get("kind") == "op"
+        and isinstance(h.get("value"), dict)
+        and h["value"].get("value") in wanted
+    ]
+    times += [h["time"] for h in ops]
+    if not times:
+        return Timeline(anomaly, values, [])
+    low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+    # A dropped message is explained by the loss that black-holed its connection: the last
+    # loss on the same connection (same generation, either direction) before the drop.
+    for t in list(chosen.values()):
+        if t["event"] != "dropped" or t["generation"] is None:
+            continue
+        pair = {t["src"], t["dst"]}
+        cause = None
+        for u in trace:
+            if u["time"] > t["time"]:
+                break
+            if (
+                u["event"] == "lost"
+                and {u["src"], u["dst"]} == pair
+                and (u["generation"] == t["generation"])
+            ):
+                cause = u
+        if cause is not None:
+            chosen[(cause["msg"], cause["event"])] = cause
+            chosen.setdefault((cause["msg"], "send"), cause | {"event": "send"})
+    # Connection resets delivered to the sending clients while the records were in flight.
+    clients = {t["src"] for t in carriers}
+    for t in trace:
+        if t["kind"] == "reset" and t["dst"] in clients and low <= t["time"] <= high:
+            chosen[(t["msg"], t["event"])] = t
+    times = [t["time"] for t in chosen.values()] + [h["time"] for h in ops]
+    low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+    faults = [
+        h
+        for h in history
+        if h.get("kind") == "fault" and (h["phase"] == "start" and h["time"] <= high)
+    ]
+    rows: list[Row] = []
+    sends = {t["msg"]: t for t in chosen.values() if t["event"] == "send"}
+    finals = {}
+    for t in chosen.values():
+        if t["event"] != "send":
+            finals[t["msg"]] = t
+    for msg_id, send in sends.items():
+        final = finals.pop(msg_id, None)
+        status = "" if final is None or final["event"] == "deliver" else final["event"]
+        rows.append(
+            Row(
+                send["time"],
+                "message",
+                send["src"],
+                send["dst"],
+                send["label"],
+                status,
+                final["time"] if final and final["event"] == "deliver" else None,
+                bool(wanted.intersection(send["values"])),
+            )
+        )
+    for t in finals.values():  # a loss or drop whose send fell outside the selection
+        rows.append(Row(t["time"], "message", t["src"], t["dst"], t["label"], t["event"]))
+    for h in ops:
+        v = h["value"]
+        at = f" @{v.get('partition')}:{v['offset']}" if v.get("offset") is not None else ""
+        error = f" ({h['error']})" if h.get("error") else ""
+        node = h["process"].split("/")[0]
+        rows.append(
+            Row(
+                h["time"],
+                "op",
+                node,
+                None,
+                f"{h['type']} send {v['value']}{at}{error}",
+                h["type"],
+                highlight=True,
+            )
+        )
+    for h in faults:
+        stop = next(
+            (
+                f["time"]
+                for f in history
+                if f.get("kind") == "fault"
+                and f["phase"] == "stop"
+                and f["fault"] == h["fault"]
+                and f["targets"] == h["targets"]
+                and f["time"] >= h["time"]
+            ),
+            None,
+        )
+        if stop is not None and stop < low:
+            continue
+        what = (
+            ", ".join(h["targets"])
+            or " | ".join(",".join(g) for g in h.get("groups", []))
+            or ", ".join(f"{a}->{b}" for a, b in h.get("links", []))
+            or "all links"
+        )
+        until = f" until {stop:.3f}" if stop is not None else ""
+        rows.append(Row(h["time"], "fault", what, None, f"{what}{until}", h["fault"]))
+    rows.sort(key=lambda r: (r.time, r.kind != "fault", r.kind != "op"))
+    lanes = []
+    for r in rows:
+        for node in (r.src, r.dst):
+            if node and node not in lanes and r.kind != "fault":
+                lanes.append(node)
+    lanes.sort(key=lambda n: (n.startswith("broker"), n))
+    return Timeline(anomaly, values, lanes, rows)

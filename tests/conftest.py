@@ -1,0 +1,26 @@
+"""Fixtures shared by the test modules: one SparkSession for every Spark test."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One embedded Spark for the whole run: 2 threads, each task may fail up to 3 times."""
+    from analysis.sweep.engine import preflight, session_conf
+
+    preflight(None)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2,3]").appName("eosim-tests")
+    for key, value in session_conf().items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

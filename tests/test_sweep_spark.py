@@ -1,0 +1,280 @@
+"""Sweeps on the shared embedded Spark: results, aggregate, exactly-once, resume, clashes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.stats import wilson_interval
+from analysis.sweep import SweepError, run_sweep
+from analysis.sweep.task import NONDETERMINISTIC
+from eosim import api
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = str(ROOT / "scenarios" / "at-least-once.yaml")
+SMALL = ("producers.0.workload.records=150", "producers.0.workload.rate=3000")
+GRID = ("network.response_loss=0,0.05",)
+
+
+def sweep(spark, out: Path, **kw):
+    args = {"grid": GRID, "overrides": SMALL, "quiet": True, "spark": spark, "out": out}
+    return run_sweep(SCENARIO, kw.pop("runs", 6), **{**args, **kw})
+
+
+def rows(out: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(out / "runs")
+    frame = frame.drop(columns=[*NONDETERMINISTIC, "chunk"])
+    frame["variant"] = frame["variant"].astype(int)
+    frame["ack_latency_hist"] = frame["ack_latency_hist"].map(list)
+    return frame.sort_values(["variant", "run"]).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def clean(spark, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweeps") / "clean"
+    result = sweep(spark, out, chunk_runs=4)
+    return result, out
+
+
+def test_one_row_per_run_and_a_manifest(clean):
+    result, out = clean
+    frame = rows(out)
+    assert len(frame) == 12 and result.total_runs == 12
+    assert sorted(zip(frame.variant, frame.run, strict=True)) == [
+        (v, r) for v in range(2) for r in range(6)
+    ]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["total_runs"] == 12
+    assert manifest["variants"][1]["params"] == {"network.response_loss": 0.05}
+    assert (out / "aggregate.parquet").exists() and (out / "aggregate.csv").exists()
+    assert not (out / "_staging").exists()
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [
+        "chunk=00000",
+        "chunk=00001",
+        "chunk=00002",
+    ]
+
+
+def test_aggregate_matches_the_run_table(clean):
+    result, out = clean
+    frame = rows(out)
+    for entry in result.table:
+        mine = frame[frame.variant == entry["variant"]]
+        assert entry["runs"] == len(mine)
+        for name in ("duplicate", "nonmonotonic_send", "lost_write"):
+            k = int((mine[name] > 0).sum())
+            assert entry[f"runs_{name}"] == k
+            assert (entry[f"ci_low_{name}"], entry[f"ci_high_{name}"]) == pytest.approx(
+                wilson_interval(k, len(mine))
+            )
+    # Response loss makes duplicates more common: the table must show it.
+    by_variant = {e["variant"]: e for e in result.table}
+    assert by_variant[1]["runs_duplicate"] >= by_variant[0]["runs_duplicate"]
+    assert by_variant[1]["runs_duplicate"] > 0
+
+
+def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
+    _, out = clean
+    frame = rows(out)
+    failing = frame[frame.replay.notna()].iloc[0]
+    argv = failing.replay.split()
+    assert argv[:2] == ["eosim", "run"] and "--seed" in argv
+    seed = int(argv[argv.index("--seed") + 1])
+    overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+    outcome = api.run(api.load(argv[2], overrides), seed)
+    for name, anomaly in outcome.check.anomalies.items():
+        assert anomaly.count == failing[name]
+    assert outcome.run.events == failing.events
+
+
+def test_exactly_once_when_python_workers_die(spark, clean, tmp_path):
+    _, clean_out = clean
+    out = tmp_path / "faulty"
+    # Kill the Python worker in the first attempt of some tasks; Spark retries them.
+    inject = frozenset({(0, 0, 0), (1, 1, 0), (2, 0, 0), (2, 0, 1)})
+    sweep(spark, out, chunk_runs=4, inject_failures=inject)
+    pd.testing.assert_frame_equal(rows(out), rows(clean_out))
+
+
+def test_resume_after_a_chunk_fails_completes_without_redoing_work(spark, clean, tmp_path):
+    _, clean_out = clean
+    out = tmp_path / "resumed"
+    # Chunk 1 fails in every attempt: the sweep dies after committing chunk 0.
+    with pytest.raises(Exception):  # noqa: B017 - Spark's job failure type varies by version
+        sweep(
+            spark,
+            out,
+            chunk_runs=4,
+            inject_failures=frozenset({(1, p, a) for p in range(4) for a in range(4)}),
+        )
+    assert [p.name for p in (out / "runs").iterdir()] == ["chunk=00000"]
+    first = sorted((out / "runs" / "chunk=00000").rglob("*.parquet"))
+    result = sweep(spark, out, chunk_runs=4)
+    assert result.resumed_chunks == 1
+    assert sorted((out / "runs" / "chunk=00000").rglob("*.parquet")) == first  # not redone
+    pd.testing.assert_frame_equal(rows(out), rows(clean_out))
+
+
+def test_output_holding_another_sweep_is_refused_untouched(spark, clean):
+    _, out = clean
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    manifest = (out / "manifest.json").read_bytes()
+    with pytest.raises(SweepError, match="another sweep"):
+        sweep(spark, out, runs=3, chunk_runs=4)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+    assert (out / "manifest.json").read_bytes() == manifest
+
+
+def test_rerunning_a_finished_sweep_redoes_nothing(spark, clean):
+    result, out = clean
+    again = sweep(spark, out, chunk_runs=4)
+    assert again.resumed_chunks == 3 and again.table == result.table
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"grid": ("network.respons_loss=0,1",)}, "did you mean 'response_loss'"),
+        ({"grid": ("network.response_loss=",)}, "empty value list"),
+        ({"runs": 0}, "at least 1"),
+        ({"vary": ("network.response_loss=uniform(0.5)",)}, "two numbers"),
+    ],
+)
+def test_bad_sweep_input(spark, tmp_path, kw, message):
+    with pytest.raises(SweepError, match=message):
+        sweep(spark, tmp_path / "bad", **kw)
+    assert not (tmp_path / "bad").exists()
+
+
+# -- replay ----------------------------------------------------------------------------------
+def test_replay_confirms_a_recorded_run_and_draws_it(clean):
+    from analysis.sweep.replay import replay
+
+    _, out = clean
+    frame = rows(out)
+    failing = frame[frame.duplicate > 0].iloc[0]
+    r = replay(out, f"{failing.variant}:{failing.run}")
+    assert r.mismatches == []
+    assert r.outcome.check.anomalies["duplicate"].count == failing.duplicate
+    assert any(t.anomaly == "duplicate" for t in api.timelines(r.outcome))
+    # A global run number names the same run.
+    again = replay(out, str(failing.variant * 6 + failing.run))
+    assert (again.variant, again.run) == (failing.variant, failing.run)
+
+
+def test_replay_reports_a_changed_model_as_a_mismatch(clean, tmp_path):
+    import shutil
+
+    from analysis.sweep.replay import replay
+
+    _, out = clean
+    copy = tmp_path / "changed"
+    shutil.copytree(out, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["scenario_yaml"] = manifest["scenario_yaml"].replace("request_loss: 0.01",
+                                                                  "request_loss: 0.03")
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert replay(copy, "1:0").mismatches
+
+
+def test_replay_cli_exit_codes(clean, capsys):
+    from eosim.cli import main
+
+    _, out = clean
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(out), "--run", "1:0", "--svg", str(out / "tl")])
+    assert exc.value.code == 0
+    assert "identical to the recorded outcome" in capsys.readouterr().out
+    for bad in ("9:9", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["replay", str(out), "--run", bad])
+        assert exc.value.code == 2
+    capsys.readouterr()
+
+
+# -- reports ---------------------------------------------------------------------------------
+def test_html_report_is_self_contained_and_escaped(clean, tmp_path):
+    import re
+
+    from analysis.report.render import build, render_html
+
+    _, out = clean
+    content = build(out)
+    content.data.manifest["scenario_yaml"] += "\n# <script>alert('x')</script>\n"
+    content.data.manifest["command"] = "eosim sweep <evil>"
+    html = render_html(content)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;evil&gt;" in html
+    assert re.search(r"<(?:link|script)[^>]*(?:href|src)=", html) is None  # loads nothing
+    images = re.findall(r'<img[^>]+src="data:image/png;base64,', html)
+    assert len(images) == len(content.figures) >= 4
+    assert "✗" in html and "Wilson" in html and "<svg" in html  # verdicts and a timeline
+
+
+def test_markdown_report_writes_its_images(clean, tmp_path):
+    from analysis.report import write_report
+
+    _, out = clean
+    path = write_report(out, tmp_path / "r.md", "md")
+    text = path.read_text()
+    files = sorted(p.name for p in (tmp_path / "r_files").iterdir())
+    assert any(f.endswith(".png") for f in files)
+    for name in files:
+        assert f"r_files/{name}" in text
+    assert "| variant |" in text
+
+
+def test_report_refuses_an_unfinished_sweep(tmp_path, clean):
+    import shutil
+
+    from analysis.report import ReportError, write_report
+
+    _, out = clean
+    copy = tmp_path / "unfinished"
+    shutil.copytree(out, copy)
+    (copy / "aggregate.parquet").unlink()
+    with pytest.raises(ReportError, match="not finished"):
+        write_report(copy)
+    with pytest.raises(ReportError, match="no manifest"):
+        write_report(tmp_path)
+
+
+def test_report_renders_in_a_real_browser(clean, tmp_path):
+    import os
+    import shutil
+
+    from analysis.report import write_report
+
+    chromium = shutil.which("chromium")
+    driver_path = shutil.which("chromedriver")
+    if (chromium is None or driver_path is None) and not os.environ.get("CI"):
+        pytest.skip("chromium and chromedriver are not installed (CI installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    _, out = clean
+    page = write_report(out, tmp_path / "report.html")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,2000",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    browser = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        browser.get(page.resolve().as_uri())
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+        sizes = browser.execute_script(
+            "return Array.from(document.images).map(i => [i.complete, i.naturalWidth]);"
+        )
+        assert len(sizes) >= 4 and all(ok and width > 100 for ok, width in sizes)
+        assert browser.execute_script("return document.querySelectorAll('svg').length;") >= 1
+        assert "Reliability report" in browser.title + browser.page_source
+        browser.save_screenshot(str(tmp_path / "report.png"))
+    finally:
+        browser.quit()

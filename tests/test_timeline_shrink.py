@@ -1,0 +1,95 @@
+"""Timelines around anomalies, and shrinking failing runs to minimal scenarios."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from analysis import timeline
+from analysis.shrink import ShrinkError, ddmin, shrink
+from eosim import api
+from eosim.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAOS = str(ROOT / "scenarios" / "at-least-once-chaos.yaml")
+
+
+def test_duplicate_timeline_shows_the_lost_ack_and_both_writes():
+    outcome = api.run(api.load(ROOT / "scenarios" / "at-least-once.yaml"), 1, trace=True)
+    (dup,) = [t for t in api.timelines(outcome) if t.anomaly == "duplicate"]
+    value = outcome.check.anomalies["duplicate"].examples[0]["value"]
+    assert dup.values == [value]
+    carriers = [r for r in dup.rows if r.kind == "message" and r.highlight]
+    assert len(carriers) >= 2  # the first write and the retry that wrote it again
+    assert any(r.status in ("lost", "dropped") for r in dup.rows)
+    assert value in dup.text()
+    ET.fromstring(dup.svg())  # well-formed
+
+
+def test_timelines_need_a_trace_and_are_empty_without_anomalies():
+    s = api.load(ROOT / "scenarios" / "idempotent.yaml", ["producers.0.workload.records=200"])
+    with pytest.raises(ValueError):
+        api.timelines(api.run(s, 1))
+    assert api.timelines(api.run(s, 1, trace=True)) == []
+
+
+def test_timeline_svg_escapes_text():
+    example = {"value": "<script>x</script>"}
+    trace = [{"time": 1.0, "event": "send", "msg": 1, "src": "p", "dst": "b", "kind": "produce",
+              "label": "Produce <b>", "values": ["<script>x</script>"], "correlation": 1,
+              "generation": 1}]
+    svg = timeline.build("duplicate", example, trace, []).svg()
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    ET.fromstring(svg)
+
+
+def test_ddmin_finds_a_one_minimal_subset():
+    calls = []
+
+    def fails(xs):
+        calls.append(tuple(xs))
+        return {3, 7} <= set(xs)
+
+    assert ddmin(list(range(10)), fails) == [3, 7]
+    first = list(calls)
+    calls.clear()
+    ddmin(list(range(10)), fails)
+    assert calls == first  # deterministic
+
+
+def test_shrink_turns_a_chaotic_run_into_a_handful_of_events(tmp_path):
+    result = shrink(CHAOS, 3, "duplicate")
+    assert result.start_faults >= 10
+    assert 1 <= result.end_faults <= 5
+    assert result.end_records < result.start_records
+    assert all(f.get("at") is not None for f in result.scenario["faults"])  # explicit schedule
+    out = tmp_path / "shrunk.yaml"
+    out.write_text(result.yaml())
+    outcome = api.run(api.load(out))
+    assert outcome.check.anomalies["duplicate"].count > 0 and outcome.expect.met
+    assert shrink(CHAOS, 3, "duplicate").yaml() == result.yaml()  # deterministic
+
+
+def test_shrink_refuses_a_run_without_the_anomaly():
+    with pytest.raises(ShrinkError, match="shows no"):
+        shrink(str(ROOT / "scenarios" / "idempotent.yaml"), 1, "duplicate",
+               ("producers.0.workload.records=200",))
+    with pytest.raises(ShrinkError, match="unknown"):
+        shrink(CHAOS, 3, "dupes")
+
+
+def test_shrink_cli_writes_a_standalone_scenario(tmp_path, capsys):
+    out = tmp_path / "min.yaml"
+    with pytest.raises(SystemExit) as exc:
+        main(["shrink", CHAOS, "--seed", "3", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert exc.value.code == 0 and "simulations" in printed
+    scenario = yaml.safe_load(out.read_text())
+    assert scenario["expect"] == {"duplicate": ">0"}
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(out), "--timeline"])
+    assert exc.value.code == 0
+    assert "timeline of duplicate" in capsys.readouterr().out
