@@ -73,3 +73,18 @@ def test_buffer_memory_blocks_send_and_fails_after_max_block_ms():
     r = run_scenario(s, 1)
     errors = [rec.get("error", "") for rec in r.history.records() if rec.get("type") == "fail"]
     assert r.counts["failed"] > 0 and all("max.block.ms" in e for e in errors)
+
+
+def test_lost_init_producer_id_response_times_out_like_any_request():
+    # The producer asks broker-0 for its id at t=0; the answer is lost and the connection
+    # black-holed. The request must time out after request.timeout.ms (500 ms), not wait
+    # for TCP to reset the dead connection (30 s).
+    s = scenario_with(
+        "network.request_loss=0", "network.response_loss=0",
+        "faults=[{kind: loss, links: [[broker-0, producer-0]], at: 0, duration: 5,"
+        " probability: 1}]",
+    )
+    r = run_scenario(s, 1)
+    assert r.counts["acked"] == 1500
+    first_ack = min(rec["time"] for rec in r.history.records() if rec.get("type") == "ok")
+    assert 500 <= first_ack < 2_000

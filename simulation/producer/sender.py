@@ -144,7 +144,8 @@ class Sender:
         delay = min(delay, self._time_out_requests(now))
         delay = min(delay, self._expire_batches(now))
         if tm is not None and not tm.has_producer_id:
-            return delay
+            # Nothing can be drained yet, but the InitProducerId request may still time out.
+            return min(delay, self._next_connection_delay(now))
         ready, ready_delay = self.accumulator.ready(now, self._sendable)
         delay = min(delay, ready_delay)
         if ready:
