@@ -72,6 +72,13 @@ def test_check_clean_history_exits_0(capsys, tmp_path):
         (["run", "SCEN", "--bogus"], "--bogus"),
         (["validate", "SCEN", "--set", "network.request_loss=1.5"], "network.request_loss"),
         (["check", "no-such.jsonl"], "cannot read"),
+        (["sweep", "SCEN", "--runs", "0"], "--runs must be at least 1"),
+        (["sweep", "SCEN", "--runs", "2", "--grid", "network.respons_loss=0,1"], "did you mean"),
+        (["sweep", "SCEN", "--runs", "2", "--grid", "network.response_loss="], "empty value"),
+        (["sweep", "SCEN", "--runs", "2", "--master", "spark://127.0.0.1:9"], "cannot reach"),
+        (["replay", "no-such-dir", "--run", "0:0"], "no manifest.json"),
+        (["report", "no-such-dir"], "no manifest.json"),
+        (["shrink", "SCEN", "--seed", "1", "--anomaly", "dupes"], "unknown"),
         (["frobnicate"], "frobnicate"),
     ],
 )
@@ -121,3 +128,20 @@ def test_history_into_missing_directory_is_bad_input(capsys, tmp_path):
 def test_validate_ok(capsys):
     code, out, _ = run_cli(capsys, "validate", scenario("at-least-once"))
     assert code == 0 and "ok" in out
+
+
+def test_sweep_refuses_another_sweeps_output_untouched(capsys, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    manifest = out / "manifest.json"
+    manifest.write_text(
+        json.dumps(
+            {"format": "eosim-sweep", "sweep_id": "other", "command": "eosim sweep other.yaml"}
+        )
+    )
+    before = manifest.read_bytes()
+    code, _, err = run_cli(
+        capsys, "sweep", scenario("idempotent"), "--runs", "2", "--out", str(out)
+    )
+    assert code == 2 and "another sweep" in err and len(err.strip().splitlines()) == 1
+    assert manifest.read_bytes() == before and sorted(out.iterdir()) == [manifest]

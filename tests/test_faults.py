@@ -80,7 +80,8 @@ def test_lost_init_producer_id_response_times_out_like_any_request():
     # black-holed. The request must time out after request.timeout.ms (500 ms), not wait
     # for TCP to reset the dead connection (30 s).
     s = scenario_with(
-        "network.request_loss=0", "network.response_loss=0",
+        "network.request_loss=0",
+        "network.response_loss=0",
         "faults=[{kind: loss, links: [[broker-0, producer-0]], at: 0, duration: 5,"
         " probability: 1}]",
     )

@@ -174,8 +174,9 @@ def test_replay_reports_a_changed_model_as_a_mismatch(clean, tmp_path):
     copy = tmp_path / "changed"
     shutil.copytree(out, copy)
     manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["scenario_yaml"] = manifest["scenario_yaml"].replace("request_loss: 0.01",
-                                                                  "request_loss: 0.03")
+    manifest["scenario_yaml"] = manifest["scenario_yaml"].replace(
+        "request_loss: 0.01", "request_loss: 0.03"
+    )
     (copy / "manifest.json").write_text(json.dumps(manifest))
     assert replay(copy, "1:0").mismatches
 
@@ -258,10 +259,18 @@ def test_report_renders_in_a_real_browser(clean, tmp_path):
     page = write_report(out, tmp_path / "report.html")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1280,2000",
-                 f"--user-data-dir={tmp_path / 'profile'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,2000",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     browser = webdriver.Chrome(service=Service(driver_path), options=options)

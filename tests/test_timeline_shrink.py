@@ -38,9 +38,20 @@ def test_timelines_need_a_trace_and_are_empty_without_anomalies():
 
 def test_timeline_svg_escapes_text():
     example = {"value": "<script>x</script>"}
-    trace = [{"time": 1.0, "event": "send", "msg": 1, "src": "p", "dst": "b", "kind": "produce",
-              "label": "Produce <b>", "values": ["<script>x</script>"], "correlation": 1,
-              "generation": 1}]
+    trace = [
+        {
+            "time": 1.0,
+            "event": "send",
+            "msg": 1,
+            "src": "p",
+            "dst": "b",
+            "kind": "produce",
+            "label": "Produce <b>",
+            "values": ["<script>x</script>"],
+            "correlation": 1,
+            "generation": 1,
+        }
+    ]
     svg = timeline.build("duplicate", example, trace, []).svg()
     assert "<script>" not in svg and "&lt;script&gt;" in svg
     ET.fromstring(svg)
@@ -75,8 +86,12 @@ def test_shrink_turns_a_chaotic_run_into_a_handful_of_events(tmp_path):
 
 def test_shrink_refuses_a_run_without_the_anomaly():
     with pytest.raises(ShrinkError, match="shows no"):
-        shrink(str(ROOT / "scenarios" / "idempotent.yaml"), 1, "duplicate",
-               ("producers.0.workload.records=200",))
+        shrink(
+            str(ROOT / "scenarios" / "idempotent.yaml"),
+            1,
+            "duplicate",
+            ("producers.0.workload.records=200",),
+        )
     with pytest.raises(ShrinkError, match="unknown"):
         shrink(CHAOS, 3, "dupes")
 

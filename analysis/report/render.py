@@ -267,6 +267,10 @@ def write_report(root: str | Path, out: str | Path | None = None, fmt: str = "ht
     if fmt not in ("html", "md"):
         raise ReportError(f"--format {fmt}: choose html or md")
     root = Path(root)
+    try:
+        load(root)  # cheap: is this a finished sweep at all?
+    except DataError as exc:
+        raise ReportError(str(exc)) from None
     target = Path(out) if out else root / f"report.{fmt}"
     if not target.parent.is_dir():
         raise ReportError(f"--out {target}: directory {str(target.parent)!r} does not exist")
