@@ -89,7 +89,7 @@ class Broker:
             # Connection refused: the client learns after one hop.
             if msg.conn is not None:
                 msg.conn.closed = True
-                self._notify_reset(msg.conn, via_closed=True)
+                self._notify_reset(msg.conn)
             return
         if msg.conn is not None:
             self._connections[id(msg.conn)] = msg.conn
@@ -169,7 +169,7 @@ class Broker:
                 self._notify_reset(conn)
         self._connections.clear()
 
-    def _notify_reset(self, conn: Connection, via_closed: bool = False) -> None:
+    def _notify_reset(self, conn: Connection) -> None:
         # Sent outside the (now closed) connection, so it is not dropped with it.
         self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
 
