@@ -40,8 +40,13 @@ def one_mode(mode: str, runs: int) -> dict:
         for run_id in range(plan.total_runs):
             execute_run(plan, "bench", "bench", run_id)
         wall = time.perf_counter() - start
-        return {"mode": mode, "runs": runs, "wall_s": wall, "runs_per_s": runs / wall,
-                "python_peak_mib": python_peak_mib()}
+        return {
+            "mode": mode,
+            "runs": runs,
+            "wall_s": wall,
+            "runs_per_s": runs / wall,
+            "python_peak_mib": python_peak_mib(),
+        }
 
     from analysis.sweep import engine, run_sweep
 
@@ -50,8 +55,15 @@ def one_mode(mode: str, runs: int) -> dict:
     jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     out = Path(tempfile.mkdtemp()) / "sweep"
     start = time.perf_counter()
-    run_sweep(SCENARIO, runs, seed=1, out=out, quiet=True, spark=spark,
-              chunk_runs=default_chunk_runs(runs))
+    run_sweep(
+        SCENARIO,
+        runs,
+        seed=1,
+        out=out,
+        quiet=True,
+        spark=spark,
+        chunk_runs=default_chunk_runs(runs),
+    )
     wall = time.perf_counter() - start
     jvm_peak = 0.0
     for line in Path(f"/proc/{jvm_pid}/status").read_text().splitlines():
@@ -59,14 +71,24 @@ def one_mode(mode: str, runs: int) -> dict:
             jvm_peak = int(line.split()[1]) / 1024
     spark.stop()
     shutil.rmtree(out.parent, ignore_errors=True)
-    return {"mode": mode, "runs": runs, "wall_s": wall, "runs_per_s": runs / wall,
-            "spark_startup_s": startup, "python_peak_mib": python_peak_mib(),
-            "jvm_peak_mib": jvm_peak}
+    return {
+        "mode": mode,
+        "runs": runs,
+        "wall_s": wall,
+        "runs_per_s": runs / wall,
+        "spark_startup_s": startup,
+        "python_peak_mib": python_peak_mib(),
+        "jvm_peak_mib": jvm_peak,
+    }
 
 
 def run_child(mode: str, runs: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", mode, "--runs", str(runs)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", mode, "--runs", str(runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -1,0 +1,1 @@
+"""Transaction coordinator model (in progress: see the transactions issue)."""

@@ -1,0 +1,72 @@
+"""The transaction coordinator's state machine for one transactional.id.
+
+Kafka's ``TransactionState`` with exactly the legal transitions: each state names the states
+it may be entered from. A transition the table does not allow is a simulator bug, so
+:meth:`TransactionMetadata.transition_to` raises :class:`IllegalStateTransition` instead of
+absorbing it. In Kafka a state changes only after its record is written to
+``__transaction_state``; the coordinator model calls ``transition_to`` at that point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class IllegalStateTransition(RuntimeError):
+    """A state change the protocol forbids: always a bug in the model, never absorbed."""
+
+
+class TransactionState(Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+    @property
+    def valid_previous(self) -> frozenset[TransactionState]:
+        return _PREVIOUS[self]
+
+    def can_transition_to(self, target: TransactionState) -> bool:
+        return self in target.valid_previous
+
+
+S = TransactionState
+_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
+    S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
+    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
+    S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+}
+
+
+@dataclass
+class TransactionMetadata:
+    """What the coordinator knows about one transactional.id."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    state: TransactionState = TransactionState.EMPTY
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+    started_ms: float | None = None
+    history: list[TransactionState] = field(default_factory=list)
+
+    def transition_to(self, target: TransactionState) -> None:
+        if not self.state.can_transition_to(target):
+            raise IllegalStateTransition(
+                f"{self.transactional_id}: {self.state.value} -> {target.value} is not a "
+                f"legal coordinator transition (allowed into {target.value} from: "
+                f"{', '.join(sorted(s.value for s in target.valid_previous))})"
+            )
+        self.history.append(self.state)
+        self.state = target
