@@ -181,6 +181,8 @@ class Broker:
         for tp, log in self.logs.items():
             state = self._new_state()
             for b in log.batches:
+                if b.control is not None:
+                    continue  # markers carry no sequences (epoch handling comes with txns)
                 state.update(
                     b.producer_id,
                     b.epoch,

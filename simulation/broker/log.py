@@ -1,15 +1,28 @@
-"""An append-only partition log of record batches.
+"""An append-only partition log of record batches, transactional ones included.
 
 The log is the ground truth a run ends with. It keeps whole batches, each with the producer
 id, epoch and sequence range it was written with, so that a restarted broker can rebuild
 :class:`~simulation.broker.producer_state.ProducerStateManager` from it as Kafka does.
+
+Transactions leave three traces in a log:
+
+* transactional data batches, which open a transaction for their producer at their offset;
+* control batches (one COMMIT or ABORT marker record), which close it;
+* the aborted-transaction index: (producer id, first offset, marker offset) for every
+  aborted transaction, which read_committed consumers need to skip its records.
+
+The last stable offset (LSO) is the first offset of the earliest transaction still open, or
+the log end (or high watermark) when none is. read_committed fetches stop there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from simulation.protocol import NO_SEQUENCE, increment_sequence
+
+ControlType = Literal["COMMIT", "ABORT"]
 
 
 @dataclass(slots=True)
@@ -20,6 +33,8 @@ class LogBatch:
     base_sequence: int
     values: tuple[str, ...]
     append_time: float
+    transactional: bool = False
+    control: ControlType | None = None
 
     @property
     def last_offset(self) -> int:
@@ -32,16 +47,26 @@ class LogBatch:
         return increment_sequence(self.base_sequence, len(self.values) - 1)
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the offset of the ABORT marker
+
+
 class PartitionLog:
     """The leader's log for one topic partition."""
 
-    __slots__ = ("batches", "log_end_offset", "partition", "topic")
+    __slots__ = ("aborted", "batches", "log_end_offset", "ongoing", "partition", "topic")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self.batches: list[LogBatch] = []
         self.log_end_offset = 0
+        # producer id -> first offset of its open transaction (insertion-ordered)
+        self.ongoing: dict[int, int] = {}
+        self.aborted: list[AbortedTransaction] = []
 
     def append(
         self,
@@ -50,16 +75,56 @@ class PartitionLog:
         base_sequence: int,
         values: tuple[str, ...],
         now: float,
+        transactional: bool = False,
     ) -> LogBatch:
-        batch = LogBatch(self.log_end_offset, producer_id, epoch, base_sequence, values, now)
+        batch = LogBatch(
+            self.log_end_offset, producer_id, epoch, base_sequence, values, now, transactional
+        )
+        if transactional and producer_id not in self.ongoing:
+            self.ongoing[producer_id] = batch.base_offset
         self.batches.append(batch)
         self.log_end_offset += len(values)
         return batch
 
+    def append_marker(
+        self, producer_id: int, epoch: int, control: ControlType, now: float
+    ) -> LogBatch:
+        """Write a COMMIT or ABORT marker for the producer's open transaction, if any."""
+        marker = LogBatch(
+            self.log_end_offset, producer_id, epoch, NO_SEQUENCE, ("",), now, True, control
+        )
+        first = self.ongoing.pop(producer_id, None)
+        if control == "ABORT" and first is not None:
+            self.aborted.append(AbortedTransaction(producer_id, first, marker.base_offset))
+        self.batches.append(marker)
+        self.log_end_offset += 1
+        return marker
+
+    def last_stable_offset(self, high_watermark: int | None = None) -> int:
+        bound = self.log_end_offset if high_watermark is None else high_watermark
+        return min([bound, *self.ongoing.values()])
+
+    def fetch(
+        self, offset: int, isolation: Literal["read_committed", "read_uncommitted"]
+    ) -> tuple[list[LogBatch], list[AbortedTransaction]]:
+        """Batches at or after ``offset`` up to the isolation level's bound, and (for
+        read_committed) the aborted transactions that overlap them."""
+        bound = self.last_stable_offset() if isolation == "read_committed" else self.log_end_offset
+        batches = [b for b in self.batches if b.last_offset >= offset and b.base_offset < bound]
+        if isolation == "read_uncommitted" or not batches:
+            return batches, []
+        last = batches[-1].last_offset
+        aborted = [a for a in self.aborted if a.first_offset <= last and a.last_offset >= offset]
+        return batches, aborted
+
     def records(self) -> list[dict[str, object]]:
-        """Every record in offset order, as written to a history's ``log`` line."""
+        """Every data record in offset order, as written to a history's ``log`` line.
+
+        Control records are left out; their offsets show as gaps."""
         out: list[dict[str, object]] = []
         for b in self.batches:
+            if b.control is not None:
+                continue
             for i, value in enumerate(b.values):
                 seq = NO_SEQUENCE if b.base_sequence == NO_SEQUENCE else b.base_sequence + i
                 out.append(

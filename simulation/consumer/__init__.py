@@ -1,0 +1,1 @@
+"""Consumer-side model (in progress: see the transactions issue)."""
