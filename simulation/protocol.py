@@ -36,6 +36,12 @@ class Errors(Enum):
     INVALID_PRODUCER_EPOCH = (47, False)
     INVALID_TXN_STATE = (48, False)
     UNKNOWN_PRODUCER_ID = (59, False)
+    INVALID_PRODUCER_ID_MAPPING = (49, False)
+    INVALID_TRANSACTION_TIMEOUT = (50, False)
+    CONCURRENT_TRANSACTIONS = (51, True)
+    PRODUCER_FENCED = (90, False)
+    NOT_COORDINATOR = (16, True)
+    COORDINATOR_LOAD_IN_PROGRESS = (14, True)
     NOT_LEADER_OR_FOLLOWER = (6, True)
     REQUEST_TIMED_OUT = (7, True)
     NETWORK_EXCEPTION = (13, True)
@@ -60,6 +66,12 @@ _EXCEPTION_NAMES = {
     Errors.REQUEST_TIMED_OUT: "TimeoutException",
     Errors.NETWORK_EXCEPTION: "NetworkException",
     Errors.COORDINATOR_NOT_AVAILABLE: "CoordinatorNotAvailableException",
+    Errors.INVALID_PRODUCER_ID_MAPPING: "InvalidPidMappingException",
+    Errors.INVALID_TRANSACTION_TIMEOUT: "InvalidTxnTimeoutException",
+    Errors.CONCURRENT_TRANSACTIONS: "ConcurrentTransactionsException",
+    Errors.PRODUCER_FENCED: "ProducerFencedException",
+    Errors.NOT_COORDINATOR: "NotCoordinatorException",
+    Errors.COORDINATOR_LOAD_IN_PROGRESS: "CoordinatorLoadInProgressException",
 }
 
 

@@ -23,6 +23,11 @@ class ProtocolRules:
     accept_unknown_producer_any_sequence: bool = True
     # How many batches ProducerStateManager remembers per producer for duplicate detection.
     producer_state_cached_batches: int = 5
+    # Transaction protocol version: 2 (KIP-890 part 2, Kafka 4.0) bumps the epoch at every
+    # commit and abort, so (producer id, epoch) names one transaction.
+    transaction_version: int = 2
+    # transaction.max.timeout.ms: InitProducerId with a longer timeout is refused.
+    transaction_max_timeout_ms: int = 900_000
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -34,7 +39,9 @@ class ProtocolRules:
 
 VERSIONS: dict[str, ProtocolRules] = {
     "3.9": ProtocolRules(
-        linger_ms_default=0, max_in_flight_above_5_disables_implicit_idempotence=True
+        linger_ms_default=0,
+        max_in_flight_above_5_disables_implicit_idempotence=True,
+        transaction_version=1,
     ),
     "4.0": ProtocolRules(),
 }

@@ -59,6 +59,9 @@ class TransactionMetadata:
     state: TransactionState = TransactionState.EMPTY
     partitions: list[tuple[str, int]] = field(default_factory=list)
     started_ms: float | None = None
+    # The epoch whose EndTxn ended the current transaction; None if it was fenced instead.
+    # With transaction version 2 it tells a retried EndTxn from a fenced zombie's.
+    last_end_epoch: int | None = None
     history: list[TransactionState] = field(default_factory=list)
 
     def transition_to(self, target: TransactionState) -> None:
