@@ -146,25 +146,10 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         env.run(until=env.now + scenario.settle)
     sim_time = env.now
 
-    pending = 0
-    for app in apps.values():
-        for value, (op_id, key) in list(app.open_ops.items()):
-            w = app.workload
-            history.complete_send(
-                op_id,
-                "info",
-                app.process_id,
-                sim_time,
-                w.topic,
-                w.partition,
-                key,
-                value,
-                None,
-                "RunEnded: still outstanding when the run's duration ran out",
-            )
-            app.counts["indeterminate"] += 1
-            pending += 1
-        app.open_ops.clear()
+    pending = sum(
+        app.abandon_open_ops("RunEnded: still outstanding when the run's duration ran out")
+        for app in apps.values()
+    )
     if pending:
         warnings.append(f"the run hit its duration with {pending} sends still outstanding")
 

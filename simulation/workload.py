@@ -133,27 +133,27 @@ class ProducerApp:
         self.alive = False
         if self.producer is not None:
             self.producer.crash()
-        process = self.process_id
-        w = self.workload
-        for value, (op_id, key) in self.open_ops.items():
-            self.history.complete_send(
-                op_id,
-                "info",
-                process,
-                self.env.now,
-                w.topic,
-                w.partition,
-                key,
-                value,
-                None,
-                "ProcessCrashed: the producer process died with the send outstanding",
-            )
-            self.counts["indeterminate"] += 1
-            if w.on_restart == "resend_unacked":
-                self.to_resend.append((value, key))
-        self.open_ops.clear()
+        self.abandon_open_ops(
+            "ProcessCrashed: the producer process died with the send outstanding",
+            resend=self.workload.on_restart == "resend_unacked",
+        )
         if not self.done.triggered and self.process.is_alive:
             self.process.interrupt("crash")
+
+    def abandon_open_ops(self, error: str, resend: bool = False) -> int:
+        """Complete every open operation ``info`` (its outcome is unknown); returns how many."""
+        w = self.workload
+        process = self.process_id
+        for value, (op_id, key) in self.open_ops.items():
+            self.history.complete_send(
+                op_id, "info", process, self.env.now, w.topic, w.partition, key, value, None, error
+            )
+            self.counts["indeterminate"] += 1
+            if resend:
+                self.to_resend.append((value, key))
+        n = len(self.open_ops)
+        self.open_ops.clear()
+        return n
 
     def restart(self) -> None:
         self.down_count = max(self.down_count - 1, 0)

@@ -14,7 +14,6 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,7 +194,3 @@ def default_chunk_runs(total: int) -> int:
     faster; more chunks lose less work to an interruption.
     """
     return max(100, min(20_000, math.ceil(total / 4)))
-
-
-def seeds_of(plan: SweepPlan, run_ids: Sequence[int]) -> list[int]:
-    return [run_seed(plan.seed, *plan.locate(i)) for i in run_ids]

@@ -17,6 +17,7 @@ import pyarrow.dataset as ds
 
 from analysis.sweep.plan import GridAxis, SweepPlan, VarySpec, run_seed
 from analysis.sweep.store import SweepStore
+from analysis.sweep.task import replay_command
 
 
 class ReplayError(ValueError):
@@ -100,8 +101,7 @@ def replay(root: str | Path, run_id: str) -> Replay:
         for k in keys
         if k in row and row[k] is not None and row[k] != got[k]
     ]
-    sets = "".join(f" --set {o}" for o in plan.overrides(params))
-    command = f"eosim run {plan.scenario_source} --seed {seed}{sets}"
+    command = replay_command(plan, seed, params)
     return Replay(variant, run, seed, params, row, outcome, mismatches, command)
 
 

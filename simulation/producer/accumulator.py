@@ -117,14 +117,14 @@ class RecordAccumulator:
         if dq is None:
             dq = self.batches[tp] = deque()
         last = dq[-1] if dq else None
+        # Only the tail batch takes records, and only until it has been drained once.
         if last is not None and not last.full and not last.has_sequence:
             if last.size + record.size <= self.batch_size:
                 last.records.append(record)
                 last.size += record.size
-                if last.size + record.size > self.batch_size:
-                    last.full = True
-                    return True
-                return False
+                # Full once a record of the same size would no longer fit.
+                last.full = last.size + record.size > self.batch_size
+                return last.full
             last.full = True
         batch = ProducerBatch(tp, now)
         batch.records.append(record)
