@@ -10,6 +10,8 @@ Besides validating, loading pairs every completion with its invocation: by `id` 
 completion has one, otherwise with the single open invocation of the same process, as in Jepsen.
 Each producer `send` then becomes one `Send` (outcome `info` if it never completed) and each
 successful `poll` one `Poll`. These, together with the final logs, are what the checker reads.
+Transactional histories add `txn` and `process` ops (each becomes one `Txn` or `Step`) and
+`offsets`, `fence` and `lso` lines, which `analysis.txn_checker` reads.
 
 `history_from_records` is the fast path used by the simulator on its in-memory history; the two
 text readers decode JSON and delegate to it.
@@ -92,6 +94,84 @@ class Poll(NamedTuple):
     process: str
     time: float
     records: list[PolledRecord]
+    isolation: str = "read_uncommitted"
+    group: str | None = None
+
+
+@dataclass(slots=True)
+class TxnWrite:
+    """One send inside a transaction; `offset` comes from an `ok` completion, if reported."""
+
+    topic: str
+    partition: int | None
+    key: str | None
+    value: str
+    offset: int | None = None
+
+
+@dataclass(slots=True)
+class Txn:
+    """A producer transaction: a `txn` invocation joined with its completion (`ok` committed,
+    `fail` aborted, `info` unknown, including never completed)."""
+
+    id: int | None
+    process: str
+    transactional_id: str
+    producer_id: int | None
+    epoch: int | None
+    invoke_time: float
+    complete_time: float | None
+    outcome: str
+    sends: list[TxnWrite]
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Step:
+    """A consume-transform-produce step (`process` op): one input record, its output values."""
+
+    id: int | None
+    process: str
+    invoke_time: float
+    complete_time: float | None
+    outcome: str
+    input: PolledRecord
+    outputs: list[str]
+    transactional_id: str | None
+    error: str | None = None
+
+
+class Marker(NamedTuple):
+    """A control record in a partition's log: a transaction's COMMIT or ABORT."""
+
+    offset: int
+    producer_id: int
+    type: str
+    time: float | None
+
+
+class Fence(NamedTuple):
+    """From `time` on, epochs of `producer_id` below `epoch` are fenced."""
+
+    time: float
+    transactional_id: str
+    producer_id: int
+    epoch: int
+
+
+class OpenTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+
+
+class StableOffset(NamedTuple):
+    """An `lso` line: a partition's last stable offset after the final recovery window."""
+
+    topic: str
+    partition: int
+    lso: int
+    log_end_offset: int
+    open_transactions: list[OpenTxn]
 
 
 @dataclass(slots=True)
@@ -101,13 +181,19 @@ class LogRecord:
     producer_id: int | None = None
     epoch: int | None = None
     sequence: int | None = None
+    time: float | None = None
+    transactional: bool | None = None
 
 
 @dataclass
 class History:
     """A loaded history. `ops` are in file order, `sends` in invocation order and `polls` (the
     `ok` ones) in completion order; `logs` maps (topic, partition) to records in offset order;
-    `meta` and `faults` are the lines as written, without `kind`."""
+    `meta` and `faults` are the lines as written, without `kind`.
+
+    Transactional additions: `txns` and `steps` in invocation order, `markers` per partition in
+    offset order, `committed` maps a group to its final committed offset per (topic, partition),
+    `fences` and `stable_offsets` are in file order."""
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
@@ -115,6 +201,12 @@ class History:
     polls: list[Poll] = field(default_factory=list)
     logs: dict[tuple[str, int], list[LogRecord]] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    txns: list[Txn] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    markers: dict[tuple[str, int], list[Marker]] = field(default_factory=dict)
+    committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    fences: list[Fence] = field(default_factory=list)
+    stable_offsets: list[StableOffset] = field(default_factory=list)
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
@@ -177,8 +269,8 @@ def _describe(value: Any) -> str:
 _Fail = Callable[[int, str, str], HistoryError]
 
 
-# An open invocation: the invoking op and, for a send, the Send it started.
-_Open = tuple[Op, Send | None]
+# An open invocation: the invoking op and, for a send, txn or process op, what it started.
+_Open = tuple[Op, Send | Txn | Step | None]
 
 
 def _build(numbered: Iterable[tuple[int, Any]], source: str) -> History:
@@ -209,10 +301,16 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
             ops.append(op)
             op_id = op.id
             if op.type == "invoke":
-                send = None
+                send: Send | Txn | Step | None = None
                 if op.f == "send":
                     send = _invoked_send(op, len(sends), fail)
                     sends.append(send)
+                elif op.f == "txn":
+                    send = _invoked_txn(op, fail)
+                    history.txns.append(send)
+                elif op.f == "process":
+                    send = _invoked_step(op, fail)
+                    history.steps.append(send)
                 if op_id is not None:
                     first = invoked_ids.get(op_id)
                     if first is not None:
@@ -250,10 +348,14 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
             if invoked.f != op.f:
                 message = f"expected {invoked.f!r} as invoked at line {invoked.line}"
                 raise fail(line, "op.f", f"{message}, got {op.f!r}")
-            if send is not None:
+            if type(send) is Send:
                 _complete_send(send, op, fail)
+            elif type(send) is Txn:
+                _complete_txn(send, op, fail)
+            elif type(send) is Step:
+                _complete_step(send, op, fail)
             elif op.f == "poll" and op.type == "ok":
-                polls.append(Poll(op.process, op.time, _polled_records(op, fail)))
+                polls.append(_poll(op, fail))
         elif kind == "log":
             key, records = _parse_log(record, line, fail)
             first = log_lines.get(key)
@@ -261,6 +363,15 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
                 raise fail(line, "log.partition", f"{key!r} already has a log at line {first}")
             log_lines[key] = line
             history.logs[key] = records
+            if "markers" in record:
+                history.markers[key] = _parse_markers(record.get("markers"), line, fail)
+        elif kind == "offsets":
+            group, offsets = _parse_offsets(record, line, fail)
+            history.committed.setdefault(group, {}).update(offsets)
+        elif kind == "fence":
+            history.fences.append(_parse_fence(record, line, fail))
+        elif kind == "lso":
+            history.stable_offsets.append(_parse_lso(record, line, fail))
         elif kind == "fault":
             history.faults.append({k: v for k, v in record.items() if k != "kind"})
         elif kind == "meta":
@@ -406,29 +517,25 @@ def _polled_records(op: Op, fail: _Fail) -> list[PolledRecord]:
     records = value.get("records") if value is not None else None
     if type(records) is not list:
         raise fail(line, "op.value.records", f"expected a list, got {_describe(records)}")
-    polled = []
-    for index, record in enumerate(records):
-        where = f"op.value.records[{index}]"
-        if type(record) is not dict:
-            raise fail(line, where, f"expected an object, got {_describe(record)}")
-        topic = record.get("topic")
-        if type(topic) is not str:
-            raise fail(line, f"{where}.topic", f"expected a string, got {_describe(topic)}")
-        partition = record.get("partition")
-        if type(partition) is not int or partition < 0:
-            raise fail(
-                line, f"{where}.partition", f"expected an integer >= 0, got {_describe(partition)}"
-            )
-        offset = record.get("offset")
-        if type(offset) is not int or offset < 0:
-            raise fail(
-                line, f"{where}.offset", f"expected an integer >= 0, got {_describe(offset)}"
-            )
-        payload = record.get("value")
-        if type(payload) is not str:
-            raise fail(line, f"{where}.value", f"expected a string, got {_describe(payload)}")
-        polled.append(PolledRecord(topic, partition, offset, payload))
-    return polled
+    return [
+        _record(record, line, f"op.value.records[{index}]", fail)
+        for index, record in enumerate(records)
+    ]
+
+
+def _record(record: Any, line: int, where: str, fail: _Fail) -> PolledRecord:
+    """A record as a consumer sees it: topic, partition, offset and value."""
+    if type(record) is not dict:
+        raise fail(line, where, f"expected an object, got {_describe(record)}")
+    topic = record.get("topic")
+    if type(topic) is not str:
+        raise fail(line, f"{where}.topic", f"expected a string, got {_describe(topic)}")
+    partition = _count(record.get("partition"), line, f"{where}.partition", fail)
+    offset = _count(record.get("offset"), line, f"{where}.offset", fail)
+    payload = record.get("value")
+    if type(payload) is not str:
+        raise fail(line, f"{where}.value", f"expected a string, got {_describe(payload)}")
+    return PolledRecord(topic, partition, offset, payload)
 
 
 def _parse_log(
@@ -462,7 +569,7 @@ def _parse_log(
         payload = entry.get("value")
         if type(payload) is not str:
             raise fail(line, f"{where}.value", f"expected a string, got {_describe(payload)}")
-        extras = []
+        extras: list[Any] = []
         for name in ("producer_id", "epoch", "sequence"):
             extra = entry.get(name)
             if extra is not None and type(extra) is not int:
@@ -470,7 +577,14 @@ def _parse_log(
                     line, f"{where}.{name}", f"expected an integer or null, got {_describe(extra)}"
                 )
             extras.append(extra)
-        records.append(LogRecord(offset, payload, *extras))
+        appended = entry.get("time")
+        if appended is not None:
+            appended = _number(appended, line, f"{where}.time", fail)
+        transactional = entry.get("transactional")
+        if transactional is not None and type(transactional) is not bool:
+            message = f"expected a boolean or null, got {_describe(transactional)}"
+            raise fail(line, f"{where}.transactional", message)
+        records.append(LogRecord(offset, payload, *extras, appended, transactional))
     return (topic, partition), records
 
 
@@ -483,3 +597,201 @@ def _check_meta(record: dict[str, Any], line: int, fail: _Fail) -> None:
         raise fail(
             line, "meta.version", f"unsupported version {_describe(version)}; expected {VERSION}"
         )
+
+
+# -- transactions and consumers -------------------------------------------------------------
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+MARKER_TYPES = ("COMMIT", "ABORT")
+
+
+def _count(value: Any, line: int, where: str, fail: _Fail) -> int:
+    if type(value) is not int or value < 0:
+        raise fail(line, where, f"expected an integer >= 0, got {_describe(value)}")
+    return value
+
+
+def _number(value: Any, line: int, where: str, fail: _Fail) -> float:
+    kind = type(value)
+    if (kind is not float and kind is not int) or value - value != 0:
+        raise fail(line, where, f"expected a finite number, got {_describe(value)}")
+    return float(value)
+
+
+def _text(value: Any, line: int, where: str, fail: _Fail, *, null: bool = False) -> Any:
+    if type(value) is str or (null and value is None):
+        return value
+    expected = "a string or null" if null else "a string"
+    raise fail(line, where, f"expected {expected}, got {_describe(value)}")
+
+
+def _optional_int(value: Any, line: int, where: str, fail: _Fail) -> int | None:
+    if value is not None and type(value) is not int:
+        raise fail(line, where, f"expected an integer or null, got {_describe(value)}")
+    return value
+
+
+def _list(value: Any, line: int, where: str, fail: _Fail) -> list[Any]:
+    if type(value) is not list:
+        raise fail(line, where, f"expected a list, got {_describe(value)}")
+    return value
+
+
+def _poll(op: Op, fail: _Fail) -> Poll:
+    value = op.value or {}
+    isolation = value.get("isolation")
+    if isolation is None:
+        isolation = "read_uncommitted"
+    elif isolation not in ISOLATION_LEVELS:
+        message = f"expected one of {', '.join(ISOLATION_LEVELS)}, got {_describe(isolation)}"
+        raise fail(op.line, "op.value.isolation", message)
+    group = _text(value.get("group"), op.line, "op.value.group", fail, null=True)
+    return Poll(op.process, op.time, _polled_records(op, fail), isolation, group)
+
+
+def _invoked_txn(op: Op, fail: _Fail) -> Txn:
+    line = op.line
+    value = op.value
+    if value is None:
+        raise fail(line, "op.value", "a txn invocation needs transactional_id and sends")
+    transactional_id = _text(value.get("transactional_id"), line, "op.value.transactional_id", fail)
+    producer_id = _optional_int(value.get("producer_id"), line, "op.value.producer_id", fail)
+    epoch = _optional_int(value.get("epoch"), line, "op.value.epoch", fail)
+    writes = []
+    for index, entry in enumerate(_list(value.get("sends"), line, "op.value.sends", fail)):
+        where = f"op.value.sends[{index}]"
+        if type(entry) is not dict:
+            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+        topic = _text(entry.get("topic"), line, f"{where}.topic", fail)
+        partition = entry.get("partition")
+        if partition is not None:
+            partition = _count(partition, line, f"{where}.partition", fail)
+        key = _text(entry.get("key"), line, f"{where}.key", fail, null=True)
+        payload = _text(entry.get("value"), line, f"{where}.value", fail)
+        writes.append(TxnWrite(topic, partition, key, payload))
+    return Txn(
+        op.id, op.process, transactional_id, producer_id, epoch, op.time, None, "info", writes
+    )
+
+
+def _complete_txn(txn: Txn, op: Op, fail: _Fail) -> None:
+    """Outcome and time; an `ok` completion's sends may report partitions and offsets, matched
+    to the invoked sends by value."""
+    txn.complete_time = op.time
+    txn.outcome = op.type
+    txn.error = op.error
+    value = op.value
+    if op.type != "ok" or value is None or value.get("sends") is None:
+        return
+    by_value = {write.value: write for write in txn.sends}
+    for index, entry in enumerate(_list(value.get("sends"), op.line, "op.value.sends", fail)):
+        where = f"op.value.sends[{index}]"
+        if type(entry) is not dict:
+            raise fail(op.line, where, f"expected an object, got {_describe(entry)}")
+        write = by_value.get(entry.get("value"))  # type: ignore[arg-type]
+        if write is None:
+            message = f"{_describe(entry.get('value'))} was not sent in this transaction"
+            raise fail(op.line, f"{where}.value", message)
+        partition = entry.get("partition")
+        if partition is not None:
+            write.partition = _count(partition, op.line, f"{where}.partition", fail)
+        offset = _optional_int(entry.get("offset"), op.line, f"{where}.offset", fail)
+        if offset is not None and offset >= 0:
+            write.offset = offset
+
+
+def _invoked_step(op: Op, fail: _Fail) -> Step:
+    line = op.line
+    value = op.value
+    if value is None:
+        raise fail(line, "op.value", "a process invocation needs input and outputs")
+    source = _record(value.get("input"), line, "op.value.input", fail)
+    outputs = _outputs(value.get("outputs"), line, fail)
+    transactional_id = _text(
+        value.get("transactional_id"), line, "op.value.transactional_id", fail, null=True
+    )
+    return Step(op.id, op.process, op.time, None, "info", source, outputs, transactional_id)
+
+
+def _outputs(value: Any, line: int, fail: _Fail) -> list[str]:
+    return [
+        _text(output, line, f"op.value.outputs[{index}]", fail)
+        for index, output in enumerate(_list(value, line, "op.value.outputs", fail))
+    ]
+
+
+def _complete_step(step: Step, op: Op, fail: _Fail) -> None:
+    """Outcome and time; a completion that carries `outputs` replaces the invoked ones."""
+    step.complete_time = op.time
+    step.outcome = op.type
+    step.error = op.error
+    if op.value is not None and op.value.get("outputs") is not None:
+        step.outputs = _outputs(op.value.get("outputs"), op.line, fail)
+
+
+def _parse_markers(entries: Any, line: int, fail: _Fail) -> list[Marker]:
+    markers = []
+    for index, entry in enumerate(_list(entries, line, "log.markers", fail)):
+        where = f"log.markers[{index}]"
+        if type(entry) is not dict:
+            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+        offset = _count(entry.get("offset"), line, f"{where}.offset", fail)
+        producer_id = entry.get("producer_id")
+        if type(producer_id) is not int:
+            message = f"expected an integer, got {_describe(producer_id)}"
+            raise fail(line, f"{where}.producer_id", message)
+        kind = entry.get("type")
+        if kind not in MARKER_TYPES:
+            message = f"expected one of {', '.join(MARKER_TYPES)}, got {_describe(kind)}"
+            raise fail(line, f"{where}.type", message)
+        time = entry.get("time")
+        if time is not None:
+            time = _number(time, line, f"{where}.time", fail)
+        markers.append(Marker(offset, producer_id, kind, time))
+    markers.sort()
+    return markers
+
+
+def _parse_offsets(
+    record: dict[str, Any], line: int, fail: _Fail
+) -> tuple[str, dict[tuple[str, int], int]]:
+    group = _text(record.get("group"), line, "offsets.group", fail)
+    offsets = {}
+    for index, entry in enumerate(_list(record.get("offsets"), line, "offsets.offsets", fail)):
+        where = f"offsets.offsets[{index}]"
+        if type(entry) is not dict:
+            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+        topic = _text(entry.get("topic"), line, f"{where}.topic", fail)
+        partition = _count(entry.get("partition"), line, f"{where}.partition", fail)
+        offsets[topic, partition] = _count(entry.get("offset"), line, f"{where}.offset", fail)
+    return group, offsets
+
+
+def _parse_fence(record: dict[str, Any], line: int, fail: _Fail) -> Fence:
+    time = _number(record.get("time"), line, "fence.time", fail)
+    transactional_id = _text(record.get("transactional_id"), line, "fence.transactional_id", fail)
+    producer_id = record.get("producer_id")
+    if type(producer_id) is not int:
+        raise fail(line, "fence.producer_id", f"expected an integer, got {_describe(producer_id)}")
+    epoch = _count(record.get("epoch"), line, "fence.epoch", fail)
+    return Fence(time, transactional_id, producer_id, epoch)
+
+
+def _parse_lso(record: dict[str, Any], line: int, fail: _Fail) -> StableOffset:
+    topic = _text(record.get("topic"), line, "lso.topic", fail)
+    partition = _count(record.get("partition"), line, "lso.partition", fail)
+    lso = _count(record.get("lso"), line, "lso.lso", fail)
+    end = _count(record.get("log_end_offset"), line, "lso.log_end_offset", fail)
+    open_txns = []
+    entries = _list(record.get("open_transactions", []), line, "lso.open_transactions", fail)
+    for index, entry in enumerate(entries):
+        where = f"lso.open_transactions[{index}]"
+        if type(entry) is not dict:
+            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+        producer_id = entry.get("producer_id")
+        if type(producer_id) is not int:
+            message = f"expected an integer, got {_describe(producer_id)}"
+            raise fail(line, f"{where}.producer_id", message)
+        first = _count(entry.get("first_offset"), line, f"{where}.first_offset", fail)
+        open_txns.append(OpenTxn(producer_id, first))
+    return StableOffset(topic, partition, lso, end, open_txns)

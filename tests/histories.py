@@ -87,7 +87,14 @@ class Builder:
             )
         return op_id
 
-    def poll(self, process: str, records: list[tuple[str, int, int, str]]) -> None:
+    def poll(
+        self,
+        process: str,
+        records: list[tuple[str, int, int, str]],
+        *,
+        isolation: str | None = None,
+        group: str | None = None,
+    ) -> None:
         op_id = self.next_id
         self.next_id += 1
         self._op("invoke", "poll", process, None, op_id)
@@ -95,7 +102,150 @@ class Builder:
             {"topic": topic, "partition": partition, "offset": offset, "value": value}
             for topic, partition, offset, value in records
         ]
-        self._op("ok", "poll", process, {"records": polled}, op_id)
+        value: dict[str, Any] = {"records": polled}
+        if isolation is not None:
+            value["isolation"] = isolation
+        if group is not None:
+            value["group"] = group
+        self._op("ok", "poll", process, value, op_id)
+
+    def read_committed(self, process: str, records: list[tuple[str, int, int, str]]) -> None:
+        self.poll(process, records, isolation="read_committed")
+
+    def invoke_txn(
+        self,
+        process: str,
+        transactional_id: str,
+        values: list[str],
+        *,
+        topic: str = "t",
+        partition: int | None = 0,
+        producer_id: int | None = None,
+        epoch: int | None = None,
+    ) -> int:
+        op_id = self.next_id
+        self.next_id += 1
+        sends = [
+            {"topic": topic, "partition": partition, "key": None, "value": value}
+            for value in values
+        ]
+        txn = {
+            "transactional_id": transactional_id,
+            "producer_id": producer_id,
+            "epoch": epoch,
+            "sends": sends,
+        }
+        self._op("invoke", "txn", process, txn, op_id)
+        return op_id
+
+    def complete_txn(
+        self,
+        op_id: int,
+        process: str,
+        outcome: str = "ok",
+        *,
+        offsets: dict[str, int] | None = None,
+    ) -> None:
+        """Complete a transaction; `offsets` maps values to the offsets an `ok` one reports."""
+        value = None
+        if offsets:
+            sends = [{"value": v, "offset": offset} for v, offset in sorted(offsets.items())]
+            value = {"sends": sends}
+        error = None if outcome == "ok" else "TimeoutException: commit"
+        self._op(outcome, "txn", process, value, op_id, error)
+
+    def txn(
+        self,
+        process: str,
+        transactional_id: str,
+        values: list[str],
+        outcome: str | None = "ok",
+        **fields: Any,
+    ) -> int:
+        """Invoke and complete a transaction; outcome None leaves it open."""
+        op_id = self.invoke_txn(process, transactional_id, values, **fields)
+        if outcome is not None:
+            self.complete_txn(op_id, process, outcome)
+        return op_id
+
+    def step(
+        self,
+        process: str,
+        source: tuple[str, int, int, str],
+        outputs: list[str],
+        outcome: str | None = "ok",
+        *,
+        transactional_id: str | None = "app",
+    ) -> int:
+        """A consume-transform-produce `process` op for one input record."""
+        op_id = self.next_id
+        self.next_id += 1
+        topic, partition, offset, value = source
+        record = {"topic": topic, "partition": partition, "offset": offset, "value": value}
+        body = {"input": record, "outputs": outputs, "transactional_id": transactional_id}
+        self._op("invoke", "process", process, body, op_id)
+        if outcome is not None:
+            error = None if outcome == "ok" else "TimeoutException: commit"
+            self._op(outcome, "process", process, None, op_id, error)
+        return op_id
+
+    def log_records(
+        self,
+        topic: str,
+        partition: int,
+        records: list[dict[str, Any]],
+        markers: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """A final log with records (and control markers) written out in full."""
+        line: dict[str, Any] = {
+            "kind": "log",
+            "topic": topic,
+            "partition": partition,
+            "records": records,
+        }
+        if markers is not None:
+            line["markers"] = markers
+        self.records.append(line)
+
+    def offsets(self, group: str, offsets: list[tuple[str, int, int]]) -> None:
+        entries = [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]
+        self.records.append({"kind": "offsets", "group": group, "offsets": entries})
+
+    def fence(self, transactional_id: str, producer_id: int, epoch: int) -> float:
+        """A fence at the next clock tick; returns its time."""
+        self.clock += 1.0
+        self.records.append(
+            {
+                "kind": "fence",
+                "time": self.clock,
+                "transactional_id": transactional_id,
+                "producer_id": producer_id,
+                "epoch": epoch,
+            }
+        )
+        return self.clock
+
+    def lso(
+        self,
+        topic: str,
+        partition: int,
+        lso: int,
+        log_end_offset: int,
+        open_transactions: list[tuple[int, int]] | None = None,
+    ) -> None:
+        self.records.append(
+            {
+                "kind": "lso",
+                "topic": topic,
+                "partition": partition,
+                "lso": lso,
+                "log_end_offset": log_end_offset,
+                "open_transactions": [
+                    {"producer_id": pid, "first_offset": first}
+                    for pid, first in open_transactions or []
+                ],
+            }
+        )
 
     def log(self, topic: str, partition: int, values: list[str] | dict[int, str]) -> None:
         """A final log: a list of values from offset 0, or a mapping offset -> value."""

@@ -1,0 +1,396 @@
+"""Check a history for transactional and consumer anomalies (the shared anomaly reference).
+
+As in `analysis.checker`, a record value identifies what the application wrote. A value's
+*writers* are the `txn` ops and plain `send`s that carried it. A value is *aborted* when it has
+writers and every one of them is `fail`. A final `log` record is *aborted* when the partition's
+control markers say so: the first marker of the record's producer id after its offset is an
+ABORT. A value is *visible* at a position when a non-aborted final log record holds it there,
+or an `ok` read_committed poll returned it there.
+
+From these:
+
+* aborted_read: a read_committed poll returns an aborted value or an aborted log record.
+* torn_transaction: an `ok` or `info` txn with some, but not all, of its values visible.
+* precommitted_read: a read_committed poll returns a value of a committed (`ok`) txn before
+  that txn completed (aborted values are aborted_read; `info` ones must have committed).
+* poll_skip / nonmonotonic_poll: one process's successive polls of a partition jump over a
+  record it should have returned / start at or before where the last one ended.
+* duplicate_processing: one input record processed by two `ok` `process` ops, or whose outputs
+  are visible from two ops or at two positions.
+* lost_processing: an input below its group's final committed offset with no committed output.
+* zombie_write: a visible record appended by a producer epoch that was already fenced.
+* hanging_transaction: an `lso` line still stuck behind an open transaction.
+
+Counts are of distinct offending items (values, transactions, poll pairs, inputs, records,
+partitions). The result is deterministic and each anomaly keeps at most `MAX_EXAMPLES` examples.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from analysis.checker import MAX_LISTED, Anomaly, Position
+from analysis.history import History, LogRecord, Marker, Poll, Step, Txn, paused_gc
+
+TXN_ANOMALIES = (
+    "aborted_read",
+    "torn_transaction",
+    "precommitted_read",
+    "poll_skip",
+    "nonmonotonic_poll",
+    "duplicate_processing",
+    "lost_processing",
+    "zombie_write",
+    "hanging_transaction",
+)
+READ_COMMITTED = "read_committed"
+
+
+def check_transactions(history: History) -> dict[str, Anomaly]:
+    """Every name in `TXN_ANOMALIES`, in that order, with count 0 when absent."""
+    with paused_gc():
+        facts = _Facts(history)
+        anomalies = {name: Anomaly(name) for name in TXN_ANOMALIES}
+        _aborted_reads(facts, anomalies["aborted_read"])
+        _torn_transactions(facts, anomalies["torn_transaction"])
+        _precommitted_reads(facts, anomalies["precommitted_read"])
+        _poll_gaps(facts, anomalies["poll_skip"], anomalies["nonmonotonic_poll"])
+        _duplicate_processing(facts, anomalies["duplicate_processing"])
+        _lost_processing(facts, anomalies["lost_processing"])
+        _zombie_writes(facts, anomalies["zombie_write"])
+        _hanging_transactions(history, anomalies["hanging_transaction"])
+        return anomalies
+
+
+class _Facts:
+    """Indexes over a history: writers of each value, aborted records, visible positions."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.txns_by_value: dict[str, list[Txn]] = defaultdict(list)
+        for txn in history.txns:
+            for write in txn.sends:
+                self.txns_by_value[write.value].append(txn)
+        send_outcomes: dict[str, list[str]] = defaultdict(list)
+        for send in history.sends:
+            send_outcomes[send.value].append(send.outcome)
+        self.aborted_values = {
+            value
+            for value in set(self.txns_by_value) | set(send_outcomes)
+            if all(txn.outcome == "fail" for txn in self.txns_by_value.get(value, ()))
+            and all(outcome == "fail" for outcome in send_outcomes.get(value, ()))
+        }
+        # Positions of log records that markers show aborted.
+        self.aborted_positions: set[Position] = set()
+        for key, records in history.logs.items():
+            markers = history.markers.get(key, [])
+            for record in records:
+                if _marker_after(markers, record) == "ABORT":
+                    self.aborted_positions.add((key[0], key[1], record.offset))
+        self.visible: dict[str, set[Position]] = defaultdict(set)
+        for (topic, partition), records in history.logs.items():
+            for record in records:
+                where = (topic, partition, record.offset)
+                if where not in self.aborted_positions:
+                    self.visible[record.value].add(where)
+        self.committed_polls = [p for p in history.polls if p.isolation == READ_COMMITTED]
+        for poll in self.committed_polls:
+            for topic, partition, offset, value in poll.records:
+                self.visible[value].add((topic, partition, offset))
+
+    def is_visible(self, value: str) -> bool:
+        return bool(self.visible.get(value))
+
+    def aborted(self, where: Position, value: str) -> bool:
+        return value in self.aborted_values or where in self.aborted_positions
+
+
+def _marker_after(markers: list[Marker], record: LogRecord) -> str | None:
+    """The type of the first marker of the record's producer after it, if any."""
+    if record.producer_id is None:
+        return None
+    for marker in markers:
+        if marker.offset > record.offset and marker.producer_id == record.producer_id:
+            return marker.type
+    return None
+
+
+def _txn_summary(txn: Txn) -> dict[str, Any]:
+    return {
+        "id": txn.id,
+        "process": txn.process,
+        "transactional_id": txn.transactional_id,
+        "outcome": txn.outcome,
+        "invoke_time": txn.invoke_time,
+        "complete_time": txn.complete_time,
+    }
+
+
+def _position(where: Position) -> dict[str, Any]:
+    return {"topic": where[0], "partition": where[1], "offset": where[2]}
+
+
+def _read(poll: Poll, where: Position, value: str) -> dict[str, Any]:
+    return {"value": value, **_position(where), "process": poll.process, "time": poll.time}
+
+
+def _committed_reads(facts: _Facts) -> list[tuple[Poll, Position, str]]:
+    """Every record returned by a read_committed poll, in completion order."""
+    return [
+        (poll, (topic, partition, offset), value)
+        for poll in facts.committed_polls
+        for topic, partition, offset, value in poll.records
+    ]
+
+
+def _aborted_reads(facts: _Facts, anomaly: Anomaly) -> None:
+    reported: set[str] = set()
+    for poll, where, value in _committed_reads(facts):
+        if value in reported or not facts.aborted(where, value):
+            continue
+        reported.add(value)
+        txns = facts.txns_by_value.get(value, [])
+        anomaly.add(
+            {
+                **_read(poll, where, value),
+                "marker": "ABORT" if where in facts.aborted_positions else None,
+                "txns": [_txn_summary(txn) for txn in txns[:MAX_LISTED]],
+            }
+        )
+
+
+def _torn_transactions(facts: _Facts, anomaly: Anomaly) -> None:
+    for txn in facts.history.txns:
+        if txn.outcome == "fail" or not txn.sends:
+            continue
+        values = [write.value for write in txn.sends]
+        visible = [value for value in values if facts.is_visible(value)]
+        if 0 < len(visible) < len(values):
+            missing = [value for value in values if not facts.is_visible(value)]
+            anomaly.add(
+                {
+                    **_txn_summary(txn),
+                    "visible": visible[:MAX_LISTED],
+                    "missing": missing[:MAX_LISTED],
+                    "sends": len(values),
+                }
+            )
+
+
+def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
+    reported: set[str] = set()
+    for poll, where, value in _committed_reads(facts):
+        txns = facts.txns_by_value.get(value)
+        if not txns or value in reported:
+            continue
+        # Only a transaction known to have committed can be read too early. An aborted one
+        # read is an aborted_read; an info one "must have committed" once read (Jepsen).
+        if any(txn.outcome != "ok" for txn in txns):
+            continue
+        committed = [txn.complete_time for txn in txns]
+        if any(time is not None and time <= poll.time for time in committed):
+            continue
+        reported.add(value)
+        reason = "read before commit"
+        anomaly.add(
+            {
+                **_read(poll, where, value),
+                "reason": reason,
+                "txns": [_txn_summary(txn) for txn in txns[:MAX_LISTED]],
+            }
+        )
+
+
+def _poll_gaps(facts: _Facts, skip: Anomaly, nonmonotonic: Anomaly) -> None:
+    """Successive polls by one process of one partition (polls that returned none of its
+    records are passed over), in completion order."""
+    last: dict[tuple[str, str, int], tuple[Poll, int, int]] = {}
+    for poll in facts.history.polls:
+        ranges: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic, partition, offset, _ in poll.records:
+            low, high = ranges.get((topic, partition), (offset, offset))
+            ranges[topic, partition] = (min(low, offset), max(high, offset))
+        for (topic, partition), (low, high) in sorted(ranges.items()):
+            key = (poll.process, topic, partition)
+            previous = last.get(key)
+            last[key] = (poll, low, high)
+            if previous is None:
+                continue
+            before, _, end = previous
+            pair = {
+                "process": poll.process,
+                "topic": topic,
+                "partition": partition,
+                "isolation": poll.isolation,
+                "previous_time": before.time,
+                "previous_last_offset": end,
+                "time": poll.time,
+                "first_offset": low,
+            }
+            if low <= end:
+                nonmonotonic.add(pair)
+            elif low > end + 1:
+                skipped = _skipped(facts, poll, topic, partition, end, low)
+                if skipped:
+                    pair.update(skipped=skipped[:MAX_LISTED], skipped_count=len(skipped))
+                    skip.add(pair)
+
+
+def _skipped(
+    facts: _Facts, poll: Poll, topic: str, partition: int, end: int, low: int
+) -> list[dict[str, Any]]:
+    """Final-log records strictly between two polls that the poll's isolation should return."""
+    found = []
+    for record in facts.history.logs.get((topic, partition), []):
+        if not end < record.offset < low:
+            continue
+        where = (topic, partition, record.offset)
+        if poll.isolation == READ_COMMITTED and facts.aborted(where, record.value):
+            continue
+        found.append({"offset": record.offset, "value": record.value})
+    return found
+
+
+def _steps_by_input(facts: _Facts) -> dict[Position, list[Step]]:
+    steps: dict[Position, list[Step]] = defaultdict(list)
+    for step in facts.history.steps:
+        source = step.input
+        steps[source.topic, source.partition, source.offset].append(step)
+    return steps
+
+
+def _step_summary(step: Step, facts: _Facts) -> dict[str, Any]:
+    return {
+        "id": step.id,
+        "process": step.process,
+        "outcome": step.outcome,
+        "outputs": step.outputs[:MAX_LISTED],
+        "visible_outputs": [v for v in step.outputs if facts.is_visible(v)][:MAX_LISTED],
+        "invoke_time": step.invoke_time,
+        "complete_time": step.complete_time,
+    }
+
+
+def _duplicate_processing(facts: _Facts, anomaly: Anomaly) -> None:
+    for where, steps in sorted(_steps_by_input(facts).items()):
+        ok = [step for step in steps if step.outcome == "ok"]
+        shown = [
+            step
+            for step in steps
+            if step.outcome != "fail" and any(facts.is_visible(v) for v in step.outputs)
+        ]
+        repeated = sorted(
+            {v for step in steps for v in step.outputs if len(facts.visible.get(v, ())) > 1}
+        )
+        if len(ok) < 2 and len(shown) < 2 and not repeated:
+            continue
+        anomaly.add(
+            {
+                "input": {**_position(where), "value": steps[0].input.value},
+                "ok_steps": len(ok),
+                "steps_with_visible_output": len(shown),
+                "outputs_at_several_positions": [
+                    {"value": v, "positions": [_position(p) for p in sorted(facts.visible[v])]}
+                    for v in repeated[:MAX_LISTED]
+                ],
+                "steps": [_step_summary(step, facts) for step in steps[:MAX_LISTED]],
+            }
+        )
+
+
+def _processed(step: Step, facts: _Facts) -> bool:
+    """The step's outputs committed: `ok`, or `info` with an output visible, and every output
+    visible."""
+    visible = [facts.is_visible(v) for v in step.outputs]
+    if step.outcome == "ok" or (step.outcome == "info" and any(visible)):
+        return all(visible)
+    return False
+
+
+def _lost_processing(facts: _Facts, anomaly: Anomaly) -> None:
+    """Only partitions that some `process` op consumed are checked, whatever the group: other
+    groups (a verifying consumer, say) commit offsets of topics nobody transforms."""
+    history = facts.history
+    steps = _steps_by_input(facts)
+    consumed = {(topic, partition) for topic, partition, _ in steps}
+    for group, offsets in sorted(history.committed.items()):
+        for (topic, partition), committed in sorted(offsets.items()):
+            if (topic, partition) not in consumed:
+                continue
+            inputs: dict[int, str] = {
+                offset: s[0].input.value
+                for (t, p, offset), s in steps.items()
+                if (t, p) == (topic, partition)
+            }
+            for record in history.logs.get((topic, partition), []):
+                if not facts.aborted((topic, partition, record.offset), record.value):
+                    inputs.setdefault(record.offset, record.value)
+            for offset, value in sorted(inputs.items()):
+                if offset >= committed:
+                    continue
+                tried = steps.get((topic, partition, offset), [])
+                if any(_processed(step, facts) for step in tried):
+                    continue
+                anomaly.add(
+                    {
+                        "group": group,
+                        "input": {"topic": topic, "partition": partition, "offset": offset},
+                        "value": value,
+                        "committed_offset": committed,
+                        "steps": [_step_summary(step, facts) for step in tried[:MAX_LISTED]],
+                    }
+                )
+
+
+def _zombie_writes(facts: _Facts, anomaly: Anomaly) -> None:
+    fences = sorted(facts.history.fences)
+    for (topic, partition), records in sorted(facts.history.logs.items()):
+        for record in records:
+            where = (topic, partition, record.offset)
+            if (
+                record.producer_id is None
+                or record.epoch is None
+                or record.time is None
+                or where in facts.aborted_positions
+            ):
+                continue
+            fence = next(
+                (
+                    f
+                    for f in fences
+                    if f.producer_id == record.producer_id
+                    and f.epoch > record.epoch
+                    and f.time <= record.time
+                ),
+                None,
+            )
+            if fence is None:
+                continue
+            anomaly.add(
+                {
+                    "value": record.value,
+                    **_position(where),
+                    "producer_id": record.producer_id,
+                    "epoch": record.epoch,
+                    "time": record.time,
+                    "fence": fence._asdict(),
+                }
+            )
+
+
+def _hanging_transactions(history: History, anomaly: Anomaly) -> None:
+    lines = sorted(history.stable_offsets, key=lambda s: (s.topic, s.partition, s.lso))
+    for line in lines:
+        if line.lso < line.log_end_offset and line.open_transactions:
+            anomaly.add(
+                {
+                    "topic": line.topic,
+                    "partition": line.partition,
+                    "lso": line.lso,
+                    "log_end_offset": line.log_end_offset,
+                    "open_transactions": [
+                        t._asdict() for t in sorted(line.open_transactions)[:MAX_LISTED]
+                    ],
+                }
+            )

@@ -1,0 +1,373 @@
+"""Transactional checks: each anomaly on a history that has it and on a close one that does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from histories import Builder
+
+from analysis.checker import Anomaly
+from analysis.txn_checker import TXN_ANOMALIES, check_transactions
+
+RC = "read_committed"
+
+
+def counts(result: dict[str, Anomaly]) -> dict[str, int]:
+    return {name: anomaly.count for name, anomaly in result.items()}
+
+
+def only(result: dict[str, Anomaly], **expected: int) -> None:
+    assert list(result) == list(TXN_ANOMALIES)
+    assert counts(result) == {name: expected.get(name, 0) for name in TXN_ANOMALIES}
+
+
+def example(result: dict[str, Anomaly], name: str) -> dict[str, Any]:
+    return result[name].examples[0]
+
+
+def record(offset: int, value: str, **fields: Any) -> dict[str, Any]:
+    return {"offset": offset, "value": value, **fields}
+
+
+# -- shape -----------------------------------------------------------------------------------
+
+
+def test_plain_history_has_no_transactional_anomalies() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", offset=1)
+    h.send("p/0", "c", "fail")
+    h.poll("c/0", [("t", 0, 0, "a")])
+    h.poll("c/0", [("t", 0, 1, "b")])
+    h.log("t", 0, ["a", "b"])
+
+    only(check_transactions(h.history()))
+    only(check_transactions(h.parsed()))
+
+
+def test_parsing_of_new_lines() -> None:
+    h = Builder()
+    tx = h.invoke_txn("p/0", "tx", ["a", "b"], producer_id=7, epoch=1)
+    h.complete_txn(tx, "p/0", offsets={"a": 0, "b": 1})
+    h.poll("c/0", [("t", 0, 0, "a")], isolation=RC, group="g")
+    h.step("app/0", ("t", 0, 0, "a"), ["x"], "info")
+    h.log_records(
+        "t",
+        0,
+        [record(0, "a", time=3.0, transactional=True)],
+        [{"offset": 2, "producer_id": 7, "type": "COMMIT", "time": 4.0}],
+    )
+    h.offsets("g", [("t", 0, 1)])
+    h.fence("tx", 7, 2)
+    h.lso("t", 0, 3, 3)
+
+    history = h.parsed()
+
+    (txn,) = history.txns
+    assert (txn.outcome, txn.producer_id, txn.epoch) == ("ok", 7, 1)
+    assert [(w.value, w.offset) for w in txn.sends] == [("a", 0), ("b", 1)]
+    assert (history.polls[0].isolation, history.polls[0].group) == (RC, "g")
+    assert history.steps[0].outcome == "info" and history.steps[0].outputs == ["x"]
+    assert history.logs["t", 0][0].time == 3.0 and history.logs["t", 0][0].transactional
+    assert history.markers["t", 0][0].type == "COMMIT"
+    assert history.committed == {"g": {("t", 0): 1}}
+    assert history.fences[0].epoch == 2 and history.stable_offsets[0].lso == 3
+
+
+# -- aborted_read ----------------------------------------------------------------------------
+
+
+def test_aborted_read() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["a"], "fail")
+    h.read_committed("c/0", [("t", 0, 0, "a")])
+    h.log("t", 0, ["a"])
+
+    result = check_transactions(h.history())
+
+    assert result["aborted_read"].count == 1
+    found = example(result, "aborted_read")
+    assert (found["value"], found["offset"], found["process"]) == ("a", 0, "c/0")
+    assert found["txns"][0]["outcome"] == "fail"
+
+
+def test_aborted_read_by_marker_and_not_under_read_uncommitted() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["a"], "ok")
+    h.poll("c/0", [("t", 0, 0, "a")])  # read_uncommitted may see aborted data
+    h.log_records(
+        "t", 0, [record(0, "a", producer_id=7)], [{"offset": 1, "producer_id": 7, "type": "COMMIT"}]
+    )
+    only(check_transactions(h.history()))
+
+    h = Builder()
+    h.send("p/0", "a", "ok")
+    h.read_committed("c/0", [("t", 0, 0, "a")])
+    h.log_records(
+        "t", 0, [record(0, "a", producer_id=7)], [{"offset": 1, "producer_id": 7, "type": "ABORT"}]
+    )
+    result = check_transactions(h.history())
+    assert result["aborted_read"].count == 1
+    assert example(result, "aborted_read")["marker"] == "ABORT"
+
+
+# -- torn_transaction ------------------------------------------------------------------------
+
+
+def test_torn_transaction() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")
+    h.log("t", 0, ["a"])
+
+    result = check_transactions(h.history())
+
+    only(result, torn_transaction=1)
+    found = example(result, "torn_transaction")
+    assert (found["visible"], found["missing"]) == (["a"], ["b"])
+
+
+def test_whole_or_invisible_info_transaction_is_not_torn() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")
+    h.txn("p/0", "tx", ["c", "d"], "info")
+    h.txn("p/0", "tx", ["e", "f"], "fail")
+    h.read_committed("c/0", [("t", 1, 0, "b")])
+    h.log("t", 0, ["a", "e"])
+
+    only(check_transactions(h.history()))
+
+
+# -- precommitted_read -----------------------------------------------------------------------
+
+
+def test_precommitted_read() -> None:
+    h = Builder()
+    tx = h.invoke_txn("p/0", "tx", ["a"])
+    h.read_committed("c/0", [("t", 0, 0, "a")])
+    h.complete_txn(tx, "p/0", "ok")
+    h.log("t", 0, ["a"])
+
+    result = check_transactions(h.history())
+
+    only(result, precommitted_read=1)
+    found = example(result, "precommitted_read")
+    assert (found["value"], found["offset"], found["reason"]) == ("a", 0, "read before commit")
+    assert found["time"] < found["txns"][0]["complete_time"]
+
+
+def test_read_after_commit_is_not_precommitted() -> None:
+    h = Builder()
+    tx = h.invoke_txn("p/0", "tx", ["a"])
+    h.poll("c/1", [("t", 0, 0, "a")])  # read_uncommitted: allowed to see it early
+    h.complete_txn(tx, "p/0", "ok")
+    h.read_committed("c/0", [("t", 0, 0, "a")])
+    h.log("t", 0, ["a"])
+
+    only(check_transactions(h.history()))
+
+
+def test_read_of_an_indeterminate_transaction_is_not_precommitted() -> None:
+    # A transaction whose commit was info "must have committed" once any write is read.
+    h = Builder()
+    h.txn("p/0", "tx", ["a"], None)
+    h.read_committed("c/0", [("t", 0, 0, "a")])
+    h.log("t", 0, ["a"])
+
+    only(check_transactions(h.history()))
+
+
+# -- poll_skip and nonmonotonic_poll ---------------------------------------------------------
+
+
+def test_poll_skip() -> None:
+    h = Builder()
+    h.poll("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    h.poll("c/0", [("t", 0, 3, "d")])
+    h.log("t", 0, ["a", "b", "c", "d"])
+
+    result = check_transactions(h.history())
+
+    only(result, poll_skip=1)
+    found = example(result, "poll_skip")
+    assert (found["previous_last_offset"], found["first_offset"]) == (1, 3)
+    assert found["skipped"] == [{"offset": 2, "value": "c"}]
+
+
+def test_gap_over_aborted_data_or_markers_is_not_a_skip_under_read_committed() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")
+    h.txn("p/0", "tx", ["c"], "fail")
+    h.txn("p/0", "tx", ["d"], "ok")
+    h.read_committed("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    h.read_committed("c/0", [("t", 0, 5, "d")])
+    # 2 is a commit marker, 3 the aborted "c", 4 its abort marker.
+    h.log("t", 0, {0: "a", 1: "b", 3: "c", 5: "d"})
+
+    only(check_transactions(h.history()))
+
+    h.poll("c/1", [("t", 0, 1, "b")])
+    h.poll("c/1", [("t", 0, 5, "d")])  # read_uncommitted should have returned "c"
+    result = check_transactions(h.history())
+    only(result, poll_skip=1)
+    assert example(result, "poll_skip")["skipped"] == [{"offset": 3, "value": "c"}]
+
+
+def test_nonmonotonic_poll() -> None:
+    h = Builder()
+    h.poll("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    h.poll("c/0", [("t", 0, 1, "b"), ("t", 0, 2, "c")])
+    h.log("t", 0, ["a", "b", "c"])
+
+    result = check_transactions(h.history())
+
+    only(result, nonmonotonic_poll=1)
+    found = example(result, "nonmonotonic_poll")
+    assert (found["process"], found["previous_last_offset"], found["first_offset"]) == ("c/0", 1, 1)
+
+
+def test_rereads_by_another_process_are_monotonic() -> None:
+    h = Builder()
+    h.poll("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    h.poll("c/1", [("t", 0, 1, "b"), ("t", 0, 2, "c")])
+    h.poll("c/0", [("t", 0, 2, "c")])
+    h.log("t", 0, ["a", "b", "c"])
+
+    only(check_transactions(h.history()))
+
+
+# -- duplicate_processing and lost_processing ------------------------------------------------
+
+
+def _input_log(h: Builder) -> None:
+    h.log("in", 0, ["i0", "i1"])
+
+
+def test_duplicate_processing() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0-a"], "ok")
+    h.step("app/1", ("in", 0, 0, "i0"), ["o0-b"], "ok")
+    h.step("app/1", ("in", 0, 1, "i1"), ["o1"], "ok")
+    _input_log(h)
+    h.log("out", 0, ["o0-a", "o0-b", "o1"])
+
+    result = check_transactions(h.history())
+
+    only(result, duplicate_processing=1)
+    found = example(result, "duplicate_processing")
+    assert found["input"] == {"topic": "in", "partition": 0, "offset": 0, "value": "i0"}
+    assert found["ok_steps"] == 2
+
+
+def test_duplicate_processing_by_output_at_two_positions() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "info")
+    _input_log(h)
+    h.log("out", 0, ["o0", "o0"])
+
+    result = check_transactions(h.history())
+
+    assert result["duplicate_processing"].count == 1
+    repeated = example(result, "duplicate_processing")["outputs_at_several_positions"]
+    assert repeated[0]["value"] == "o0" and len(repeated[0]["positions"]) == 2
+
+
+def test_aborted_retry_is_not_duplicate_processing() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0-a"], "fail")
+    h.step("app/1", ("in", 0, 0, "i0"), ["o0-b"], "ok")
+    h.step("app/1", ("in", 0, 1, "i1"), ["o1"], "ok")
+    h.offsets("app", [("in", 0, 2)])
+    _input_log(h)
+    # The aborted attempt's output stays in the log, with its ABORT marker after it.
+    h.log_records(
+        "out",
+        0,
+        [
+            record(0, "o0-a", producer_id=1),
+            record(2, "o0-b", producer_id=2),
+            record(3, "o1", producer_id=2),
+        ],
+        [
+            {"offset": 1, "producer_id": 1, "type": "ABORT"},
+            {"offset": 4, "producer_id": 2, "type": "COMMIT"},
+        ],
+    )
+
+    only(check_transactions(h.history()))
+
+
+def test_lost_processing() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok")
+    h.step("app/0", ("in", 0, 1, "i1"), ["o1"], "fail")
+    h.offsets("app", [("in", 0, 2)])
+    _input_log(h)
+    h.log("out", 0, ["o0"])
+
+    result = check_transactions(h.history())
+
+    only(result, lost_processing=1)
+    found = example(result, "lost_processing")
+    assert found["input"] == {"topic": "in", "partition": 0, "offset": 1}
+    assert (found["value"], found["committed_offset"], found["group"]) == ("i1", 2, "app")
+
+
+def test_uncommitted_input_is_not_lost() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok")
+    h.step("app/0", ("in", 0, 1, "i1"), ["o1"], "fail")
+    h.offsets("app", [("in", 0, 1)])
+    h.offsets("verifier", [("out", 0, 1)])
+    _input_log(h)
+    h.log("out", 0, ["o0"])
+
+    only(check_transactions(h.history()))
+
+
+# -- zombie_write ----------------------------------------------------------------------------
+
+
+def _zombie_history(append_time: float, epoch: int) -> Builder:
+    h = Builder()
+    h.clock = 10.0
+    h.fence("tx", 7, 1)  # at 11.0
+    h.log_records("t", 0, [record(0, "z", producer_id=7, epoch=epoch, time=append_time)])
+    return h
+
+
+def test_zombie_write() -> None:
+    result = check_transactions(_zombie_history(12.0, 0).history())
+
+    only(result, zombie_write=1)
+    found = example(result, "zombie_write")
+    assert (found["value"], found["offset"], found["epoch"]) == ("z", 0, 0)
+    assert found["fence"]["epoch"] == 1 and found["fence"]["time"] == 11.0
+
+
+def test_write_before_fence_or_from_new_epoch_is_not_zombie() -> None:
+    only(check_transactions(_zombie_history(10.5, 0).history()))
+    only(check_transactions(_zombie_history(12.0, 1).history()))
+
+
+# -- hanging_transaction ---------------------------------------------------------------------
+
+
+def test_hanging_transaction() -> None:
+    h = Builder()
+    h.lso("t", 0, 4, 9, [(7, 4)])
+    h.lso("t", 1, 9, 9)
+
+    result = check_transactions(h.history())
+
+    only(result, hanging_transaction=1)
+    found = example(result, "hanging_transaction")
+    assert (found["partition"], found["lso"], found["log_end_offset"]) == (0, 4, 9)
+    assert found["open_transactions"] == [{"producer_id": 7, "first_offset": 4}]
+
+
+def test_stable_partition_is_not_hanging() -> None:
+    h = Builder()
+    h.lso("t", 0, 9, 9)
+    h.lso("t", 1, 4, 9)  # behind, but no open transaction is named
+
+    only(check_transactions(h.history()))
