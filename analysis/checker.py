@@ -193,7 +193,8 @@ def _send_summary(send: Send) -> dict[str, Any]:
     }
 
 
-def _position(where: Position) -> dict[str, Any]:
+def position_dict(where: Position) -> dict[str, Any]:
+    """A position as it appears in anomaly examples."""
     return {"topic": where[0], "partition": where[1], "offset": where[2]}
 
 
@@ -204,7 +205,7 @@ def _duplicates(seen: _Observations, anomaly: Anomaly) -> None:
         anomaly.add(
             {
                 "value": value,
-                "positions": [_position(where) for where in places[:MAX_LISTED]],
+                "positions": [position_dict(where) for where in places[:MAX_LISTED]],
                 "times_landed": len(places),
                 "sends": [_send_summary(send) for send in sends[:MAX_LISTED]],
             }
@@ -295,7 +296,7 @@ def _inconsistent_offsets(history: History, seen: _Observations, anomaly: Anomal
             }
             for value, sources in sorted(claims[where].items())
         ]
-        anomaly.add({**_position(where), "values": values[:MAX_LISTED]})
+        anomaly.add({**position_dict(where), "values": values[:MAX_LISTED]})
 
 
 def _claims(history: History, wanted: set[Position]) -> dict[Position, dict[str, list[str]]]:

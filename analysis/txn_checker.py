@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from analysis.checker import MAX_LISTED, Anomaly, Position
+from analysis.checker import MAX_LISTED, Anomaly, Position, position_dict
 from analysis.history import History, LogRecord, Marker, Poll, Step, Txn, paused_gc
 
 TXN_ANOMALIES = (
@@ -127,12 +127,8 @@ def _txn_summary(txn: Txn) -> dict[str, Any]:
     }
 
 
-def _position(where: Position) -> dict[str, Any]:
-    return {"topic": where[0], "partition": where[1], "offset": where[2]}
-
-
 def _read(poll: Poll, where: Position, value: str) -> dict[str, Any]:
-    return {"value": value, **_position(where), "process": poll.process, "time": poll.time}
+    return {"value": value, **position_dict(where), "process": poll.process, "time": poll.time}
 
 
 def _committed_reads(facts: _Facts) -> list[tuple[Poll, Position, str]]:
@@ -287,11 +283,11 @@ def _duplicate_processing(facts: _Facts, anomaly: Anomaly) -> None:
             continue
         anomaly.add(
             {
-                "input": {**_position(where), "value": steps[0].input.value},
+                "input": {**position_dict(where), "value": steps[0].input.value},
                 "ok_steps": len(ok),
                 "steps_with_visible_output": len(shown),
                 "outputs_at_several_positions": [
-                    {"value": v, "positions": [_position(p) for p in sorted(facts.visible[v])]}
+                    {"value": v, "positions": [position_dict(p) for p in sorted(facts.visible[v])]}
                     for v in repeated[:MAX_LISTED]
                 ],
                 "steps": [_step_summary(step, facts) for step in steps[:MAX_LISTED]],
@@ -370,7 +366,7 @@ def _zombie_writes(facts: _Facts, anomaly: Anomaly) -> None:
             anomaly.add(
                 {
                     "value": record.value,
-                    **_position(where),
+                    **position_dict(where),
                     "producer_id": record.producer_id,
                     "epoch": record.epoch,
                     "time": record.time,
