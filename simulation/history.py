@@ -31,6 +31,7 @@ class HistoryRecorder:
         self._entries: list[tuple] = []
         self._next_id = 0
         self.logs: list[dict[str, Any]] = []
+        self.end_lines: list[dict[str, Any]] = []
 
     def invoke_send(
         self,
@@ -65,19 +66,69 @@ class HistoryRecorder:
             ("op", op_id, type_, "send", process, time, topic, partition, key, value, offset, error)
         )
 
+    def invoke(self, f: str, process: str, time: float, value: dict[str, Any] | None) -> int:
+        """Invoke an operation other than ``send`` (``txn``, ``process``, ``poll``)."""
+        op_id = self._next_id
+        self._next_id += 1
+        self._entries.append(("gop", op_id, "invoke", f, process, time, value, None))
+        return op_id
+
+    def complete(
+        self,
+        op_id: int,
+        type_: str,
+        f: str,
+        process: str,
+        time: float,
+        value: dict[str, Any] | None,
+        error: str | None = None,
+    ) -> None:
+        self._entries.append(("gop", op_id, type_, f, process, time, value, error))
+
+    def fence(self, time: float, transactional_id: str, producer_id: int, epoch: int) -> None:
+        """From ``time`` on, epochs of ``producer_id`` below ``epoch`` are fenced."""
+        self._entries.append(
+            (
+                "line",
+                {
+                    "kind": "fence",
+                    "time": _t(time),
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "epoch": epoch,
+                },
+            )
+        )
+
+    def add_end_line(self, line: dict[str, Any]) -> None:
+        """A line written after the logs (``offsets``, ``lso``)."""
+        self.end_lines.append(line)
+
     def fault(
         self, time: float, phase: str, fault: str, targets: list[str], detail: dict[str, Any]
     ) -> None:
         self._entries.append(("fault", time, phase, fault, targets, detail))
 
-    def add_log(self, topic: str, partition: int, records: list[dict[str, Any]]) -> None:
-        self.logs.append(
-            {"kind": "log", "topic": topic, "partition": partition, "records": records}
-        )
+    def add_log(
+        self,
+        topic: str,
+        partition: int,
+        records: list[dict[str, Any]],
+        markers: list[dict[str, Any]] | None = None,
+    ) -> None:
+        line: dict[str, Any] = {
+            "kind": "log",
+            "topic": topic,
+            "partition": partition,
+            "records": records,
+        }
+        if markers:
+            line["markers"] = markers
+        self.logs.append(line)
 
     @property
     def operation_count(self) -> int:
-        return sum(1 for e in self._entries if e[0] == "op")
+        return sum(1 for e in self._entries if e[0] in ("op", "gop"))
 
     def records(self) -> Iterator[dict[str, Any]]:
         yield self.meta
@@ -104,6 +155,22 @@ class HistoryRecorder:
                 if error is not None:
                     rec["error"] = error
                 yield rec
+            elif e[0] == "gop":
+                _, op_id, type_, f, process, time, value, error = e
+                rec = {
+                    "kind": "op",
+                    "id": op_id,
+                    "type": type_,
+                    "f": f,
+                    "process": process,
+                    "time": _t(time),
+                    "value": value,
+                }
+                if error is not None:
+                    rec["error"] = error
+                yield rec
+            elif e[0] == "line":
+                yield e[1]
             else:
                 _, time, phase, fault, targets, detail = e
                 yield {
@@ -115,6 +182,7 @@ class HistoryRecorder:
                     **detail,
                 }
         yield from self.logs
+        yield from self.end_lines
 
     def lines(self) -> Iterator[str]:
         for rec in self.records():

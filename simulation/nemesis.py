@@ -16,6 +16,7 @@ import simpy
 
 from simulation.history import HistoryRecorder
 from simulation.network import Network
+from simulation.probe import Probe
 from simulation.rng import RandomStream
 from simulation.scenario import DurationRange, Fault
 
@@ -59,6 +60,8 @@ def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> li
     """The concrete fault schedule. ``horizon`` ends random windows that give no ``end``."""
     events: list[FaultEvent] = []
     for spec in faults:
+        if spec.kind == "crash_at":
+            continue  # triggered by a protocol point, see CrashAtNemesis
         if spec.at is not None:
             events.append(_event(spec, spec.at, tuple(spec.nodes), rng))
             continue
@@ -154,3 +157,65 @@ class Nemesis:
                 event.targets, loss=event.probability, links=event.links
             )
         return lambda: self.network.stop(window)
+
+
+class CrashAtNemesis:
+    """``crash_at`` faults: crash the node that passes a protocol point, then restart it.
+
+    The fault fires the ``occurrence``-th time its point is passed (by one of ``nodes``, or
+    by anyone when ``nodes`` is empty); the node restarts after ``duration``. Triggered
+    faults are recorded in the history like scheduled ones.
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        faults: list[Fault],
+        probe: Probe,
+        targets: Targets,
+        history: HistoryRecorder,
+        rng: RandomStream,
+    ) -> None:
+        self.env = env
+        self.targets = targets
+        self.history = history
+        self.fired: list[FaultEvent] = []
+        for spec in faults:
+            if spec.kind != "crash_at":
+                continue
+            d = spec.duration
+            downtime = d if isinstance(d, float | int) else rng.uniform(d.min, d.max)
+            state = {"seen": 0, "done": False}
+
+            def hook(
+                node: str, spec: Fault = spec, state: dict = state, downtime: float = downtime
+            ) -> None:
+                target = self._target(node)
+                if state["done"] or target is None or (spec.nodes and target not in spec.nodes):
+                    return
+                state["seen"] += 1
+                if state["seen"] < spec.occurrence:
+                    return
+                state["done"] = True
+                self._crash(target, spec.point or "", float(downtime))
+
+            assert spec.point is not None
+            probe.on(spec.point, hook)
+
+    def _target(self, node: str) -> str | None:
+        if node in self.targets.crash:
+            return node
+        base = node.split("#", 1)[0]
+        return base if base in self.targets.crash else None
+
+    def _crash(self, node: str, point: str, downtime: float) -> None:
+        now = self.env.now
+        self.fired.append(FaultEvent(now, now + downtime, "crash", (node,)))
+        self.history.fault(now, "start", "crash", [node], {"point": point})
+        self.targets.crash[node]()
+
+        def restart(_ev: simpy.Event) -> None:
+            self.targets.restart[node]()
+            self.history.fault(self.env.now, "stop", "crash", [node], {})
+
+        self.env.timeout(downtime).callbacks.append(restart)

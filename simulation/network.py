@@ -146,6 +146,8 @@ class Network:
         self.loss_rng = loss_rng or rng
         self.trace: list[TraceEvent] | None = None
         self._handlers: dict[str, Handler] = {}
+        self._host: dict[str, str] = {}
+        self._paused: dict[str, list[Message]] = {}
         self._is_client: dict[str, bool] = {}
         self._last_arrival: dict[tuple[str, str], float] = {}
         self._held: dict[tuple[str, str], deque[Message]] = {}
@@ -155,15 +157,34 @@ class Network:
         self.messages_lost = 0
 
     # -- topology ----------------------------------------------------------------------
-    def register(self, node: str, handler: Handler, *, client: bool) -> None:
+    def register(
+        self, node: str, handler: Handler, *, client: bool, host: str | None = None
+    ) -> None:
+        """Attach ``node``. ``host`` names the machine it runs on when that differs (an
+        application's consumer runs beside its producer): faults aimed at the host hit it."""
         self._handlers[node] = handler
         self._is_client[node] = client
+        if host is not None and host != node:
+            self._host[node] = host
+
+    def host(self, node: str) -> str:
+        return self._host.get(node, node)
 
     def connect(self, client: str, broker: str, generation: int) -> Connection:
         return Connection(client, broker, generation)
 
     # -- sending -----------------------------------------------------------------------
-    def send(self, src: str, dst: str, payload: Any, conn: Connection | None = None) -> None:
+    def send(
+        self,
+        src: str,
+        dst: str,
+        payload: Any,
+        conn: Connection | None = None,
+        *,
+        request: bool | None = None,
+    ) -> None:
+        """Send ``payload``. ``request`` says which loss probability applies; by default a
+        client's messages are requests and a broker's are responses."""
         self.messages_sent += 1
         msg = Message(src, dst, payload, conn, self.env.now, self.messages_sent)
         trace = self.trace
@@ -174,14 +195,14 @@ class Network:
             if trace is not None:
                 self._record("dropped", msg)
             return
-        if self._lost(src, dst):
+        if self._lost(src, dst, request):
             self.messages_lost += 1
             if trace is not None:
                 self._record("lost", msg)
             if conn is not None and self.settings.loss_model == "connection":
                 self._blackhole(conn)
             return
-        if self._cuts and any(c.separates(src, dst) for c in self._cuts):
+        if self._cuts and any(c.separates(self.host(src), self.host(dst)) for c in self._cuts):
             if trace is not None:
                 self._record("held", msg)
             self._held.setdefault((src, dst), deque()).append(msg)
@@ -195,11 +216,13 @@ class Network:
             TraceEvent(self.env.now, event, msg.msg_id, msg.src, msg.dst, msg.payload, generation)
         )
 
-    def _lost(self, src: str, dst: str) -> bool:
+    def _lost(self, src: str, dst: str, request: bool | None = None) -> bool:
         s = self.settings
-        p = s.request_loss if self._is_client.get(src, False) else s.response_loss
+        if request is None:
+            request = self._is_client.get(src, False)
+        p = s.request_loss if request else s.response_loss
         for w in self._spikes:
-            if w.loss and w.touches(src, dst):
+            if w.loss and w.touches(self.host(src), self.host(dst)):
                 p = 1.0 - (1.0 - p) * (1.0 - w.loss)
         return p > 0.0 and self.loss_rng.random() < p
 
@@ -227,7 +250,7 @@ class Network:
     def _schedule(self, msg: Message) -> None:
         delay = self.settings.latency.sample(self.rng)
         for w in self._spikes:
-            if w.extra_ms and w.touches(msg.src, msg.dst):
+            if w.extra_ms and w.touches(self.host(msg.src), self.host(msg.dst)):
                 delay += w.extra_ms
         link = (msg.src, msg.dst)
         now = self.env.now
@@ -245,9 +268,22 @@ class Network:
             return
         if self.trace is not None:
             self._record("deliver", msg)
+        if msg.dst in self._paused:
+            self._paused[msg.dst].append(msg)
+            return
         handler = self._handlers.get(msg.dst)
         if handler is not None:
             handler(msg)
+
+    def pause_node(self, node: str) -> None:
+        """The node's process is frozen (a GC pause): what arrives waits in its socket."""
+        self._paused.setdefault(node, [])
+
+    def resume_node(self, node: str) -> None:
+        for msg in self._paused.pop(node, []):
+            handler = self._handlers.get(msg.dst)
+            if handler is not None:
+                handler(msg)
 
     # -- faults ------------------------------------------------------------------------
     def start_partition(self, groups: Iterable[Iterable[str]]) -> object:
@@ -278,7 +314,7 @@ class Network:
         for link in list(self._held):
             queue = self._held[link]
             src, dst = link
-            if any(c.separates(src, dst) for c in self._cuts):
+            if any(c.separates(self.host(src), self.host(dst)) for c in self._cuts):
                 continue
             del self._held[link]
             for msg in queue:

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from simulation.broker.log import AbortedTransaction, LogBatch
     from simulation.producer.accumulator import ProducerBatch
 
 TopicPartition = tuple[str, int]
@@ -46,6 +47,9 @@ class Errors(Enum):
     REQUEST_TIMED_OUT = (7, True)
     NETWORK_EXCEPTION = (13, True)
     COORDINATOR_NOT_AVAILABLE = (15, True)
+    TRANSACTIONAL_ID_NOT_FOUND = (105, False)
+    UNKNOWN_TOPIC_OR_PARTITION = (3, True)
+    UNSTABLE_OFFSET_COMMIT = (88, True)
 
     def __init__(self, code: int, retriable: bool) -> None:
         self.code = code
@@ -72,6 +76,9 @@ _EXCEPTION_NAMES = {
     Errors.PRODUCER_FENCED: "ProducerFencedException",
     Errors.NOT_COORDINATOR: "NotCoordinatorException",
     Errors.COORDINATOR_LOAD_IN_PROGRESS: "CoordinatorLoadInProgressException",
+    Errors.TRANSACTIONAL_ID_NOT_FOUND: "TransactionalIdNotFoundException",
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
+    Errors.UNSTABLE_OFFSET_COMMIT: "UnstableOffsetCommitException",
 }
 
 
@@ -99,6 +106,7 @@ class ProduceRequest:
     partitions: list[tuple[TopicPartition, BatchData]]
     # The client-side batch objects, in the same order; brokers never read them.
     batches: list[ProducerBatch] = field(default_factory=list)
+    transactional_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -117,6 +125,7 @@ class ProduceResponse:
 class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
 
 @dataclass(slots=True)
@@ -133,6 +142,138 @@ class Disconnected:
 
     node: str
     generation: int
+
+
+# -- transactions and consumer groups -------------------------------------------------------
+CoordinatorType = str  # "transaction" or "group"
+
+
+@dataclass(slots=True)
+class FindCoordinatorRequest:
+    correlation_id: int
+    key: str
+    key_type: CoordinatorType
+
+
+@dataclass(slots=True)
+class FindCoordinatorResponse:
+    correlation_id: int
+    error: Errors
+    node: str | None = None
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(slots=True)
+class AddOffsetsToTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    group: str
+
+
+@dataclass(slots=True)
+class EndTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    commit: bool
+
+
+@dataclass(slots=True)
+class EndTxnResponse:
+    correlation_id: int
+    error: Errors
+    # Transaction version 2: the epoch the client continues with after this transaction.
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(slots=True)
+class TxnOffsetCommitRequest:
+    correlation_id: int
+    transactional_id: str
+    group: str
+    producer_id: int
+    epoch: int
+    offsets: tuple[tuple[TopicPartition, int], ...]
+
+
+@dataclass(slots=True)
+class OffsetCommitRequest:
+    correlation_id: int
+    group: str
+    offsets: tuple[tuple[TopicPartition, int], ...]
+
+
+@dataclass(slots=True)
+class OffsetFetchRequest:
+    correlation_id: int
+    group: str
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(slots=True)
+class OffsetFetchResponse:
+    correlation_id: int
+    error: Errors
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FetchRequest:
+    correlation_id: int
+    partitions: tuple[tuple[TopicPartition, int], ...]  # (partition, fetch offset)
+    isolation: str  # "read_committed" or "read_uncommitted"
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    error: Errors
+    batches: list[LogBatch] = field(default_factory=list)
+    aborted: list[AbortedTransaction] = field(default_factory=list)
+    last_stable_offset: int = -1
+    log_end_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    correlation_id: int
+    partitions: list[tuple[TopicPartition, FetchPartition]]
+
+
+@dataclass(slots=True)
+class ErrorResponse:
+    """The answer to a request whose only result is an error code."""
+
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(slots=True)
+class WriteTxnMarkersRequest:
+    correlation_id: int
+    producer_id: int
+    epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(slots=True)
+class WriteTxnMarkersResponse:
+    correlation_id: int
+    producer_id: int
+    results: list[tuple[TopicPartition, Errors]]
 
 
 Request = ProduceRequest | InitProducerIdRequest

@@ -28,6 +28,10 @@ class ProtocolRules:
     transaction_version: int = 2
     # transaction.max.timeout.ms: InitProducerId with a longer timeout is refused.
     transaction_max_timeout_ms: int = 900_000
+    # KIP-890 part 1 (Kafka 3.6+): before a partition's first transactional append, its leader
+    # verifies with the coordinator that the partition is in the producer's open transaction.
+    # False lets a late produce request open a transaction nobody will end (a hanging one).
+    transaction_partition_verification: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)

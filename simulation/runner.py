@@ -11,19 +11,36 @@ log), counters, and the realised fault schedule.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
+from simulation.apps.processor import ProcessorApp
+from simulation.apps.reader import ReaderApp, drain
+from simulation.apps.store import ExternalStore
+from simulation.apps.transactional import TransactionalProducerApp
 from simulation.broker.broker import Broker, BrokerSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from simulation.config import ProducerConfig, parse_producer_config
+from simulation.consumer.kafka_consumer import KafkaConsumer
+from simulation.coordinator.directory import (
+    CONSUMER_OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorDirectory,
+    internal_partition,
+)
+from simulation.coordinator.group_coordinator import OffsetStore
+from simulation.coordinator.runtime import CoordinatorRuntime, CoordinatorSettings
+from simulation.coordinator.transaction_log import TransactionLog
 from simulation.history import HistoryRecorder
 from simulation.metadata import ClusterMetadata
-from simulation.nemesis import FaultEvent, Nemesis, Targets, realize_faults
+from simulation.nemesis import CrashAtNemesis, FaultEvent, Nemesis, Targets, realize_faults
 from simulation.network import LatencyModel, Network, NetworkSettings, TraceEvent
+from simulation.probe import Probe
 from simulation.producer.kafka_producer import KafkaProducer
+from simulation.protocol import Errors, TopicPartition
 from simulation.rng import RandomStreams
 from simulation.scenario import Scenario
 from simulation.workload import ProducerApp
@@ -66,7 +83,23 @@ def _horizon(scenario: Scenario) -> float:
     ends = [
         p.workload.start + 1000.0 * p.workload.records / p.workload.rate for p in scenario.producers
     ]
-    return min(max(ends), scenario.duration)
+    ends += [
+        t.workload.start + 1000.0 * t.workload.transactions / t.workload.rate
+        for t in scenario.transactional_producers
+    ]
+    return min(max(ends, default=scenario.duration), scenario.duration)
+
+
+def _recovery(scenario: Scenario, configs: dict[str, ProducerConfig]) -> float:
+    if scenario.recovery is not None:
+        return scenario.recovery
+    timeouts = [c.transaction_timeout_ms for c in configs.values() if c.transactional_id]
+    if not timeouts:
+        return 0.0
+    return max(timeouts) + 2 * scenario.cluster.transaction_abort_check_interval
+
+
+DRAIN_LIMIT_MS = 60_000.0
 
 
 def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = False) -> RunResult:
@@ -79,6 +112,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     rules = scenario.protocol_rules()
     unsafe = scenario.unsafe.to_unsafe()
     metadata = ClusterMetadata(tuple(scenario.broker_names()), scenario.topic_partitions())
+    probe = Probe()
 
     n = scenario.network
     latency = LatencyModel(**n.latency.model_dump())
@@ -92,21 +126,22 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     )
     if trace:
         network.trace = []
-    allocator = ProducerIdBlockAllocator()
-    broker_settings = BrokerSettings(request_time_ms=scenario.cluster.request_time_ms)
-    brokers = {
-        name: Broker(
-            env, name, network, metadata.partitions_led_by(name), rules, allocator, broker_settings
-        )
-        for name in metadata.brokers
-    }
 
     configs: dict[str, ProducerConfig] = {}
     warnings: list[str] = []
     for p in scenario.producers:
-        config = parse_producer_config(p.config, rules, unsafe)
-        configs[p.name] = config
-        warnings.extend(f"{p.name}: {w}" for w in config.warnings)
+        configs[p.name] = parse_producer_config(p.config, rules, unsafe)
+    for t in scenario.transactional_producers:
+        configs[t.name] = parse_producer_config(
+            {"transactional.id": t.name, **t.config}, rules, unsafe
+        )
+    for proc in scenario.processors:
+        if proc.output.topic is not None:
+            extra = {"transactional.id": proc.name} if proc.transactional else {}
+            configs[proc.name] = parse_producer_config({**extra, **proc.config}, rules, unsafe)
+    for name, config in configs.items():
+        warnings.extend(f"{name}: {w}" for w in config.warnings)
+    transactional = bool(scenario.transactional_producers or scenario.processors)
 
     history = HistoryRecorder(
         {
@@ -117,17 +152,152 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         }
     )
 
-    apps: dict[str, ProducerApp] = {}
-    for p in scenario.producers:
+    c = scenario.cluster
+    directory = CoordinatorDirectory(env, metadata.brokers, c.coordinator_failover)
+    allocator = ProducerIdBlockAllocator()
+    broker_settings = BrokerSettings(request_time_ms=c.request_time_ms)
+    brokers: dict[str, Broker] = {}
 
-        def make_producer(name: str = p.name) -> KafkaProducer:
+    def verify_partition(txn_id: str | None, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+        if txn_id is None:
+            return Errors.INVALID_TXN_STATE
+        node = directory.coordinator(txn_id, "transaction")
+        runtime = brokers[node].coordinator if node is not None else None
+        if runtime is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if runtime.partition_error(internal_partition(txn_id, "transaction")) is not Errors.NONE:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        return runtime.txn.verify_partition(txn_id, pid, epoch, tp)
+
+    verifier = verify_partition if rules.transaction_partition_verification else None
+    for name in metadata.brokers:
+        brokers[name] = Broker(
+            env,
+            name,
+            network,
+            metadata.partitions_led_by(name),
+            rules,
+            allocator,
+            broker_settings,
+            probe,
+            directory,
+            verifier,
+        )
+
+    def leader_of(tp: TopicPartition) -> str | None:
+        if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+            return directory.owner(tp)
+        return metadata.leader(tp)
+
+    txn_log = TransactionLog()
+    offset_store = OffsetStore()
+    coordinator_settings = CoordinatorSettings(
+        load_ms=c.coordinator_load,
+        abort_check_interval_ms=c.transaction_abort_check_interval,
+        transactional_id_expiration_ms=c.transactional_id_expiration,
+    )
+    for name, broker in brokers.items():
+        broker.coordinator = CoordinatorRuntime(
+            env,
+            name,
+            network,
+            directory,
+            txn_log,
+            offset_store,
+            rules,
+            broker.producer_ids.generate_producer_id,
+            leader_of,
+            coordinator_settings,
+            probe,
+            lambda txn_id, pid, epoch, t: history.fence(t, txn_id, pid, epoch),
+        )
+
+    def producer_factory(name: str) -> Callable[[str], KafkaProducer]:
+        def make(node: str) -> KafkaProducer:
             return KafkaProducer(
-                env, name, network, metadata, configs[name], streams.stream(f"producer:{name}")
+                env,
+                node,
+                network,
+                metadata,
+                configs[name],
+                streams.stream(f"producer:{node}"),
+                rules.transaction_version,
+                probe,
+                host=name,
             )
 
+        return make
+
+    apps: dict[str, Any] = {}
+    for p in scenario.producers:
+        make = producer_factory(p.name)
         apps[p.name] = ProducerApp(
-            env, p.name, p.workload, make_producer, history, streams.stream(f"workload:{p.name}")
+            env,
+            p.name,
+            p.workload,
+            lambda make=make, name=p.name: make(name),
+            history,
+            streams.stream(f"workload:{p.name}"),
         )
+    for t in scenario.transactional_producers:
+        make = producer_factory(t.name)
+        apps[t.name] = TransactionalProducerApp(
+            env,
+            t.name,
+            t.workload,
+            lambda make=make, name=t.name: make(name),
+            history,
+            streams.stream(f"workload:{t.name}"),
+            configs[t.name].max_block_ms,
+            probe,
+        )
+    writers = [a.done for a in apps.values()]
+    inputs_done = simpy.AllOf(env, writers) if writers else env.event().succeed()
+    stores: list[ExternalStore] = []
+    topics = scenario.topic_partitions()
+    for proc in scenario.processors:
+        group = proc.input.group or proc.name
+        peers = [q for q in scenario.processors if (q.input.group or q.name) == group]
+        index, count = peers.index(proc), len(peers)
+        partitions = [
+            (proc.input.topic, i) for i in range(topics[proc.input.topic]) if i % count == index
+        ]
+        store = None
+        if proc.output.store is not None:
+            store = ExternalStore(proc.name, proc.output.store)
+            stores.append(store)
+
+        def make_consumer(node: str, spec: Any = proc, group: str = group) -> KafkaConsumer:
+            return KafkaConsumer(
+                env,
+                node,
+                network,
+                metadata,
+                isolation=spec.input.isolation,
+                group=group,
+                host=spec.name,
+            )
+
+        apps[proc.name] = ProcessorApp(
+            env,
+            proc,
+            network,
+            producer_factory(proc.name) if store is None else _no_producer,
+            make_consumer,
+            partitions,
+            history,
+            probe,
+            inputs_done,
+            configs[proc.name].max_block_ms if proc.name in configs else 60_000.0,
+            store,
+        )
+
+    all_done = simpy.AllOf(env, [a.done for a in apps.values()])
+    readers = []
+    for r in scenario.consumers:
+        consumer = KafkaConsumer(env, r.name, network, metadata, isolation=r.isolation)
+        consumer.assign([(r.topic, i) for i in range(topics[r.topic])])
+        readers.append(ReaderApp(env, r.name, consumer, history, r.poll_interval, all_done))
 
     schedule = realize_faults(scenario.faults, _horizon(scenario), streams.stream("nemesis"))
     targets = Targets()
@@ -136,26 +306,73 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         targets.pause[name], targets.resume[name] = b.pause, b.resume
     for name, a in apps.items():
         targets.crash[name], targets.restart[name] = a.crash, a.restart
+        if isinstance(a, ProcessorApp):
+            targets.pause[name], targets.resume[name] = a.pause, a.resume
     Nemesis(env, schedule, network, targets, history)
+    crash_at = CrashAtNemesis(
+        env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")
+    )
 
-    all_done = simpy.AllOf(env, [a.done for a in apps.values()])
     limit = env.timeout(scenario.duration)
     env.run(until=simpy.AnyOf(env, [all_done, limit]))
+    faults_end = max((e.end for e in schedule), default=0.0)
+    if all_done.triggered and faults_end > env.now:
+        # The run ends fault-free: wait for the last scheduled fault to heal (a paused
+        # zombie resumes, a crashed broker restarts) before settling.
+        env.run(until=min(faults_end, scenario.duration))
     if all_done.triggered and scenario.settle > 0:
         # Let requests still on the wire (acks=0, zombies of crashed producers) land.
         env.run(until=env.now + scenario.settle)
-    sim_time = env.now
+    recovery = _recovery(scenario, configs)
+    if recovery > 0:
+        env.run(until=env.now + recovery)
 
     pending = sum(
         app.abandon_open_ops("RunEnded: still outstanding when the run's duration ran out")
         for app in apps.values()
     )
     if pending:
-        warnings.append(f"the run hit its duration with {pending} sends still outstanding")
+        warnings.append(f"the run hit its duration with {pending} operations still outstanding")
+
+    if transactional:
+        # The final drain: a fresh read_committed consumer reads every partition to its LSO.
+        drainer = KafkaConsumer(env, "drain", network, metadata, isolation="read_committed")
+        drainer.assign(metadata.partitions())
+        drained = env.process(drain(env, drainer, history, "drain/0"))
+        env.run(until=simpy.AnyOf(env, [drained, env.timeout(DRAIN_LIMIT_MS)]))
+        if not drained.triggered:
+            warnings.append("the final drain did not reach every partition's end")
+        drainer.close()
+    sim_time = env.now
 
     for tp in metadata.partitions():
-        broker = brokers[metadata.leader(tp)]
-        history.add_log(tp[0], tp[1], broker.logs[tp].records())
+        log = brokers[metadata.leader(tp)].logs[tp]
+        history.add_log(tp[0], tp[1], log.records(), log.markers())
+    for store in stores:
+        history.add_log(store.topic, 0, store.records())
+    if transactional:
+        for group in sorted(offset_store.committed):
+            committed = offset_store.committed[group]
+            entries = [
+                {"topic": t, "partition": p, "offset": committed[t, p]}
+                for t, p in sorted(committed)
+            ]
+            history.add_end_line({"kind": "offsets", "group": group, "offsets": entries})
+        for tp in metadata.partitions():
+            log = brokers[metadata.leader(tp)].logs[tp]
+            history.add_end_line(
+                {
+                    "kind": "lso",
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "lso": log.last_stable_offset(),
+                    "log_end_offset": log.log_end_offset,
+                    "open_transactions": [
+                        {"producer_id": pid, "first_offset": first}
+                        for pid, first in log.ongoing.items()
+                    ],
+                }
+            )
 
     counts = {
         k: sum(a.counts[k] for a in apps.values())
@@ -165,7 +382,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         "messages_sent": network.messages_sent,
         "messages_lost": network.messages_lost,
         "requests_handled": sum(b.requests_handled for b in brokers.values()),
-        "producer_restarts": sum(a.incarnation for a in apps.values()),
+        "producer_restarts": sum(max(a.incarnation, 0) for a in apps.values()),
     }
     return RunResult(
         scenario=scenario.name,
@@ -175,12 +392,16 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         wall_time_s=time.perf_counter() - started,
         history=history,
         counts=counts,
-        faults=schedule,
+        faults=sorted(schedule + crash_at.fired, key=lambda e: (e.start, e.end, e.kind, e.targets)),
         configs={name: c.to_kafka_dict() for name, c in configs.items()},
         warnings=warnings,
         stats=stats,
         trace=network.trace,
     )
+
+
+def _no_producer(node: str) -> KafkaProducer:
+    raise AssertionError(f"{node}: a sink has no producer")
 
 
 __all__ = ["CountingEnvironment", "RunResult", "run_scenario"]

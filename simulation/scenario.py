@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from simulation.config import PRODUCER_KEYS, ConfigException, Unsafe, parse_producer_config
+from simulation.probe import POINTS
 from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
 
@@ -73,6 +74,13 @@ class Topic(_Model):
 class Cluster(_Model):
     brokers: int = Field(default=1, ge=1, le=1000)
     request_time_ms: float = Field(default=0.1, ge=0.0)
+    # How long the controller takes to move a dead coordinator's partitions to another broker
+    # (broker.session.timeout.ms), and how long loading a coordinator partition takes.
+    coordinator_failover: Duration = 9_000.0
+    coordinator_load: Duration = 50.0
+    # transactional.id.expiration.ms (default 7 days) and the timeout-abort check interval.
+    transactional_id_expiration: Duration = 604_800_000.0
+    transaction_abort_check_interval: Duration = 10_000.0
     topics: list[Topic] = Field(min_length=1)
 
     @field_validator("topics")
@@ -138,6 +146,78 @@ class _UnknownKey(ValueError):
         super().__init__(f"unknown key {key!r}{hint}")
 
 
+# -- transactional applications -----------------------------------------------------------
+class TxnWorkload(_Model):
+    topic: str
+    transactions: int = Field(ge=0, le=10_000_000)
+    size: int = Field(default=5, ge=1, le=10_000, description="records per transaction")
+    rate: float = Field(default=50.0, gt=0.0, description="transactions per second")
+    abort_probability: Probability = 0.0
+    keys: int | None = Field(default=None, ge=1)
+    value_bytes: int = Field(default=100, ge=0, le=10_000_000)
+    start: Duration = 0.0
+
+
+class TransactionalProducer(_Model):
+    """A Jepsen-style transactional writer: begin, send ``size`` records, commit or abort."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    config: dict[str, Any] = Field(default_factory=dict)
+    workload: TxnWorkload
+
+    _known_keys = field_validator("config")(Producer._known_keys.__func__)  # type: ignore[attr-defined]
+
+
+class ProcessorInput(_Model):
+    topic: str
+    group: str | None = None
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
+
+
+class ProcessorOutput(_Model):
+    topic: str | None = None
+    store: Literal["append", "dedup", "version"] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> ProcessorOutput:
+        if (self.topic is None) == (self.store is None):
+            raise ValueError("give exactly one of 'topic' (a Kafka topic) or 'store' (a sink)")
+        return self
+
+
+class Processor(_Model):
+    """A consume-transform-produce application (or, with ``output.store``, a sink)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    input: ProcessorInput
+    output: ProcessorOutput
+    transactional: bool = True
+    commit: Literal["after_output", "before_output"] = "after_output"
+    batch: int = Field(default=10, ge=1, le=100_000, description="records per transaction")
+    poll_interval: Duration = 20.0
+    takeover_after: Duration | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    _known_keys = field_validator("config")(Producer._known_keys.__func__)  # type: ignore[attr-defined]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Processor:
+        if self.transactional and self.output.store is not None:
+            raise ValueError("a sink to an external store cannot be transactional")
+        if self.transactional and self.commit != "after_output":
+            raise ValueError("a transactional processor commits offsets with its output")
+        return self
+
+
+class Consumer(_Model):
+    """A reader that polls a topic and records what it saw."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    topic: str
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    poll_interval: Duration = 50.0
+
+
 # -- faults ---------------------------------------------------------------------------------
 class DurationRange(_Model):
     min: Duration
@@ -150,7 +230,7 @@ class DurationRange(_Model):
         return self
 
 
-FaultKind = Literal["crash", "pause", "partition", "delay", "loss"]
+FaultKind = Literal["crash", "pause", "partition", "delay", "loss", "crash_at"]
 
 
 class Fault(_Model):
@@ -165,9 +245,19 @@ class Fault(_Model):
     duration: Duration | DurationRange
     extra_latency: Duration = 0.0
     probability: Probability = 0.0
+    point: str | None = None
+    occurrence: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _shape(self) -> Fault:
+        if self.kind == "crash_at":
+            if self.point not in POINTS:
+                raise ValueError(f"a crash_at fault needs a 'point', one of: {', '.join(POINTS)}")
+            if self.at is not None or self.rate is not None:
+                raise ValueError("a crash_at fault is triggered by its 'point', not 'at'/'rate'")
+            return self
+        if self.point is not None:
+            raise ValueError("'point' applies to crash_at faults only")
         if (self.at is None) == (self.rate is None):
             raise ValueError("give exactly one of 'at' (scheduled) or 'rate' (random)")
         if self.kind in ("crash", "pause") and not self.nodes:
@@ -223,7 +313,14 @@ class Scenario(_Model):
     kafka: Kafka = Kafka()
     cluster: Cluster
     network: NetworkSpec = NetworkSpec()
-    producers: list[Producer] = Field(min_length=1)
+    producers: list[Producer] = Field(default_factory=list)
+    transactional_producers: list[TransactionalProducer] = Field(default_factory=list)
+    processors: list[Processor] = Field(default_factory=list)
+    consumers: list[Consumer] = Field(default_factory=list)
+    # Fault-free time after the workload, so timed-out transactions are aborted before the
+    # final drain; default: transaction.timeout.ms plus two abort checks when there are
+    # transactional applications, else 0.
+    recovery: Duration | None = None
     faults: list[Fault] = Field(default_factory=list)
     unsafe: UnsafeSpec = UnsafeSpec()
     expect: dict[str, ExpectValue] = Field(default_factory=dict)
@@ -243,13 +340,33 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         topics = {t.name: t.partitions for t in self.cluster.topics}
-        names = [p.name for p in self.producers]
         brokers = [f"broker-{i}" for i in range(self.cluster.brokers)]
+        apps: list[tuple[str, int, str]] = [
+            (section, i, a.name)
+            for section in ("producers", "transactional_producers", "processors", "consumers")
+            for i, a in enumerate(getattr(self, section))
+        ]
+        if not apps:
+            raise _PathError(("producers",), "a scenario needs at least one application")
+        names = [name for _s, _i, name in apps]
+        for section, i, name in apps:
+            if names.count(name) > 1:
+                raise _PathError((section, i, "name"), f"application {name!r} is defined twice")
+            if name in brokers:
+                raise _PathError((section, i, "name"), f"{name!r} is a broker's name")
+
+        def known_topic(path: tuple[str | int, ...], topic: str | None) -> None:
+            if topic is not None and topic not in topics:
+                raise _PathError(path, f"unknown topic {topic!r}; topics are {sorted(topics)}")
+
+        for i, t in enumerate(self.transactional_producers):
+            known_topic(("transactional_producers", i, "workload", "topic"), t.workload.topic)
+        for i, proc in enumerate(self.processors):
+            known_topic(("processors", i, "input", "topic"), proc.input.topic)
+            known_topic(("processors", i, "output", "topic"), proc.output.topic)
+        for i, c in enumerate(self.consumers):
+            known_topic(("consumers", i, "topic"), c.topic)
         for i, p in enumerate(self.producers):
-            if names.count(p.name) > 1:
-                raise _PathError(("producers", i, "name"), f"producer {p.name!r} is defined twice")
-            if p.name in brokers:
-                raise _PathError(("producers", i, "name"), f"{p.name!r} is a broker's name")
             w = p.workload
             if w.topic not in topics:
                 raise _PathError(
@@ -270,8 +387,11 @@ class Scenario(_Model):
                     close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
-            if f.kind == "pause" and any(n in names for n in f.nodes):
-                raise _PathError(("faults", i, "nodes"), "pause applies to brokers only")
+            pausable = set(brokers) | {p.name for p in self.processors}
+            if f.kind == "pause" and any(n not in pausable for n in f.nodes):
+                raise _PathError(
+                    ("faults", i, "nodes"), "pause applies to brokers and processors only"
+                )
         return self
 
     # -- derived -----------------------------------------------------------------------

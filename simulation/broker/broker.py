@@ -15,6 +15,7 @@ block is lost. A pause (GC, SIGSTOP) stops request handling while requests keep 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
@@ -22,18 +23,33 @@ import simpy
 from simulation.broker.log import PartitionLog
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from simulation.broker.producer_state import ProducerStateManager, Verdict
+from simulation.coordinator.directory import (
+    CONSUMER_OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorDirectory,
+)
+from simulation.coordinator.runtime import CoordinatorRuntime
 from simulation.network import Connection, Message, Network
+from simulation.probe import Probe
 from simulation.protocol import (
     Disconnected,
     Errors,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
     TopicPartition,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from simulation.rules import ProtocolRules
+
+# KIP-890 part 1: (transactional id, producer id, epoch, partition) -> error or NONE
+PartitionVerifier = Callable[[str | None, int, int, TopicPartition], Errors]
 
 _VERDICT_ERRORS = {
     Verdict.OUT_OF_ORDER_SEQUENCE: Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -45,6 +61,8 @@ _VERDICT_ERRORS = {
 @dataclass(frozen=True, slots=True)
 class BrokerSettings:
     request_time_ms: float = 0.1
+    # The most records one fetch returns for a partition (whole batches, at least one).
+    fetch_max_records: int = 500
 
 
 class Broker:
@@ -57,6 +75,9 @@ class Broker:
         rules: ProtocolRules,
         allocator: ProducerIdBlockAllocator,
         settings: BrokerSettings,
+        probe: Probe | None = None,
+        directory: CoordinatorDirectory | None = None,
+        verify_partition: PartitionVerifier | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -74,6 +95,10 @@ class Broker:
         self._wakeup = env.event()
         self._connections: dict[int, Connection] = {}
         self.requests_handled = 0
+        self.probe = probe or Probe()
+        self.directory = directory
+        self.verify_partition = verify_partition
+        self.coordinator: CoordinatorRuntime | None = None  # attached by the runner
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
 
@@ -111,17 +136,30 @@ class Broker:
                 continue
             self.requests_handled += 1
             response = self._handle(msg.payload)
-            if response is not None:
+            if response is not None and self.alive:
                 self.network.send(self.name, msg.src, response, msg.conn)
 
     def _handle(self, request: object) -> object | None:
         if isinstance(request, ProduceRequest):
             return self._handle_produce(request)
-        if isinstance(request, InitProducerIdRequest):
+        if isinstance(request, FetchRequest):
+            return self._handle_fetch(request)
+        if isinstance(request, InitProducerIdRequest) and request.transactional_id is None:
             return InitProducerIdResponse(
                 request.correlation_id, Errors.NONE, self.producer_ids.generate_producer_id(), 0
             )
-        raise TypeError(f"{self.name}: unexpected request {type(request).__name__}")
+        if isinstance(request, WriteTxnMarkersRequest):
+            return self._handle_markers(request)
+        if isinstance(request, WriteTxnMarkersResponse):
+            if self.coordinator is not None:
+                self.coordinator.markers.on_response(request.correlation_id, request.results)
+            return None
+        response = self.coordinator.handle(request) if self.coordinator is not None else None
+        if response is None and not self.alive:
+            return None
+        if response is None:
+            raise TypeError(f"{self.name}: unexpected request {type(request).__name__}")
+        return response
 
     def _handle_produce(self, request: ProduceRequest) -> ProduceResponse | None:
         now = self.env.now
@@ -132,11 +170,22 @@ class Broker:
                 results.append(PartitionResponse(Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             state = self.producer_state[tp]
+            pid = data.producer_id
+            if data.transactional:
+                if pid not in log.ongoing and self.verify_partition is not None:
+                    error = self.verify_partition(request.transactional_id, pid, data.epoch, tp)
+                    if error is not Errors.NONE:
+                        results.append(PartitionResponse(error))
+                        continue
+            elif pid in log.ongoing:
+                # A non-transactional write while the producer's transaction is open.
+                results.append(PartitionResponse(Errors.INVALID_TXN_STATE))
+                continue
             last_seq = data.last_sequence
-            check = state.check(data.producer_id, data.epoch, data.base_sequence, last_seq)
+            check = state.check(pid, data.epoch, data.base_sequence, last_seq)
             if check.verdict is Verdict.APPEND:
                 batch = log.append(
-                    data.producer_id, data.epoch, data.base_sequence, data.values, now
+                    pid, data.epoch, data.base_sequence, data.values, now, data.transactional
                 )
                 state.update(
                     data.producer_id,
@@ -156,11 +205,58 @@ class Broker:
             return None
         return ProduceResponse(request.correlation_id, results)
 
+    def _handle_fetch(self, request: FetchRequest) -> FetchResponse:
+        parts: list[tuple[TopicPartition, FetchPartition]] = []
+        for tp, offset in request.partitions:
+            log = self.logs.get(tp)
+            if log is None:
+                parts.append((tp, FetchPartition(Errors.NOT_LEADER_OR_FOLLOWER)))
+                continue
+            batches, aborted = log.fetch(offset, request.isolation, self.settings.fetch_max_records)
+            fetched = FetchPartition(
+                Errors.NONE, batches, aborted, log.last_stable_offset(), log.log_end_offset
+            )
+            parts.append((tp, fetched))
+        return FetchResponse(request.correlation_id, parts)
+
+    def _handle_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
+        pid, epoch = request.producer_id, request.epoch
+        control = "COMMIT" if request.commit else "ABORT"
+        results: list[tuple[TopicPartition, Errors]] = []
+        for tp in request.partitions:
+            if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+                runtime = self.coordinator
+                error = Errors.NOT_LEADER_OR_FOLLOWER
+                if runtime is not None and runtime.partition_error(tp) is Errors.NONE:
+                    error = runtime.groups.complete_txn(tp[1], pid, epoch, request.commit)
+                results.append((tp, error))
+                continue
+            log = self.logs.get(tp)
+            if log is None:
+                results.append((tp, Errors.NOT_LEADER_OR_FOLLOWER))
+                continue
+            self.probe.hit("leader.before_marker", self.name)
+            if not self.alive:
+                return None
+            if not self.producer_state[tp].mark(pid, epoch):
+                results.append((tp, Errors.INVALID_PRODUCER_EPOCH))
+                continue
+            log.append_marker(pid, epoch, control, self.env.now)  # type: ignore[arg-type]
+            self.probe.hit("leader.after_marker", self.name)
+            if not self.alive:
+                return None
+            results.append((tp, Errors.NONE))
+        return WriteTxnMarkersResponse(request.correlation_id, pid, results)
+
     # -- faults ------------------------------------------------------------------------
     def crash(self) -> None:
         if not self.alive:
             return
         self.alive = False
+        if self.coordinator is not None:
+            self.coordinator.crash()
+        if self.directory is not None:
+            self.directory.broker_crashed(self.name)
         self.paused = False
         self._queue.clear()
         for conn in self._connections.values():
@@ -182,7 +278,8 @@ class Broker:
             state = self._new_state()
             for b in log.batches:
                 if b.control is not None:
-                    continue  # markers carry no sequences (epoch handling comes with txns)
+                    state.mark(b.producer_id, b.epoch)
+                    continue
                 state.update(
                     b.producer_id,
                     b.epoch,
@@ -192,6 +289,10 @@ class Broker:
                     b.last_offset,
                 )
             self.producer_state[tp] = state
+        if self.coordinator is not None:
+            self.coordinator.restart()
+        if self.directory is not None:
+            self.directory.broker_restarted(self.name)
         self._kick()
 
     def pause(self) -> None:

@@ -105,17 +105,41 @@ class PartitionLog:
         return min([bound, *self.ongoing.values()])
 
     def fetch(
-        self, offset: int, isolation: Literal["read_committed", "read_uncommitted"]
+        self,
+        offset: int,
+        isolation: Literal["read_committed", "read_uncommitted"] | str,
+        max_records: int | None = None,
     ) -> tuple[list[LogBatch], list[AbortedTransaction]]:
-        """Batches at or after ``offset`` up to the isolation level's bound, and (for
-        read_committed) the aborted transactions that overlap them."""
+        """Batches at or after ``offset`` up to the isolation level's bound (whole batches,
+        at least one, about ``max_records`` records), and (for read_committed) the aborted
+        transactions that overlap them."""
         bound = self.last_stable_offset() if isolation == "read_committed" else self.log_end_offset
-        batches = [b for b in self.batches if b.last_offset >= offset and b.base_offset < bound]
+        i = self._first_batch_at(offset)
+        batches: list[LogBatch] = []
+        taken = 0
+        for b in self.batches[i:]:
+            if b.base_offset >= bound or (
+                max_records is not None and batches and taken >= max_records
+            ):
+                break
+            batches.append(b)
+            taken += len(b.values)
         if isolation == "read_uncommitted" or not batches:
             return batches, []
         last = batches[-1].last_offset
         aborted = [a for a in self.aborted if a.first_offset <= last and a.last_offset >= offset]
         return batches, aborted
+
+    def _first_batch_at(self, offset: int) -> int:
+        """Index of the first batch whose last offset is >= ``offset`` (binary search)."""
+        lo, hi = 0, len(self.batches)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.batches[mid].last_offset < offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def records(self) -> list[dict[str, object]]:
         """Every data record in offset order, as written to a history's ``log`` line.
@@ -127,13 +151,28 @@ class PartitionLog:
                 continue
             for i, value in enumerate(b.values):
                 seq = NO_SEQUENCE if b.base_sequence == NO_SEQUENCE else b.base_sequence + i
-                out.append(
-                    {
-                        "offset": b.base_offset + i,
-                        "value": value,
-                        "producer_id": b.producer_id,
-                        "epoch": b.epoch,
-                        "sequence": seq,
-                    }
-                )
+                record: dict[str, object] = {
+                    "offset": b.base_offset + i,
+                    "value": value,
+                    "producer_id": b.producer_id,
+                    "epoch": b.epoch,
+                    "sequence": seq,
+                }
+                if b.transactional:
+                    record["transactional"] = True
+                    record["time"] = round(b.append_time, 6)
+                out.append(record)
         return out
+
+    def markers(self) -> list[dict[str, object]]:
+        """The control records, as a history ``log`` line's ``markers``."""
+        return [
+            {
+                "offset": b.base_offset,
+                "producer_id": b.producer_id,
+                "type": b.control,
+                "time": round(b.append_time, 6),
+            }
+            for b in self.batches
+            if b.control is not None
+        ]

@@ -112,3 +112,17 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         if len(entry.batches) > self.cached_batches:
             entry.batches.popleft()
+
+    def mark(self, producer_id: int, epoch: int) -> bool:
+        """A transaction marker of ``epoch`` is appended: a newer epoch replaces the
+        producer's (and clears its sequences). False if the marker's epoch is stale."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
+            return True
+        if epoch < entry.epoch:
+            return False
+        if epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        return True

@@ -15,7 +15,7 @@ Rules (``../shared/reference/kafka-protocol.md``):
   PRODUCER_FENCED, Prepare* -> CONCURRENT_TRANSACTIONS, else Ongoing.
 * EndTxn: Ongoing -> PrepareCommit/PrepareAbort; a retry of the same outcome is success in
   Complete* and CONCURRENT_TRANSACTIONS in Prepare*; the opposite outcome is INVALID_TXN_STATE.
-* Transaction version 2 bumps the epoch at every commit and abort.
+* Transaction version 2 bumps the epoch as every transaction ends (at Prepare*).
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulation.coordinator.transaction_log import TransactionLog, TransactionLogRecord
+from simulation.coordinator.transaction_log import (
+    TransactionLog,
+    TransactionLogRecord,
+    partition_for,
+)
 from simulation.coordinator.transaction_state import (
     TransactionMetadata,
     TransactionState,
@@ -81,10 +85,14 @@ class TransactionCoordinator:
             )
         )
         meta.transition_to(target)
+        meta.updated_ms = now
 
-    def load(self) -> None:
-        """Rebuild state from the log (coordinator failover)."""
-        self.transactions = {
+    def load(self, partition: int | None = None) -> list[TransactionMetadata]:
+        """Rebuild state from the log (coordinator failover): every id, or one partition's.
+
+        Returns the loaded transactions that are in PrepareCommit or PrepareAbort: their
+        markers must be written again."""
+        loaded = {
             txn_id: TransactionMetadata(
                 r.transactional_id,
                 r.producer_id,
@@ -94,9 +102,21 @@ class TransactionCoordinator:
                 list(r.partitions),
                 r.started_ms,
                 last_end_epoch=r.last_end_epoch,
+                updated_ms=r.time,
             )
-            for txn_id, r in self.log.load().items()
+            for txn_id, r in self.log.load(partition).items()
+            if r.state is not S.DEAD
         }
+        if partition is None:
+            self.transactions = loaded
+        else:
+            self.transactions.update(loaded)
+        return [m for m in loaded.values() if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+
+    def unload(self, partition: int) -> None:
+        """Forget one partition's transactions (its leadership moved away)."""
+        for txn_id in [t for t in self.transactions if partition_for(t) == partition]:
+            del self.transactions[txn_id]
 
     # -- InitProducerId ------------------------------------------------------------------
     def init_producer_id(self, txn_id: str, timeout_ms: int, now: float) -> InitProducerIdResult:
@@ -169,7 +189,8 @@ class TransactionCoordinator:
             and meta.producer_id == pid
             and meta.last_end_epoch == epoch
             and meta.epoch == epoch + 1
-            and meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+            and meta.state
+            in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
         )
         if error is not Errors.NONE and not retry_of_ended:
             return EndTxnResult(error)
@@ -178,6 +199,10 @@ class TransactionCoordinator:
         wanted_complete = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         if meta.state is S.ONGOING and not retry_of_ended:
             meta.last_end_epoch = epoch
+            if self.rules.transaction_version >= 2:
+                # KIP-890 part 2: the epoch is bumped as the transaction ends, so the markers
+                # fence the ended epoch on every partition.
+                self._bump_epoch(meta)
             self._persist(meta, wanted_prepare, now)
             return EndTxnResult(Errors.NONE, tuple(meta.partitions), commit)
         if meta.state is wanted_complete:
@@ -187,14 +212,43 @@ class TransactionCoordinator:
         return EndTxnResult(Errors.INVALID_TXN_STATE)
 
     def complete(self, txn_id: str, now: float) -> None:
-        """Every marker is written: move Prepare* to Complete* (bumping the epoch in TV2)."""
+        """Every marker is written: move Prepare* to Complete*."""
         meta = self.transactions[txn_id]
         target = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        if self.rules.transaction_version >= 2:
-            self._bump_epoch(meta)
         meta.partitions = []
         meta.started_ms = None
         self._persist(meta, target, now)
+
+    def verify_partition(self, txn_id: str, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+        """KIP-890 part 1: is ``tp`` in the open transaction of this producer and epoch?"""
+        meta = self.transactions.get(txn_id)
+        if (
+            meta is not None
+            and meta.producer_id == pid
+            and meta.epoch == epoch
+            and meta.state is S.ONGOING
+            and tp in meta.partitions
+        ):
+            return Errors.NONE
+        return Errors.INVALID_TXN_STATE
+
+    def marker_epoch(self, meta: TransactionMetadata) -> int:
+        """The epoch the markers of the transaction ending now carry: the current one, which
+        after a fence or (transaction version 2) at every end is the bumped epoch."""
+        return meta.epoch
+
+    def expire_transactional_ids(self, now: float, expiration_ms: float) -> list[str]:
+        """Remove ids idle (Empty or Complete*) for longer than ``expiration_ms``."""
+        expired = [
+            txn_id
+            for txn_id, meta in self.transactions.items()
+            if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+            and now - meta.updated_ms > expiration_ms
+        ]
+        for txn_id in expired:
+            self._persist(self.transactions[txn_id], S.DEAD, now)
+            del self.transactions[txn_id]
+        return expired
 
     # -- timeouts ------------------------------------------------------------------------
     def expired(self, now: float) -> list[str]:

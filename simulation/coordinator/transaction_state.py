@@ -62,6 +62,7 @@ class TransactionMetadata:
     # The epoch whose EndTxn ended the current transaction; None if it was fenced instead.
     # With transaction version 2 it tells a retried EndTxn from a fenced zombie's.
     last_end_epoch: int | None = None
+    updated_ms: float = 0.0
     history: list[TransactionState] = field(default_factory=list)
 
     def transition_to(self, target: TransactionState) -> None:

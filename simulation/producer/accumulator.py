@@ -209,3 +209,17 @@ class RecordAccumulator:
         out = [b for dq in self.batches.values() for b in dq]
         self.batches.clear()
         return out
+
+    def abort_undrained(self) -> list[ProducerBatch]:
+        """Remove every batch that has never been sent (a transaction is being aborted).
+        Batches waiting for a retry were sent and stay: their outcome must be learned."""
+        out: list[ProducerBatch] = []
+        for tp in list(self.batches):
+            dq = self.batches[tp]
+            keep = deque(b for b in dq if b.attempts > 0)
+            out.extend(b for b in dq if b.attempts == 0)
+            if keep:
+                self.batches[tp] = keep
+            else:
+                del self.batches[tp]
+        return out

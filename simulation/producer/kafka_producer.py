@@ -17,10 +17,13 @@ import simpy
 from simulation.config import ProducerConfig
 from simulation.metadata import ClusterMetadata
 from simulation.network import Network
+from simulation.probe import Probe
 from simulation.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator, RecordEntry
 from simulation.producer.partitioner import Partitioner
 from simulation.producer.sender import Sender
 from simulation.producer.transaction_manager import TransactionManager
+from simulation.producer.transactions import Transactions
+from simulation.protocol import TopicPartition
 from simulation.rng import RandomStream
 
 # (partition, offset, error, whether the record may have been written)
@@ -36,7 +39,11 @@ class KafkaProducer:
         metadata: ClusterMetadata,
         config: ProducerConfig,
         rng: RandomStream,
+        transaction_version: int = 2,
+        probe: Probe | None = None,
+        host: str | None = None,
     ) -> None:
+        self.probe = probe or Probe()
         self.env = env
         self.node = node
         self.metadata = metadata
@@ -49,6 +56,18 @@ class KafkaProducer:
             config.enable_idempotence,
         )
         self.transaction_manager = TransactionManager() if config.enable_idempotence else None
+        self.transactions: Transactions | None = None
+        if config.transactional_id is not None:
+            assert self.transaction_manager is not None
+            self.transactions = Transactions(
+                env,
+                config.transactional_id,
+                config.transaction_timeout_ms,
+                config.retry_backoff_ms,
+                self.transaction_manager,
+                transaction_version,
+            )
+            self.transaction_manager.txn = self.transactions
         self.partitioner = Partitioner(rng, config.batch_size, config.partitioner_ignore_keys)
         self.sender = Sender(
             env,
@@ -61,7 +80,10 @@ class KafkaProducer:
             rng,
             self._on_batches_done,
         )
-        network.register(node, self.sender.receive, client=True)
+        network.register(node, self.sender.receive, client=True, host=host)
+        if self.transactions is not None:
+            self.transactions.wakeup = self.sender.wakeup
+        self.sender.probe = self.probe
         self._memory_waiters: deque[simpy.Event] = deque()
         self._flush_waiters: list[simpy.Event] = []
 
@@ -96,6 +118,8 @@ class KafkaProducer:
         if partition is None:
             partition = self.partitioner.partition(topic, key, n, size)
         p = partition
+        if self.transactions is not None:
+            self.transactions.maybe_add_partition((topic, p))
 
         def on_complete(offset: int, error: str | None, maybe_written: bool) -> None:
             callback(p, offset, error, maybe_written)
@@ -145,6 +169,41 @@ class KafkaProducer:
         self._flush_waiters.append(event)
         self.sender.wakeup()
         return event
+
+    # -- transactions ------------------------------------------------------------------
+    def _txn(self) -> Transactions:
+        if self.transactions is None:
+            raise RuntimeError(f"{self.node}: not a transactional producer")
+        return self.transactions
+
+    def init_transactions(self) -> simpy.Event:
+        return self._txn().init_transactions()
+
+    def begin_transaction(self) -> str | None:
+        return self._txn().begin()
+
+    def send_offsets_to_transaction(
+        self, offsets: tuple[tuple[TopicPartition, int], ...], group: str
+    ) -> simpy.Event:
+        return self._txn().send_offsets_to_transaction(offsets, group)
+
+    def commit_transaction(self) -> simpy.Event:
+        """Flush, then end the transaction with a commit. The event's value is None or the
+        error; it may never fire if the coordinator stays unreachable (callers time out)."""
+        self.probe.hit("producer.before_end_txn", self.node)
+        if not self.sender.running:
+            return self.env.event()  # the process died here
+        result = self._txn().commit()
+        self.flush()
+        return result
+
+    def abort_transaction(self) -> simpy.Event:
+        txn = self._txn()
+        # Batches never sent are failed now; sent ones must complete before EndTxn goes out.
+        self.sender.abort_undrained_batches(txn.last_error or "TransactionAbortedException")
+        result = txn.abort()
+        self.sender.wakeup()
+        return result
 
     def crash(self) -> None:
         """The process dies: nothing completes, in-flight requests are on their own."""

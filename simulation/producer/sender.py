@@ -29,8 +29,11 @@ import simpy
 from simulation.config import ProducerConfig
 from simulation.metadata import ClusterMetadata
 from simulation.network import Connection, Message, Network
+from simulation.probe import Probe
 from simulation.producer.accumulator import ProducerBatch, RecordAccumulator
 from simulation.producer.transaction_manager import TransactionManager
+from simulation.producer.transaction_states import State
+from simulation.producer.transactions import END_TXN, TxnRequest
 from simulation.protocol import (
     NO_SEQUENCE,
     BatchData,
@@ -58,6 +61,7 @@ class InFlightRequest:
     deadline: float
     batches: list[ProducerBatch]
     init_producer_id: bool = False
+    txn: TxnRequest | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +106,8 @@ class Sender:
         self._broker_cursor = 0
         self.requests_sent = 0
         self.retries = 0
+        self.probe: Probe | None = None
+        self.paused: simpy.Event | None = None  # set while the process is frozen
         self.process = env.process(self._loop())
 
     # -- loop --------------------------------------------------------------------------
@@ -112,6 +118,9 @@ class Sender:
     def _loop(self):  # type: ignore[no-untyped-def]
         env = self.env
         while self.running:
+            if self.paused is not None:
+                yield self.paused
+                continue
             delay = self._run_once(env.now)
             if not self.running:
                 return
@@ -135,7 +144,16 @@ class Sender:
     def _run_once(self, now: float) -> float:
         delay = INF
         tm = self.tm
-        if tm is not None:
+        txn = tm.txn if tm is not None else None
+        if txn is not None:
+            tm.epoch_bump_required = False  # a transactional producer aborts instead
+            if txn.state.state in (
+                State.ABORTABLE_ERROR,
+                State.ABORTING_TRANSACTION,
+                State.FATAL_ERROR,
+            ):
+                self.abort_undrained_batches(txn.last_error or "TransactionAbortedException")
+        elif tm is not None:
             tm.maybe_resolve_sequences()
             if tm.epoch_bump_required:
                 tm.bump_idempotent_epoch()
@@ -143,6 +161,8 @@ class Sender:
                 delay = min(delay, self._send_init_producer_id(now))
         delay = min(delay, self._time_out_requests(now))
         delay = min(delay, self._expire_batches(now))
+        if txn is not None:
+            delay = min(delay, self._maybe_send_txn_request(now))
         if tm is not None and not tm.has_producer_id:
             # Nothing can be drained yet, but the InitProducerId request may still time out.
             return min(delay, self._next_connection_delay(now))
@@ -187,6 +207,10 @@ class Sender:
         nc.ready_at = now + backoff * (1 + self.rng.uniform(-JITTER, JITTER))
         requests, nc.in_flight = nc.in_flight, []
         for i, request in enumerate(requests):
+            if request.txn is not None:
+                assert self.tm is not None and self.tm.txn is not None
+                self.tm.txn.on_disconnect(request.txn)
+                continue
             if request.init_producer_id:
                 if self.tm is not None:
                     self.tm.initializing = False
@@ -228,6 +252,8 @@ class Sender:
         tm = self.tm
         if tm is None:
             return True
+        if tm.txn is not None and not tm.txn.is_partition_added(tp):
+            return False
         head = self.accumulator.head(tp)
         assert head is not None
         if not head.has_sequence:
@@ -268,9 +294,12 @@ class Sender:
             if b.attempts > 1:
                 self.retries += 1
             values = tuple(r.value for r in b.records)
-            partitions.append((b.tp, BatchData(b.producer_id, b.epoch, b.base_sequence, values)))
+            data = BatchData(
+                b.producer_id, b.epoch, b.base_sequence, values, self._txn_id is not None
+            )
+            partitions.append((b.tp, data))
         acks = self.config.acks
-        request = ProduceRequest(self._correlation, acks, partitions, batches)
+        request = ProduceRequest(self._correlation, acks, partitions, batches, self._txn_id)
         self.requests_sent += 1
         self.network.send(self.node, nc.broker, request, self._connection(nc))
         if acks == 0:
@@ -305,7 +334,10 @@ class Sender:
         nc.in_flight.remove(request)
         nc.failures = 0
         now = self.env.now
-        if isinstance(payload, InitProducerIdResponse):
+        if request.txn is not None:
+            assert self.tm is not None and self.tm.txn is not None
+            self.tm.txn.on_response(request.txn, payload)
+        elif isinstance(payload, InitProducerIdResponse):
             if self.tm is not None and payload.error is Errors.NONE:
                 self.tm.set_producer_id_and_epoch(payload.producer_id, payload.epoch)
             elif self.tm is not None:
@@ -334,10 +366,16 @@ class Sender:
             backoff = self._retry_backoff(batch)
             self.accumulator.reenqueue(batch, now, backoff)
             return
+        message = f"{error.exception_name}: {error.name}"
         if tm is not None:
             maybe_written = error.retriable or batch.attempts > 1
             tm.handle_failed_batch(batch, maybe_written=maybe_written)
-        self._fail_batch(batch, f"{error.exception_name}: {error.name}")
+            if tm.txn is not None:
+                if error in (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED):
+                    tm.txn.fatal("ProducerFencedException: " + error.name)
+                else:
+                    tm.txn.abortable(message)
+        self._fail_batch(batch, message)
 
     def _fail_batch(self, batch: ProducerBatch, message: str) -> None:
         if batch.fail(message):
@@ -349,6 +387,8 @@ class Sender:
         if batch.attempts - 1 >= self.config.retries:
             return False
         if self.tm is None:
+            return error.retriable
+        if self.tm.txn is not None:
             return error.retriable
         if error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
             return self.tm.can_retry(batch, error)
@@ -369,6 +409,8 @@ class Sender:
         for batch in expired:
             if self.tm is not None and batch.has_sequence:
                 self.tm.handle_failed_batch(batch, maybe_written=batch.attempts > 0)
+            if self._txn_id is not None:
+                self.tm.txn.abortable(message)  # type: ignore[union-attr]
             self._fail_batch(batch, message)
         delay = self.accumulator.next_expiry_delay(now)
         for nc in self._connections.values():
@@ -380,6 +422,8 @@ class Sender:
                     if left <= 0:
                         if self.tm is not None:
                             self.tm.handle_failed_batch(batch, maybe_written=True)
+                            if self.tm.txn is not None:
+                                self.tm.txn.abortable(message)
                         self._fail_batch(batch, message)
                         expired.append(batch)
                     else:
@@ -387,6 +431,65 @@ class Sender:
         if expired:
             self.on_batches_done()
         return delay
+
+    # -- transactions ------------------------------------------------------------------
+    @property
+    def _txn_id(self) -> str | None:
+        tm = self.tm
+        return tm.txn.transactional_id if tm is not None and tm.txn is not None else None
+
+    def _maybe_send_txn_request(self, now: float) -> float:
+        assert self.tm is not None and self.tm.txn is not None
+        txn = self.tm.txn
+        request = txn.next_request(now, self.accumulator.incomplete > 0)
+        if request is None:
+            return txn.next_wakeup(now)
+        node = txn.coordinator_node(request)
+        if node is None:
+            # FindCoordinator goes to any broker that can take it, round robin.
+            brokers = list(self._connections.values())
+            for i in range(len(brokers)):
+                nc = brokers[(self._broker_cursor + i) % len(brokers)]
+                if self._can_send_to(nc, now):
+                    self._broker_cursor = (self._broker_cursor + i + 1) % len(brokers)
+                    break
+            else:
+                waits = [nc.ready_at - now for nc in brokers if nc.ready_at > now]
+                return min(waits) if waits else INF
+        else:
+            nc = self._connections[node]
+            if not self._can_send_to(nc, now):
+                return nc.ready_at - now if nc.ready_at > now else INF
+        txn.sent(request)
+        self._correlation += 1
+        payload = request.build(self._correlation)
+        nc.in_flight.append(
+            InFlightRequest(
+                self._correlation, now + self.config.request_timeout_ms, [], txn=request
+            )
+        )
+        self.requests_sent += 1
+        self.network.send(self.node, nc.broker, payload, self._connection(nc))
+        if request.priority == END_TXN and self.probe is not None:
+            self.probe.hit("producer.after_end_txn_sent", self.node)
+        return INF
+
+    def abort_undrained_batches(self, message: str) -> None:
+        batches = self.accumulator.abort_undrained()
+        for batch in batches:
+            self._fail_batch(batch, message)
+        if batches:
+            self.on_batches_done()
+
+    def pause(self) -> None:
+        if self.paused is None:
+            self.paused = self.env.event()
+
+    def resume(self) -> None:
+        if self.paused is not None:
+            paused, self.paused = self.paused, None
+            paused.succeed()
+            self.wakeup()
 
     def abandon(self) -> None:
         """The producer process died: stop without completing anything."""

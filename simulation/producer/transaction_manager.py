@@ -24,6 +24,7 @@ batches in flight, ordered by sequence. The rules it implements:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from simulation.producer.accumulator import ProducerBatch
 from simulation.protocol import (
@@ -35,6 +36,9 @@ from simulation.protocol import (
     TopicPartition,
     increment_sequence,
 )
+
+if TYPE_CHECKING:
+    from simulation.producer.transactions import Transactions
 
 
 @dataclass(slots=True)
@@ -56,6 +60,7 @@ class TransactionManager:
         self._partitions: dict[TopicPartition, TxnPartitionEntry] = {}
         self._unresolved: dict[TopicPartition, None] = {}  # insertion-ordered set
         self._to_rewrite: dict[TopicPartition, None] = {}
+        self.txn: Transactions | None = None  # set for a transactional producer
 
     # -- producer id -------------------------------------------------------------------
     @property
@@ -66,6 +71,13 @@ class TransactionManager:
         self.producer_id = producer_id
         self.epoch = epoch
         self.initializing = False
+
+    def reset_sequences(self) -> None:
+        """A new epoch from the coordinator: every partition starts again at sequence 0."""
+        self._partitions.clear()
+        self._unresolved.clear()
+        self._to_rewrite.clear()
+        self.epoch_bump_required = False
 
     def _entry(self, tp: TopicPartition) -> TxnPartitionEntry:
         entry = self._partitions.get(tp)

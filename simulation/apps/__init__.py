@@ -1,0 +1,1 @@
+"""Applications beyond the plain producer: transactional writers, processors, readers."""

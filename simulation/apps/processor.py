@@ -1,0 +1,390 @@
+"""ProcessorApp: consume-transform-produce, with or without transactions, or a sink.
+
+Each *instance* of the application (``name/0``, ``name/1``, ...) reads its input partitions
+from the group's committed offsets, transforms each input record ``v`` into the output
+``v>name`` and writes it to the output topic (or to an :class:`ExternalStore`). One ``process``
+operation per input record records what happened:
+
+* **transactional**: begin; send the outputs; sendOffsetsToTransaction; commit. ``ok`` when
+  the commit returned, ``fail`` after an abort, ``info`` when the outcome is unknown (commit
+  timeout, fenced, crash). After a fatal error the instance is replaced by a new one with the
+  same transactional.id.
+* **not transactional**: send the outputs and flush, and commit the offsets, in the order
+  ``commit`` says (``after_output``: at-least-once; ``before_output``: at-most-once).
+
+A crash (``crash`` fault, or ``crash_at`` a ``processor.*`` point) kills the instance; the
+restart starts a new one. A ``pause`` freezes the instance; if it lasts ``takeover_after``,
+a new instance takes the partitions over (as a group rebalance would), and the paused one
+becomes a zombie that carries on when the pause ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import simpy
+
+from simulation.apps.store import ExternalStore
+from simulation.apps.transactional import wait
+from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
+from simulation.history import HistoryRecorder
+from simulation.network import Network
+from simulation.probe import Probe
+from simulation.producer.kafka_producer import KafkaProducer
+from simulation.protocol import TopicPartition
+from simulation.scenario import Processor
+
+
+class _Dead(Exception):
+    """The instance was killed or fenced: stop at once."""
+
+
+class _Instance:
+    def __init__(self, app: ProcessorApp, incarnation: int) -> None:
+        self.app = app
+        self.env = app.env
+        self.incarnation = incarnation
+        self.process_id = f"{app.name}/{incarnation}"
+        node = f"{app.name}#{incarnation}"
+        self.node = node
+        self.alive = True
+        self.resumed: simpy.Event | None = None
+        self.producer: KafkaProducer | None = (
+            app.make_producer(node) if app.needs_producer else None
+        )
+        self.consumer = app.make_consumer(f"{node}.consumer")
+        self.open_ops: dict[int, dict[str, Any]] = {}
+        self.process = self.env.process(self._run())
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def kill(self, error: str) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        if self.producer is not None:
+            self.producer.crash()
+        self.consumer.close()
+        self.app.network.resume_node(self.node)
+        self.app.network.resume_node(f"{self.node}.consumer")
+        self._complete_all("info", error)
+        if self.process.is_alive and self.env.active_process is not self.process:
+            self.process.interrupt("killed")
+
+    def pause(self) -> None:
+        if self.alive and self.resumed is None:
+            self.resumed = self.env.event()
+            if self.producer is not None:
+                self.producer.sender.pause()
+            self.app.network.pause_node(self.node)
+            self.app.network.pause_node(f"{self.node}.consumer")
+
+    def resume(self) -> None:
+        if self.resumed is not None:
+            resumed, self.resumed = self.resumed, None
+            if self.producer is not None:
+                self.producer.sender.resume()
+            self.app.network.resume_node(self.node)
+            self.app.network.resume_node(f"{self.node}.consumer")
+            resumed.succeed()
+
+    def _step(self, point: str | None = None):  # type: ignore[no-untyped-def]
+        """Between steps: a paused instance waits; a dead one stops."""
+        if point is not None:
+            self.app.probe.hit(point, self.app.name)
+        while self.resumed is not None:
+            yield self.resumed
+        if not self.alive:
+            raise _Dead
+
+    # -- operations --------------------------------------------------------------------
+    def _complete_all(self, type_: str, error: str | None) -> None:
+        for op_id in list(self.open_ops):
+            self._complete(op_id, type_, error)
+
+    def _complete(self, op_id: int, type_: str, error: str | None) -> None:
+        if self.open_ops.pop(op_id, None) is None:
+            return
+        self.app.counts[{"ok": "acked", "fail": "failed", "info": "indeterminate"}[type_]] += 1
+        self.app.history.complete(
+            op_id, type_, "process", self.process_id, self.env.now, None, error
+        )
+
+    # -- main loop ---------------------------------------------------------------------
+    def _run(self):  # type: ignore[no-untyped-def]
+        app = self.app
+        try:
+            if app.spec.transactional:
+                assert self.producer is not None
+                error = yield from wait(
+                    self.env, self.producer.init_transactions(), app.max_block_ms
+                )
+                yield from self._step()
+                if error is not None:
+                    self.kill(f"initTransactions failed: {error}")
+                    app.replace(self)
+                    return
+            committed = yield from self.consumer.committed()
+            yield from self._step()
+            for tp in self.consumer.positions:
+                self.consumer.seek(tp, committed.get(tp, 0))
+            while True:
+                polled_at = self.env.now
+                records = yield from self.consumer.poll()
+                yield from self._step("processor.after_poll")
+                if not records:
+                    # Caught up with a poll that began after the last input was written.
+                    inputs_end = app.inputs_done_at
+                    if (
+                        inputs_end is not None
+                        and polled_at > inputs_end
+                        and self.consumer.caught_up()
+                    ):
+                        app.finished(self)
+                        return
+                    yield self.env.timeout(app.spec.poll_interval)
+                    yield from self._step()
+                    continue
+                batch = self._take(records)
+                if app.spec.transactional:
+                    yield from self._transaction(batch)
+                else:
+                    yield from self._at_least_or_most_once(batch)
+        except (simpy.Interrupt, _Dead):
+            return
+
+    def _take(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        batch = records[: self.app.spec.batch]
+        rest = records[self.app.spec.batch :]
+        for tp, offset, _value in reversed(rest):
+            self.consumer.seek(tp, offset)  # ends at each partition's first untaken record
+        return batch
+
+    def _invoke(self, batch: list[ConsumerRecord], txn_id: str | None) -> list[int]:
+        ids = []
+        for (topic, partition), offset, value in batch:
+            body = {
+                "input": {"topic": topic, "partition": partition, "offset": offset, "value": value},
+                "outputs": [self.app.output_value(value, self.process_id)],
+                "transactional_id": txn_id,
+            }
+            op_id = self.app.history.invoke("process", self.process_id, self.env.now, body)
+            self.open_ops[op_id] = body
+            self.app.counts["sent"] += 1
+            ids.append(op_id)
+        return ids
+
+    @staticmethod
+    def _next_offsets(batch: list[ConsumerRecord]) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for tp, offset, _value in batch:
+            out[tp] = max(out.get(tp, 0), offset + 1)
+        return out
+
+    def _rewind(self, batch: list[ConsumerRecord]) -> None:
+        first: dict[TopicPartition, int] = {}
+        for tp, offset, _value in batch:
+            first.setdefault(tp, offset)
+        for tp, offset in first.items():
+            self.consumer.seek(tp, offset)
+
+    def _transaction(self, batch: list[ConsumerRecord]):  # type: ignore[no-untyped-def]
+        app = self.app
+        producer = self.producer
+        assert producer is not None and producer.transactions is not None
+        ids = self._invoke(batch, producer.config.transactional_id)
+        error = producer.begin_transaction()
+        if error is None:
+            for _tp, _offset, value in batch:
+                blocked = producer.send(
+                    app.out_topic,
+                    None,
+                    app.output_value(value, self.process_id),
+                    None,
+                    _ignore,
+                    100,
+                )
+                if blocked is not None:
+                    yield blocked
+            yield from self._step("processor.after_send")
+            offsets = tuple(self._next_offsets(batch).items())
+            error = yield from wait(
+                self.env, producer.send_offsets_to_transaction(offsets, app.group), app.max_block_ms
+            )
+            yield from self._step("processor.after_send_offsets")
+        if error is None:
+            started = self.env.now
+            error = yield from wait(self.env, producer.commit_transaction(), app.max_block_ms)
+            yield from self._step()
+            if error is None:
+                app.commit_latencies.append(self.env.now - started)
+                for op_id in ids:
+                    self._complete(op_id, "ok", None)
+                producer.probe.hit("producer.after_commit", app.name)
+                yield from self._step()
+                return
+        if producer.transactions.is_fatal or error.startswith(("TimeoutException", "IllegalState")):
+            self.kill(error)
+            app.replace(self)
+            raise _Dead
+        abort_error = yield from wait(self.env, producer.abort_transaction(), app.max_block_ms)
+        yield from self._step()
+        if abort_error is not None:
+            self.kill(f"{error}; abort failed: {abort_error}")
+            app.replace(self)
+            raise _Dead
+        for op_id in ids:
+            self._complete(op_id, "fail", error)
+        self._rewind(batch)
+
+    def _at_least_or_most_once(self, batch: list[ConsumerRecord]):  # type: ignore[no-untyped-def]
+        app = self.app
+        ids = self._invoke(batch, None)
+        offsets = self._next_offsets(batch)
+        if app.spec.commit == "before_output":
+            yield from self.consumer.commit(offsets)
+            yield from self._step("processor.after_send_offsets")
+        failed: list[str] = []
+        if app.store is not None:
+            for (topic, partition), offset, value in batch:
+                app.store.write(
+                    value, f"{topic}-{partition}", offset, app.output_value(value, self.process_id)
+                )
+        else:
+            producer = self.producer
+            assert producer is not None
+            for _tp, _offset, value in batch:
+
+                def done(_p: int, _o: int, err: str | None, _mw: bool) -> None:
+                    if err is not None:
+                        failed.append(err)
+
+                blocked = producer.send(
+                    app.out_topic, None, app.output_value(value, self.process_id), None, done, 100
+                )
+                if blocked is not None:
+                    yield blocked
+            yield producer.flush()
+        yield from self._step("processor.after_send")
+        if app.spec.commit == "after_output":
+            yield from self.consumer.commit(offsets)
+            yield from self._step("processor.after_send_offsets")
+        for op_id in ids:
+            if failed:
+                self._complete(op_id, "info", failed[0])
+            else:
+                self._complete(op_id, "ok", None)
+
+
+def _ignore(_p: int, _o: int, _e: str | None, _mw: bool) -> None:
+    pass
+
+
+class ProcessorApp:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        spec: Processor,
+        network: Network,
+        make_producer: Callable[[str], KafkaProducer],
+        make_consumer: Callable[[str], KafkaConsumer],
+        partitions: list[TopicPartition],
+        history: HistoryRecorder,
+        probe: Probe,
+        inputs_done: simpy.Event,
+        max_block_ms: float,
+        store: ExternalStore | None,
+    ) -> None:
+        self.env = env
+        self.spec = spec
+        self.name = spec.name
+        self.network = network
+        self.history = history
+        self.probe = probe
+        self.inputs_done = inputs_done
+        self.max_block_ms = max_block_ms
+        self.store = store
+        self.partitions = partitions
+        self.group = spec.input.group or spec.name
+        self.out_topic = spec.output.topic or ""
+        self.needs_producer = store is None
+        self._make_producer = make_producer
+        self._make_consumer = make_consumer
+        self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
+        self.commit_latencies: list[float] = []
+        self.incarnation = -1
+        self.instances: list[_Instance] = []
+        self.current: _Instance | None = None
+        self.down_count = 0
+        self.done = env.event()
+        self.inputs_done_at: float | None = None
+        inputs_done.callbacks.append(lambda _ev: setattr(self, "inputs_done_at", env.now))
+        if inputs_done.triggered:
+            self.inputs_done_at = env.now
+        self._start()
+
+    def make_producer(self, node: str) -> KafkaProducer:
+        return self._make_producer(node)
+
+    def make_consumer(self, node: str) -> KafkaConsumer:
+        consumer = self._make_consumer(node)
+        consumer.assign(list(self.partitions))
+        return consumer
+
+    @staticmethod
+    def output_value(value: str, process_id: str) -> str:
+        """The output of one attempt at an input: unique per instance, so that the checker
+        can tell which attempt's output became visible."""
+        return f"{value}>{process_id}"
+
+    def _start(self) -> None:
+        self.incarnation += 1
+        instance = _Instance(self, self.incarnation)
+        self.instances.append(instance)
+        self.current = instance
+
+    def replace(self, instance: _Instance) -> None:
+        """A fatal error ended the current instance: start a new one."""
+        if instance is self.current and not self.done.triggered:
+            self._start()
+
+    def finished(self, instance: _Instance) -> None:
+        instance.alive = False
+        if instance is self.current and not self.done.triggered:
+            self.done.succeed()
+
+    # -- faults ------------------------------------------------------------------------
+    def crash(self) -> None:
+        self.down_count += 1
+        if self.current is not None:
+            self.current.kill("ProcessCrashed: the processor died in the step")
+            self.current = None
+
+    def restart(self) -> None:
+        self.down_count = max(self.down_count - 1, 0)
+        if self.down_count == 0 and self.current is None and not self.done.triggered:
+            self._start()
+
+    def pause(self) -> None:
+        instance = self.current
+        if instance is None:
+            return
+        instance.pause()
+        if self.spec.takeover_after is not None:
+            timer = self.env.timeout(self.spec.takeover_after)
+            timer.callbacks.append(lambda _ev: self._take_over(instance))
+
+    def _take_over(self, instance: _Instance) -> None:
+        if instance is self.current and instance.resumed is not None and not self.done.triggered:
+            self._start()  # the paused instance lives on as a zombie
+
+    def resume(self) -> None:
+        for instance in self.instances:
+            instance.resume()
+
+    def abandon_open_ops(self, error: str) -> int:
+        n = 0
+        for instance in self.instances:
+            n += len(instance.open_ops)
+            instance._complete_all("info", error)
+        return n

@@ -1,0 +1,79 @@
+"""ReaderApp: a consumer that polls a topic and records every non-empty poll.
+
+Readers show what downstream applications see: a read_uncommitted reader returns records of
+aborted transactions, a read_committed one must not. The runner's final drain is a reader
+too: a fresh read_committed consumer that reads every partition to its last stable offset.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
+from simulation.history import HistoryRecorder
+
+
+def record_poll(
+    history: HistoryRecorder,
+    process: str,
+    time: float,
+    records: list[ConsumerRecord],
+    isolation: str,
+    group: str | None,
+) -> None:
+    polled = [
+        {"topic": topic, "partition": partition, "offset": offset, "value": value}
+        for (topic, partition), offset, value in records
+    ]
+    op_id = history.invoke("poll", process, time, None)
+    value = {"records": polled, "isolation": isolation, "group": group}
+    history.complete(op_id, "ok", "poll", process, time, value)
+
+
+class ReaderApp:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        consumer: KafkaConsumer,
+        history: HistoryRecorder,
+        poll_interval: float,
+        stop: simpy.Event,
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.consumer = consumer
+        self.history = history
+        self.poll_interval = poll_interval
+        self.stop = stop
+        self.polls = 0
+        self.process = env.process(self._run())
+
+    def _run(self):  # type: ignore[no-untyped-def]
+        while not self.stop.triggered:
+            records = yield from self.consumer.poll()
+            if records:
+                self.polls += 1
+                record_poll(
+                    self.history,
+                    f"{self.name}/0",
+                    self.env.now,
+                    records,
+                    self.consumer.isolation,
+                    None,
+                )
+            else:
+                yield self.env.timeout(self.poll_interval)
+        self.consumer.close()
+
+
+def drain(env: simpy.Environment, consumer: KafkaConsumer, history: HistoryRecorder, process: str):  # type: ignore[no-untyped-def]
+    """Read every assigned partition to its end (the LSO for read_committed)."""
+    while True:
+        records = yield from consumer.poll()
+        if records:
+            record_poll(history, process, env.now, records, consumer.isolation, None)
+        elif consumer.caught_up():
+            return
+        else:
+            yield env.timeout(10.0)

@@ -1,0 +1,213 @@
+"""TransactionalProducerApp: a Jepsen-style transactional writer.
+
+Each transaction writes ``size`` new unique values and then commits, or aborts with
+``abort_probability``. Its ``txn`` operation is completed with Jepsen's outcome rules:
+
+* ``ok`` when commitTransaction returned, ``fail`` when the transaction was aborted (by the
+  application, or after an abortable error);
+* ``info`` when the outcome is unknown: the commit timed out (``max.block.ms``), the
+  producer was fenced or hit another fatal error, or the process crashed. The application
+  then restarts as a new process with the **same** transactional.id, whose
+  initTransactions fences the old one and settles its open transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import simpy
+
+from simulation.history import HistoryRecorder
+from simulation.probe import Probe
+from simulation.producer.kafka_producer import KafkaProducer
+from simulation.rng import RandomStream
+from simulation.scenario import TxnWorkload
+
+ProducerFactory = Callable[[], KafkaProducer]
+
+
+def wait(env: simpy.Environment, event: simpy.Event, timeout_ms: float) -> Generator[Any, Any, Any]:
+    """Wait for ``event`` at most ``timeout_ms``; the value, or a TimeoutException text."""
+    timer = env.timeout(timeout_ms)
+    yield env.any_of([event, timer])
+    if event.triggered:
+        return event.value
+    return f"TimeoutException: timed out after {timeout_ms:g} ms"
+
+
+class TransactionalProducerApp:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        workload: TxnWorkload,
+        make_producer: ProducerFactory,
+        history: HistoryRecorder,
+        rng: RandomStream,
+        max_block_ms: float,
+        probe: Probe,
+    ) -> None:
+        self.probe = probe
+        self.env = env
+        self.name = name
+        self.workload = workload
+        self.make_producer = make_producer
+        self.history = history
+        self.rng = rng
+        self.max_block_ms = max_block_ms
+        self.incarnation = 0
+        self.alive = True
+        self.down_count = 0
+        self.producer: KafkaProducer | None = None
+        self.next_txn = 0
+        self.next_value = 0
+        self.open_op: tuple[int, dict[str, Any]] | None = None
+        self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
+        self.commit_latencies: list[float] = []
+        self._restarted = env.event()
+        self.done = env.event()
+        self.process = env.process(self._run())
+
+    @property
+    def process_id(self) -> str:
+        return f"{self.name}/{self.incarnation}"
+
+    def _run(self):  # type: ignore[no-untyped-def]
+        w = self.workload
+        if w.start > 0:
+            yield self.env.timeout(w.start)
+        interval = 1000.0 / w.rate
+        while True:
+            try:
+                self.producer = self.make_producer()
+                error = yield from wait(
+                    self.env, self.producer.init_transactions(), self.max_block_ms
+                )
+                if error is not None:
+                    self._restart_process()
+                    continue
+                while self.next_txn < w.transactions:
+                    restart = yield from self._transaction()
+                    if restart:
+                        self._restart_process()
+                        break
+                    yield self.env.timeout(interval)
+                else:
+                    self.done.succeed()
+                    return
+            except simpy.Interrupt:
+                yield self._restarted
+
+    def _transaction(self):  # type: ignore[no-untyped-def]
+        """One transaction; True if the producer must be replaced afterwards."""
+        w = self.workload
+        producer = self.producer
+        assert producer is not None
+        self.next_txn += 1
+        values = [f"{self.name}-{self.next_value + i}" for i in range(w.size)]
+        self.next_value += w.size
+        keys = [None if w.keys is None else f"k{self.rng.integer(w.keys)}" for _ in values]
+        sends = [
+            {"topic": w.topic, "partition": None, "key": k, "value": v}
+            for k, v in zip(keys, values, strict=True)
+        ]
+        body = {
+            "transactional_id": producer.config.transactional_id,
+            "producer_id": producer.transaction_manager.producer_id,  # type: ignore[union-attr]
+            "epoch": producer.transaction_manager.epoch,  # type: ignore[union-attr]
+            "sends": sends,
+        }
+        op_id = self.history.invoke("txn", self.process_id, self.env.now, body)
+        self.open_op = (op_id, body)
+        self.counts["sent"] += 1
+        started = self.env.now
+        error = producer.begin_transaction()
+        acked: dict[str, tuple[int, int]] = {}
+        if error is None:
+            for key, value in zip(keys, values, strict=True):
+
+                def done(p: int, offset: int, err: str | None, _mw: bool, v: str = value) -> None:
+                    if err is None:
+                        acked[v] = (p, offset)
+
+                blocked = producer.send(w.topic, key, value, None, done, w.value_bytes)
+                if blocked is not None:
+                    yield blocked
+            if self.rng.random() < w.abort_probability:
+                # Written first, then aborted: the records reach the log and need markers.
+                yield from wait(self.env, producer.flush(), self.max_block_ms)
+                error = yield from wait(self.env, producer.abort_transaction(), self.max_block_ms)
+                self._complete(
+                    "fail",
+                    "AbortedByApplication: abortTransaction" if error is None else error,
+                    None,
+                )
+                return error is not None
+            error = yield from wait(self.env, producer.commit_transaction(), self.max_block_ms)
+            if error is None:
+                self.commit_latencies.append(self.env.now - started)
+                committed = [
+                    {"topic": w.topic, "partition": acked[v][0], "value": v, "offset": acked[v][1]}
+                    for v in values
+                    if v in acked
+                ]
+                self._complete("ok", None, {"sends": committed})
+                self.probe.hit("producer.after_commit", self.name)
+                return False
+        txn = producer.transactions
+        assert txn is not None
+        if txn.is_fatal or error.startswith("TimeoutException"):
+            self._complete("info", error, None)
+            return True
+        # An abortable error: abort, and the transaction definitely did not commit.
+        abort_error = yield from wait(self.env, producer.abort_transaction(), self.max_block_ms)
+        if abort_error is None:
+            self._complete("fail", error, None)
+            return False
+        self._complete("info", f"{error}; abort failed: {abort_error}", None)
+        return True
+
+    def _complete(self, type_: str, error: str | None, value: dict[str, Any] | None) -> None:
+        if self.open_op is None:
+            return
+        op_id, _body = self.open_op
+        self.open_op = None
+        key = {"ok": "acked", "fail": "failed", "info": "indeterminate"}[type_]
+        self.counts[key] += 1
+        self.history.complete(op_id, type_, "txn", self.process_id, self.env.now, value, error)
+
+    def _restart_process(self) -> None:
+        """Replace the producer with a new process using the same transactional.id."""
+        if self.producer is not None:
+            self.producer.crash()
+        self.incarnation += 1
+
+    # -- faults ------------------------------------------------------------------------
+    def crash(self) -> None:
+        self.down_count += 1
+        if not self.alive:
+            return
+        self.alive = False
+        if self.producer is not None:
+            self.producer.crash()
+        self._complete("info", "ProcessCrashed: the process died in the transaction", None)
+        if not self.done.triggered and self.process.is_alive:
+            self.process.interrupt("crash")
+
+    def abandon_open_ops(self, error: str) -> int:
+        if self.open_op is None:
+            return 0
+        self._complete("info", error, None)
+        return 1
+
+    def restart(self) -> None:
+        self.down_count = max(self.down_count - 1, 0)
+        if self.alive or self.down_count > 0:
+            return
+        self.alive = True
+        self.incarnation += 1
+        if self.done.triggered:
+            return
+        restarted, self._restarted = self._restarted, self.env.event()
+        restarted.succeed()

@@ -1,0 +1,86 @@
+"""GroupCoordinator, offsets part: committed offsets and transactional offsets of groups.
+
+The ``__consumer_offsets`` contents are an :class:`OffsetStore`, durable storage that the
+next coordinator loads (as the transaction log is). A plain OffsetCommit takes effect at
+once. A TxnOffsetCommit is kept *pending* under the producer id until the transaction's
+marker reaches the group's ``__consumer_offsets`` partition: COMMIT makes the offsets the
+group's committed offsets, ABORT drops them. While offsets are pending for a partition, an
+OffsetFetch that asks for stable offsets (KIP-447) is answered UNSTABLE_OFFSET_COMMIT.
+
+A TxnOffsetCommit from an epoch older than the newest one seen for its producer id is
+fenced, as the append to ``__consumer_offsets`` would be. Group membership and rebalancing
+are not modelled: applications assign their partitions statically (a listed departure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC
+from simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
+from simulation.protocol import Errors, TopicPartition
+
+
+def offsets_partition(group: str) -> tuple[str, int]:
+    return CONSUMER_OFFSETS_TOPIC, partition_for(group, TRANSACTION_STATE_PARTITIONS)
+
+
+@dataclass
+class OffsetStore:
+    """Durable ``__consumer_offsets`` contents."""
+
+    committed: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    # (group, producer id) -> offsets waiting for the transaction's marker
+    pending: dict[tuple[str, int], dict[TopicPartition, int]] = field(default_factory=dict)
+    producer_epochs: dict[int, int] = field(default_factory=dict)
+
+
+class GroupCoordinator:
+    def __init__(self, store: OffsetStore) -> None:
+        self.store = store
+
+    def commit(self, group: str, offsets: tuple[tuple[TopicPartition, int], ...]) -> Errors:
+        committed = self.store.committed.setdefault(group, {})
+        for tp, offset in offsets:
+            committed[tp] = offset
+        return Errors.NONE
+
+    def txn_commit(
+        self,
+        group: str,
+        producer_id: int,
+        epoch: int,
+        offsets: tuple[tuple[TopicPartition, int], ...],
+    ) -> Errors:
+        known = self.store.producer_epochs.get(producer_id)
+        if known is not None and epoch < known:
+            return Errors.PRODUCER_FENCED
+        self.store.producer_epochs[producer_id] = epoch
+        pending = self.store.pending.setdefault((group, producer_id), {})
+        for tp, offset in offsets:
+            pending[tp] = offset
+        return Errors.NONE
+
+    def fetch(
+        self, group: str, partitions: tuple[TopicPartition, ...], require_stable: bool = True
+    ) -> tuple[Errors, dict[TopicPartition, int]]:
+        if require_stable:
+            for (g, _pid), offsets in self.store.pending.items():
+                if g == group and any(tp in offsets for tp in partitions):
+                    return Errors.UNSTABLE_OFFSET_COMMIT, {}
+        committed = self.store.committed.get(group, {})
+        return Errors.NONE, {tp: committed[tp] for tp in partitions if tp in committed}
+
+    def complete_txn(self, partition: int, producer_id: int, epoch: int, commit: bool) -> Errors:
+        """A COMMIT or ABORT marker reached ``__consumer_offsets`` partition ``partition``."""
+        known = self.store.producer_epochs.get(producer_id)
+        if known is not None and epoch < known:
+            return Errors.INVALID_PRODUCER_EPOCH
+        self.store.producer_epochs[producer_id] = epoch
+        for group, pid in list(self.store.pending):
+            if pid != producer_id or offsets_partition(group)[1] != partition:
+                continue
+            offsets = self.store.pending.pop((group, pid))
+            if commit:
+                self.store.committed.setdefault(group, {}).update(offsets)
+        return Errors.NONE

@@ -1,0 +1,147 @@
+"""TransactionMarkerChannelManager: writes COMMIT/ABORT markers to the partitions' leaders.
+
+For a transaction the coordinator has moved to PrepareCommit or PrepareAbort, one
+WriteTxnMarkers request goes to the leader of each partition group, and every partition is
+retried until its leader accepts the marker: after ``retry_backoff_ms`` on an error, and
+after ``request_timeout_ms`` when no answer came (the request or its answer was lost, or the
+leader is down). When the last partition has accepted, ``on_done`` is called and the
+coordinator persists CompleteCommit/CompleteAbort.
+
+Inter-broker messages travel without a connection: each is lost or delayed on its own (a
+listed departure). A crash of the coordinator drops the channel; the next coordinator
+re-sends the markers of every Prepare* transaction it loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import simpy
+
+from simulation.network import Network
+from simulation.protocol import Errors, TopicPartition, WriteTxnMarkersRequest
+
+LeaderOf = Callable[[TopicPartition], str | None]
+
+
+@dataclass(eq=False)
+class _PendingMarkers:
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    commit: bool
+    coordinator_epoch: int
+    remaining: dict[TopicPartition, None]
+    on_done: Callable[[], None]
+    in_flight: dict[int, tuple[TopicPartition, ...]] = field(default_factory=dict)
+    done: bool = False
+
+
+class TransactionMarkerChannelManager:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        node: str,
+        network: Network,
+        leader_of: LeaderOf,
+        request_timeout_ms: float,
+        retry_backoff_ms: float,
+    ) -> None:
+        self.env = env
+        self.node = node
+        self.network = network
+        self.leader_of = leader_of
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.generation = 0  # bumped on crash: late timers and answers of a dead channel
+        self._correlation = 0
+        self._requests: dict[int, _PendingMarkers] = {}
+        self.markers_sent = 0
+
+    def send_markers(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: tuple[TopicPartition, ...],
+        on_done: Callable[[], None],
+    ) -> None:
+        pending = _PendingMarkers(
+            transactional_id,
+            producer_id,
+            epoch,
+            commit,
+            coordinator_epoch,
+            dict.fromkeys(partitions),
+            on_done,
+        )
+        if not pending.remaining:
+            on_done()
+            return
+        self._send(pending, tuple(pending.remaining))
+
+    def _send(self, pending: _PendingMarkers, partitions: tuple[TopicPartition, ...]) -> None:
+        by_leader: dict[str, list[TopicPartition]] = {}
+        unavailable: list[TopicPartition] = []
+        for tp in partitions:
+            if tp not in pending.remaining:
+                continue
+            leader = self.leader_of(tp)
+            if leader is None:
+                unavailable.append(tp)
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            self._correlation += 1
+            cid = self._correlation
+            request = WriteTxnMarkersRequest(
+                cid,
+                pending.producer_id,
+                pending.epoch,
+                pending.commit,
+                pending.coordinator_epoch,
+                tuple(tps),
+            )
+            self._requests[cid] = pending
+            pending.in_flight[cid] = tuple(tps)
+            self.markers_sent += len(tps)
+            self.network.send(self.node, leader, request, request=True)
+            self._later(self.request_timeout_ms, lambda c=cid: self._timed_out(c))
+        if unavailable:
+            self._later(self.retry_backoff_ms, lambda: self._send(pending, tuple(unavailable)))
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        generation = self.generation
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(lambda _ev: action() if generation == self.generation else None)
+
+    def _timed_out(self, cid: int) -> None:
+        pending = self._requests.pop(cid, None)
+        if pending is None:
+            return
+        self._send(pending, pending.in_flight.pop(cid))
+
+    def on_response(self, cid: int, results: list[tuple[TopicPartition, Errors]]) -> None:
+        pending = self._requests.pop(cid, None)
+        if pending is None:
+            return  # a late answer to a request that already timed out, or a dead channel
+        pending.in_flight.pop(cid, None)
+        retry: list[TopicPartition] = []
+        for tp, error in results:
+            # INVALID_PRODUCER_EPOCH: a newer epoch already wrote there; the marker is moot.
+            if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH):
+                pending.remaining.pop(tp, None)
+            else:
+                retry.append(tp)
+        if retry:
+            self._later(self.retry_backoff_ms, lambda: self._send(pending, tuple(retry)))
+        if not pending.remaining and not pending.done:
+            pending.done = True
+            pending.on_done()
+
+    def shutdown(self) -> None:
+        self.generation += 1
+        self._requests.clear()

@@ -1,0 +1,495 @@
+"""The transactional half of Kafka's TransactionManager: states, coordinator requests, errors.
+
+The application calls :meth:`Transactions.init_transactions`, :meth:`begin`,
+:meth:`send_offsets_to_transaction`, :meth:`commit` and :meth:`abort`; each that talks to a
+coordinator returns a SimPy event whose value is ``None`` on success or the error (as
+``"ExceptionName: detail"``).
+
+Requests to coordinators are queued here and sent by the Sender, **one at a time, by
+priority**: FindCoordinator, then InitProducerId, then AddPartitionsToTxn/AddOffsetsToTxn
+(and TxnOffsetCommit), then EndTxn. EndTxn also waits until every batch of the transaction
+has completed. A request whose coordinator is unknown first looks it up with
+FindCoordinator.
+
+The client's reactions (the reference's table):
+
+* CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, UNSTABLE_OFFSET_COMMIT and
+  disconnections: retry after ``retry.backoff.ms``;
+* NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, or a coordinator that cannot be reached: look
+  the coordinator up again and retry;
+* PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT,
+  TRANSACTIONAL_ID_NOT_FOUND on a coordinator request: FATAL_ERROR;
+* INVALID_PRODUCER_ID_MAPPING: ABORTABLE_ERROR (the id expired; abort and start again);
+* a produce that fails (timeout, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE):
+  ABORTABLE_ERROR; a produce answered INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: FATAL_ERROR.
+
+After an abort that followed a produce error, the producer bumps its epoch with an
+InitProducerId carrying the current id and epoch (KIP-360) before the next transaction,
+because its sequence numbers may no longer match the brokers'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from simulation.producer.transaction_manager import TransactionManager
+from simulation.producer.transaction_states import ClientTransactionState, State
+from simulation.protocol import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    EndTxnResponse,
+    Errors,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TopicPartition,
+    TxnOffsetCommitRequest,
+)
+
+FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_OR_OFFSETS, END_TXN = range(4)
+
+RETRY = "retry"  # the handler asks for the same request again after a backoff
+LOOKUP = "lookup"  # ... after finding the coordinator again
+
+FATAL = frozenset(
+    {
+        Errors.PRODUCER_FENCED,
+        Errors.INVALID_PRODUCER_EPOCH,
+        Errors.INVALID_TXN_STATE,
+        Errors.INVALID_TRANSACTION_TIMEOUT,
+        Errors.TRANSACTIONAL_ID_NOT_FOUND,
+    }
+)
+RETRIABLE = frozenset(
+    {
+        Errors.CONCURRENT_TRANSACTIONS,
+        Errors.COORDINATOR_LOAD_IN_PROGRESS,
+        Errors.UNSTABLE_OFFSET_COMMIT,
+        Errors.REQUEST_TIMED_OUT,
+        Errors.NETWORK_EXCEPTION,
+    }
+)
+LOOKUP_ERRORS = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
+
+
+def error_text(error: Errors, detail: str = "") -> str:
+    return f"{error.exception_name}: {detail or error.name}"
+
+
+@dataclass(eq=False)
+class TxnRequest:
+    """One queued coordinator request (Kafka's ``TxnRequestHandler``)."""
+
+    priority: int
+    name: str
+    coordinator_type: str  # "transaction" or "group"
+    coordinator_key: str
+    build: Callable[[int], Any]  # correlation id -> request
+    handle: Callable[[Any], str | None]  # response -> None (done), RETRY or LOOKUP
+    order: int = 0
+    not_before: float = 0.0
+    commit: bool = False
+
+
+class Transactions:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        transactional_id: str,
+        timeout_ms: int,
+        retry_backoff_ms: float,
+        tm: TransactionManager,
+        transaction_version: int,
+    ) -> None:
+        self.env = env
+        self.transactional_id = transactional_id
+        self.timeout_ms = timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.tm = tm
+        self.transaction_version = transaction_version
+        self.state = ClientTransactionState(transactional_id)
+        self.coordinators: dict[tuple[str, str], str] = {}  # (type, key) -> node
+        self.pending: list[TxnRequest] = []
+        self.in_flight: TxnRequest | None = None
+        self._order = 0
+        self.partitions_in_txn: dict[TopicPartition, None] = {}
+        self.new_partitions: dict[TopicPartition, None] = {}
+        self.pending_partitions: dict[TopicPartition, None] = {}
+        self.last_error: str | None = None
+        self.epoch_bump_required = False
+        self.has_ongoing_end = False
+        self.wakeup: Callable[[], None] = lambda: None
+
+    # -- queue -------------------------------------------------------------------------
+    def _enqueue(self, request: TxnRequest) -> None:
+        self._order += 1
+        request.order = self._order
+        self.pending.append(request)
+        self.wakeup()
+
+    def next_request(self, now: float, batches_incomplete: bool) -> TxnRequest | None:
+        """The request the Sender should send now, if any (one in flight at a time)."""
+        if self.new_partitions and self.state.state in (
+            State.IN_TRANSACTION,
+            State.COMMITTING_TRANSACTION,
+        ):
+            self._add_partitions_request()
+        if self.in_flight is not None or not self.pending:
+            return None
+        for request in sorted(self.pending, key=lambda r: (r.priority, r.order)):
+            if request.not_before > now or (request.priority == END_TXN and batches_incomplete):
+                continue
+            key = (request.coordinator_type, request.coordinator_key)
+            if request.priority == FIND_COORDINATOR or key in self.coordinators:
+                return request
+            if not any(
+                r.priority == FIND_COORDINATOR and r.coordinator_key == request.coordinator_key
+                for r in self.pending
+            ):
+                self._find_coordinator(*key)
+                return self.next_request(now, batches_incomplete)
+        return None
+
+    def next_wakeup(self, now: float) -> float:
+        times = [r.not_before for r in self.pending if r.not_before > now]
+        return min(times) - now if times else float("inf")
+
+    def coordinator_node(self, request: TxnRequest) -> str | None:
+        if request.priority == FIND_COORDINATOR:
+            return None  # any broker
+        return self.coordinators.get((request.coordinator_type, request.coordinator_key))
+
+    def sent(self, request: TxnRequest) -> None:
+        self.pending.remove(request)
+        self.in_flight = request
+
+    def on_response(self, request: TxnRequest, response: Any) -> None:
+        self.in_flight = None
+        outcome = request.handle(response)
+        if outcome is None:
+            return
+        if outcome == LOOKUP:
+            self.coordinators.pop((request.coordinator_type, request.coordinator_key), None)
+        request.not_before = self.env.now + self.retry_backoff_ms
+        self._order += 1
+        request.order = self._order
+        self.pending.append(request)
+
+    def on_disconnect(self, request: TxnRequest) -> None:
+        """No answer (timeout or a dead connection): find the coordinator again, retry."""
+        self.in_flight = None
+        if request.priority != FIND_COORDINATOR:
+            self.coordinators.pop((request.coordinator_type, request.coordinator_key), None)
+        request.not_before = self.env.now + self.retry_backoff_ms
+        self.pending.append(request)
+
+    def _retry_or_lookup(self, error: Errors) -> str | None:
+        if error in LOOKUP_ERRORS:
+            return LOOKUP
+        if error in RETRIABLE:
+            return RETRY
+        return None
+
+    # -- FindCoordinator ---------------------------------------------------------------
+    def _find_coordinator(self, key_type: str, key: str) -> None:
+        def handle(response: FindCoordinatorResponse) -> str | None:
+            if response.error is Errors.NONE and response.node is not None:
+                self.coordinators[key_type, key] = response.node
+                return None
+            return RETRY
+
+        self._enqueue(
+            TxnRequest(
+                FIND_COORDINATOR,
+                "FindCoordinator",
+                key_type,
+                key,
+                lambda cid: FindCoordinatorRequest(cid, key, key_type),
+                handle,
+            )
+        )
+
+    # -- errors ------------------------------------------------------------------------
+    def fatal(self, message: str) -> None:
+        if self.state.state is not State.FATAL_ERROR:
+            self.last_error = message
+            self.state.transition_to(State.FATAL_ERROR)
+            self._fail_pending(message)
+
+    def abortable(self, message: str) -> None:
+        if self.state.state in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION):
+            self.last_error = message
+            self.epoch_bump_required = True
+            self.state.transition_to(State.ABORTABLE_ERROR)
+            # A commit not yet sent cannot go out any more: it fails with this error.
+            for request in [r for r in self.pending if r.name == "EndTxn" and r.commit]:
+                self.pending.remove(request)
+                request.finish(message)  # type: ignore[attr-defined]
+
+    def _fail_pending(self, message: str) -> None:
+        for request in self.pending:
+            finish = getattr(request, "finish", None)
+            if finish is not None:
+                finish(message)
+        self.pending.clear()
+
+    @property
+    def is_fatal(self) -> bool:
+        return self.state.state is State.FATAL_ERROR
+
+    def _result_event(self) -> simpy.Event:
+        return self.env.event()
+
+    def _fail_now(self, message: str) -> simpy.Event:
+        event = self.env.event()
+        event.succeed(message)
+        return event
+
+    # -- initTransactions --------------------------------------------------------------
+    def init_transactions(self) -> simpy.Event:
+        if self.state.state is not State.UNINITIALIZED:
+            return self._fail_now(
+                f"IllegalStateException: initTransactions in {self.state.state.value}"
+            )
+        self.state.transition_to(State.INITIALIZING)
+        return self._init_producer_id(bump=False)
+
+    def _init_producer_id(self, bump: bool) -> simpy.Event:
+        result = self._result_event()
+
+        def finish(error: str | None) -> None:
+            if not result.triggered:
+                result.succeed(error)
+
+        def handle(response: InitProducerIdResponse) -> str | None:
+            error = response.error
+            if error is Errors.NONE:
+                self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
+                self.tm.reset_sequences()
+                self.epoch_bump_required = False
+                self.state.transition_to(State.READY)
+                finish(None)
+                return None
+            again = self._retry_or_lookup(error)
+            if again is not None:
+                return again
+            self.fatal(error_text(error))
+            finish(self.last_error)
+            return None
+
+        request = TxnRequest(
+            INIT_PRODUCER_ID,
+            "InitProducerId",
+            "transaction",
+            self.transactional_id,
+            lambda cid: InitProducerIdRequest(cid, self.transactional_id, self.timeout_ms),
+            handle,
+        )
+        request.finish = finish  # type: ignore[attr-defined]
+        self._enqueue(request)
+        return result
+
+    # -- begin / send ------------------------------------------------------------------
+    def begin(self) -> str | None:
+        if self.state.state is not State.READY:
+            return f"IllegalStateException: beginTransaction in {self.state.state.value}"
+        self.state.transition_to(State.IN_TRANSACTION)
+        self.partitions_in_txn.clear()
+        self.new_partitions.clear()
+        self.pending_partitions.clear()
+        return None
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        if tp in self.partitions_in_txn or tp in self.pending_partitions:
+            return
+        if tp not in self.new_partitions:
+            self.new_partitions[tp] = None
+            self.wakeup()
+
+    def is_partition_added(self, tp: TopicPartition) -> bool:
+        return tp in self.partitions_in_txn
+
+    def _add_partitions_request(self) -> None:
+        partitions = tuple(self.new_partitions)
+        self.pending_partitions.update(self.new_partitions)
+        self.new_partitions.clear()
+        pid, epoch = self.tm.producer_id, self.tm.epoch
+
+        def handle(response: Any) -> str | None:
+            error = response.error
+            if error is Errors.NONE:
+                for tp in partitions:
+                    self.pending_partitions.pop(tp, None)
+                    self.partitions_in_txn[tp] = None
+                return None
+            again = self._retry_or_lookup(error)
+            if again is not None:
+                return again
+            for tp in partitions:
+                self.pending_partitions.pop(tp, None)
+            if error is Errors.INVALID_PRODUCER_ID_MAPPING:
+                self.abortable(error_text(error))
+            else:
+                self.fatal(error_text(error))
+            return None
+
+        self._enqueue(
+            TxnRequest(
+                ADD_PARTITIONS_OR_OFFSETS,
+                "AddPartitionsToTxn",
+                "transaction",
+                self.transactional_id,
+                lambda cid: AddPartitionsToTxnRequest(
+                    cid, self.transactional_id, pid, epoch, partitions
+                ),
+                handle,
+            )
+        )
+
+    # -- sendOffsetsToTransaction ------------------------------------------------------
+    def send_offsets_to_transaction(
+        self, offsets: tuple[tuple[TopicPartition, int], ...], group: str
+    ) -> simpy.Event:
+        if self.state.state is not State.IN_TRANSACTION:
+            return self._fail_now(
+                self.last_error
+                or f"IllegalStateException: sendOffsetsToTransaction in {self.state.state.value}"
+            )
+        result = self._result_event()
+        pid, epoch = self.tm.producer_id, self.tm.epoch
+
+        def finish(error: str | None) -> None:
+            if not result.triggered:
+                result.succeed(error)
+
+        def fail(error: Errors) -> None:
+            if error is Errors.INVALID_PRODUCER_ID_MAPPING:
+                self.abortable(error_text(error))
+            else:
+                self.fatal(error_text(error))
+            finish(self.last_error)
+
+        def handle_commit(response: Any) -> str | None:
+            error = response.error
+            if error is Errors.NONE:
+                finish(None)
+                return None
+            again = self._retry_or_lookup(error)
+            if again is not None:
+                return again
+            fail(error)
+            return None
+
+        def handle_add(response: Any) -> str | None:
+            error = response.error
+            if error is Errors.NONE:
+                commit = TxnRequest(
+                    ADD_PARTITIONS_OR_OFFSETS,
+                    "TxnOffsetCommit",
+                    "group",
+                    group,
+                    lambda cid: TxnOffsetCommitRequest(
+                        cid, self.transactional_id, group, pid, epoch, offsets
+                    ),
+                    handle_commit,
+                )
+                commit.finish = finish  # type: ignore[attr-defined]
+                self._enqueue(commit)
+                return None
+            again = self._retry_or_lookup(error)
+            if again is not None:
+                return again
+            fail(error)
+            return None
+
+        request = TxnRequest(
+            ADD_PARTITIONS_OR_OFFSETS,
+            "AddOffsetsToTxn",
+            "transaction",
+            self.transactional_id,
+            lambda cid: AddOffsetsToTxnRequest(cid, self.transactional_id, pid, epoch, group),
+            handle_add,
+        )
+        request.finish = finish  # type: ignore[attr-defined]
+        self._enqueue(request)
+        return result
+
+    # -- commit / abort ----------------------------------------------------------------
+    def commit(self) -> simpy.Event:
+        state = self.state.state
+        if state is State.ABORTABLE_ERROR or state is State.FATAL_ERROR:
+            return self._fail_now(self.last_error or "KafkaException: cannot commit")
+        if state is not State.IN_TRANSACTION:
+            return self._fail_now(f"IllegalStateException: commitTransaction in {state.value}")
+        self.state.transition_to(State.COMMITTING_TRANSACTION)
+        return self._end_txn(commit=True)
+
+    def abort(self) -> simpy.Event:
+        state = self.state.state
+        if state is State.FATAL_ERROR:
+            return self._fail_now(self.last_error or "KafkaException: fatal")
+        if state not in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):
+            return self._fail_now(f"IllegalStateException: abortTransaction in {state.value}")
+        self.state.transition_to(State.ABORTING_TRANSACTION)
+        self.new_partitions.clear()
+        if not self.partitions_in_txn and not self.pending_partitions:
+            # Nothing reached a coordinator: the abort is local (as in Kafka).
+            return self._after_end(None)
+        return self._end_txn(commit=False)
+
+    def _after_end(self, error: str | None) -> simpy.Event:
+        event = self.env.event()
+        if self.transaction_version >= 2:
+            self.epoch_bump_required = False  # every transaction already ends with a bump
+        if self.epoch_bump_required and self.state.state is State.ABORTING_TRANSACTION:
+            self.state.transition_to(State.INITIALIZING)
+            bump = self._init_producer_id(bump=True)
+            bump.callbacks.append(lambda ev: event.succeed(ev.value))
+            return event
+        if self.state.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION):
+            self.state.transition_to(State.READY)
+        event.succeed(error)
+        return event
+
+    def _end_txn(self, commit: bool) -> simpy.Event:
+        result = self._result_event()
+        pid, epoch = self.tm.producer_id, self.tm.epoch
+
+        def finish(error: str | None) -> None:
+            if not result.triggered:
+                result.succeed(error)
+
+        def handle(response: EndTxnResponse) -> str | None:
+            error = response.error
+            if error is Errors.NONE:
+                if self.transaction_version >= 2 and response.epoch >= 0:
+                    self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
+                    self.tm.reset_sequences()
+                after = self._after_end(None)
+                after.callbacks.append(lambda ev: finish(ev.value))
+                return None
+            again = self._retry_or_lookup(error)
+            if again is not None:
+                return again
+            self.fatal(error_text(error))
+            finish(self.last_error)
+            return None
+
+        request = TxnRequest(
+            END_TXN,
+            "EndTxn",
+            "transaction",
+            self.transactional_id,
+            lambda cid: EndTxnRequest(cid, self.transactional_id, pid, epoch, commit),
+            handle,
+            commit=commit,
+        )
+        request.finish = finish  # type: ignore[attr-defined]
+        self._enqueue(request)
+        return result

@@ -1,0 +1,199 @@
+"""The transactional model end to end: coordinator, markers, failover, fencing, processors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import simpy
+
+from analysis.checks import check_history
+from analysis.history import history_from_records
+from simulation.coordinator.directory import CoordinatorDirectory, internal_partition
+from simulation.coordinator.group_coordinator import (
+    GroupCoordinator,
+    OffsetStore,
+    offsets_partition,
+)
+from simulation.probe import POINTS
+from simulation.protocol import Errors
+from simulation.runner import run_scenario
+from simulation.scenario import parse_scenario
+
+PIPELINE = """
+name: matrix
+seed: 7
+cluster:
+  brokers: 3
+  coordinator_failover: 1s
+  topics:
+    - {name: in, partitions: 3}
+    - {name: out, partitions: 3}
+producers:
+  - name: source
+    config: {enable.idempotence: true}
+    workload: {topic: in, records: 300, rate: 300}
+processors:
+  - name: app
+    input: {topic: in, group: app}
+    output: {topic: out}
+    transactional: true
+    config: {request.timeout.ms: 1000, delivery.timeout.ms: 3000, transaction.timeout.ms: 3000,
+             max.block.ms: 5000}
+consumers:
+  - {name: reader, topic: out}
+"""
+
+
+def run(text: str, *overrides: str, seed: int | None = None):
+    scenario = parse_scenario(text, "t.yaml", overrides)
+    result = run_scenario(scenario, seed)
+    records = list(result.history.records())
+    return result, records, check_history(history_from_records(records))
+
+
+def found(verdict) -> dict[str, int]:
+    return {name: a.count for name, a in verdict.anomalies.items() if a.count}
+
+
+# -- the crash-point matrix ------------------------------------------------------------------
+COMMIT_POINTS = [p for p in POINTS if p.split(".")[0] in ("producer", "coordinator", "leader")]
+
+
+@pytest.mark.parametrize("point", COMMIT_POINTS)
+@pytest.mark.parametrize("occurrence", [2, 9])
+def test_crash_at_every_commit_step_keeps_exactly_once(point: str, occurrence: int) -> None:
+    fault = f"faults=[{{kind: crash_at, point: {point}, occurrence: {occurrence}, duration: 1500}}]"
+    _result, records, verdict = run(PIPELINE, fault)
+    crashes = [r for r in records if r["kind"] == "fault" and r.get("point") == point]
+    assert crashes, f"{point} was never reached"
+    component = crashes[0]["targets"][0]
+    expected = "app" if point.startswith("producer") else "broker-"
+    assert component.startswith(expected)
+    assert found(verdict) == {}, (point, found(verdict))
+    steps = [r for r in records if r["kind"] == "op" and r["f"] == "process"]
+    inputs = {json.dumps(r["value"]["input"]) for r in steps if r["type"] == "invoke"}
+    assert len(inputs) == 300  # every input was processed (at least attempted)
+
+
+def test_crash_points_cover_every_component() -> None:
+    kinds = {p.split(".")[0] for p in COMMIT_POINTS}
+    assert kinds == {"producer", "coordinator", "leader"}
+
+
+# -- weaker set-ups fail under the same faults -------------------------------------------------
+def test_without_transactions_a_crash_after_output_duplicates_processing() -> None:
+    fault = "faults=[{kind: crash_at, point: processor.after_send, occurrence: 5, duration: 200}]"
+    _r, _records, verdict = run(PIPELINE, "processors.0.transactional=false", fault)
+    assert found(verdict).get("duplicate_processing", 0) > 0
+    _r, _records, verdict = run(PIPELINE, fault)  # the transactional pipeline: clean
+    assert found(verdict) == {}
+
+
+def test_offsets_before_output_lose_processing() -> None:
+    point = "processor.after_send_offsets"
+    fault = f"faults=[{{kind: crash_at, point: {point}, occurrence: 5, duration: 200}}]"
+    _r, _records, verdict = run(
+        PIPELINE, "processors.0.transactional=false", "processors.0.commit=before_output", fault
+    )
+    assert found(verdict).get("lost_processing", 0) > 0
+
+
+@pytest.mark.parametrize(
+    ("store", "duplicates"), [("append", True), ("dedup", False), ("version", False)]
+)
+def test_sink_modes(store: str, duplicates: bool) -> None:
+    fault = "faults=[{kind: crash_at, point: processor.after_send, occurrence: 5, duration: 200}]"
+    _r, records, verdict = run(
+        PIPELINE,
+        "processors.0.transactional=false",
+        "processors.0.output={store: " + store + "}",
+        fault,
+    )
+    assert (found(verdict).get("duplicate_processing", 0) > 0) is duplicates
+    assert found(verdict).get("lost_processing", 0) == 0
+    assert any(r["kind"] == "log" and r["topic"] == "store.app" for r in records)
+
+
+# -- zombies and timeouts ---------------------------------------------------------------------
+def test_a_paused_instance_is_fenced_when_a_new_one_takes_over() -> None:
+    _r, records, verdict = run(
+        PIPELINE,
+        "processors.0.takeover_after=500",
+        "faults=[{kind: pause, nodes: [app], at: 300, duration: 5000}]",
+    )
+    assert found(verdict) == {}
+    fences = [r for r in records if r["kind"] == "fence"]
+    assert fences, "the new instance's InitProducerId must fence the old epoch"
+    zombie = [
+        r
+        for r in records
+        if r["kind"] == "op" and r["process"] == "app/0" and r["type"] != "invoke"
+    ]
+    late = [r for r in zombie if r["time"] > 5300]
+    assert all(r["type"] != "ok" for r in late), "the zombie committed after being fenced"
+
+
+def test_a_zombie_without_transactions_duplicates() -> None:
+    _r, _records, verdict = run(
+        PIPELINE,
+        "processors.0.transactional=false",
+        "processors.0.takeover_after=500",
+        "faults=[{kind: pause, nodes: [app], at: 300, duration: 2000}]",
+    )
+    assert found(verdict).get("duplicate_processing", 0) > 0
+
+
+def test_coordinator_failover_moves_the_transaction_log() -> None:
+    _result, records, verdict = run(
+        PIPELINE,
+        "faults=[{kind: crash_at, point: coordinator.prepare_persisted, occurrence: 3,"
+        " duration: 20000}]",
+    )
+    assert found(verdict) == {}
+    crash = next(r for r in records if r["kind"] == "fault" and r.get("point"))
+    steps = [r for r in records if r["kind"] == "op" and r["f"] == "process" and r["type"] == "ok"]
+    # Work went on while the old coordinator was still down (after the 1 s failover).
+    assert any(crash["time"] + 1000 < r["time"] < crash["time"] + 20000 for r in steps)
+
+
+# -- pieces ------------------------------------------------------------------------------------
+def test_directory_fails_over_to_the_next_live_broker_and_back_on_restart() -> None:
+    env = simpy.Environment()
+    d = CoordinatorDirectory(env, ("b0", "b1", "b2"), failover_ms=100.0)
+    loads: list[tuple[str, tuple[str, int], int]] = []
+    for b in ("b0", "b1", "b2"):
+        d.register(b, lambda p, e, b=b: loads.append((b, p, e)))
+    part = internal_partition("tx", "transaction")
+    owner = d.owner(part)
+    assert d.coordinator("tx", "transaction") == owner
+    d.broker_crashed(owner)
+    assert d.coordinator("tx", "transaction") is None
+    env.run(until=150)
+    successor = d.coordinator("tx", "transaction")
+    assert successor not in (None, owner)
+    assert (successor, part, 1) in loads
+    d.broker_restarted(owner)  # it does not take the partition back
+    assert d.coordinator("tx", "transaction") == successor
+
+
+def test_transactional_offsets_materialise_only_on_commit() -> None:
+    g = GroupCoordinator(OffsetStore())
+    tp = ("in", 0)
+    assert g.txn_commit("grp", 1, 0, ((tp, 5),)) is Errors.NONE
+    assert g.fetch("grp", (tp,))[0] is Errors.UNSTABLE_OFFSET_COMMIT
+    assert g.fetch("grp", (tp,), require_stable=False) == (Errors.NONE, {})
+    part = offsets_partition("grp")[1]
+    g.complete_txn(part, 1, 0, commit=False)
+    assert g.fetch("grp", (tp,)) == (Errors.NONE, {})
+    g.txn_commit("grp", 1, 1, ((tp, 7),))
+    assert g.txn_commit("grp", 1, 0, ((tp, 9),)) is Errors.PRODUCER_FENCED
+    g.complete_txn(part, 1, 1, commit=True)
+    assert g.fetch("grp", (tp,)) == (Errors.NONE, {tp: 7})
+
+
+def test_transactional_runs_are_deterministic() -> None:
+    fault = "faults=[{kind: crash, nodes: [app, broker-0], rate: 2, duration: 300}]"
+    a = run_scenario(parse_scenario(PIPELINE, "t.yaml", [fault]))
+    b = run_scenario(parse_scenario(PIPELINE, "t.yaml", [fault]))
+    assert a.history.digest() == b.history.digest()
