@@ -1,6 +1,7 @@
 """The ``expect:`` block: what a scenario says must hold, or must be shown, after a run.
 
-Each key names an anomaly (``duplicate``) or an operation count (``acked``). Each value is a
+Each key names an anomaly (``duplicate``, or a transactional one such as ``torn_transaction``)
+or an operation count (``acked``). Each value is a
 count (``0`` means "exactly 0") or a condition (``">0"``, ``"<=3"``, ``"!=0"``).
 """
 
@@ -12,10 +13,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES
 
 COUNTS = ("sent", "acked", "failed", "indeterminate")
-EXPECTABLE = (*ANOMALIES, *COUNTS)
+EXPECTABLE = (*ALL_ANOMALIES, *COUNTS)
 
 _OPS: dict[str, Callable[[int, int], bool]] = {
     "==": operator.eq,

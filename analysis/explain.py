@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -34,6 +35,104 @@ def describe(name: str, example: dict[str, Any]) -> str:
                 f"{v['value']} ({', '.join(v['sources'])})" for v in example["values"]
             )
             return f"{_at(example)} holds {values}"
-    except (KeyError, TypeError):
+        if name in _TXN:
+            return _TXN[name](example)
+    except (KeyError, TypeError, IndexError):
         pass
     return ", ".join(f"{k}={v}" for k, v in example.items())
+
+
+def _txn(t: dict[str, Any]) -> str:
+    return f"txn {t['id']} of {t['transactional_id']} ({t['outcome']}, {t['process']})"
+
+
+def _ms(time: float | None) -> str:
+    return "never" if time is None else f"{time:g} ms"
+
+
+def _aborted_read(e: dict[str, Any]) -> str:
+    why = "an ABORT marker" if e.get("marker") == "ABORT" else "its transaction aborted"
+    isolation = e.get("isolation", "read_committed")
+    return f"{e['process']} read {e['value']} at {_at(e)} ({isolation}), but {why}"
+
+
+def _torn_transaction(e: dict[str, Any]) -> str:
+    more = ", ..." if len(e["visible"]) + len(e["missing"]) < e["sends"] else ""
+    return (
+        f"{_txn(e)}, {e['sends']} values: {', '.join(e['visible'])} visible, "
+        f"{', '.join(e['missing'])}{more} missing"
+    )
+
+
+def _precommitted_read(e: dict[str, Any]) -> str:
+    return (
+        f"{e['process']} read {e['value']} at {_at(e)} at {_ms(e['time'])}, before "
+        f"{_txn(e['txns'][0])} completed at {_ms(e['txns'][0]['complete_time'])}"
+    )
+
+
+def _poll_skip(e: dict[str, Any]) -> str:
+    first = e["skipped"][0]
+    return (
+        f"{e['process']} read {e['topic']}-{e['partition']} up to @{e['previous_last_offset']}, "
+        f"then from @{e['first_offset']}, skipping {e['skipped_count']} record(s) "
+        f"such as {first['value']}@{first['offset']}"
+    )
+
+
+def _nonmonotonic_poll(e: dict[str, Any]) -> str:
+    return (
+        f"{e['process']} read {e['topic']}-{e['partition']} up to @{e['previous_last_offset']}, "
+        f"then again from @{e['first_offset']}"
+    )
+
+
+def _duplicate_processing(e: dict[str, Any]) -> str:
+    text = (
+        f"input {e['input']['value']} at {_at(e['input'])}: {e['ok_steps']} ok steps, "
+        f"{e['steps_with_visible_output']} with visible outputs"
+    )
+    repeated = e["outputs_at_several_positions"]
+    if repeated:
+        where = ", ".join(_at(p) for p in repeated[0]["positions"])
+        text += f"; output {repeated[0]['value']} at {where}"
+    return text
+
+
+def _lost_processing(e: dict[str, Any]) -> str:
+    return (
+        f"input {e['value']} at {_at(e['input'])} is below group {e['group']}'s committed "
+        f"offset {e['committed_offset']}, but none of its {len(e['steps'])} step(s) "
+        "committed its outputs"
+    )
+
+
+def _zombie_write(e: dict[str, Any]) -> str:
+    fence = e["fence"]
+    return (
+        f"{e['value']} at {_at(e)} appended at {_ms(e['time'])} by producer {e['producer_id']} "
+        f"epoch {e['epoch']}, fenced by epoch {fence['epoch']} at {_ms(fence['time'])}"
+    )
+
+
+def _hanging_transaction(e: dict[str, Any]) -> str:
+    open_txns = ", ".join(
+        f"producer {t['producer_id']} from @{t['first_offset']}" for t in e["open_transactions"]
+    )
+    return (
+        f"{e['topic']}-{e['partition']} stable offset {e['lso']} < log end "
+        f"{e['log_end_offset']}, open: {open_txns}"
+    )
+
+
+_TXN: dict[str, Callable[[dict[str, Any]], str]] = {
+    "aborted_read": _aborted_read,
+    "torn_transaction": _torn_transaction,
+    "precommitted_read": _precommitted_read,
+    "poll_skip": _poll_skip,
+    "nonmonotonic_poll": _nonmonotonic_poll,
+    "duplicate_processing": _duplicate_processing,
+    "lost_processing": _lost_processing,
+    "zombie_write": _zombie_write,
+    "hanging_transaction": _hanging_transaction,
+}

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message
 
@@ -134,8 +134,8 @@ def shrink(
     from eosim import api
     from simulation.scenario import apply_override
 
-    if anomaly is not None and anomaly not in ANOMALIES:
-        raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ANOMALIES)}")
+    if anomaly is not None and anomaly not in ALL_ANOMALIES:
+        raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ALL_ANOMALIES)}")
     scenario = api.load(scenario_path, overrides)
     outcome = api.run(scenario, seed, trace=True)
     found = [n for n, a in outcome.check.anomalies.items() if a.count]

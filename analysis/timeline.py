@@ -118,6 +118,12 @@ def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
         return [example["earlier_value"], example["value"]]
     if anomaly == "inconsistent_offsets":
         return [v["value"] for v in example.get("values", [])]
+    if anomaly == "torn_transaction":
+        return [*example.get("visible", []), *example.get("missing", [])]
+    if anomaly == "poll_skip":
+        return [r["value"] for r in example.get("skipped", [])]
+    if anomaly == "duplicate_processing":
+        return [r["value"] for r in example.get("outputs_at_several_positions", [])]
     return [example["value"]] if "value" in example else []
 
 

@@ -9,7 +9,8 @@ or an `ok` read_committed poll returned it there.
 
 From these:
 
-* aborted_read: a read_committed poll returns an aborted value or an aborted log record.
+* aborted_read: a poll returns an aborted value or an aborted log record (a read_committed
+  one never may; read_uncommitted ones are counted too, with the isolation in the example).
 * torn_transaction: an `ok` or `info` txn with some, but not all, of its values visible.
 * precommitted_read: a read_committed poll returns a value of a committed (`ok`) txn before
   that txn completed (aborted values are aborted_read; `info` ones must have committed).
@@ -141,8 +142,15 @@ def _committed_reads(facts: _Facts) -> list[tuple[Poll, Position, str]]:
 
 
 def _aborted_reads(facts: _Facts, anomaly: Anomaly) -> None:
+    """Reads of aborted data at either isolation level: read_committed must never see it,
+    read_uncommitted may, and is reported too so that the two can be compared."""
     reported: set[str] = set()
-    for poll, where, value in _committed_reads(facts):
+    reads = [
+        (poll, (r.topic, r.partition, r.offset), r.value)
+        for poll in facts.history.polls
+        for r in poll.records
+    ]
+    for poll, where, value in reads:
         if value in reported or not facts.aborted(where, value):
             continue
         reported.add(value)
@@ -150,6 +158,7 @@ def _aborted_reads(facts: _Facts, anomaly: Anomaly) -> None:
         anomaly.add(
             {
                 **_read(poll, where, value),
+                "isolation": poll.isolation,
                 "marker": "ABORT" if where in facts.aborted_positions else None,
                 "txns": [_txn_summary(txn) for txn in txns[:MAX_LISTED]],
             }

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import timeline
-from analysis.checker import CheckResult, check
+from analysis.checks import CheckResult, check_history
 from analysis.expect import ExpectResult, evaluate, unknown_expect_key
 from analysis.history import History, history_from_records, load_history
 from analysis.timeline import Timeline
@@ -30,6 +30,8 @@ def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenari
 
 @dataclass
 class Outcome:
+    """One checked run; ``check.anomalies`` holds every name in ``ALL_ANOMALIES``."""
+
     scenario: Scenario
     run: RunResult
     history: History
@@ -68,7 +70,7 @@ def run(
     """Run and check. ``trace`` also records every message, for :func:`timelines`."""
     result = run_scenario(scenario, seed, trace=trace)
     history = history_from_records(result.history.records(), source=scenario.name)
-    verdict = check(history)
+    verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
     sets = "".join(f" --set {o}" for o in overrides)
     command = f"eosim run {source} --seed {result.seed}{sets}"
@@ -89,8 +91,9 @@ def timelines(outcome: Outcome) -> list[Timeline]:
 
 
 def check_file(path: str | os.PathLike[str]) -> tuple[History, CheckResult]:
+    """Load a history file and run every check on it (delivery and transactional)."""
     history = load_history(path)
-    return history, check(history)
+    return history, check_history(history)
 
 
 def write_history(result: RunResult, path: str | os.PathLike[str]) -> None:

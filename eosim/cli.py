@@ -15,8 +15,10 @@ from typing import Any
 
 import click
 
+from analysis.checks import transactional_ops
 from analysis.explain import describe
-from analysis.history import HistoryError
+from analysis.history import History, HistoryError
+from analysis.txn_checker import TXN_ANOMALIES
 from eosim import __version__, api
 from simulation import ScenarioError
 from simulation.config import ConfigException
@@ -117,7 +119,8 @@ def replay(results: str, run_id: str, svg_dir: str | None) -> None:
         click.echo("eosim: error: the replay did not reproduce the recorded outcome", err=True)
         sys.exit(EXIT_FAILED)
     click.echo("replay     identical to the recorded outcome (history digest matches)")
-    _print_anomalies(r.outcome.check.anomalies)
+    _print_txns(r.outcome.history)
+    _print_anomalies(r.outcome.check.anomalies, transactional_ops(r.outcome.history))
     target = svg_dir or str(Path(results) / "timelines")
     _emit_timelines(api.timelines(r.outcome), target, f"run-{r.variant}-{r.run}", False)
     click.echo(f"command    {r.command}")
@@ -129,7 +132,7 @@ def replay(results: str, run_id: str, svg_dir: str | None) -> None:
 def check(history: str, as_json: bool) -> None:
     """Check a history file (from eosim or a real cluster) for anomalies."""
     try:
-        _, result = api.check_file(history)
+        loaded, result = api.check_file(history)
     except HistoryError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
@@ -143,7 +146,8 @@ def check(history: str, as_json: bool) -> None:
             f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
             f"{c['indeterminate']} indeterminate"
         )
-        _print_anomalies(result.anomalies)
+        _print_txns(loaded)
+        _print_anomalies(result.anomalies, transactional_ops(loaded))
     found = any(a.count for a in result.anomalies.values())
     sys.exit(EXIT_FAILED if found else EXIT_OK)
 
@@ -296,13 +300,36 @@ def _check_writable(path: str) -> None:
         raise BadInput(f"--history {path}: directory {str(parent)!r} is not writable")
 
 
-def _print_anomalies(anomalies: dict[str, Any]) -> None:
+def _print_txns(history: History) -> None:
+    """One line on the transactions and process steps, if the history has any."""
+    if not transactional_ops(history):
+        return
+    parts = []
+    for what, ops in (("transactions", history.txns), ("process steps", history.steps)):
+        if ops:
+            outcomes = [op.outcome for op in ops]
+            parts.append(
+                f"{len(ops)} {what} ({outcomes.count('ok')} committed, "
+                f"{outcomes.count('fail')} aborted, {outcomes.count('info')} unknown)"
+            )
+    click.echo("txns       " + ", ".join(parts))
+
+
+def _print_anomalies(anomalies: dict[str, Any], txn_ops: int) -> None:
+    """Every anomaly with its count. Without txn or process ops in the history, the
+    transactional checks that found nothing are summed up in one line."""
     click.echo("anomalies")
+    quiet = 0
     for name, a in anomalies.items():
+        if not txn_ops and not a.count and name in TXN_ANOMALIES:
+            quiet += 1
+            continue
         line = f"  {name:<22}{a.count:>7}"
         if a.count and a.examples:
             line += f"   e.g. {describe(name, a.examples[0])}"
         click.echo(line)
+    if quiet:
+        click.echo(f"  ({quiet} transactional checks found nothing: no txn or process ops)")
 
 
 def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
@@ -314,6 +341,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
         f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
         f"{c['indeterminate']} indeterminate"
     )
+    _print_txns(outcome.history)
     if r.faults:
         kinds: dict[str, int] = {}
         for f in r.faults:
@@ -321,7 +349,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
     for w in r.warnings:
         click.echo(f"warning    {w}")
-    _print_anomalies(outcome.check.anomalies)
+    _print_anomalies(outcome.check.anomalies, transactional_ops(outcome.history))
     if outcome.expect.checked:
         click.echo("expect")
         for item in outcome.expect.checked:

@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from histories import Builder
 
+from analysis.checks import ALL_ANOMALIES
+from analysis.txn_checker import TXN_ANOMALIES
 from eosim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +61,77 @@ def test_check_clean_history_exits_0(capsys, tmp_path):
     run_cli(capsys, "run", scenario("idempotent"), "--history", str(history), *SMALL)
     code, out, _ = run_cli(capsys, "check", str(history))
     assert code == 0 and "duplicate" in out
+
+
+def write_lines(path: Path, builder: Builder) -> str:
+    path.write_text("\n".join(builder.lines()) + "\n")
+    return str(path)
+
+
+def anomaly_lines(out: str) -> dict[str, int]:
+    """The `name  count` rows under `anomalies`."""
+    rows = out.split("anomalies\n", 1)[1].splitlines()
+    found = {}
+    for row in rows:
+        parts = row.split()
+        if not row.startswith("  ") or len(parts) < 2 or not parts[1].isdigit():
+            break
+        found[parts[0]] = int(parts[1])
+    return found
+
+
+def test_check_reports_a_torn_transaction_and_exits_1(capsys, tmp_path):
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")
+    h.txn("p/0", "tx", ["c"], "fail")
+    h.log("t", 0, ["a"])
+    path = write_lines(tmp_path / "torn.jsonl", h)
+
+    code, out, err = run_cli(capsys, "check", path)
+
+    assert code == 1, err
+    assert "txns       2 transactions (1 committed, 1 aborted, 0 unknown)\n" in out
+    rows = anomaly_lines(out)
+    assert list(rows) == list(ALL_ANOMALIES)  # a transactional history shows every check
+    assert rows == {name: int(name == "torn_transaction") for name in ALL_ANOMALIES}
+    assert "e.g. txn 0 of tx (ok, p/0), 2 values: a visible, b missing" in out
+
+    code, out, _ = run_cli(capsys, "check", path, "--json")
+    data = json.loads(out)
+    assert code == 1 and list(data["anomalies"]) == list(ALL_ANOMALIES)
+    assert data["anomalies"]["torn_transaction"]["count"] == 1
+
+
+def test_check_whole_transactions_exit_0(capsys, tmp_path):
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")
+    h.log("t", 0, ["a", "b"])
+    code, out, _ = run_cli(capsys, "check", write_lines(tmp_path / "whole.jsonl", h))
+    assert code == 0
+    assert anomaly_lines(out) == dict.fromkeys(ALL_ANOMALIES, 0)
+
+
+def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp_path):
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.poll("c/0", [("t", 0, 0, "a")])
+    h.poll("c/0", [("t", 0, 0, "a")])  # a re-read: nonmonotonic_poll, shown although plain
+    h.log("t", 0, ["a"])
+    code, out, _ = run_cli(capsys, "check", write_lines(tmp_path / "plain.jsonl", h))
+    assert code == 1
+    assert "txns" not in out
+    rows = anomaly_lines(out)
+    assert list(rows) == [
+        "duplicate",
+        "lost_write",
+        "nonmonotonic_send",
+        "inconsistent_offsets",
+        "unseen",
+        "nonmonotonic_poll",
+    ]
+    assert rows["nonmonotonic_poll"] == 1
+    quiet = len(TXN_ANOMALIES) - 1
+    assert f"({quiet} transactional checks found nothing: no txn or process ops)" in out
 
 
 @pytest.mark.parametrize(

@@ -8,19 +8,49 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES
 from analysis.report import plots
-from analysis.report.data import SweepData, label, short, show
-from analysis.stats import N_BUCKETS
+from analysis.report.data import GUARANTEES, SweepData, label, short, show
+from analysis.report.render import (
+    Content,
+    latencies,
+    latency_table,
+    render_html,
+    render_markdown,
+)
+from analysis.stats import N_BUCKETS, bucket_upper_ms
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def table(params: list[str], grid: list[dict]) -> SweepData:
+MANIFEST = {
+    "scenario": "s",
+    "sweep_id": "abc",
+    "total_runs": 40,
+    "eosim_version": "test",
+    "command": "eosim sweep s.yaml",
+    "scenario_yaml": "name: s\n",
+}
+
+
+def table(
+    params: list[str],
+    grid: list[dict],
+    anomalies: tuple[str, ...] = ANOMALIES,
+    txns: int | None = None,
+    found: tuple[str, ...] = ("duplicate",),
+    commits: bool = False,
+    acks: bool = True,
+) -> SweepData:
+    """A synthetic aggregate: variant i has i runs with each anomaly in `found`. Without
+    `txns` the table looks like one from before the transactional checks."""
     rows = []
     for i, values in enumerate(grid):
         row = {"variant": i, "params": json.dumps(values), "runs": 10}
-        for a in ANOMALIES:
-            k = i if a == "duplicate" else 0
+        if txns is not None:
+            row["txns"] = txns
+        for a in anomalies:
+            k = i if a in found else 0
             row |= {
                 f"runs_{a}": k,
                 f"rate_{a}": k / 10,
@@ -29,10 +59,18 @@ def table(params: list[str], grid: list[dict]) -> SweepData:
                 f"total_{a}": k,
             }
         hist = [0] * N_BUCKETS
-        hist[40 + i] = 5
+        hist[40 + i] = 5 if acks else 0
         row |= {"ack_latency_hist": hist, "expect_met": True, "expect_failures": ""}
+        ack = bucket_upper_ms(40 + i) if acks else None
+        row |= {"ack_p50_ms": ack, "ack_p99_ms": ack}
+        if txns is not None:
+            commit = [0] * N_BUCKETS
+            if commits:
+                commit[60 + i] = 3
+            p = bucket_upper_ms(60 + i) if commits else None
+            row |= {"commit_latency_hist": commit, "commit_p50_ms": p, "commit_p99_ms": p}
         rows.append(row)
-    return SweepData(Path("."), {}, pd.DataFrame(rows), params, {})
+    return SweepData(Path("."), dict(MANIFEST), pd.DataFrame(rows), params, {})
 
 
 def test_two_parameter_grid_gets_a_heatmap():
@@ -51,3 +89,76 @@ def test_labels_are_short_and_kafka_spelled():
     assert short("network.response_loss") == "response_loss"
     assert show(True) == "true" and show(0.01) == "0.01"
     assert label({"a.x": False}, ["a.x"]) == "x=false"
+
+
+GRID = [{"a.loss": x} for x in (0, 0.01)]
+BASE = ["duplicate", "lost_write", "nonmonotonic_send", "inconsistent_offsets", "unseen"]
+
+
+def test_every_anomaly_has_its_own_guarantee():
+    assert sorted(GUARANTEES) == sorted(ALL_ANOMALIES)
+    assert len(set(GUARANTEES.values())) == len(GUARANTEES)
+    assert GUARANTEES["torn_transaction"] == "no partial commits"
+    assert GUARANTEES["aborted_read"] == "no aborted reads"
+
+
+def test_transactional_guarantees_only_for_transactional_sweeps():
+    plain = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0)
+    assert plain.guarantees == BASE and not plain.transactional
+
+    txn = table(["a.loss"], GRID, ALL_ANOMALIES, txns=12, commits=True)
+    assert txn.transactional and txn.guarantees == list(GUARANTEES)
+
+    # A transactional anomaly some run showed is never hidden.
+    shown = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0, found=("duplicate", "poll_skip"))
+    assert shown.guarantees == [*BASE, "poll_skip"]
+    assert plots.shown_anomalies(shown) == ["duplicate", "poll_skip"]
+
+    # Results of a sweep made before the transactional checks.
+    old = table(["a.loss"], GRID)
+    assert old.guarantees == BASE and not old.has_latency("commit")
+
+
+def test_report_tables_show_transactional_guarantees_and_commit_latency(tmp_path):
+    txn = table(["a.loss"], GRID, ALL_ANOMALIES, txns=12, found=("torn_transaction",), commits=True)
+    html = render_html(Content(txn))
+    md = render_markdown(Content(txn), tmp_path / "txn_files")
+    for text in (html, md):
+        assert "no partial commits" in text and "no hanging transactions" in text
+        assert "commit p50/p99 ms" in text and "ack p50/p99 ms" in text
+    assert "✗ 1/10" in html  # variant 1 tore a transaction
+    head, rows = latency_table(txn)
+    assert head == ["variant", "a.loss", "ack p50/p99 ms", "commit p50/p99 ms"]
+    commit = bucket_upper_ms(61)
+    assert rows[1][3] == f"{commit:.3g}/{commit:.3g}"
+
+    plain = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0)
+    html = render_html(Content(plain))
+    md = render_markdown(Content(plain), tmp_path / "plain_files")
+    for text in (html, md):
+        assert "no duplicates" in text and "ack p50/p99 ms" in text
+        assert "no partial commits" not in text and "commit p50/p99" not in text
+    lines = md.splitlines()
+    verdicts = lines[lines.index("## Verdicts") + 2]
+    assert verdicts.count(" | ") == 1 + 1 + 5  # variant, a.loss, five guarantees, expect
+    assert lines[lines.index("## Latency") + 4] == "| variant | a.loss | ack p50/p99 ms |"
+
+
+def test_commit_latency_cdf_renders():
+    data = table(["a.loss"], GRID, ALL_ANOMALIES, txns=12, commits=True)
+    assert data.has_latency("commit")
+    assert plots.latency(data, "commit").startswith(PNG)
+
+
+def test_latencies_shown_are_the_measured_ones():
+    assert latencies(table(["a.loss"], GRID, ALL_ANOMALIES, txns=0)) == ["ack"]
+    both = table(["a.loss"], GRID, ALL_ANOMALIES, txns=4, commits=True)
+    assert latencies(both) == ["ack", "commit"]
+    # Transactional producers only: their sends are not `send` ops, so nothing is acknowledged.
+    commits_only = table(["a.loss"], GRID, ALL_ANOMALIES, txns=4, commits=True, acks=False)
+    assert latencies(commits_only) == ["commit"]
+    head, rows = latency_table(commits_only)
+    assert head == ["variant", "a.loss", "commit p50/p99 ms"] and len(rows) == 2
+    # Nothing measured at all: the acknowledgement column stays, empty.
+    nothing = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0, acks=False)
+    assert latency_table(nothing)[1][0][-1] == "-/-"

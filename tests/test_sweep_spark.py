@@ -28,7 +28,8 @@ def rows(out: Path) -> pd.DataFrame:
     frame = pd.read_parquet(out / "runs")
     frame = frame.drop(columns=[*NONDETERMINISTIC, "chunk"])
     frame["variant"] = frame["variant"].astype(int)
-    frame["ack_latency_hist"] = frame["ack_latency_hist"].map(list)
+    for column in ("ack_latency_hist", "commit_latency_hist"):
+        frame[column] = frame[column].map(list)
     return frame.sort_values(["variant", "run"]).reset_index(drop=True)
 
 
@@ -74,6 +75,81 @@ def test_aggregate_matches_the_run_table(clean):
     by_variant = {e["variant"]: e for e in result.table}
     assert by_variant[1]["runs_duplicate"] >= by_variant[0]["runs_duplicate"]
     assert by_variant[1]["runs_duplicate"] > 0
+
+
+def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
+    from analysis.checks import ALL_ANOMALIES
+    from analysis.sweep.runner import format_table
+    from analysis.sweep.task import SCHEMA
+
+    result, out = clean
+    frame = rows(out)
+    assert set(SCHEMA.names) - set(NONDETERMINISTIC) <= set(frame.columns)
+    assert (frame["txns"] == 0).all() and (frame["torn_transaction"] == 0).all()
+    assert all(sum(h) == 0 for h in frame["commit_latency_hist"])
+    for entry in result.table:
+        assert entry["txns"] == 0 and entry["commit_p50_ms"] is None
+        assert all(f"runs_{a}" in entry and f"total_{a}" in entry for a in ALL_ANOMALIES)
+    text = format_table(result)
+    assert "ack p50/p99 ms" in text and "commit" not in text and "torn_transaction" not in text
+
+
+def synthetic_run(variant: int, run: int, **fields) -> dict:
+    from analysis.checks import ALL_ANOMALIES
+    from analysis.expect import COUNTS
+    from analysis.stats import N_BUCKETS
+
+    row = {"sweep_id": "s", "variant": variant, "run": run, "seed": run, "params": "{}"}
+    row |= dict.fromkeys((*ALL_ANOMALIES, *COUNTS), 0) | {"sent": 10, "acked": 10, "txns": 0}
+    row |= {"sim_time_s": 1.0, "wall_time_s": 0.1, "events": 5, "history_sha256": "h"}
+    row |= {"expect_met": True, "eosim_version": "t", "scenario_sha256": "x", "replay": None}
+    ack = [0] * N_BUCKETS
+    ack[40] = 10
+    row |= {"ack_latency_hist": ack, "commit_latency_hist": [0] * N_BUCKETS}
+    return row | fields
+
+
+def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
+    import pyarrow as pa
+
+    from analysis.stats import N_BUCKETS, bucket_of, bucket_upper_ms
+    from analysis.sweep.aggregate import aggregate
+    from analysis.sweep.runner import SweepResult, format_table
+    from analysis.sweep.task import SCHEMA
+
+    runs = [synthetic_run(0, r) for r in range(4)]
+    for r in range(4):
+        commit = [0] * N_BUCKETS
+        commit[bucket_of(20.0)] = 3
+        if r == 3:
+            commit[bucket_of(200.0)] = 1
+        torn = {0: 2, 1: 1}.get(r, 0)
+        runs.append(synthetic_run(1, r, txns=5, torn_transaction=torn, commit_latency_hist=commit))
+    frame = spark.createDataFrame(pa.Table.from_pylist(runs, schema=SCHEMA).to_pandas())
+
+    table = aggregate(spark, frame, [{"x": 0}, {"x": 1}], {"torn_transaction": 0}, 8)
+
+    plain, txn = table
+    assert (plain["txns"], txn["txns"]) == (0, 20)
+    assert (txn["runs_torn_transaction"], txn["total_torn_transaction"]) == (2, 3)
+    assert txn["rate_torn_transaction"] == 0.5
+    assert (txn["ci_low_torn_transaction"], txn["ci_high_torn_transaction"]) == pytest.approx(
+        wilson_interval(2, 4)
+    )
+    assert plain["commit_p50_ms"] is None and plain["commit_p99_ms"] is None
+    # 13 commits: twelve at about 20 ms, one at about 200 ms.
+    assert txn["commit_p50_ms"] == bucket_upper_ms(bucket_of(20.0))
+    assert txn["commit_p99_ms"] == bucket_upper_ms(bucket_of(200.0))
+    assert sum(txn["commit_latency_hist"]) == 13
+    assert txn["ack_p50_ms"] == plain["ack_p50_ms"] == bucket_upper_ms(40)
+    assert plain["expect_met"] and not txn["expect_met"]
+    assert txn["expect_failures"] == "torn_transaction 0: broken in 2 of 4 runs"
+
+    text = format_table(SweepResult(Path("."), "s", 8, table, 0, 0.0, 0.0, ["x"])).splitlines()
+    assert text[0].split()[:6] == ["variant", "x", "runs", "torn_transaction", "ack", "p50/p99"]
+    assert "commit p50/p99 ms" in text[0]
+    assert text[1].split()[-2] == "-"  # no commits in variant 0
+    assert f"{bucket_upper_ms(bucket_of(20.0)):.3g}/" in text[2]
 
 
 def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
@@ -132,6 +208,21 @@ def test_rerunning_a_finished_sweep_redoes_nothing(spark, clean):
     result, out = clean
     again = sweep(spark, out, chunk_runs=4)
     assert again.resumed_chunks == 3 and again.table == result.table
+
+
+def test_chunks_from_before_the_transactional_checks_are_not_resumed(spark, clean, tmp_path):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    _, out = clean
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    for part in (old / "runs" / "chunk=00000").rglob("*.parquet"):
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(["torn_transaction", "txns"]), part)
+    with pytest.raises(SweepError, match="older eosim without the torn_transaction column"):
+        sweep(spark, old, chunk_runs=4)
 
 
 @pytest.mark.parametrize(
@@ -225,6 +316,31 @@ def test_markdown_report_writes_its_images(clean, tmp_path):
     for name in files:
         assert f"r_files/{name}" in text
     assert "| variant |" in text
+
+
+def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_path):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from analysis.report import write_report
+    from analysis.txn_checker import TXN_ANOMALIES
+
+    _, out = clean
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    new_columns = [*TXN_ANOMALIES, "txns", "commit_latency_hist"]
+    for part in (old / "runs").rglob("*.parquet"):
+        pq.write_table(pq.read_table(part).drop_columns(new_columns), part)
+    aggregate = pd.read_parquet(old / "aggregate.parquet")
+    dropped = [c for c in aggregate.columns if c == "txns" or c.startswith("commit_")]
+    dropped += [c for c in aggregate.columns if c.endswith(tuple(f"_{a}" for a in TXN_ANOMALIES))]
+    aggregate.drop(columns=dropped).to_parquet(old / "aggregate.parquet", index=False)
+
+    text = write_report(old, tmp_path / "old.md", "md").read_text()
+    assert "no duplicates" in text and "✗" in text
+    assert "no partial commits" not in text and "commit p50/p99" not in text
+    assert "replay did not reproduce" not in text
 
 
 def test_report_refuses_an_unfinished_sweep(tmp_path, clean):

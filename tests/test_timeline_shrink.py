@@ -57,6 +57,15 @@ def test_timeline_svg_escapes_text():
     ET.fromstring(svg)
 
 
+def test_transactional_examples_name_their_values():
+    torn = {"visible": ["a"], "missing": ["b", "c"]}
+    assert timeline.values_of("torn_transaction", torn) == ["a", "b", "c"]
+    skip = {"skipped": [{"offset": 2, "value": "x"}]}
+    assert timeline.values_of("poll_skip", skip) == ["x"]
+    assert timeline.values_of("aborted_read", {"value": "v", "offset": 0}) == ["v"]
+    assert timeline.values_of("hanging_transaction", {"lso": 3}) == []
+
+
 def test_ddmin_finds_a_one_minimal_subset():
     calls = []
 
@@ -94,6 +103,14 @@ def test_shrink_refuses_a_run_without_the_anomaly():
         )
     with pytest.raises(ShrinkError, match="unknown"):
         shrink(CHAOS, 3, "dupes")
+    # Transactional anomalies are valid choices: the run just does not show this one.
+    with pytest.raises(ShrinkError, match="shows no torn_transaction"):
+        shrink(
+            str(ROOT / "scenarios" / "idempotent.yaml"),
+            1,
+            "torn_transaction",
+            ("producers.0.workload.records=200",),
+        )
 
 
 def test_shrink_cli_writes_a_standalone_scenario(tmp_path, capsys):

@@ -111,6 +111,18 @@ def test_aborted_read_by_marker_and_not_under_read_uncommitted() -> None:
     assert example(result, "aborted_read")["marker"] == "ABORT"
 
 
+def test_aborted_read_under_read_uncommitted_is_counted_with_its_isolation() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["a"], "fail")
+    h.poll("c/0", [("t", 0, 0, "a")], isolation="read_uncommitted")
+    h.log_records(
+        "t", 0, [record(0, "a", producer_id=7)], [{"offset": 1, "producer_id": 7, "type": "ABORT"}]
+    )
+    result = check_transactions(h.history())
+    assert result["aborted_read"].count == 1
+    assert example(result, "aborted_read")["isolation"] == "read_uncommitted"
+
+
 # -- torn_transaction ------------------------------------------------------------------------
 
 

@@ -11,16 +11,27 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES
 from analysis.sweep.store import SweepStore
+from analysis.txn_checker import TXN_ANOMALIES
 
-# The guarantee each anomaly breaks, in the order a reader cares about.
+# The guarantee each anomaly breaks, in the order a reader cares about: delivery first, then
+# the transactional ones (shown only for sweeps that need them, see `SweepData.guarantees`).
 GUARANTEES = {
     "duplicate": "no duplicates",
     "lost_write": "no lost writes",
     "nonmonotonic_send": "no reordering",
     "inconsistent_offsets": "consistent offsets",
     "unseen": "every acknowledged write read",
+    "torn_transaction": "no partial commits",
+    "aborted_read": "no aborted reads",
+    "precommitted_read": "read after commit",
+    "duplicate_processing": "no duplicate processing",
+    "lost_processing": "no lost processing",
+    "zombie_write": "no zombie writes",
+    "hanging_transaction": "no hanging transactions",
+    "poll_skip": "no skipped records",
+    "nonmonotonic_poll": "monotonic polls",
 }
 FAILING_RUNS_SHOWN = 5
 
@@ -32,6 +43,29 @@ class SweepData:
     table: pd.DataFrame
     params: list[str]
     failing: dict[str, list[dict[str, Any]]]
+
+    @property
+    def transactional(self) -> bool:
+        """Whether any run had a `txn` or `process` op (False for sweeps made before eosim
+        counted them)."""
+        return "txns" in self.table and int(self.table["txns"].sum()) > 0
+
+    @property
+    def guarantees(self) -> list[str]:
+        """The anomalies whose guarantee the report shows, in `GUARANTEES` order: every delivery
+        one, and a transactional one only when the sweep had transactional ops or some run
+        broke it, so that reports on plain producers stay uncluttered."""
+        return [
+            a
+            for a in GUARANTEES
+            if f"runs_{a}" in self.table
+            and (a not in TXN_ANOMALIES or self.transactional or self.table[f"runs_{a}"].sum() > 0)
+        ]
+
+    def has_latency(self, prefix: str) -> bool:
+        """Whether the aggregate has a non-empty `PREFIX_latency_hist` (ack, commit)."""
+        column = f"{prefix}_latency_hist"
+        return column in self.table and any(sum(h) for h in self.table[column])
 
     @property
     def variant_labels(self) -> list[str]:
@@ -71,8 +105,10 @@ def load(root: str | Path) -> SweepData:
     params = [g["path"] for g in manifest["grid"]]
     dataset = ds.dataset(store.runs_dir, format="parquet", partitioning="hive")
     failing: dict[str, list[dict[str, Any]]] = {}
-    columns = ["variant", "run", "seed", "params", *ANOMALIES, "replay"]
-    for name in ANOMALIES:
+    # Sweeps made before the transactional checks lack their columns.
+    anomalies = [a for a in ALL_ANOMALIES if a in dataset.schema.names]
+    columns = ["variant", "run", "seed", "params", *anomalies, "replay"]
+    for name in anomalies:
         hits = dataset.to_table(columns=columns, filter=pc.field(name) > 0)
         if hits.num_rows:
             rows = hits.sort_by([("variant", "ascending"), ("run", "ascending")])

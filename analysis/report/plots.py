@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from analysis.report.data import GUARANTEES, SweepData, label, short, show
+from analysis.report.data import SweepData, label, short, show
 from analysis.stats import bucket_upper_ms
 
 
@@ -24,7 +24,9 @@ def _png(fig: Any) -> bytes:
 
 
 def shown_anomalies(data: SweepData) -> list[str]:
-    found = [a for a in GUARANTEES if data.table[f"runs_{a}"].sum() > 0]
+    """The anomalies some run showed, in `GUARANTEES` order (duplicate and lost_write if
+    none)."""
+    found = [a for a in data.guarantees if data.table[f"runs_{a}"].sum() > 0]
     return found or ["duplicate", "lost_write"]
 
 
@@ -78,10 +80,29 @@ def heatmap(data: SweepData, anomaly: str) -> bytes:
     return _png(fig)
 
 
-def latency(data: SweepData) -> bytes:
+# What each latency histogram measures: axis label, CDF's y label, title.
+LATENCY_TEXT = {
+    "ack": (
+        "acknowledgement latency (ms, simulated)",
+        "fraction of acknowledged sends",
+        "acknowledgement latency (CDF)",
+    ),
+    "commit": (
+        "commit latency (ms, simulated)",
+        "fraction of committed transactions",
+        "transaction commit latency (CDF)",
+    ),
+}
+
+
+def latency(data: SweepData, prefix: str = "ack") -> bytes:
+    """CDF of the merged `PREFIX_latency_hist` per variant: `ack` (sends) or `commit`
+    (transactions)."""
+    xlabel, ylabel, title = LATENCY_TEXT[prefix]
+    hists = data.table[f"{prefix}_latency_hist"]
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    used = [i for h in data.table["ack_latency_hist"] for i, c in enumerate(h) if c]
-    for name, hist in zip(data.variant_labels, data.table["ack_latency_hist"], strict=True):
+    used = [i for h in hists for i, c in enumerate(h) if c]
+    for name, hist in zip(data.variant_labels, hists, strict=True):
         counts = np.array(list(hist), dtype=float)
         if counts.sum() == 0:
             continue
@@ -90,9 +111,9 @@ def latency(data: SweepData) -> bytes:
     ax.set_xscale("log")
     if used:
         ax.set_xlim(bucket_upper_ms(max(min(used) - 2, 0)), bucket_upper_ms(max(used) + 2))
-    ax.set_xlabel("acknowledgement latency (ms, simulated)")
-    ax.set_ylabel("fraction of acknowledged sends")
-    ax.set_title("acknowledgement latency (CDF)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _png(fig)

@@ -17,6 +17,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from analysis.report import plots
 from analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
 
@@ -57,6 +59,38 @@ def _verdict(row: Any, anomaly: str) -> tuple[bool, str]:
     return False, f"✗ {k}/{n} {rate:.1f}% [{low:.1f}–{high:.1f}]"
 
 
+def _ms(value: Any) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.3g}"
+
+
+def latencies(data: SweepData) -> list[str]:
+    """The latencies the report shows: `ack` and `commit`, each when some run measured it;
+    `ack` alone when none did."""
+    return [p for p in ("ack", "commit") if data.has_latency(p)] or ["ack"]
+
+
+def latency_table(data: SweepData) -> tuple[list[str], list[list[str]]]:
+    """Per variant, p50/p99 of each latency in `latencies`: a header (parameters by full
+    path) and rows of text."""
+    prefixes = latencies(data)
+    head = ["variant", *data.params]
+    head += [f"{p} p50/p99 ms" for p in prefixes]
+    rows = []
+    for _, row in data.table.iterrows():
+        params = json.loads(row["params"])
+        cells = [str(row["variant"]), *(show(params[p]) for p in data.params)]
+        cells += [f"{_ms(row[f'{p}_p50_ms'])}/{_ms(row[f'{p}_p99_ms'])}" for p in prefixes]
+        rows.append(cells)
+    return head, rows
+
+
+def _th(text: str, params: list[str]) -> str:
+    """A header cell; a parameter shows its last word, with the full path as a tooltip."""
+    if text in params:
+        return f'<th title="{escape(text)}">{escape(short(text))}</th>'
+    return f"<th>{escape(text)}</th>"
+
+
 def build(root: str | Path) -> Content:
     try:
         data = load(root)
@@ -83,9 +117,18 @@ def build(root: str | Path) -> Content:
     content.figures.append(
         Figure("breakdown", "Runs with each anomaly type, by variant.", plots.breakdown(data))
     )
-    content.figures.append(
-        Figure("latency", "Acknowledgement latency by variant.", plots.latency(data))
-    )
+    if "ack" in latencies(data):
+        content.figures.append(
+            Figure("latency", "Acknowledgement latency by variant.", plots.latency(data))
+        )
+    if "commit" in latencies(data):
+        content.figures.append(
+            Figure(
+                "commit-latency",
+                "Transaction commit latency (invocation to ok completion) by variant.",
+                plots.latency(data, "commit"),
+            )
+        )
     content.stories = [_story(data, anomaly, runs) for anomaly, runs in data.failing.items()]
     return content
 
@@ -146,20 +189,25 @@ def render_html(content: Content) -> str:
         "interval.</p>",
         '<div class="scroll"><table><tr><th>variant</th>',
         *(f'<th title="{e(p)}">{e(short(p))}</th>' for p in d.params),
-        *(f"<th>{e(g)}</th>" for g in GUARANTEES.values()),
+        *(f'<th title="{e(a)}">{e(GUARANTEES[a])}</th>' for a in d.guarantees),
         "<th>expect</th></tr>",
     ]
     for _, row in d.table.iterrows():
         params = json.loads(row["params"])
         cells = [f"<td>{row['variant']}</td>"]
         cells += [f"<td>{e(show(params[p]))}</td>" for p in d.params]
-        for anomaly in GUARANTEES:
+        for anomaly in d.guarantees:
             ok, text = _verdict(row, anomaly)
             cells.append(f'<td class="{"ok" if ok else "bad"}">{e(text)}</td>')
         expect = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
         cells.append(f'<td class="{"ok" if row["expect_met"] else "bad"}">{e(expect)}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table></div><h2>How risk moves with the settings</h2>")
+    out.append("</table></div>")
+    head, rows = latency_table(d)
+    out.append("<h2>Latency</h2><p>Simulated milliseconds, p50/p99 per variant.</p>")
+    out.append("<table><tr>" + "".join(_th(h, d.params) for h in head) + "</tr>")
+    out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
+    out.append("</table><h2>How risk moves with the settings</h2>")
     for f in content.figures:
         data_uri = base64.b64encode(f.png).decode("ascii")
         out.append(
@@ -227,16 +275,21 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         "| variant | "
         + " | ".join(_md(p) for p in d.params)
         + (" | " if d.params else "")
-        + " | ".join(GUARANTEES.values())
+        + " | ".join(GUARANTEES[a] for a in d.guarantees)
         + " | expect |",
-        "|---" * (2 + len(d.params) + len(GUARANTEES)) + "|",
+        "|---" * (2 + len(d.params) + len(d.guarantees)) + "|",
     ]
     for _, row in d.table.iterrows():
         params = json.loads(row["params"])
         cells = [str(row["variant"])] + [_md(show(params[p])) for p in d.params]
-        cells += [_md(_verdict(row, a)[1]) for a in GUARANTEES]
+        cells += [_md(_verdict(row, a)[1]) for a in d.guarantees]
         cells.append("met" if row["expect_met"] else _md(f"NOT MET: {row['expect_failures']}"))
         out.append("| " + " | ".join(cells) + " |")
+    head, rows = latency_table(d)
+    out += ["", "## Latency", "", "Simulated milliseconds, p50/p99 per variant.", ""]
+    out.append("| " + " | ".join(_md(h) for h in head) + " |")
+    out.append("|---" * len(head) + "|")
+    out += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
     out += ["", "## How risk moves with the settings", ""]
     for f in content.figures:
         (files_dir / f"{f.name}.png").write_bytes(f.png)

@@ -1,8 +1,9 @@
 """The per-variant reliability table, computed by Spark from the run table.
 
-For each variant: runs, runs with each anomaly and its rate with a Wilson 95% interval,
-acknowledgement latency p50/p99 from the merged histograms, and the verdict on the
-scenario's ``expect:`` block. Only per-variant rows ever reach the driver.
+For each variant: runs, runs with each anomaly (delivery and transactional) and its rate with
+a Wilson 95% interval, the number of transactional ops (``txns``), acknowledgement and commit
+latency p50/p99 from the merged histograms, and the verdict on the scenario's ``expect:``
+block. Only per-variant rows ever reach the driver.
 
 A sweep judges an expectation across runs. A bound that must *hold* (``0``, ``<N``,
 ``<=N``) must hold in every run. A condition that must be *shown* (``>N``, ``>=N``,
@@ -15,11 +16,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES
 from analysis.expect import Condition
 from analysis.stats import N_BUCKETS, quantile, wilson_interval
 
 MUST_HOLD = ("==", "<", "<=")
+# Latency histograms of the run table (``PREFIX_latency_hist``), merged into PREFIX_p50_ms and
+# PREFIX_p99_ms: acknowledged sends and committed transactions.
+LATENCIES = ("ack", "commit")
 
 
 def _condition_column(F: Any, key: str, condition: Condition) -> Any:
@@ -49,6 +53,28 @@ def _verify_exactly_once(per_variant: dict[int, dict[str, Any]], expected: int) 
         )
 
 
+def _merged_histograms(
+    F: Any, runs_df: Any, columns: tuple[str, ...]
+) -> dict[str, dict[int, list[int]]]:
+    """Per histogram column and variant, the bucket-wise sum of the runs' latency histograms,
+    in one Spark job."""
+    parts = [
+        runs_df.select(
+            "variant", F.lit(column).alias("column"), F.posexplode(column).alias("bucket", "n")
+        ).where(F.col("n") > 0)
+        for column in columns
+    ]
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    rows = union.groupBy("variant", "column", "bucket").agg(F.sum("n").alias("n")).collect()
+    hists: dict[str, dict[int, list[int]]] = {column: {} for column in columns}
+    for r in rows:
+        per_variant = hists[r["column"]]
+        per_variant.setdefault(r["variant"], [0] * N_BUCKETS)[r["bucket"]] = int(r["n"])
+    return hists
+
+
 def aggregate(
     spark: Any,
     runs_df: Any,
@@ -62,26 +88,19 @@ def aggregate(
 
     conditions = {key: Condition.parse(value) for key, value in expect.items()}
     exprs = [F.count(F.lit(1)).alias("runs")]
-    exprs += [F.sum(F.when(F.col(a) > 0, 1).otherwise(0)).alias(f"runs_{a}") for a in ANOMALIES]
-    exprs += [F.sum(F.col(a)).alias(f"total_{a}") for a in ANOMALIES]
+    exprs += [F.sum(F.when(F.col(a) > 0, 1).otherwise(0)).alias(f"runs_{a}") for a in ALL_ANOMALIES]
+    exprs += [F.sum(F.col(a)).alias(f"total_{a}") for a in ALL_ANOMALIES]
     exprs += [
         F.sum(F.when(_condition_column(F, key, c), 1).otherwise(0)).alias(f"meet_{key}")
         for key, c in conditions.items()
     ]
     exprs += [F.sum("sent").alias("sent"), F.sum("acked").alias("acked")]
+    exprs += [F.sum("txns").alias("txns")]
     per_variant = {
         row["variant"]: row.asDict() for row in runs_df.groupBy("variant").agg(*exprs).collect()
     }
 
-    hist_rows = (
-        runs_df.select("variant", F.posexplode("ack_latency_hist").alias("bucket", "n"))
-        .groupBy("variant", "bucket")
-        .agg(F.sum("n").alias("n"))
-        .collect()
-    )
-    hists: dict[int, list[int]] = {}
-    for r in hist_rows:
-        hists.setdefault(r["variant"], [0] * N_BUCKETS)[r["bucket"]] = int(r["n"])
+    hists = _merged_histograms(F, runs_df, tuple(f"{p}_latency_hist" for p in LATENCIES))
 
     table = []
     for variant in sorted(per_variant):
@@ -91,8 +110,9 @@ def aggregate(
             "variant": variant,
             "params": json.dumps(variants[variant], sort_keys=True),
             "runs": runs,
+            "txns": int(row["txns"]),
         }
-        for a in ANOMALIES:
+        for a in ALL_ANOMALIES:
             k = int(row[f"runs_{a}"])
             low, high = wilson_interval(k, runs)
             out[f"runs_{a}"] = k
@@ -100,10 +120,11 @@ def aggregate(
             out[f"ci_low_{a}"] = low
             out[f"ci_high_{a}"] = high
             out[f"total_{a}"] = int(row[f"total_{a}"])
-        hist = hists.get(variant, [0] * N_BUCKETS)
-        out["ack_p50_ms"] = quantile(hist, 0.50)
-        out["ack_p99_ms"] = quantile(hist, 0.99)
-        out["ack_latency_hist"] = hist
+        for prefix in LATENCIES:
+            hist = hists[f"{prefix}_latency_hist"].get(variant, [0] * N_BUCKETS)
+            out[f"{prefix}_p50_ms"] = quantile(hist, 0.50)
+            out[f"{prefix}_p99_ms"] = quantile(hist, 0.99)
+            out[f"{prefix}_latency_hist"] = hist
         failures = []
         for key, c in conditions.items():
             meeting = int(row[f"meet_{key}"])

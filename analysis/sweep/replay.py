@@ -76,7 +76,7 @@ def recorded_row(root: Path, variant: int, run: int) -> dict[str, Any]:
 
 
 def replay(root: str | Path, run_id: str) -> Replay:
-    from analysis.checker import ANOMALIES
+    from analysis.checks import ALL_ANOMALIES, transactional_ops
     from eosim import api
     from simulation.scenario import parse_scenario
 
@@ -94,8 +94,10 @@ def replay(root: str | Path, run_id: str) -> Replay:
     got: dict[str, Any] = {name: a.count for name, a in outcome.check.anomalies.items()}
     got |= outcome.run.counts
     got["events"] = outcome.run.events
+    got["txns"] = transactional_ops(outcome.history)
     got["history_sha256"] = outcome.run.history.digest()
-    keys = [*ANOMALIES, "sent", "acked", "failed", "indeterminate", "events", "history_sha256"]
+    keys = [*ALL_ANOMALIES, "sent", "acked", "failed", "indeterminate", "txns", "events"]
+    keys.append("history_sha256")
     mismatches = [
         f"{k}: recorded {row[k]!r}, replayed {got[k]!r}"
         for k in keys

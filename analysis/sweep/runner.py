@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES
 from analysis.sweep import engine
-from analysis.sweep.aggregate import AccountingError, aggregate
+from analysis.sweep.aggregate import LATENCIES, AccountingError, aggregate
 from analysis.sweep.plan import (
     GridAxis,
     PlanError,
@@ -160,7 +161,7 @@ def run_sweep(
     try:
         n_partitions = partitions or engine.default_partitions(spark)
         bar = _progress(plan.total_runs, quiet)
-        found = dict.fromkeys(ANOMALIES, 0)
+        found = dict.fromkeys(ALL_ANOMALIES, 0)
         for c in sorted(done):
             _count_into(found, store.chunk_dir(c))
             start, end = chunks[c]
@@ -210,8 +211,15 @@ def run_sweep(
 
 def _count_into(found: dict[str, int], chunk_dir: Path) -> None:
     """Add a committed chunk's runs-with-anomaly counts (reads only those columns)."""
-    table = pq.read_table(chunk_dir, columns=list(ANOMALIES))
-    for name in ANOMALIES:
+    names = ds.dataset(chunk_dir, format="parquet", partitioning="hive").schema.names
+    missing = [name for name in ALL_ANOMALIES if name not in names]
+    if missing:
+        raise SweepError(
+            f"{chunk_dir}: written by an older eosim without the {missing[0]} column; "
+            "this sweep cannot be resumed, start it again with another --out"
+        )
+    table = pq.read_table(chunk_dir, columns=list(ALL_ANOMALIES))
+    for name in ALL_ANOMALIES:
         found[name] += sum(1 for v in table.column(name).to_pylist() if v)
 
 
@@ -234,11 +242,16 @@ def _progress(total: int, quiet: bool) -> Any:
 
 
 def format_table(result: SweepResult) -> str:
-    """The aggregate table as aligned text."""
+    """The aggregate table as aligned text: the anomalies some run showed (duplicate and
+    lost_write if none), acknowledgement and commit latency when some run measured them
+    (acknowledgement latency if neither), and the verdict."""
     lines = []
-    shown = [a for a in ANOMALIES if any(r[f"runs_{a}"] for r in result.table)]
+    shown = [a for a in ALL_ANOMALIES if any(r[f"runs_{a}"] for r in result.table)]
     shown = shown or ["duplicate", "lost_write"]
-    head = ["variant", *result.params, "runs", *shown, "ack p50/p99 ms", "expect"]
+    latencies = [p for p in LATENCIES if any(r[f"{p}_p50_ms"] is not None for r in result.table)]
+    latencies = latencies or ["ack"]
+    head = ["variant", *result.params, "runs", *shown]
+    head += [f"{p} p50/p99 ms" for p in latencies] + ["expect"]
     rows = []
     for r in result.table:
         params = json.loads(r["params"])
@@ -248,8 +261,9 @@ def format_table(result: SweepResult) -> str:
                 f"{r[f'runs_{a}']} ({100 * r[f'rate_{a}']:.1f}% "
                 f"[{100 * r[f'ci_low_{a}']:.1f}-{100 * r[f'ci_high_{a}']:.1f}])"
             )
-        p50, p99 = r["ack_p50_ms"], r["ack_p99_ms"]
-        cells.append("-" if p50 is None else f"{p50:.3g}/{p99:.3g}")
+        for p in latencies:
+            p50, p99 = r[f"{p}_p50_ms"], r[f"{p}_p99_ms"]
+            cells.append("-" if p50 is None else f"{p50:.3g}/{p99:.3g}")
         cells.append("met" if r["expect_met"] else "NOT MET: " + r["expect_failures"])
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]

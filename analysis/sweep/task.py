@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from analysis.checker import ANOMALIES
+from analysis.checks import ALL_ANOMALIES, transactional_ops
 from analysis.expect import COUNTS
 from analysis.history import History
 from analysis.stats import histogram
@@ -30,14 +30,16 @@ SCHEMA = pa.schema(
         ("run", pa.int64()),
         ("seed", pa.int64()),
         ("params", pa.string()),
-        *((name, pa.int64()) for name in ANOMALIES),
+        *((name, pa.int64()) for name in ALL_ANOMALIES),
         *((name, pa.int64()) for name in COUNTS),
+        ("txns", pa.int64()),
         ("sim_time_s", pa.float64()),
         ("wall_time_s", pa.float64()),
         ("events", pa.int64()),
         ("history_sha256", pa.string()),
         ("expect_met", pa.bool_()),
         ("ack_latency_hist", pa.list_(pa.int64())),
+        ("commit_latency_hist", pa.list_(pa.int64())),
         ("eosim_version", pa.string()),
         ("scenario_sha256", pa.string()),
         ("replay", pa.string()),
@@ -48,10 +50,21 @@ NONDETERMINISTIC = ("wall_time_s",)
 
 
 def ack_latencies(history: History) -> list[float]:
+    """Invocation-to-completion time (ms) of every `ok` send, in invocation order."""
     return [
         s.complete_time - s.invoke_time
         for s in history.sends
         if s.outcome == "ok" and s.complete_time is not None
+    ]
+
+
+def commit_latencies(history: History) -> list[float]:
+    """Invocation-to-completion time (ms) of every `txn` op that completed `ok` (committed),
+    in invocation order."""
+    return [
+        t.complete_time - t.invoke_time
+        for t in history.txns
+        if t.outcome == "ok" and t.complete_time is not None
     ]
 
 
@@ -80,12 +93,14 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "params": json.dumps({p: render(v) for p, v in params.items()}, sort_keys=True),
         **anomalies,
         **outcome.run.counts,
+        "txns": transactional_ops(outcome.history),
         "sim_time_s": outcome.run.sim_time_s,
         "wall_time_s": outcome.run.wall_time_s,
         "events": outcome.run.events,
         "history_sha256": outcome.run.history.digest(),
         "expect_met": outcome.expect.met,
         "ack_latency_hist": histogram(ack_latencies(outcome.history)),
+        "commit_latency_hist": histogram(commit_latencies(outcome.history)),
         "eosim_version": version,
         "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
         "replay": replay_command(plan, seed, params) if failing else None,
