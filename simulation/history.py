@@ -25,6 +25,29 @@ def _t(time: float) -> float:
     return round(time, 6)
 
 
+def _op_record(
+    op_id: int,
+    type_: str,
+    f: str,
+    process: str,
+    time: float,
+    value: dict[str, Any] | None,
+    error: str | None,
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "kind": "op",
+        "id": op_id,
+        "type": type_,
+        "f": f,
+        "process": process,
+        "time": _t(time),
+        "value": value,
+    }
+    if error is not None:
+        rec["error"] = error
+    return rec
+
+
 class HistoryRecorder:
     def __init__(self, meta: dict[str, Any]) -> None:
         self.meta = {"kind": "meta", "format": FORMAT, "version": VERSION, **meta}
@@ -143,32 +166,10 @@ class HistoryRecorder:
                 }
                 if type_ == "ok":
                     v["offset"] = offset
-                rec: dict[str, Any] = {
-                    "kind": "op",
-                    "id": op_id,
-                    "type": type_,
-                    "f": f,
-                    "process": process,
-                    "time": _t(time),
-                    "value": v,
-                }
-                if error is not None:
-                    rec["error"] = error
-                yield rec
+                yield _op_record(op_id, type_, f, process, time, v, error)
             elif e[0] == "gop":
                 _, op_id, type_, f, process, time, value, error = e
-                rec = {
-                    "kind": "op",
-                    "id": op_id,
-                    "type": type_,
-                    "f": f,
-                    "process": process,
-                    "time": _t(time),
-                    "value": value,
-                }
-                if error is not None:
-                    rec["error"] = error
-                yield rec
+                yield _op_record(op_id, type_, f, process, time, value, error)
             elif e[0] == "line":
                 yield e[1]
             else:

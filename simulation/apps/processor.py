@@ -47,13 +47,13 @@ class _Instance:
         self.incarnation = incarnation
         self.process_id = f"{app.name}/{incarnation}"
         node = f"{app.name}#{incarnation}"
-        self.node = node
         self.alive = True
         self.resumed: simpy.Event | None = None
         self.producer: KafkaProducer | None = (
             app.make_producer(node) if app.needs_producer else None
         )
         self.consumer = app.make_consumer(f"{node}.consumer")
+        self.nodes = (node, self.consumer.node)  # what a pause freezes on the network
         self.open_ops: dict[int, dict[str, Any]] = {}
         self.process = self.env.process(self._run())
 
@@ -65,8 +65,8 @@ class _Instance:
         if self.producer is not None:
             self.producer.crash()
         self.consumer.close()
-        self.app.network.resume_node(self.node)
-        self.app.network.resume_node(f"{self.node}.consumer")
+        for n in self.nodes:
+            self.app.network.resume_node(n)
         self._complete_all("info", error)
         if self.process.is_alive and self.env.active_process is not self.process:
             self.process.interrupt("killed")
@@ -76,16 +76,16 @@ class _Instance:
             self.resumed = self.env.event()
             if self.producer is not None:
                 self.producer.sender.pause()
-            self.app.network.pause_node(self.node)
-            self.app.network.pause_node(f"{self.node}.consumer")
+            for n in self.nodes:
+                self.app.network.pause_node(n)
 
     def resume(self) -> None:
         if self.resumed is not None:
             resumed, self.resumed = self.resumed, None
             if self.producer is not None:
                 self.producer.sender.resume()
-            self.app.network.resume_node(self.node)
-            self.app.network.resume_node(f"{self.node}.consumer")
+            for n in self.nodes:
+                self.app.network.resume_node(n)
             resumed.succeed()
 
     def _step(self, point: str | None = None):  # type: ignore[no-untyped-def]
@@ -213,11 +213,9 @@ class _Instance:
             )
             yield from self._step("processor.after_send_offsets")
         if error is None:
-            started = self.env.now
             error = yield from wait(self.env, producer.commit_transaction(), app.max_block_ms)
             yield from self._step()
             if error is None:
-                app.commit_latencies.append(self.env.now - started)
                 for op_id in ids:
                     self._complete(op_id, "ok", None)
                 producer.probe.hit("producer.after_commit", app.name)
@@ -311,7 +309,6 @@ class ProcessorApp:
         self._make_producer = make_producer
         self._make_consumer = make_consumer
         self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
-        self.commit_latencies: list[float] = []
         self.incarnation = -1
         self.instances: list[_Instance] = []
         self.current: _Instance | None = None

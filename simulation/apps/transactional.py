@@ -64,7 +64,6 @@ class TransactionalProducerApp:
         self.next_value = 0
         self.open_op: tuple[int, dict[str, Any]] | None = None
         self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
-        self.commit_latencies: list[float] = []
         self._restarted = env.event()
         self.done = env.event()
         self.process = env.process(self._run())
@@ -121,7 +120,6 @@ class TransactionalProducerApp:
         op_id = self.history.invoke("txn", self.process_id, self.env.now, body)
         self.open_op = (op_id, body)
         self.counts["sent"] += 1
-        started = self.env.now
         error = producer.begin_transaction()
         acked: dict[str, tuple[int, int]] = {}
         if error is None:
@@ -146,7 +144,6 @@ class TransactionalProducerApp:
                 return error is not None
             error = yield from wait(self.env, producer.commit_transaction(), self.max_block_ms)
             if error is None:
-                self.commit_latencies.append(self.env.now - started)
                 committed = [
                     {"topic": w.topic, "partition": acked[v][0], "value": v, "offset": acked[v][1]}
                     for v in values

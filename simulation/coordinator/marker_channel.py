@@ -57,7 +57,6 @@ class TransactionMarkerChannelManager:
         self.generation = 0  # bumped on crash: late timers and answers of a dead channel
         self._correlation = 0
         self._requests: dict[int, _PendingMarkers] = {}
-        self.markers_sent = 0
 
     def send_markers(
         self,
@@ -107,7 +106,6 @@ class TransactionMarkerChannelManager:
             )
             self._requests[cid] = pending
             pending.in_flight[cid] = tuple(tps)
-            self.markers_sent += len(tps)
             self.network.send(self.node, leader, request, request=True)
             self._later(self.request_timeout_ms, lambda c=cid: self._timed_out(c))
         if unavailable:

@@ -222,27 +222,35 @@ class Sender:
         self.on_batches_done()
 
     # -- InitProducerId ----------------------------------------------------------------
-    def _send_init_producer_id(self, now: float) -> float:
+    def _any_ready_connection(self, now: float) -> NodeConnection | None:
+        """A connection that can take a request now, round robin over the brokers."""
         brokers = list(self._connections.values())
         for i in range(len(brokers)):
             nc = brokers[(self._broker_cursor + i) % len(brokers)]
             if self._can_send_to(nc, now):
                 self._broker_cursor = (self._broker_cursor + i + 1) % len(brokers)
-                assert self.tm is not None
-                self.tm.initializing = True
-                self._correlation += 1
-                request = InitProducerIdRequest(self._correlation, self.config.transactional_id)
-                nc.in_flight.append(
-                    InFlightRequest(
-                        self._correlation, now + self.config.request_timeout_ms, [], True
-                    )
-                )
-                self.requests_sent += 1
-                self.network.send(self.node, nc.broker, request, self._connection(nc))
-                return INF
-        # Every connection is backing off or full: wait for a backoff to end or a response.
-        waits = [nc.ready_at - now for nc in brokers if nc.ready_at > now]
+                return nc
+        return None
+
+    def _backoff_wait(self, now: float) -> float:
+        """Every connection is backing off or full: wait for a backoff to end or a response."""
+        waits = [nc.ready_at - now for nc in self._connections.values() if nc.ready_at > now]
         return min(waits) if waits else INF
+
+    def _send_init_producer_id(self, now: float) -> float:
+        nc = self._any_ready_connection(now)
+        if nc is None:
+            return self._backoff_wait(now)
+        assert self.tm is not None
+        self.tm.initializing = True
+        self._correlation += 1
+        request = InitProducerIdRequest(self._correlation, self.config.transactional_id)
+        nc.in_flight.append(
+            InFlightRequest(self._correlation, now + self.config.request_timeout_ms, [], True)
+        )
+        self.requests_sent += 1
+        self.network.send(self.node, nc.broker, request, self._connection(nc))
+        return INF
 
     # -- drain -------------------------------------------------------------------------
     def _sendable(self, tp: TopicPartition) -> bool:
@@ -446,16 +454,11 @@ class Sender:
             return txn.next_wakeup(now)
         node = txn.coordinator_node(request)
         if node is None:
-            # FindCoordinator goes to any broker that can take it, round robin.
-            brokers = list(self._connections.values())
-            for i in range(len(brokers)):
-                nc = brokers[(self._broker_cursor + i) % len(brokers)]
-                if self._can_send_to(nc, now):
-                    self._broker_cursor = (self._broker_cursor + i + 1) % len(brokers)
-                    break
-            else:
-                waits = [nc.ready_at - now for nc in brokers if nc.ready_at > now]
-                return min(waits) if waits else INF
+            # FindCoordinator goes to any broker that can take it.
+            ready = self._any_ready_connection(now)
+            if ready is None:
+                return self._backoff_wait(now)
+            nc = ready
         else:
             nc = self._connections[node]
             if not self._can_send_to(nc, now):

@@ -95,6 +95,8 @@ class TxnRequest:
     order: int = 0
     not_before: float = 0.0
     commit: bool = False
+    # Completes the application's result event (None, or the error) if the request fails.
+    finish: Callable[[str | None], None] | None = None
 
 
 class Transactions:
@@ -123,7 +125,6 @@ class Transactions:
         self.pending_partitions: dict[TopicPartition, None] = {}
         self.last_error: str | None = None
         self.epoch_bump_required = False
-        self.has_ongoing_end = False
         self.wakeup: Callable[[], None] = lambda: None
 
     # -- queue -------------------------------------------------------------------------
@@ -189,12 +190,43 @@ class Transactions:
         request.not_before = self.env.now + self.retry_backoff_ms
         self.pending.append(request)
 
-    def _retry_or_lookup(self, error: Errors) -> str | None:
-        if error in LOOKUP_ERRORS:
-            return LOOKUP
-        if error in RETRIABLE:
-            return RETRY
-        return None
+    @staticmethod
+    def _handler(
+        on_success: Callable[[Any], None], on_error: Callable[[Errors], None]
+    ) -> Callable[[Any], str | None]:
+        """A response handler: success, a retry (after finding the coordinator again for
+        NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE), or ``on_error`` for the rest."""
+
+        def handle(response: Any) -> str | None:
+            error = response.error
+            if error is Errors.NONE:
+                on_success(response)
+                return None
+            if error in LOOKUP_ERRORS:
+                return LOOKUP
+            if error in RETRIABLE:
+                return RETRY
+            on_error(error)
+            return None
+
+        return handle
+
+    def _fail(self, error: Errors, *, mapping_is_abortable: bool = False) -> None:
+        """A non-retriable answer: FATAL_ERROR, or ABORTABLE_ERROR for an expired id."""
+        if mapping_is_abortable and error is Errors.INVALID_PRODUCER_ID_MAPPING:
+            self.abortable(error_text(error))
+        else:
+            self.fatal(error_text(error))
+
+    def _result(self) -> tuple[simpy.Event, Callable[[str | None], None]]:
+        """The application's result event and the function that completes it once."""
+        result = self.env.event()
+
+        def finish(error: str | None) -> None:
+            if not result.triggered:
+                result.succeed(error)
+
+        return result, finish
 
     # -- FindCoordinator ---------------------------------------------------------------
     def _find_coordinator(self, key_type: str, key: str) -> None:
@@ -228,23 +260,20 @@ class Transactions:
             self.epoch_bump_required = True
             self.state.transition_to(State.ABORTABLE_ERROR)
             # A commit not yet sent cannot go out any more: it fails with this error.
-            for request in [r for r in self.pending if r.name == "EndTxn" and r.commit]:
+            for request in [r for r in self.pending if r.priority == END_TXN and r.commit]:
                 self.pending.remove(request)
-                request.finish(message)  # type: ignore[attr-defined]
+                if request.finish is not None:
+                    request.finish(message)
 
     def _fail_pending(self, message: str) -> None:
         for request in self.pending:
-            finish = getattr(request, "finish", None)
-            if finish is not None:
-                finish(message)
+            if request.finish is not None:
+                request.finish(message)
         self.pending.clear()
 
     @property
     def is_fatal(self) -> bool:
         return self.state.state is State.FATAL_ERROR
-
-    def _result_event(self) -> simpy.Event:
-        return self.env.event()
 
     def _fail_now(self, message: str) -> simpy.Event:
         event = self.env.event()
@@ -258,41 +287,34 @@ class Transactions:
                 f"IllegalStateException: initTransactions in {self.state.state.value}"
             )
         self.state.transition_to(State.INITIALIZING)
-        return self._init_producer_id(bump=False)
+        return self._init_producer_id()
 
-    def _init_producer_id(self, bump: bool) -> simpy.Event:
-        result = self._result_event()
+    def _init_producer_id(self) -> simpy.Event:
+        """InitProducerId: the first one, or an epoch bump after an aborted transaction."""
+        result, finish = self._result()
 
-        def finish(error: str | None) -> None:
-            if not result.triggered:
-                result.succeed(error)
+        def initialized(response: InitProducerIdResponse) -> None:
+            self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
+            self.tm.reset_sequences()
+            self.epoch_bump_required = False
+            self.state.transition_to(State.READY)
+            finish(None)
 
-        def handle(response: InitProducerIdResponse) -> str | None:
-            error = response.error
-            if error is Errors.NONE:
-                self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
-                self.tm.reset_sequences()
-                self.epoch_bump_required = False
-                self.state.transition_to(State.READY)
-                finish(None)
-                return None
-            again = self._retry_or_lookup(error)
-            if again is not None:
-                return again
-            self.fatal(error_text(error))
+        def failed(error: Errors) -> None:
+            self._fail(error)
             finish(self.last_error)
-            return None
 
-        request = TxnRequest(
-            INIT_PRODUCER_ID,
-            "InitProducerId",
-            "transaction",
-            self.transactional_id,
-            lambda cid: InitProducerIdRequest(cid, self.transactional_id, self.timeout_ms),
-            handle,
+        self._enqueue(
+            TxnRequest(
+                INIT_PRODUCER_ID,
+                "InitProducerId",
+                "transaction",
+                self.transactional_id,
+                lambda cid: InitProducerIdRequest(cid, self.transactional_id, self.timeout_ms),
+                self._handler(initialized, failed),
+                finish=finish,
+            )
         )
-        request.finish = finish  # type: ignore[attr-defined]
-        self._enqueue(request)
         return result
 
     # -- begin / send ------------------------------------------------------------------
@@ -321,23 +343,15 @@ class Transactions:
         self.new_partitions.clear()
         pid, epoch = self.tm.producer_id, self.tm.epoch
 
-        def handle(response: Any) -> str | None:
-            error = response.error
-            if error is Errors.NONE:
-                for tp in partitions:
-                    self.pending_partitions.pop(tp, None)
-                    self.partitions_in_txn[tp] = None
-                return None
-            again = self._retry_or_lookup(error)
-            if again is not None:
-                return again
+        def added(_response: Any) -> None:
             for tp in partitions:
                 self.pending_partitions.pop(tp, None)
-            if error is Errors.INVALID_PRODUCER_ID_MAPPING:
-                self.abortable(error_text(error))
-            else:
-                self.fatal(error_text(error))
-            return None
+                self.partitions_in_txn[tp] = None
+
+        def failed(error: Errors) -> None:
+            for tp in partitions:
+                self.pending_partitions.pop(tp, None)
+            self._fail(error, mapping_is_abortable=True)
 
         self._enqueue(
             TxnRequest(
@@ -348,7 +362,7 @@ class Transactions:
                 lambda cid: AddPartitionsToTxnRequest(
                     cid, self.transactional_id, pid, epoch, partitions
                 ),
-                handle,
+                self._handler(added, failed),
             )
         )
 
@@ -361,35 +375,16 @@ class Transactions:
                 self.last_error
                 or f"IllegalStateException: sendOffsetsToTransaction in {self.state.state.value}"
             )
-        result = self._result_event()
+        result, finish = self._result()
         pid, epoch = self.tm.producer_id, self.tm.epoch
 
-        def finish(error: str | None) -> None:
-            if not result.triggered:
-                result.succeed(error)
-
-        def fail(error: Errors) -> None:
-            if error is Errors.INVALID_PRODUCER_ID_MAPPING:
-                self.abortable(error_text(error))
-            else:
-                self.fatal(error_text(error))
+        def failed(error: Errors) -> None:
+            self._fail(error, mapping_is_abortable=True)
             finish(self.last_error)
 
-        def handle_commit(response: Any) -> str | None:
-            error = response.error
-            if error is Errors.NONE:
-                finish(None)
-                return None
-            again = self._retry_or_lookup(error)
-            if again is not None:
-                return again
-            fail(error)
-            return None
-
-        def handle_add(response: Any) -> str | None:
-            error = response.error
-            if error is Errors.NONE:
-                commit = TxnRequest(
+        def offsets_added(_response: Any) -> None:
+            self._enqueue(
+                TxnRequest(
                     ADD_PARTITIONS_OR_OFFSETS,
                     "TxnOffsetCommit",
                     "group",
@@ -397,27 +392,22 @@ class Transactions:
                     lambda cid: TxnOffsetCommitRequest(
                         cid, self.transactional_id, group, pid, epoch, offsets
                     ),
-                    handle_commit,
+                    self._handler(lambda _r: finish(None), failed),
+                    finish=finish,
                 )
-                commit.finish = finish  # type: ignore[attr-defined]
-                self._enqueue(commit)
-                return None
-            again = self._retry_or_lookup(error)
-            if again is not None:
-                return again
-            fail(error)
-            return None
+            )
 
-        request = TxnRequest(
-            ADD_PARTITIONS_OR_OFFSETS,
-            "AddOffsetsToTxn",
-            "transaction",
-            self.transactional_id,
-            lambda cid: AddOffsetsToTxnRequest(cid, self.transactional_id, pid, epoch, group),
-            handle_add,
+        self._enqueue(
+            TxnRequest(
+                ADD_PARTITIONS_OR_OFFSETS,
+                "AddOffsetsToTxn",
+                "transaction",
+                self.transactional_id,
+                lambda cid: AddOffsetsToTxnRequest(cid, self.transactional_id, pid, epoch, group),
+                self._handler(offsets_added, failed),
+                finish=finish,
+            )
         )
-        request.finish = finish  # type: ignore[attr-defined]
-        self._enqueue(request)
         return result
 
     # -- commit / abort ----------------------------------------------------------------
@@ -449,7 +439,7 @@ class Transactions:
             self.epoch_bump_required = False  # every transaction already ends with a bump
         if self.epoch_bump_required and self.state.state is State.ABORTING_TRANSACTION:
             self.state.transition_to(State.INITIALIZING)
-            bump = self._init_producer_id(bump=True)
+            bump = self._init_producer_id()
             bump.callbacks.append(lambda ev: event.succeed(ev.value))
             return event
         if self.state.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION):
@@ -458,38 +448,30 @@ class Transactions:
         return event
 
     def _end_txn(self, commit: bool) -> simpy.Event:
-        result = self._result_event()
+        result, finish = self._result()
         pid, epoch = self.tm.producer_id, self.tm.epoch
 
-        def finish(error: str | None) -> None:
-            if not result.triggered:
-                result.succeed(error)
+        def ended(response: EndTxnResponse) -> None:
+            if self.transaction_version >= 2 and response.epoch >= 0:
+                self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
+                self.tm.reset_sequences()
+            after = self._after_end(None)
+            after.callbacks.append(lambda ev: finish(ev.value))
 
-        def handle(response: EndTxnResponse) -> str | None:
-            error = response.error
-            if error is Errors.NONE:
-                if self.transaction_version >= 2 and response.epoch >= 0:
-                    self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
-                    self.tm.reset_sequences()
-                after = self._after_end(None)
-                after.callbacks.append(lambda ev: finish(ev.value))
-                return None
-            again = self._retry_or_lookup(error)
-            if again is not None:
-                return again
-            self.fatal(error_text(error))
+        def failed(error: Errors) -> None:
+            self._fail(error)
             finish(self.last_error)
-            return None
 
-        request = TxnRequest(
-            END_TXN,
-            "EndTxn",
-            "transaction",
-            self.transactional_id,
-            lambda cid: EndTxnRequest(cid, self.transactional_id, pid, epoch, commit),
-            handle,
-            commit=commit,
+        self._enqueue(
+            TxnRequest(
+                END_TXN,
+                "EndTxn",
+                "transaction",
+                self.transactional_id,
+                lambda cid: EndTxnRequest(cid, self.transactional_id, pid, epoch, commit),
+                self._handler(ended, failed),
+                commit=commit,
+                finish=finish,
+            )
         )
-        request.finish = finish  # type: ignore[attr-defined]
-        self._enqueue(request)
         return result
