@@ -15,9 +15,16 @@ That matters for ``acks=0``, which has no request timeout to notice a dead conne
 ``loss_model: message`` drops single messages independently instead. That is a departure from
 TCP, kept for comparison.
 
+A client that gives up on a connection (a request timeout) closes it, but bytes it has already
+sent still reach the broker ahead of its FIN, and the broker handles those requests; only the
+responses are lost. So a request can be written long after its client stopped waiting for it
+(``in_flight_after_close: deliver``, the default). ``drop`` discards them instead, an
+idealisation kept for comparison. A broker crash destroys its side of every connection:
+nothing in flight on one arrives.
+
 A partition cuts chosen groups of nodes apart. Messages sent across the cut are held, as TCP
-retransmission would hold them, and delivered when the cut heals, unless their connection was
-closed in the meantime.
+retransmission would hold them, and delivered when the cut heals unless their connection is
+gone by then.
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ class NetworkSettings:
     # A black-holed connection is eventually reset by TCP (retransmission timeout or
     # keepalive); until then only the client's request timeout can notice it.
     dead_connection_reset_ms: float = 30_000.0
+    # What becomes of requests already sent on a connection the client then closes.
+    in_flight_after_close: Literal["deliver", "drop"] = "deliver"
 
 
 @dataclass(slots=True, eq=False)
@@ -77,6 +86,19 @@ class Connection:
     generation: int
     closed: bool = False
     blackholed: bool = False
+    # Closed by the client, whose requests already sent still arrive (see the module doc).
+    client_closed: bool = False
+
+    def close(self) -> None:
+        """The client closes the connection."""
+        if not self.closed:
+            self.closed = True
+            self.client_closed = True
+
+    def destroy(self) -> None:
+        """The broker's side is gone (it crashed or refused): nothing more arrives."""
+        self.closed = True
+        self.client_closed = False
 
 
 @dataclass(slots=True)
@@ -261,7 +283,7 @@ class Network:
 
     def _deliver(self, msg: Message) -> None:
         conn = msg.conn
-        if conn is not None and (conn.closed or conn.blackholed):
+        if conn is not None and (conn.blackholed or (conn.closed and not self._outlives(msg))):
             self.messages_lost += 1
             if self.trace is not None:
                 self._record("dropped", msg)
@@ -274,6 +296,16 @@ class Network:
         handler = self._handlers.get(msg.dst)
         if handler is not None:
             handler(msg)
+
+    def _outlives(self, msg: Message) -> bool:
+        """A request sent before its client closed the connection still arrives."""
+        conn = msg.conn
+        assert conn is not None
+        return (
+            conn.client_closed
+            and msg.src == conn.client
+            and self.settings.in_flight_after_close == "deliver"
+        )
 
     def pause_node(self, node: str) -> None:
         """The node's process is frozen (a GC pause): what arrives waits in its socket."""

@@ -119,7 +119,12 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     network = Network(
         env,
         NetworkSettings(
-            latency, n.request_loss, n.response_loss, n.loss_model, n.dead_connection_reset
+            latency,
+            n.request_loss,
+            n.response_loss,
+            n.loss_model,
+            n.dead_connection_reset,
+            n.in_flight_after_close,
         ),
         streams.stream("network"),
         streams.stream("network-loss"),
@@ -195,6 +200,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         load_ms=c.coordinator_load,
         abort_check_interval_ms=c.transaction_abort_check_interval,
         transactional_id_expiration_ms=c.transactional_id_expiration,
+        expiration_check_interval_ms=c.transactional_id_cleanup_interval,
     )
     for name, broker in brokers.items():
         broker.coordinator = CoordinatorRuntime(

@@ -38,14 +38,21 @@ class ScenarioError(ValueError):
 
 
 # -- durations ------------------------------------------------------------------------------
-_UNITS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "min": 60_000.0, "h": 3_600_000.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_UNITS = {
+    "ms": 1.0,
+    "s": 1000.0,
+    "m": 60_000.0,
+    "min": 60_000.0,
+    "h": 3_600_000.0,
+    "d": 86_400_000.0,
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
 
 
 def parse_duration_ms(value: object) -> float:
     """``250`` or ``"250ms"`` -> 250.0; ``"1.5s"`` -> 1500.0. Plain numbers are milliseconds."""
     if isinstance(value, bool):
-        raise ValueError("expected a duration such as 500ms, 2s or 1m")
+        raise ValueError("expected a duration such as 500ms, 2s, 1m or 7d")
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("a duration cannot be negative")
@@ -54,7 +61,7 @@ def parse_duration_ms(value: object) -> float:
         m = _DURATION.match(value)
         if m:
             return float(m.group(1)) * _UNITS[m.group(2) or "ms"]
-    raise ValueError(f"expected a duration such as 500ms, 2s or 1m, got {value!r}")
+    raise ValueError(f"expected a duration such as 500ms, 2s, 1m or 7d, got {value!r}")
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration_ms)]
@@ -78,9 +85,13 @@ class Cluster(_Model):
     # (broker.session.timeout.ms), and how long loading a coordinator partition takes.
     coordinator_failover: Duration = 9_000.0
     coordinator_load: Duration = 50.0
-    # transactional.id.expiration.ms (default 7 days) and the timeout-abort check interval.
+    # transactional.id.expiration.ms (default 7 days), how often expired ids are removed
+    # (transaction.remove.expired.transaction.cleanup.interval.ms, 1 hour) and how often open
+    # transactions are checked against their timeout
+    # (transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s).
     transactional_id_expiration: Duration = 604_800_000.0
-    transaction_abort_check_interval: Duration = 10_000.0
+    transactional_id_cleanup_interval: Duration = Field(default=3_600_000.0, gt=0.0)
+    transaction_abort_check_interval: Duration = Field(default=10_000.0, gt=0.0)
     topics: list[Topic] = Field(min_length=1)
 
     @field_validator("topics")
@@ -109,6 +120,11 @@ class NetworkSpec(_Model):
     response_loss: Probability = 0.0
     loss_model: Literal["connection", "message"] = "connection"
     dead_connection_reset: Duration = 30_000.0
+    in_flight_after_close: Literal["deliver", "drop"] = Field(
+        default="deliver",
+        description="requests already sent on a connection the client closes: "
+        "deliver (TCP) or drop",
+    )
 
 
 # -- producers ------------------------------------------------------------------------------
@@ -277,6 +293,12 @@ class Fault(_Model):
 class Kafka(_Model):
     version: Literal["3.9", "4.0"] = DEFAULT_VERSION  # type: ignore[assignment]
     rules: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, version: Any) -> Any:
+        # `version: 4.0` in YAML (or `--set kafka.version=4.0`) is a number; mean the text.
+        return f"{version:.1f}" if isinstance(version, float) else version
 
     @field_validator("rules")
     @classmethod

@@ -13,6 +13,9 @@ from simulation.protocol import (
     Errors,
     InitProducerIdRequest,
     ProduceRequest,
+    ProduceResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from simulation.rng import RandomStreams
 from simulation.rules import VERSIONS
@@ -33,8 +36,8 @@ def make():
     return env, net, broker, inbox
 
 
-def produce(net, seq, values, cid=1, epoch=0, conn=None):
-    data = BatchData(7, epoch, seq, tuple(values))
+def produce(net, seq, values, cid=1, epoch=0, conn=None, transactional=False):
+    data = BatchData(7, epoch, seq, tuple(values), transactional)
     net.send("c", "broker-0", ProduceRequest(cid, -1, [(TP, data)]), conn)
 
 
@@ -107,3 +110,50 @@ def test_init_producer_id_hands_out_fresh_ids():
     net.send("c", "broker-0", InitProducerIdRequest(2))
     env.run(until=10)
     assert [(r.producer_id, r.epoch) for r in inbox] == [(0, 0), (1, 0)]
+
+
+def test_non_transactional_write_during_open_transaction_is_invalid_txn_state():
+    env, net, broker, inbox = make()
+    produce(net, 0, ["t1"], 1, transactional=True)
+    produce(net, 1, ["plain"], 2)  # same producer, outside its open transaction
+    env.run(until=10)
+    marker = WriteTxnMarkersRequest(3, 7, 0, True, 0, (TP,))
+    net.send("c", "broker-0", marker)
+    env.run(until=20)
+    produce(net, 1, ["after"], 4)  # the transaction is over: a plain write is fine again
+    env.run(until=30)
+    produced = [r for r in inbox if isinstance(r, ProduceResponse)]
+    assert [r.results[0].error for r in produced] == [
+        Errors.NONE,
+        Errors.INVALID_TXN_STATE,
+        Errors.NONE,
+    ]
+    assert [e for r in inbox if isinstance(r, WriteTxnMarkersResponse) for _, e in r.results] == [
+        Errors.NONE
+    ]
+    assert [rec["value"] for rec in broker.logs[TP].records()] == ["t1", "after"]
+    assert broker.logs[TP].last_stable_offset() == broker.logs[TP].log_end_offset
+
+
+def test_transactional_write_verified_unless_the_rule_is_off():
+    refused: list = []
+
+    def verify(transactional_id, pid, epoch, tp):
+        refused.append((transactional_id, pid, epoch, tp))
+        return Errors.INVALID_TXN_STATE
+
+    env, net, broker, inbox = make()
+    broker.verify_partition = verify
+    net.send(
+        "c",
+        "broker-0",
+        ProduceRequest(1, -1, [(TP, BatchData(7, 0, 0, ("late",), True))], transactional_id="x"),
+    )
+    env.run(until=10)
+    assert inbox[0].results[0].error is Errors.INVALID_TXN_STATE
+    assert refused == [("x", 7, 0, TP)] and broker.logs[TP].log_end_offset == 0
+    broker.verify_partition = None  # transaction_partition_verification: false
+    produce(net, 0, ["late"], 2, transactional=True)
+    env.run(until=20)
+    assert inbox[1].results[0].error is Errors.NONE
+    assert broker.logs[TP].last_stable_offset() == 0  # an open transaction nobody will end

@@ -83,3 +83,50 @@ def test_delay_spike_adds_latency_on_touching_links_only():
     env.run()
     net.stop(spike)
     assert dict((p, t) for t, p in got) == {"fast": 1.0, "slow": 101.0}
+
+
+def test_requests_sent_before_the_client_closes_still_arrive():
+    env, net, got = make(NetworkSettings(LatencyModel("constant", value_ms=10.0)))
+    conn = Connection("c", "b", 1)
+    net.send("c", "b", "request", conn)
+    env.run(until=5)
+    conn.close()  # the client's request timeout: the bytes are already on their way
+    net.send("c", "b", "too late", conn)  # nothing can be sent on a closed connection
+    net.send("b", "c", "response", conn)
+    env.run()
+    assert [p for _, p in got] == ["request"]
+
+
+def test_in_flight_after_close_drop_discards_them():
+    env, net, got = make(
+        NetworkSettings(LatencyModel("constant", value_ms=10.0), in_flight_after_close="drop")
+    )
+    conn = Connection("c", "b", 1)
+    net.send("c", "b", "request", conn)
+    env.run(until=5)
+    conn.close()
+    env.run()
+    assert got == []
+
+
+def test_nothing_in_flight_arrives_once_the_broker_side_is_gone():
+    env, net, got = make(NetworkSettings(LatencyModel("constant", value_ms=10.0)))
+    conn = Connection("c", "b", 1)
+    net.send("c", "b", "request", conn)
+    env.run(until=5)
+    conn.close()
+    conn.destroy()  # the broker crashed: its socket is gone
+    env.run()
+    assert got == []
+
+
+def test_held_request_arrives_after_the_cut_heals_though_its_client_gave_up():
+    env, net, got = make(NetworkSettings(LatencyModel("constant", value_ms=1.0)))
+    cut = net.start_partition([["c"], ["b"]])
+    conn = Connection("c", "b", 1)
+    net.send("c", "b", "held", conn)
+    env.run(until=50)
+    conn.close()
+    net.stop(cut)
+    env.run()
+    assert [p for _, p in got] == ["held"]

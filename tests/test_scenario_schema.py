@@ -87,7 +87,15 @@ def test_unsafe_yaml_tags_are_refused():
 
 
 @pytest.mark.parametrize(
-    ("text", "ms"), [(250, 250.0), ("250ms", 250.0), ("1.5s", 1500.0), ("2m", 120_000.0)]
+    ("text", "ms"),
+    [
+        (250, 250.0),
+        ("250ms", 250.0),
+        ("1.5s", 1500.0),
+        ("2m", 120_000.0),
+        ("1h", 3_600_000.0),
+        ("7d", 604_800_000.0),
+    ],
 )
 def test_durations(text, ms):
     assert parse_duration_ms(text) == ms
@@ -96,3 +104,20 @@ def test_durations(text, ms):
 def test_bad_duration():
     with pytest.raises(ValueError):
         parse_duration_ms("soon")
+
+
+@pytest.mark.parametrize("version", ["4.0", "3.9"])
+def test_kafka_version_given_as_a_number(version):
+    # `--set kafka.version=4.0` and `version: 4.0` in YAML arrive as floats.
+    s = parse_scenario(GOOD, "s.yaml", [f"kafka.version={version}"])
+    assert s.kafka.version == version
+    assert "kafka.version" in error_for(GOOD, "kafka.version=3.0")
+
+
+def test_cleanup_intervals_must_be_positive():
+    assert "transaction_abort_check_interval" in error_for(
+        GOOD, "cluster.transaction_abort_check_interval=0"
+    )
+    assert "transactional_id_cleanup_interval" in error_for(
+        GOOD, "cluster.transactional_id_cleanup_interval=0"
+    )

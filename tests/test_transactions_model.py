@@ -197,3 +197,52 @@ def test_transactional_runs_are_deterministic() -> None:
     a = run_scenario(parse_scenario(PIPELINE, "t.yaml", [fault]))
     b = run_scenario(parse_scenario(PIPELINE, "t.yaml", [fault]))
     assert a.history.digest() == b.history.digest()
+
+
+# -- transactional.id expiry -------------------------------------------------------------------
+EXPIRY = """
+name: expiry
+seed: 1
+cluster:
+  brokers: 2
+  transactional_id_expiration: 2s
+  transactional_id_cleanup_interval: 500ms
+  topics: [{name: events, partitions: 2}]
+transactional_producers:
+  - name: writer
+    config: {transaction.timeout.ms: 1000}
+    workload: {topic: events, transactions: 40, size: 2, rate: 10}
+faults:
+  - {kind: crash, nodes: [writer], at: 1s, duration: 5s}
+"""
+
+
+def producer_ids(records) -> list[int]:
+    ids: list[int] = []
+    for r in records:
+        is_txn = r["kind"] == "op" and r["type"] == "invoke" and r["f"] == "txn"
+        if is_txn and (not ids or ids[-1] != r["value"]["producer_id"]):
+            ids.append(r["value"]["producer_id"])
+    return ids
+
+
+def test_idle_transactional_id_expires_and_the_restart_gets_a_new_producer_id():
+    _result, records, verdict = run(EXPIRY)
+    assert found(verdict) == {}
+    first, second = producer_ids(records)
+    assert second != first
+    invokes = [
+        r["value"]
+        for r in records
+        if r["kind"] == "op" and r["type"] == "invoke" and r["f"] == "txn"
+    ]
+    new_id = [v["epoch"] for v in invokes if v["producer_id"] == second]
+    assert new_id[0] == 0  # a new id starts again at epoch 0
+    committed = [r for r in records if r["kind"] == "op" and r["f"] == "txn" and r["type"] == "ok"]
+    assert len(committed) == 40
+
+
+def test_without_expiry_the_restart_keeps_its_producer_id():
+    _result, records, verdict = run(EXPIRY, "cluster.transactional_id_expiration=7d")
+    assert found(verdict) == {}
+    assert len(producer_ids(records)) == 1

@@ -3,11 +3,12 @@
 Each transaction writes ``size`` new unique values and then commits, or aborts with
 ``abort_probability``. Its ``txn`` operation is completed with Jepsen's outcome rules:
 
-* ``ok`` when commitTransaction returned, ``fail`` when the transaction was aborted (by the
-  application, or after an abortable error);
-* ``info`` when the outcome is unknown: the commit timed out (``max.block.ms``), the
-  producer was fenced or hit another fatal error, or the process crashed. The application
-  then restarts as a new process with the **same** transactional.id, whose
+* ``ok`` when commitTransaction returned, ``fail`` when an abortTransaction succeeded (the
+  application chose to abort, or the commit failed with an abortable error such as a batch
+  that expired after ``delivery.timeout.ms``);
+* ``info`` when the outcome is unknown: the commit timed out (``max.block.ms``) and could not
+  be aborted, the producer was fenced or hit another fatal error, or the process crashed.
+  The application then restarts as a new process with the **same** transactional.id, whose
   initTransactions fences the old one and settles its open transaction.
 """
 
@@ -154,10 +155,12 @@ class TransactionalProducerApp:
                 return False
         txn = producer.transactions
         assert txn is not None
-        if txn.is_fatal or error.startswith("TimeoutException"):
+        if txn.is_fatal:
             self._complete("info", error, None)
             return True
-        # An abortable error: abort, and the transaction definitely did not commit.
+        # Try to abort. Once an abort succeeds the transaction definitely did not commit. A
+        # commit that timed out while its EndTxn may be in flight cannot be aborted (the
+        # producer refuses), so its outcome stays unknown.
         abort_error = yield from wait(self.env, producer.abort_transaction(), self.max_block_ms)
         if abort_error is None:
             self._complete("fail", error, None)

@@ -113,7 +113,7 @@ class Broker:
         if not self.alive:
             # Connection refused: the client learns after one hop.
             if msg.conn is not None:
-                msg.conn.closed = True
+                msg.conn.destroy()
                 self._notify_reset(msg.conn)
             return
         if msg.conn is not None:
@@ -260,8 +260,9 @@ class Broker:
         self.paused = False
         self._queue.clear()
         for conn in self._connections.values():
-            if not conn.closed:
-                conn.closed = True
+            was_open = not conn.closed
+            conn.destroy()
+            if was_open:
                 self._notify_reset(conn)
         self._connections.clear()
 

@@ -61,7 +61,7 @@ class ConsumerNetworkClient:
         if waiting is None:
             return
         broker, conn, event = waiting
-        conn.closed = True
+        conn.close()
         if self._conns.get(broker) is conn:
             del self._conns[broker]
         self._fail_connection(conn)

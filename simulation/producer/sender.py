@@ -199,7 +199,7 @@ class Sender:
 
     def _disconnect(self, nc: NodeConnection, now: float, error: Errors) -> None:
         if nc.conn is not None:
-            nc.conn.closed = True
+            nc.conn.close()
             nc.conn = None
         nc.failures += 1
         base = self.config.reconnect_backoff_ms * 2 ** (nc.failures - 1)

@@ -275,6 +275,15 @@ class Transactions:
     def is_fatal(self) -> bool:
         return self.state.state is State.FATAL_ERROR
 
+    def _error_state_message(self) -> str:
+        """What a transactional method raises in an error state: a fenced producer's own
+        exception, otherwise a KafkaException whose cause is the error that caused the state
+        (so a batch that expired is not mistaken for a commit that timed out)."""
+        error = self.last_error or ""
+        if error.startswith("ProducerFencedException"):
+            return error
+        return f"KafkaException: in an error state, caused by {error or 'an earlier error'}"
+
     def _fail_now(self, message: str) -> simpy.Event:
         event = self.env.event()
         event.succeed(message)
@@ -414,7 +423,7 @@ class Transactions:
     def commit(self) -> simpy.Event:
         state = self.state.state
         if state is State.ABORTABLE_ERROR or state is State.FATAL_ERROR:
-            return self._fail_now(self.last_error or "KafkaException: cannot commit")
+            return self._fail_now(self._error_state_message())
         if state is not State.IN_TRANSACTION:
             return self._fail_now(f"IllegalStateException: commitTransaction in {state.value}")
         self.state.transition_to(State.COMMITTING_TRANSACTION)
@@ -423,7 +432,7 @@ class Transactions:
     def abort(self) -> simpy.Event:
         state = self.state.state
         if state is State.FATAL_ERROR:
-            return self._fail_now(self.last_error or "KafkaException: fatal")
+            return self._fail_now(self._error_state_message())
         if state not in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):
             return self._fail_now(f"IllegalStateException: abortTransaction in {state.value}")
         self.state.transition_to(State.ABORTING_TRANSACTION)
