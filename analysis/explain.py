@@ -65,9 +65,9 @@ def _torn_transaction(e: dict[str, Any]) -> str:
 
 
 def _precommitted_read(e: dict[str, Any]) -> str:
+    writer = f" (written by {_txn(e['txns'][0])})" if e["txns"] else ""
     return (
-        f"{e['process']} read {e['value']} at {_at(e)} at {_ms(e['time'])}, before "
-        f"{_txn(e['txns'][0])} completed at {_ms(e['txns'][0]['complete_time'])}"
+        f"{e['process']} read {e['value']} at {_at(e)} at {_ms(e['time'])}, {e['reason']}{writer}"
     )
 
 

@@ -12,8 +12,9 @@ From these:
 * aborted_read: a poll returns an aborted value or an aborted log record (a read_committed
   one never may; read_uncommitted ones are counted too, with the isolation in the example).
 * torn_transaction: an `ok` or `info` txn with some, but not all, of its values visible.
-* precommitted_read: a read_committed poll returns a value of a committed (`ok`) txn before
-  that txn completed (aborted values are aborted_read; `info` ones must have committed).
+* precommitted_read: a read_committed poll returns a transactional record before the COMMIT
+  marker that ends its transaction on that partition was appended, or one no marker ever
+  ended. Without a log record to judge by: a value of `ok` txns read before any of them began.
 * poll_skip / nonmonotonic_poll: one process's successive polls of a partition jump over a
   record it should have returned / start at or before where the last one ended.
 * duplicate_processing: one input record processed by two `ok` `process` ops, or whose outputs
@@ -109,11 +110,16 @@ class _Facts:
 
 def _marker_after(markers: list[Marker], record: LogRecord) -> str | None:
     """The type of the first marker of the record's producer after it, if any."""
+    marker = _first_marker_after(markers, record)
+    return None if marker is None else marker.type
+
+
+def _first_marker_after(markers: list[Marker], record: LogRecord) -> Marker | None:
     if record.producer_id is None:
         return None
     for marker in markers:
         if marker.offset > record.offset and marker.producer_id == record.producer_id:
-            return marker.type
+            return marker
     return None
 
 
@@ -184,25 +190,44 @@ def _torn_transactions(facts: _Facts, anomaly: Anomaly) -> None:
 
 
 def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
+    """A transaction commits on a partition when its COMMIT marker is appended there. That is
+    the moment a read_committed read may return its records; the writer learns of the commit
+    later (its EndTxn answer races the markers), so its completion time is no bound."""
+    records = {
+        (topic, partition, r.offset): r
+        for (topic, partition), log in facts.history.logs.items()
+        for r in log
+    }
     reported: set[str] = set()
     for poll, where, value in _committed_reads(facts):
-        txns = facts.txns_by_value.get(value)
-        if not txns or value in reported:
+        if value in reported:
             continue
-        # Only a transaction known to have committed can be read too early. An aborted one
-        # read is an aborted_read; an info one "must have committed" once read (Jepsen).
-        if any(txn.outcome != "ok" for txn in txns):
-            continue
-        committed = [txn.complete_time for txn in txns]
-        if any(time is not None and time <= poll.time for time in committed):
-            continue
+        record = records.get(where)
+        if record is not None and record.value == value and record.transactional:
+            marker = _first_marker_after(facts.history.markers.get(where[:2], []), record)
+            if marker is None:
+                reason = "read while its transaction was open"
+            elif marker.type == "COMMIT" and marker.time is not None and poll.time < marker.time:
+                reason = "read before its COMMIT marker"
+            else:
+                continue  # committed in time, or aborted (an aborted_read)
+        else:
+            # No log record to judge by: only a read before the writing transaction even
+            # began is certain to be early.
+            txns = facts.txns_by_value.get(value)
+            if not txns or any(txn.outcome != "ok" for txn in txns):
+                continue
+            if any(txn.invoke_time <= poll.time for txn in txns):
+                continue
+            reason = "read before its transaction began"
         reported.add(value)
-        reason = "read before commit"
         anomaly.add(
             {
                 **_read(poll, where, value),
                 "reason": reason,
-                "txns": [_txn_summary(txn) for txn in txns[:MAX_LISTED]],
+                "txns": [
+                    _txn_summary(txn) for txn in facts.txns_by_value.get(value, [])[:MAX_LISTED]
+                ],
             }
         )
 

@@ -13,7 +13,7 @@ from analysis.checker import ANOMALIES, check
 from analysis.checks import ALL_ANOMALIES, check_history, transactional_ops
 from analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
 from analysis.explain import describe
-from analysis.history import History
+from analysis.history import History, history_from_records
 from analysis.stats import bucket_of, histogram
 from analysis.sweep.task import SCHEMA, ack_latencies, commit_latencies, execute_run
 from analysis.txn_checker import TXN_ANOMALIES, check_transactions
@@ -116,6 +116,35 @@ def test_commit_latency_is_invoke_to_ok_completion_of_each_txn() -> None:
     assert sum(hist) == 2 and hist[bucket_of(4.0)] == 1 and hist[bucket_of(1.0)] == 1
 
 
+def test_a_processor_transaction_counts_once_whatever_its_inputs() -> None:
+    def op(type_: str, op_id: int, time: float, process: str, txn_id: str | None) -> dict:
+        body = None
+        if type_ == "invoke":
+            source = {"topic": "in", "partition": 0, "offset": op_id, "value": f"i{op_id}"}
+            body = {"input": source, "outputs": [f"o{op_id}"], "transactional_id": txn_id}
+        return {
+            "kind": "op",
+            "type": type_,
+            "f": "process",
+            "process": process,
+            "id": op_id,
+            "time": time,
+            "value": body,
+        }
+
+    records = [
+        op("invoke", 0, 10.0, "app/0", "app"),  # one transaction of two inputs: 15 ms
+        op("invoke", 1, 10.0, "app/0", "app"),
+        op("ok", 0, 25.0, "app/0", "app"),
+        op("ok", 1, 25.0, "app/0", "app"),
+        op("invoke", 2, 30.0, "app/0", "app"),  # aborted: not a commit
+        op("fail", 2, 31.0, "app/0", "app"),
+        op("invoke", 3, 40.0, "plain/0", None),  # not transactional: no commit
+        op("ok", 3, 42.0, "plain/0", None),
+    ]
+    assert commit_latencies(history_from_records(records)) == [15.0]
+
+
 def test_no_transactions_no_commit_latency() -> None:
     h = Builder()
     h.send("p/0", "a", offset=0)
@@ -190,7 +219,8 @@ def _precommitted(h: Builder) -> None:
     tx = h.invoke_txn("p/0", "tx", ["a"])
     h.read_committed("c/0", [("t", 0, 0, "a")])
     h.complete_txn(tx, "p/0", "ok")
-    h.log("t", 0, ["a"])
+    record = {"offset": 0, "value": "a", "producer_id": 1, "transactional": True}
+    h.log_records("t", 0, [record], [{"offset": 1, "producer_id": 1, "type": "COMMIT", "time": 9}])
 
 
 def _lost(h: Builder) -> None:
@@ -208,7 +238,7 @@ DESCRIBED = [
         lambda h: (h.txn("p/0", "tx", ["a"], "fail"), h.read_committed("c/0", [("t", 0, 0, "a")])),
         "aborted",
     ),
-    ("precommitted_read", _precommitted, "before txn"),
+    ("precommitted_read", _precommitted, "read before its COMMIT marker (written by txn"),
     (
         "poll_skip",
         lambda h: (

@@ -59,13 +59,24 @@ def ack_latencies(history: History) -> list[float]:
 
 
 def commit_latencies(history: History) -> list[float]:
-    """Invocation-to-completion time (ms) of every `txn` op that completed `ok` (committed),
-    in invocation order."""
-    return [
+    """Invocation-to-completion time (ms) of every committed transaction: each `ok` `txn` op,
+    in invocation order, then each transaction of a transactional processor. A processor's
+    transaction carries one `process` op per input; those share a process and an invocation
+    time, and count once."""
+    latencies = [
         t.complete_time - t.invoke_time
         for t in history.txns
         if t.outcome == "ok" and t.complete_time is not None
     ]
+    seen: set[tuple[str, float]] = set()
+    for step in history.steps:
+        if step.outcome != "ok" or step.transactional_id is None or step.complete_time is None:
+            continue
+        key = (step.process, step.invoke_time)
+        if key not in seen:
+            seen.add(key)
+            latencies.append(step.complete_time - step.invoke_time)
+    return latencies
 
 
 def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
