@@ -282,6 +282,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                 isolation=spec.input.isolation,
                 group=group,
                 host=spec.name,
+                auto_commit_interval_ms=(
+                    spec.auto_commit_interval if spec.commit == "auto" else None
+                ),
             )
 
         apps[proc.name] = ProcessorApp(

@@ -208,7 +208,11 @@ class Processor(_Model):
     input: ProcessorInput
     output: ProcessorOutput
     transactional: bool = True
-    commit: Literal["after_output", "before_output"] = "after_output"
+    # When a non-transactional processor commits its input offsets: after its output is
+    # flushed, before it is written, or automatically (enable.auto.commit) every
+    # auto_commit_interval (auto.commit.interval.ms) from within poll, and on close.
+    commit: Literal["after_output", "before_output", "auto"] = "after_output"
+    auto_commit_interval: Duration = Field(default=5_000.0, gt=0.0)
     batch: int = Field(default=10, ge=1, le=100_000, description="records per transaction")
     poll_interval: Duration = 20.0
     takeover_after: Duration | None = None

@@ -10,7 +10,9 @@ operation per input record records what happened:
   timeout, fenced, crash). After a fatal error the instance is replaced by a new one with the
   same transactional.id.
 * **not transactional**: send the outputs and flush, and commit the offsets, in the order
-  ``commit`` says (``after_output``: at-least-once; ``before_output``: at-most-once).
+  ``commit`` says (``after_output``: at-least-once; ``before_output``: at-most-once), or leave
+  the commits to the consumer (``auto``: every ``auto_commit_interval`` from within poll, and
+  on close; at-least-once, since a batch is flushed before the next poll).
 
 A crash (``crash`` fault, or ``crash_at`` a ``processor.*`` point) kills the instance; the
 restart starts a new one. A ``pause`` freezes the instance; if it lasts ``takeover_after``,
@@ -129,17 +131,14 @@ class _Instance:
             for tp in self.consumer.positions:
                 self.consumer.seek(tp, committed.get(tp, 0))
             while True:
-                polled_at = self.env.now
                 records = yield from self.consumer.poll()
                 yield from self._step("processor.after_poll")
                 if not records:
                     # Caught up with a poll that began after the last input was written.
                     inputs_end = app.inputs_done_at
-                    if (
-                        inputs_end is not None
-                        and polled_at > inputs_end
-                        and self.consumer.caught_up()
-                    ):
+                    if inputs_end is not None and self.consumer.caught_up(since=inputs_end):
+                        if self.consumer.auto_commit:
+                            yield from self.consumer.commit()  # close() commits, too
                         app.finished(self)
                         return
                     yield self.env.timeout(app.spec.poll_interval)

@@ -5,8 +5,11 @@ The consumer fetches from each assigned partition's leader at its position, with
 transactions are skipped with the aborted-transactions list; control records are never
 returned, but the position moves past them) or read_uncommitted. Committed offsets live with
 the group coordinator, found with FindCoordinator; ``committed()`` asks for *stable* offsets
-(KIP-447) and so waits while a transaction's offsets are pending. Groups are not rebalanced:
-partitions are assigned by the application (a listed departure in docs/model.md).
+(KIP-447) and so waits while a transaction's offsets are pending. Offsets are committed by
+the application (``commit()``) or, with ``auto_commit_interval_ms`` (``enable.auto.commit``),
+by ``poll()`` itself: at most once per interval, asynchronously, the positions the poll starts
+from, which cover every record earlier polls returned. Groups are not rebalanced: partitions
+are assigned by the application (a listed departure in docs/model.md).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class KafkaConsumer:
         request_timeout_ms: float = 30_000.0,
         retry_backoff_ms: float = 100.0,
         host: str | None = None,
+        auto_commit_interval_ms: float | None = None,
+        poll_timeout_ms: float = 1_000.0,
     ) -> None:
         self.env = env
         self.node = node
@@ -58,60 +63,112 @@ class KafkaConsumer:
         self.positions: dict[TopicPartition, int] = {}
         self.coordinator: str | None = None
         self.end_offsets: dict[TopicPartition, int] = {}
+        self._end_asked_at: dict[TopicPartition, float] = {}
+        self.poll_timeout_ms = poll_timeout_ms
+        # leader -> (what was asked, the answer's event); answers not yet returned by poll
+        self._in_flight: dict[str, tuple[tuple[tuple[TopicPartition, int], ...], simpy.Event]] = {}
+        self._answered: list[tuple[tuple[tuple[TopicPartition, int], ...], float, object]] = []
+        self.auto_commit_interval_ms = auto_commit_interval_ms if group is not None else None
+        self._next_auto_commit = env.now + (auto_commit_interval_ms or 0.0)
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self.positions = dict.fromkeys(partitions, 0)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
+        # An answer to a fetch from the old position is dropped by `_records`.
 
     # -- fetching ----------------------------------------------------------------------
     def poll(self) -> Process:
-        """One round of fetches to every leader; returns the records, in partition order."""
+        """Fetch from every leader that has no fetch in flight, then wait (at most
+        ``poll_timeout_ms``) until some fetch has answered; returns the records of every
+        answer received, in arrival order. A leader that does not answer stalls only its own
+        partitions, until ``request.timeout.ms`` gives up on it, as in Kafka's Fetcher."""
+        self._maybe_auto_commit()
         by_leader: dict[str, list[tuple[TopicPartition, int]]] = {}
         for tp, position in self.positions.items():
             by_leader.setdefault(self.metadata.leader(tp), []).append((tp, position))
-        waits = []
         for leader, parts in by_leader.items():
-            request = FetchRequest(self.client.next_correlation_id(), tuple(parts), self.isolation)
-            waits.append((parts, self.client.send(leader, request)))
+            if leader not in self._in_flight:
+                self._fetch(leader, tuple(parts))
+        if not self._answered and self._in_flight:
+            waiting = [event for _parts, event in self._in_flight.values()]
+            yield simpy.AnyOf(self.env, [*waiting, self.env.timeout(self.poll_timeout_ms)])
+        answered, self._answered = self._answered, []
         out: list[ConsumerRecord] = []
-        for parts, event in waits:
-            response = yield event
-            if not isinstance(response, FetchResponse):
-                continue
-            asked = dict(parts)
-            for tp, part in response.partitions:
-                if part.error is not Errors.NONE or self.positions.get(tp) != asked[tp]:
-                    continue
-                self.end_offsets[tp] = (
-                    part.last_stable_offset
-                    if self.isolation == "read_committed"
-                    else part.log_end_offset
-                )
-                if self.isolation == "read_committed":
-                    records, position = read_committed(part.batches, part.aborted)
-                else:
-                    records, position = read_uncommitted(part.batches)
-                start = self.positions[tp]
-                out.extend((tp, offset, value) for offset, value in records if offset >= start)
-                if position is not None and position > start:
-                    self.positions[tp] = position
+        for parts, sent_at, response in answered:
+            out.extend(self._records(parts, sent_at, response))
         return out
 
-    def caught_up(self) -> bool:
-        """Every partition's position has reached the end the last fetch reported."""
+    def _fetch(self, leader: str, parts: tuple[tuple[TopicPartition, int], ...]) -> None:
+        request = FetchRequest(self.client.next_correlation_id(), parts, self.isolation)
+        event = self.client.send(leader, request)
+        sent_at = self.env.now
+        self._in_flight[leader] = (parts, event)
+
+        def answered(ev: simpy.Event) -> None:
+            if self._in_flight.get(leader, (None, None))[1] is ev:
+                del self._in_flight[leader]
+                self._answered.append((parts, sent_at, ev.value))
+
+        event.callbacks.append(answered)
+
+    def _records(
+        self,
+        parts: tuple[tuple[TopicPartition, int], ...],
+        sent_at: float,
+        response: object,
+    ) -> list[ConsumerRecord]:
+        if not isinstance(response, FetchResponse):
+            return []
+        asked = dict(parts)
+        out: list[ConsumerRecord] = []
+        for tp, part in response.partitions:
+            if part.error is not Errors.NONE or self.positions.get(tp) != asked[tp]:
+                continue  # an error, or the position moved (a seek) since it was asked
+            self.end_offsets[tp] = (
+                part.last_stable_offset
+                if self.isolation == "read_committed"
+                else part.log_end_offset
+            )
+            self._end_asked_at[tp] = sent_at
+            if self.isolation == "read_committed":
+                records, position = read_committed(part.batches, part.aborted)
+            else:
+                records, position = read_uncommitted(part.batches)
+            start = self.positions[tp]
+            out.extend((tp, offset, value) for offset, value in records if offset >= start)
+            if position is not None and position > start:
+                self.positions[tp] = position
+        return out
+
+    def caught_up(self, since: float | None = None) -> bool:
+        """Every partition's position has reached the end the last fetch reported (and, with
+        ``since``, that fetch was sent after ``since``)."""
         return all(
-            tp in self.end_offsets and pos >= self.end_offsets[tp]
+            tp in self.end_offsets
+            and pos >= self.end_offsets[tp]
+            and (since is None or self._end_asked_at[tp] > since)
             for tp, pos in self.positions.items()
         )
 
     # -- committed offsets -------------------------------------------------------------
+    @property
+    def auto_commit(self) -> bool:
+        return self.auto_commit_interval_ms is not None
+
+    def _maybe_auto_commit(self) -> None:
+        interval = self.auto_commit_interval_ms
+        if interval is None or self.env.now < self._next_auto_commit:
+            return
+        self._next_auto_commit = self.env.now + interval
+        self.env.process(self.commit(dict(self.positions)))
+
     def _find_coordinator(self) -> Process:
         assert self.group is not None
         brokers = self.metadata.brokers
         i = 0
-        while self.coordinator is None:
+        while self.coordinator is None and self.client.running:
             broker = brokers[i % len(brokers)]
             i += 1
             request = FindCoordinatorRequest(self.client.next_correlation_id(), self.group, "group")
@@ -125,8 +182,11 @@ class KafkaConsumer:
         """Send a request to the group coordinator until it answers without a retriable
         error; returns the response."""
         while True:
+            if not self.client.running:
+                return None  # closed (the process died): give up
             yield from self._find_coordinator()
-            assert self.coordinator is not None
+            if self.coordinator is None:
+                return None
             response = yield self.client.send(
                 self.coordinator, build(self.client.next_correlation_id())
             )
@@ -151,7 +211,7 @@ class KafkaConsumer:
         response = yield from self._coordinator_call(
             lambda cid: OffsetFetchRequest(cid, group, partitions)
         )
-        return dict(response.offsets)
+        return {} if response is None else dict(response.offsets)
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> Process:
         """Commit ``offsets`` (default: the current positions); returns the error or None."""
@@ -161,6 +221,8 @@ class KafkaConsumer:
         response = yield from self._coordinator_call(
             lambda cid: OffsetCommitRequest(cid, group, chosen)
         )
+        if response is None:
+            return "ConsumerClosed"
         return None if response.error is Errors.NONE else response.error.name
 
     def close(self) -> None:
