@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import simpy
 
+from simulation.apps.lifecycle import ClientApplication
 from simulation.history import HistoryRecorder
 from simulation.producer.kafka_producer import KafkaProducer
 from simulation.rng import RandomStream
@@ -28,7 +29,7 @@ from simulation.scenario import Workload
 ProducerFactory = Callable[[], KafkaProducer]
 
 
-class ProducerApp:
+class ProducerApp(ClientApplication):
     def __init__(
         self,
         env: simpy.Environment,
@@ -38,28 +39,18 @@ class ProducerApp:
         history: HistoryRecorder,
         rng: RandomStream,
     ) -> None:
-        self.env = env
-        self.name = name
+        super().__init__(env, name)
         self.workload = workload
         self.make_producer = make_producer
         self.history = history
         self.rng = rng
-        self.incarnation = 0
-        self.alive = True
-        self.down_count = 0
         self.producer: KafkaProducer | None = None
         self.next_index = 0
         # value -> (op id, key) for operations still open in the current incarnation
         self.open_ops: dict[str, tuple[int, str | None]] = {}
         self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
         self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
-        self._restarted = env.event()
-        self.done = env.event()
         self.process = env.process(self._run())
-
-    @property
-    def process_id(self) -> str:
-        return f"{self.name}/{self.incarnation}"
 
     # -- main loop ---------------------------------------------------------------------
     def _run(self):  # type: ignore[no-untyped-def]
@@ -126,19 +117,13 @@ class ProducerApp:
         return self.producer.send(w.topic, key, value, w.partition, on_complete, w.value_bytes)
 
     # -- faults ------------------------------------------------------------------------
-    def crash(self) -> None:
-        self.down_count += 1
-        if not self.alive:
-            return
-        self.alive = False
+    def _died(self) -> None:
         if self.producer is not None:
             self.producer.crash()
         self.abandon_open_ops(
             "ProcessCrashed: the producer process died with the send outstanding",
             resend=self.workload.on_restart == "resend_unacked",
         )
-        if not self.done.triggered and self.process.is_alive:
-            self.process.interrupt("crash")
 
     def abandon_open_ops(self, error: str, resend: bool = False) -> int:
         """Complete every open operation ``info`` (its outcome is unknown); returns how many."""
@@ -155,14 +140,5 @@ class ProducerApp:
         self.open_ops.clear()
         return n
 
-    def restart(self) -> None:
-        self.down_count = max(self.down_count - 1, 0)
-        if self.alive or self.down_count > 0:
-            return
-        self.alive = True
-        self.incarnation += 1
-        if self.done.triggered:
-            return
+    def _reborn(self) -> None:
         self.producer = self.make_producer()
-        restarted, self._restarted = self._restarted, self.env.event()
-        restarted.succeed()

@@ -19,6 +19,7 @@ from typing import Any
 
 import simpy
 
+from simulation.apps.lifecycle import ClientApplication
 from simulation.history import HistoryRecorder
 from simulation.probe import Probe
 from simulation.producer.kafka_producer import KafkaProducer
@@ -37,7 +38,7 @@ def wait(env: simpy.Environment, event: simpy.Event, timeout_ms: float) -> Gener
     return f"TimeoutException: timed out after {timeout_ms:g} ms"
 
 
-class TransactionalProducerApp:
+class TransactionalProducerApp(ClientApplication):
     def __init__(
         self,
         env: simpy.Environment,
@@ -49,29 +50,19 @@ class TransactionalProducerApp:
         max_block_ms: float,
         probe: Probe,
     ) -> None:
+        super().__init__(env, name)
         self.probe = probe
-        self.env = env
-        self.name = name
         self.workload = workload
         self.make_producer = make_producer
         self.history = history
         self.rng = rng
         self.max_block_ms = max_block_ms
-        self.incarnation = 0
-        self.alive = True
-        self.down_count = 0
         self.producer: KafkaProducer | None = None
         self.next_txn = 0
         self.next_value = 0
         self.open_op: tuple[int, dict[str, Any]] | None = None
         self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
-        self._restarted = env.event()
-        self.done = env.event()
         self.process = env.process(self._run())
-
-    @property
-    def process_id(self) -> str:
-        return f"{self.name}/{self.incarnation}"
 
     def _run(self):  # type: ignore[no-untyped-def]
         w = self.workload
@@ -184,30 +175,13 @@ class TransactionalProducerApp:
         self.incarnation += 1
 
     # -- faults ------------------------------------------------------------------------
-    def crash(self) -> None:
-        self.down_count += 1
-        if not self.alive:
-            return
-        self.alive = False
+    def _died(self) -> None:
         if self.producer is not None:
             self.producer.crash()
         self._complete("info", "ProcessCrashed: the process died in the transaction", None)
-        if not self.done.triggered and self.process.is_alive:
-            self.process.interrupt("crash")
 
     def abandon_open_ops(self, error: str) -> int:
         if self.open_op is None:
             return 0
         self._complete("info", error, None)
         return 1
-
-    def restart(self) -> None:
-        self.down_count = max(self.down_count - 1, 0)
-        if self.alive or self.down_count > 0:
-            return
-        self.alive = True
-        self.incarnation += 1
-        if self.done.triggered:
-            return
-        restarted, self._restarted = self._restarted, self.env.event()
-        restarted.succeed()

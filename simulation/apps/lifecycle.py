@@ -1,0 +1,55 @@
+"""A client application's process: crashed and restarted by the nemesis.
+
+An application is one named process. A crash kills it; a restart starts a new *incarnation*
+(``name/0``, ``name/1``, ...), and that is the process id its history operations carry.
+Overlapping crashes nest: the application stays down until the last of them ends. Subclasses
+say what dies with the process (``_died``) and what a new incarnation starts with
+(``_reborn``); their main loop waits for ``_restarted`` after the crash interrupts it.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+
+class ClientApplication:
+    def __init__(self, env: simpy.Environment, name: str) -> None:
+        self.env = env
+        self.name = name
+        self.incarnation = 0
+        self.alive = True
+        self.down_count = 0
+        self.done = env.event()
+        self._restarted = env.event()
+        self.process: simpy.Process | None = None  # the main loop, started by the subclass
+
+    @property
+    def process_id(self) -> str:
+        return f"{self.name}/{self.incarnation}"
+
+    def crash(self) -> None:
+        self.down_count += 1
+        if not self.alive:
+            return
+        self.alive = False
+        self._died()
+        if not self.done.triggered and self.process is not None and self.process.is_alive:
+            self.process.interrupt("crash")
+
+    def restart(self) -> None:
+        self.down_count = max(self.down_count - 1, 0)
+        if self.alive or self.down_count > 0:
+            return
+        self.alive = True
+        self.incarnation += 1
+        if self.done.triggered:
+            return
+        self._reborn()
+        restarted, self._restarted = self._restarted, self.env.event()
+        restarted.succeed()
+
+    def _died(self) -> None:
+        """What dies with the process (its client, its open operations)."""
+
+    def _reborn(self) -> None:
+        """What a new incarnation starts with before its main loop resumes."""
