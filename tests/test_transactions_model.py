@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import simpy
@@ -246,3 +247,59 @@ def test_without_expiry_the_restart_keeps_its_producer_id():
     _result, records, verdict = run(EXPIRY, "cluster.transactional_id_expiration=7d")
     assert found(verdict) == {}
     assert len(producer_ids(records)) == 1
+
+
+# -- the transactional writer's outcome rules --------------------------------------------------
+WRITER = """
+name: outcomes
+seed: 1
+cluster:
+  brokers: 3
+  coordinator_failover: 5s
+  topics: [{name: events, partitions: 3}]
+transactional_producers:
+  - name: writer
+    config: {max.block.ms: 1000, request.timeout.ms: 2000, transaction.timeout.ms: 10000}
+    workload: {topic: events, transactions: 20, size: 2, rate: 10}
+consumers:
+  - {name: reader, topic: events}
+faults:
+  - {kind: crash_at, point: coordinator.prepare_persisted, occurrence: 5, duration: 3s}
+"""
+
+
+def txn_outcomes(records) -> list[tuple[str, str, str | None]]:
+    return [
+        (r["type"], r["process"], r.get("error"))
+        for r in records
+        if r["kind"] == "op" and r["f"] == "txn" and r["type"] != "invoke"
+    ]
+
+
+def test_commit_timeout_is_info_and_the_writer_restarts_with_its_transactional_id():
+    # The coordinator dies right after PrepareCommit: commitTransaction times out after
+    # max.block.ms, the producer refuses to abort a commit in flight, the outcome is unknown.
+    _result, records, verdict = run(WRITER)
+    outcomes = txn_outcomes(records)
+    (unknown,) = [o for o in outcomes if o[0] == "info"]
+    assert unknown[1] == "writer/0" and unknown[2].startswith("TimeoutException")
+    assert "abort failed: IllegalStateException" in unknown[2]
+    later = outcomes[outcomes.index(unknown) + 1 :]
+    # New processes (initTransactions also times out while no coordinator answers), all ok.
+    assert later and all(o[0] == "ok" and o[1] != "writer/0" for o in later)
+    # The new incarnation fenced the old epoch, and the failed-over coordinator finished the
+    # prepared commit: its values are visible, all of them.
+    assert any(r["kind"] == "fence" for r in records)
+    assert found(verdict) == {}
+
+
+def test_an_expired_batch_makes_the_commit_fail_and_the_writer_aborts():
+    # Requests to one leader take longer than delivery.timeout.ms (the hanging-transaction
+    # set-up, with verification on): each commit fails with the expiry, the abort succeeds.
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "hanging-transaction.yaml"
+    text = scenario.read_text()
+    _result, records, verdict = run(text, "kafka.rules.transaction_partition_verification=true")
+    failed = [o for o in txn_outcomes(records) if o[0] != "ok"]
+    assert failed and all(o[0] == "fail" and "expired" in o[2] for o in failed)
+    assert {o[1] for o in txn_outcomes(records)} == {"writer/0"}  # no restart needed
+    assert found(verdict) == {}
