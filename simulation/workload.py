@@ -16,17 +16,12 @@ the last acknowledged position does. That is how duplicates cross sessions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import simpy
 
-from simulation.apps.lifecycle import ClientApplication
+from simulation.apps.lifecycle import OUTCOME_COUNTS, ClientApplication, ProducerFactory
 from simulation.history import HistoryRecorder
-from simulation.producer.kafka_producer import KafkaProducer
 from simulation.rng import RandomStream
 from simulation.scenario import Workload
-
-ProducerFactory = Callable[[], KafkaProducer]
 
 
 class ProducerApp(ClientApplication):
@@ -39,17 +34,12 @@ class ProducerApp(ClientApplication):
         history: HistoryRecorder,
         rng: RandomStream,
     ) -> None:
-        super().__init__(env, name)
+        super().__init__(env, name, make_producer, history, rng)
         self.workload = workload
-        self.make_producer = make_producer
-        self.history = history
-        self.rng = rng
-        self.producer: KafkaProducer | None = None
         self.next_index = 0
         # value -> (op id, key) for operations still open in the current incarnation
         self.open_ops: dict[str, tuple[int, str | None]] = {}
         self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
-        self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
         self.process = env.process(self._run())
 
     # -- main loop ---------------------------------------------------------------------
@@ -94,12 +84,8 @@ class ProducerApp(ClientApplication):
                 return
             del self.open_ops[value]
             p = partition if partition >= 0 else None
-            if error is None:
-                self.counts["acked"] += 1
-                type_ = "ok"
-            else:
-                type_ = "info" if maybe_written else "fail"
-                self.counts["indeterminate" if type_ == "info" else "failed"] += 1
+            type_ = "ok" if error is None else ("info" if maybe_written else "fail")
+            self.counts[OUTCOME_COUNTS[type_]] += 1
             self.history.complete_send(
                 op_id,
                 type_,

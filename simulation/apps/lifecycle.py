@@ -5,17 +5,46 @@ An application is one named process. A crash kills it; a restart starts a new *i
 Overlapping crashes nest: the application stays down until the last of them ends. Subclasses
 say what dies with the process (``_died``) and what a new incarnation starts with
 (``_reborn``); their main loop waits for ``_restarted`` after the crash interrupts it.
+
+Every application also keeps the same tally of its operations: ``sent``, then one of
+``acked``, ``failed`` or ``indeterminate`` per outcome (``ok``, ``fail``, ``info``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import simpy
+
+from simulation.history import HistoryRecorder
+from simulation.producer.kafka_producer import KafkaProducer
+from simulation.rng import RandomStream
+
+ProducerFactory = Callable[[], KafkaProducer]
+# An operation's outcome -> the count it adds to.
+OUTCOME_COUNTS = {"ok": "acked", "fail": "failed", "info": "indeterminate"}
+
+
+def new_counts() -> dict[str, int]:
+    return {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
 
 
 class ClientApplication:
-    def __init__(self, env: simpy.Environment, name: str) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        make_producer: ProducerFactory,
+        history: HistoryRecorder,
+        rng: RandomStream,
+    ) -> None:
         self.env = env
         self.name = name
+        self.make_producer = make_producer
+        self.history = history
+        self.rng = rng
+        self.producer: KafkaProducer | None = None
+        self.counts = new_counts()
         self.incarnation = 0
         self.alive = True
         self.down_count = 0

@@ -27,6 +27,7 @@ from typing import Any
 
 import simpy
 
+from simulation.apps.lifecycle import OUTCOME_COUNTS, new_counts
 from simulation.apps.store import ExternalStore
 from simulation.apps.transactional import wait
 from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
@@ -107,7 +108,7 @@ class _Instance:
     def _complete(self, op_id: int, type_: str, error: str | None) -> None:
         if self.open_ops.pop(op_id, None) is None:
             return
-        self.app.counts[{"ok": "acked", "fail": "failed", "info": "indeterminate"}[type_]] += 1
+        self.app.counts[OUTCOME_COUNTS[type_]] += 1
         self.app.history.complete(
             op_id, type_, "process", self.process_id, self.env.now, None, error
         )
@@ -307,7 +308,7 @@ class ProcessorApp:
         self.needs_producer = store is None
         self._make_producer = make_producer
         self._make_consumer = make_consumer
-        self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
+        self.counts = new_counts()
         self.incarnation = -1
         self.instances: list[_Instance] = []
         self.current: _Instance | None = None

@@ -14,19 +14,16 @@ Each transaction writes ``size`` new unique values and then commits, or aborts w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 import simpy
 
-from simulation.apps.lifecycle import ClientApplication
+from simulation.apps.lifecycle import OUTCOME_COUNTS, ClientApplication, ProducerFactory
 from simulation.history import HistoryRecorder
 from simulation.probe import Probe
-from simulation.producer.kafka_producer import KafkaProducer
 from simulation.rng import RandomStream
 from simulation.scenario import TxnWorkload
-
-ProducerFactory = Callable[[], KafkaProducer]
 
 
 def wait(env: simpy.Environment, event: simpy.Event, timeout_ms: float) -> Generator[Any, Any, Any]:
@@ -50,18 +47,13 @@ class TransactionalProducerApp(ClientApplication):
         max_block_ms: float,
         probe: Probe,
     ) -> None:
-        super().__init__(env, name)
+        super().__init__(env, name, make_producer, history, rng)
         self.probe = probe
         self.workload = workload
-        self.make_producer = make_producer
-        self.history = history
-        self.rng = rng
         self.max_block_ms = max_block_ms
-        self.producer: KafkaProducer | None = None
         self.next_txn = 0
         self.next_value = 0
         self.open_op: tuple[int, dict[str, Any]] | None = None
-        self.counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0}
         self.process = env.process(self._run())
 
     def _run(self):  # type: ignore[no-untyped-def]
@@ -164,8 +156,7 @@ class TransactionalProducerApp(ClientApplication):
             return
         op_id, _body = self.open_op
         self.open_op = None
-        key = {"ok": "acked", "fail": "failed", "info": "indeterminate"}[type_]
-        self.counts[key] += 1
+        self.counts[OUTCOME_COUNTS[type_]] += 1
         self.history.complete(op_id, type_, "txn", self.process_id, self.env.now, value, error)
 
     def _restart_process(self) -> None:
