@@ -547,15 +547,9 @@ def _parse_log(
     partition = record.get("partition")
     if type(partition) is not int or partition < 0:
         raise fail(line, "log.partition", f"expected an integer >= 0, got {_describe(partition)}")
-    entries = record.get("records")
-    if type(entries) is not list:
-        raise fail(line, "log.records", f"expected a list, got {_describe(entries)}")
     records = []
     previous = -1
-    for index, entry in enumerate(entries):
-        where = f"log.records[{index}]"
-        if type(entry) is not dict:
-            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+    for where, entry in _objects(record.get("records"), line, "log.records", fail):
         offset = entry.get("offset")
         if type(offset) is not int or offset < 0:
             raise fail(
@@ -637,6 +631,17 @@ def _list(value: Any, line: int, where: str, fail: _Fail) -> list[Any]:
     return value
 
 
+def _objects(
+    value: Any, line: int, where: str, fail: _Fail
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The entries of a list of objects, each with its path (``where[i]``)."""
+    for index, entry in enumerate(_list(value, line, where, fail)):
+        path = f"{where}[{index}]"
+        if type(entry) is not dict:
+            raise fail(line, path, f"expected an object, got {_describe(entry)}")
+        yield path, entry
+
+
 def _poll(op: Op, fail: _Fail) -> Poll:
     value = op.value or {}
     isolation = value.get("isolation")
@@ -658,10 +663,7 @@ def _invoked_txn(op: Op, fail: _Fail) -> Txn:
     producer_id = _optional_int(value.get("producer_id"), line, "op.value.producer_id", fail)
     epoch = _optional_int(value.get("epoch"), line, "op.value.epoch", fail)
     writes = []
-    for index, entry in enumerate(_list(value.get("sends"), line, "op.value.sends", fail)):
-        where = f"op.value.sends[{index}]"
-        if type(entry) is not dict:
-            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+    for where, entry in _objects(value.get("sends"), line, "op.value.sends", fail):
         topic = _text(entry.get("topic"), line, f"{where}.topic", fail)
         partition = entry.get("partition")
         if partition is not None:
@@ -684,10 +686,7 @@ def _complete_txn(txn: Txn, op: Op, fail: _Fail) -> None:
     if op.type != "ok" or value is None or value.get("sends") is None:
         return
     by_value = {write.value: write for write in txn.sends}
-    for index, entry in enumerate(_list(value.get("sends"), op.line, "op.value.sends", fail)):
-        where = f"op.value.sends[{index}]"
-        if type(entry) is not dict:
-            raise fail(op.line, where, f"expected an object, got {_describe(entry)}")
+    for where, entry in _objects(value.get("sends"), op.line, "op.value.sends", fail):
         write = by_value.get(entry.get("value"))  # type: ignore[arg-type]
         if write is None:
             message = f"{_describe(entry.get('value'))} was not sent in this transaction"
@@ -731,10 +730,7 @@ def _complete_step(step: Step, op: Op, fail: _Fail) -> None:
 
 def _parse_markers(entries: Any, line: int, fail: _Fail) -> list[Marker]:
     markers = []
-    for index, entry in enumerate(_list(entries, line, "log.markers", fail)):
-        where = f"log.markers[{index}]"
-        if type(entry) is not dict:
-            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+    for where, entry in _objects(entries, line, "log.markers", fail):
         offset = _count(entry.get("offset"), line, f"{where}.offset", fail)
         producer_id = entry.get("producer_id")
         if type(producer_id) is not int:
@@ -757,10 +753,7 @@ def _parse_offsets(
 ) -> tuple[str, dict[tuple[str, int], int]]:
     group = _text(record.get("group"), line, "offsets.group", fail)
     offsets = {}
-    for index, entry in enumerate(_list(record.get("offsets"), line, "offsets.offsets", fail)):
-        where = f"offsets.offsets[{index}]"
-        if type(entry) is not dict:
-            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+    for where, entry in _objects(record.get("offsets"), line, "offsets.offsets", fail):
         topic = _text(entry.get("topic"), line, f"{where}.topic", fail)
         partition = _count(entry.get("partition"), line, f"{where}.partition", fail)
         offsets[topic, partition] = _count(entry.get("offset"), line, f"{where}.offset", fail)
@@ -783,11 +776,8 @@ def _parse_lso(record: dict[str, Any], line: int, fail: _Fail) -> StableOffset:
     lso = _count(record.get("lso"), line, "lso.lso", fail)
     end = _count(record.get("log_end_offset"), line, "lso.log_end_offset", fail)
     open_txns = []
-    entries = _list(record.get("open_transactions", []), line, "lso.open_transactions", fail)
-    for index, entry in enumerate(entries):
-        where = f"lso.open_transactions[{index}]"
-        if type(entry) is not dict:
-            raise fail(line, where, f"expected an object, got {_describe(entry)}")
+    entries = record.get("open_transactions", [])
+    for where, entry in _objects(entries, line, "lso.open_transactions", fail):
         producer_id = entry.get("producer_id")
         if type(producer_id) is not int:
             message = f"expected an integer, got {_describe(producer_id)}"
