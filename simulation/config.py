@@ -156,9 +156,10 @@ def parse_producer_config(
         if spec is None:
             raise ConfigException(key, value, "unknown producer configuration")
         setattr(config, spec.attr, spec.parse(key, value))
-    _validate_idempotence(config, "enable.idempotence" in raw, rules, unsafe)
+    transactional = config.transactional_id is not None
+    _validate_idempotence(config, "enable.idempotence" in raw, transactional, rules, unsafe)
     _validate_timeouts(config, "delivery.timeout.ms" in raw, unsafe)
-    if config.transactional_id is not None and not config.enable_idempotence:
+    if transactional and not config.enable_idempotence:
         raise ConfigException(
             "enable.idempotence",
             False,
@@ -168,8 +169,15 @@ def parse_producer_config(
 
 
 def _validate_idempotence(
-    config: ProducerConfig, explicit: bool, rules: ProtocolRules, unsafe: Unsafe
+    config: ProducerConfig,
+    explicit: bool,
+    transactional: bool,
+    rules: ProtocolRules,
+    unsafe: Unsafe,
 ) -> None:
+    """Kafka's ``ProducerConfig.postProcessAndValidateIdempotenceConfigs``. A value that
+    would switch implicit idempotence off is an error when a transactional.id is set: Kafka
+    switches it off and then refuses the transactional.id; the error names the value."""
     if not config.enable_idempotence:
         return
     violations: list[tuple[str, object, str, bool]] = []
@@ -193,6 +201,8 @@ def _validate_idempotence(
     for key, value, reason, implicit_disables in violations:
         if explicit or not implicit_disables:
             raise ConfigException(key, value, reason)
+        if transactional:
+            raise ConfigException(key, value, f"{reason}, which a transactional.id requires")
     if violations:
         config.enable_idempotence = False
         keys = ", ".join(v[0] for v in violations)

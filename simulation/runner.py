@@ -23,7 +23,7 @@ from simulation.apps.store import ExternalStore
 from simulation.apps.transactional import TransactionalProducerApp
 from simulation.broker.broker import Broker, BrokerSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator
-from simulation.config import ProducerConfig, parse_producer_config
+from simulation.config import ProducerConfig
 from simulation.consumer.kafka_consumer import KafkaConsumer
 from simulation.coordinator.directory import (
     CONSUMER_OFFSETS_TOPIC,
@@ -42,7 +42,7 @@ from simulation.probe import Probe
 from simulation.producer.kafka_producer import KafkaProducer
 from simulation.protocol import Errors, TopicPartition
 from simulation.rng import RandomStreams
-from simulation.scenario import Scenario
+from simulation.scenario import ConsumerSettings, Scenario
 from simulation.workload import ProducerApp
 
 
@@ -110,7 +110,6 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     env = CountingEnvironment()
     streams = RandomStreams(seed)
     rules = scenario.protocol_rules()
-    unsafe = scenario.unsafe.to_unsafe()
     metadata = ClusterMetadata(tuple(scenario.broker_names()), scenario.topic_partitions())
     probe = Probe()
 
@@ -132,20 +131,10 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     if trace:
         network.trace = []
 
-    configs: dict[str, ProducerConfig] = {}
-    warnings: list[str] = []
-    for p in scenario.producers:
-        configs[p.name] = parse_producer_config(p.config, rules, unsafe)
-    for t in scenario.transactional_producers:
-        configs[t.name] = parse_producer_config(
-            {"transactional.id": t.name, **t.config}, rules, unsafe
-        )
-    for proc in scenario.processors:
-        if proc.output.topic is not None:
-            extra = {"transactional.id": proc.name} if proc.transactional else {}
-            configs[proc.name] = parse_producer_config({**extra, **proc.config}, rules, unsafe)
-    for name, config in configs.items():
-        warnings.extend(f"{name}: {w}" for w in config.warnings)
+    # Every client's configuration was resolved (and checked) when the scenario was validated.
+    clients = scenario.clients
+    configs = clients.producers
+    warnings = clients.warnings
     transactional = bool(scenario.transactional_producers or scenario.processors)
 
     history = HistoryRecorder(
@@ -260,31 +249,25 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     writers = [a.done for a in apps.values()]
     inputs_done = simpy.AllOf(env, writers) if writers else env.event().succeed()
     stores: list[ExternalStore] = []
-    topics = scenario.topic_partitions()
     for proc in scenario.processors:
-        group = proc.input.group or proc.name
-        peers = [q for q in scenario.processors if (q.input.group or q.name) == group]
-        index, count = peers.index(proc), len(peers)
-        partitions = [
-            (proc.input.topic, i) for i in range(topics[proc.input.topic]) if i % count == index
-        ]
+        settings = clients.consumers[proc.name]
         store = None
         if proc.output.store is not None:
             store = ExternalStore(proc.name, proc.output.store)
             stores.append(store)
 
-        def make_consumer(node: str, spec: Any = proc, group: str = group) -> KafkaConsumer:
+        def make_consumer(
+            node: str, settings: ConsumerSettings = settings, host: str = proc.name
+        ) -> KafkaConsumer:
             return KafkaConsumer(
                 env,
                 node,
                 network,
                 metadata,
-                isolation=spec.input.isolation,
-                group=group,
-                host=spec.name,
-                auto_commit_interval_ms=(
-                    spec.auto_commit_interval if spec.commit == "auto" else None
-                ),
+                isolation=settings.isolation,
+                group=settings.group,
+                host=host,
+                auto_commit_interval_ms=settings.auto_commit_interval_ms,
             )
 
         apps[proc.name] = ProcessorApp(
@@ -293,7 +276,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             network,
             producer_factory(proc.name) if store is None else _no_producer,
             make_consumer,
-            partitions,
+            list(settings.partitions),
             history,
             probe,
             inputs_done,
@@ -304,8 +287,9 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     all_done = simpy.AllOf(env, [a.done for a in apps.values()])
     readers = []
     for r in scenario.consumers:
-        consumer = KafkaConsumer(env, r.name, network, metadata, isolation=r.isolation)
-        consumer.assign([(r.topic, i) for i in range(topics[r.topic])])
+        settings = clients.consumers[r.name]
+        consumer = KafkaConsumer(env, r.name, network, metadata, isolation=settings.isolation)
+        consumer.assign(list(settings.partitions))
         readers.append(ReaderApp(env, r.name, consumer, history, r.poll_interval, all_done))
 
     schedule = realize_faults(scenario.faults, _horizon(scenario), streams.stream("nemesis"))

@@ -12,8 +12,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,13 +25,22 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from simulation.config import PRODUCER_KEYS, ConfigException, Unsafe, parse_producer_config
+from simulation.config import (
+    MAX_INT,
+    PRODUCER_KEYS,
+    ConfigException,
+    ProducerConfig,
+    Unsafe,
+    parse_producer_config,
+)
 from simulation.probe import POINTS
+from simulation.protocol import TopicPartition
 from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
 
@@ -54,6 +65,8 @@ def parse_duration_ms(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 500ms, 2s, 1m or 7d")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite duration, got {value!r}")
         if value < 0:
             raise ValueError("a duration cannot be negative")
         return float(value)
@@ -69,7 +82,8 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf or nan anywhere: YAML's .inf and .nan are numbers, but no setting means them.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # -- cluster and network --------------------------------------------------------------------
@@ -294,6 +308,14 @@ class Fault(_Model):
 
 
 # -- the scenario ---------------------------------------------------------------------------
+# Ranges of the integer protocol rules (default [0, MAX_INT]); the other rules are switches.
+_RULE_RANGES: dict[str, tuple[int, int]] = {
+    "producer_state_cached_batches": (1, 1_000),
+    "transaction_version": (0, 2),
+    "transaction_max_timeout_ms": (1, MAX_INT),
+}
+
+
 class Kafka(_Model):
     version: Literal["3.9", "4.0"] = DEFAULT_VERSION  # type: ignore[assignment]
     rules: dict[str, Any] = Field(default_factory=dict)
@@ -307,9 +329,16 @@ class Kafka(_Model):
     @field_validator("rules")
     @classmethod
     def _known_rules(cls, rules: dict[str, Any]) -> dict[str, Any]:
-        for key in rules:
+        for key, value in rules.items():
             if key not in ProtocolRules.names():
                 raise _UnknownKey(key, ProtocolRules.names())
+            if isinstance(getattr(VERSIONS[DEFAULT_VERSION], key), bool):
+                if not isinstance(value, bool):
+                    raise _PathError(("kafka", "rules", key), "expected true or false")
+                continue
+            low, high = _RULE_RANGES.get(key, (0, MAX_INT))
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise _PathError(("kafka", "rules", key), f"expected an integer in [{low}, {high}]")
         return rules
 
     def protocol_rules(self) -> ProtocolRules:
@@ -324,6 +353,36 @@ class UnsafeSpec(_Model):
 
     def to_unsafe(self) -> Unsafe:
         return Unsafe(**self.model_dump())
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """A Kafka consumer's effective settings: isolation.level, group.id (None: no group),
+    auto.commit.interval.ms (None: enable.auto.commit=false) and its assigned partitions."""
+
+    isolation: str
+    group: str | None
+    auto_commit_interval_ms: float | None
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ClientConfigs:
+    """Every application's effective client configuration, resolved once from a scenario.
+
+    ``producers`` holds the effective :class:`ProducerConfig` of each application with a
+    Kafka producer (producers, transactional producers, then processors that write to a
+    topic), including the transactional.id the application gives itself; ``consumers`` the
+    settings of each processor's and reader's consumer. ``eosim validate`` and a run use
+    the same object, so a configuration a run cannot use is a validation error.
+    """
+
+    producers: dict[str, ProducerConfig]
+    consumers: dict[str, ConsumerSettings]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{name}: {w}" for name, c in self.producers.items() for w in c.warnings]
 
 
 _CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
@@ -350,6 +409,7 @@ class Scenario(_Model):
     faults: list[Fault] = Field(default_factory=list)
     unsafe: UnsafeSpec = UnsafeSpec()
     expect: dict[str, ExpectValue] = Field(default_factory=dict)
+    _clients: ClientConfigs | None = PrivateAttr(default=None)
 
     @field_validator("expect")
     @classmethod
@@ -420,7 +480,19 @@ class Scenario(_Model):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _resolve_clients(self) -> Scenario:
+        self._clients = _resolve_clients(self)
+        return self
+
     # -- derived -----------------------------------------------------------------------
+    @property
+    def clients(self) -> ClientConfigs:
+        """The effective client configurations (resolved when the scenario was validated)."""
+        if self._clients is None:  # only a model_construct()ed scenario gets here
+            self._clients = _resolve_clients(self)
+        return self._clients
+
     def topic_partitions(self) -> dict[str, int]:
         return {t.name: t.partitions for t in self.cluster.topics}
 
@@ -441,15 +513,114 @@ class _PathError(ValueError):
         super().__init__(message)
 
 
+def resolve(scenario: Scenario) -> ClientConfigs:
+    """The effective client configuration of every application of ``scenario``."""
+    return scenario.clients
+
+
+# The one line for a plain producer with a transactional.id. Kafka's KafkaProducer.send()
+# calls TransactionManager.maybeAddPartition, which throws IllegalStateException for a
+# transactional producer whose initTransactions() has not completed; a plain producer
+# application never calls it.
+_PLAIN_WITH_TXN_ID = (
+    "Kafka's send() throws IllegalStateException on a producer with a transactional.id until "
+    "initTransactions() has completed, and a {what} never calls it; remove the key{hint}"
+)
+
+
+def _resolve_clients(scenario: Scenario) -> ClientConfigs:
+    rules = scenario.protocol_rules()
+    unsafe = scenario.unsafe.to_unsafe()
+    producers: dict[str, ProducerConfig] = {}
+
+    def parse(section: str, i: int, raw: Mapping[str, Any]) -> ProducerConfig:
+        try:
+            return parse_producer_config(raw, rules, unsafe)
+        except ConfigException as exc:
+            raise _PathError((section, i, "config", exc.key), str(exc)) from None
+
+    def plain(section: str, i: int, config: Mapping[str, Any], what: str, hint: str) -> None:
+        if "transactional.id" in config:
+            raise _PathError(
+                (section, i, "config", "transactional.id"),
+                _PLAIN_WITH_TXN_ID.format(what=what, hint=hint),
+            )
+
+    for i, p in enumerate(scenario.producers):
+        plain(
+            "producers",
+            i,
+            p.config,
+            "plain producer",
+            " or make the producer a transactional_producers entry",
+        )
+        producers[p.name] = parse("producers", i, p.config)
+    for i, t in enumerate(scenario.transactional_producers):
+        # The application uses its name as its transactional.id unless its config sets one.
+        producers[t.name] = parse(
+            "transactional_producers", i, {"transactional.id": t.name, **t.config}
+        )
+    for i, proc in enumerate(scenario.processors):
+        if proc.output.topic is None:
+            continue
+        if proc.transactional:
+            producers[proc.name] = parse(
+                "processors", i, {"transactional.id": proc.name, **proc.config}
+            )
+        else:
+            plain(
+                "processors",
+                i,
+                proc.config,
+                "non-transactional processor",
+                " or set transactional: true",
+            )
+            producers[proc.name] = parse("processors", i, proc.config)
+
+    topics = scenario.topic_partitions()
+    consumers: dict[str, ConsumerSettings] = {}
+    for proc in scenario.processors:
+        # The processors of one group split its input topic's partitions round-robin.
+        group = proc.input.group or proc.name
+        peers = [q for q in scenario.processors if (q.input.group or q.name) == group]
+        index, count = peers.index(proc), len(peers)
+        topic = proc.input.topic
+        consumers[proc.name] = ConsumerSettings(
+            isolation=proc.input.isolation,
+            group=group,
+            auto_commit_interval_ms=proc.auto_commit_interval if proc.commit == "auto" else None,
+            partitions=tuple((topic, n) for n in range(topics[topic]) if n % count == index),
+        )
+    for r in scenario.consumers:
+        consumers[r.name] = ConsumerSettings(
+            isolation=r.isolation,
+            group=None,
+            auto_commit_interval_ms=None,
+            partitions=tuple((r.topic, n) for n in range(topics[r.topic])),
+        )
+    return ClientConfigs(producers, consumers)
+
+
 # -- loading --------------------------------------------------------------------------------
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read, override and validate a scenario file; raises :class:`ScenarioError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_scenario(text, str(path), overrides)
+    return parse_scenario(decode_scenario(data, str(path)), str(path), overrides)
+
+
+def decode_scenario(data: bytes, source: str) -> str:
+    """A scenario file's bytes as text; anything but UTF-8 is a :class:`ScenarioError`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ScenarioError(
+            f"{source}:{line}: not UTF-8 text: {exc.reason} at byte {exc.start}"
+        ) from None
 
 
 def parse_scenario(
@@ -471,17 +642,12 @@ def parse_scenario(
 
 
 def validate_scenario(raw: Mapping[str, Any], source: str, node: Any = None) -> Scenario:
+    """Validate a raw scenario mapping, including every application's effective client
+    configuration (:attr:`Scenario.clients`); raises :class:`ScenarioError`."""
     try:
-        scenario = Scenario.model_validate(raw)
+        return Scenario.model_validate(raw)
     except ValidationError as exc:
         raise ScenarioError(_format_validation_error(exc, source, node)) from None
-    for i, p in enumerate(scenario.producers):
-        try:
-            parse_producer_config(p.config, scenario.protocol_rules(), scenario.unsafe.to_unsafe())
-        except ConfigException as exc:
-            path = ("producers", i, "config", exc.key)
-            raise ScenarioError(f"{source}{_line(node, path)}: {_dotted(path)}: {exc}") from None
-    return scenario
 
 
 def _format_validation_error(exc: ValidationError, source: str, node: Any) -> str:

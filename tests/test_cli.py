@@ -219,3 +219,91 @@ def test_sweep_refuses_another_sweeps_output_untouched(capsys, tmp_path):
     )
     assert code == 2 and "another sweep" in err and len(err.strip().splitlines()) == 1
     assert manifest.read_bytes() == before and sorted(out.iterdir()) == [manifest]
+
+
+# Inputs that `eosim run` used to reach only inside the run (a traceback and exit 1) while
+# `eosim validate` accepted them. Both commands now refuse each one the same way.
+CONFIG_ERRORS = [
+    (
+        "hanging-transaction",
+        "transactional_producers.0.config.acks=1",
+        "transactional_producers[0].config.acks: Invalid value 1 for configuration acks",
+    ),
+    (
+        "hanging-transaction",
+        "transactional_producers.0.config.enable.idempotence=false",
+        "transactional_producers[0].config.enable.idempotence",
+    ),
+    (
+        "hanging-transaction",
+        "transactional_producers.0.config.linger.ms=soon",
+        "transactional_producers[0].config.linger.ms",
+    ),
+    ("transactional-pipeline", "processors.0.config.retries=0", "processors[0].config.retries"),
+    (
+        "transactional-pipeline",
+        "processors.0.config.max.in.flight.requests.per.connection=6",
+        "processors[0].config.max.in.flight.requests.per.connection",
+    ),
+    ("pipeline-at-least-once", "processors.0.config.acks=7", "processors[0].config.acks"),
+    (
+        "pipeline-at-least-once",
+        "processors.0.config.transactional.id=app",
+        "processors[0].config.transactional.id: Kafka's send() throws IllegalStateException",
+    ),
+    (
+        "idempotent",
+        "producers.0.config.transactional.id=x",
+        "producers[0].config.transactional.id: Kafka's send() throws IllegalStateException",
+    ),
+    ("idempotent", "kafka.rules.transaction_version=7", "kafka.rules.transaction_version"),
+    ("idempotent", "kafka.rules.producer_state_cached_batches=0", "producer_state_cached_batches"),
+    ("idempotent", "kafka.rules.linger_ms_default=soon", "kafka.rules.linger_ms_default"),
+    (
+        "idempotent",
+        "kafka.rules.transaction_partition_verification=maybe",
+        "kafka.rules.transaction_partition_verification: expected true or false",
+    ),
+    ("idempotent", "settle=.nan", "settle: expected a finite duration"),
+    ("idempotent", "network.latency.median_ms=.inf", "network.latency.median_ms"),
+]
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize(("name", "override", "message"), CONFIG_ERRORS)
+def test_validate_finds_every_config_error_run_would_hit(
+    capsys, tmp_path, monkeypatch, command, name, override, message
+):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, command, scenario(name), "--set", override)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"eosim: error: {scenario(name)}:")
+    assert message in lines[0]
+    assert "Traceback" not in err and out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_transactional_id_given_by_the_config_is_still_allowed(capsys):
+    """A transactional application may name its own transactional.id."""
+    code, _, err = run_cli(
+        capsys,
+        "validate",
+        scenario("hanging-transaction"),
+        "--set",
+        "transactional_producers.0.config.transactional.id=other",
+    )
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "sweep"])
+def test_a_binary_scenario_file_is_one_line(capsys, tmp_path, command):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b"name: x\ncluster: \xff\xfe\x00\n")
+    extra = ["--runs", "1"] if command == "sweep" else []
+    code, _, err = run_cli(capsys, command, str(path), *extra)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"eosim: error: {path}:2: not UTF-8 text: invalid start byte at byte 17"
+    ]

@@ -75,3 +75,32 @@ def test_transactional_id_needs_idempotence():
 def test_bad_values_name_the_key(raw, message):
     with pytest.raises(ConfigException, match=message):
         parse_producer_config(raw, V40)
+
+
+@pytest.mark.parametrize(
+    ("raw", "rules", "key"),
+    [
+        ({"acks": "1"}, V40, "acks"),
+        ({"retries": 0}, V40, "retries"),
+        ({"max.in.flight.requests.per.connection": 6}, V39, "max.in.flight"),
+    ],
+)
+def test_a_value_that_disables_implicit_idempotence_is_named_for_a_transactional_id(
+    raw, rules, key
+):
+    """ProducerConfig.postProcessAndValidateIdempotenceConfigs switches implicit idempotence
+    off for such a value and then refuses the transactional.id; the error names the value."""
+    without = parse_producer_config(raw, rules)
+    assert not without.enable_idempotence and without.warnings
+    with pytest.raises(ConfigException, match=rf"^Invalid value \S+ for configuration {key}"):
+        parse_producer_config({"transactional.id": "t", **raw}, rules)
+    with pytest.raises(ConfigException, match=r"which a transactional\.id requires") as exc:
+        parse_producer_config({"transactional.id": "t", **raw}, rules)
+    assert exc.value.key.startswith(key)
+
+
+def test_unsafe_waiver_keeps_a_transactional_producer_idempotent_with_acks_1():
+    c = parse_producer_config(
+        {"transactional.id": "t", "acks": "1"}, V40, Unsafe(idempotence_without_acks_all=True)
+    )
+    assert c.enable_idempotence and c.acks == 1 and c.transactional_id == "t"

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from simulation.scenario import ScenarioError, parse_duration_ms, parse_scenario
+from simulation.scenario import (
+    ConsumerSettings,
+    ScenarioError,
+    parse_duration_ms,
+    parse_scenario,
+    resolve,
+)
 
 GOOD = """\
 name: s
@@ -121,3 +127,82 @@ def test_cleanup_intervals_must_be_positive():
     assert "transactional_id_cleanup_interval" in error_for(
         GOOD, "cluster.transactional_id_cleanup_interval=0"
     )
+
+
+APPS = """\
+name: s
+cluster:
+  topics: [{name: in, partitions: 5}, {name: out, partitions: 2}]
+producers:
+  - {name: p, config: {acks: 1}, workload: {topic: in, records: 10}}
+transactional_producers:
+  - {name: t, workload: {topic: out, transactions: 1}}
+  - {name: u, config: {transactional.id: shared}, workload: {topic: out, transactions: 1}}
+processors:
+  - {name: a, input: {topic: in, group: g}, output: {topic: out}}
+  - name: b
+    input: {topic: in, group: g, isolation: read_uncommitted}
+    output: {topic: out}
+    transactional: false
+    commit: auto
+    auto_commit_interval: 2s
+  - {name: sink, input: {topic: in}, output: {store: append}, transactional: false}
+consumers:
+  - {name: r, topic: out, isolation: read_uncommitted}
+"""
+
+
+def test_clients_are_resolved_once_with_the_injected_transactional_ids():
+    s = parse_scenario(APPS, "s.yaml")
+    clients = resolve(s)
+    assert clients is s.clients
+    producers = clients.producers
+    assert list(producers) == ["p", "t", "u", "a", "b"]  # a sink has no producer
+    assert [producers[n].transactional_id for n in producers] == [None, "t", "shared", "a", None]
+    assert not producers["p"].enable_idempotence and clients.warnings == [
+        "p: idempotence was not set explicitly and is disabled because of acks"
+    ]
+    consumers = clients.consumers
+    assert consumers["a"] == ConsumerSettings(
+        "read_committed", "g", None, (("in", 0), ("in", 2), ("in", 4))
+    )
+    assert consumers["b"] == ConsumerSettings(
+        "read_uncommitted", "g", 2000.0, (("in", 1), ("in", 3))
+    )
+    assert consumers["sink"].group == "sink" and len(consumers["sink"].partitions) == 5
+    assert consumers["r"] == ConsumerSettings(
+        "read_uncommitted", None, None, (("out", 0), ("out", 1))
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "where"),
+    [
+        (
+            "transactional_producers.0.config.acks=1",
+            "s.yaml:7: transactional_producers[0].config.acks",
+        ),
+        ("processors.0.config.retries=0", "s.yaml:10: processors[0].config.retries"),
+        ("producers.0.config.transactional.id=p", "s.yaml:5: producers[0].config.transactional.id"),
+        (
+            "processors.1.config.transactional.id=b",
+            "s.yaml:11: processors[1].config.transactional.id",
+        ),
+    ],
+)
+def test_client_config_errors_name_the_application_path(override, where):
+    assert error_for(APPS, override).startswith(where + ": ")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("duration=.inf", "duration: expected a finite duration"),
+        ("cluster.request_time_ms=.nan", "cluster.request_time_ms: input should be a finite"),
+        ("producers.0.workload.rate=.inf", "producers[0].workload.rate"),
+        ("kafka.rules.transaction_version=3", "kafka.rules.transaction_version: expected an"),
+        ("kafka.rules.transaction_partition_verification=1", "expected true or false"),
+    ],
+)
+def test_non_finite_numbers_and_bad_rule_values_are_refused(override, message):
+    assert message in error_for(GOOD, override)
