@@ -245,6 +245,8 @@ def _decode(lines: Iterable[str | bytes], source: str) -> Iterator[tuple[int, An
         except json.JSONDecodeError as exc:
             message = f"invalid JSON: {exc.msg} (column {exc.colno})"
             raise HistoryError(source, number, "line", message) from None
+        except RecursionError:
+            raise HistoryError(source, number, "line", "invalid JSON: nested too deeply") from None
         yield number, record
 
 

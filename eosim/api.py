@@ -15,16 +15,25 @@ from analysis.expect import ExpectResult, evaluate, unknown_expect_key
 from analysis.history import History, history_from_records, load_history
 from analysis.timeline import Timeline
 from simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+from simulation.scenario import parse_scenario
 from simulation.trace import trace_records
 
 
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
     """Load and validate a scenario, including the keys of its ``expect:`` block."""
-    scenario = load_scenario(path, overrides)
+    return _expectable(load_scenario(path, overrides), os.fspath(path))
+
+
+def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
+    """:func:`load` for scenario text already read (a sweep's variants)."""
+    return _expectable(parse_scenario(text, source, overrides), source)
+
+
+def _expectable(scenario: Scenario, source: str) -> Scenario:
     for key in scenario.expect:
         problem = unknown_expect_key(key)
         if problem is not None:
-            raise ScenarioError(f"{path}: expect.{key}: {problem}")
+            raise ScenarioError(f"{source}: expect.{key}: {problem}")
     return scenario
 
 
@@ -111,4 +120,4 @@ def write_history(result: RunResult, path: str | os.PathLike[str]) -> None:
         raise
 
 
-__all__ = ["Outcome", "ScenarioError", "check_file", "load", "run", "write_history"]
+__all__ = ["Outcome", "ScenarioError", "check_file", "load", "parse", "run", "write_history"]

@@ -371,10 +371,18 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("eosim: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        message = exc.format_message().splitlines()[0] if exc.format_message() else str(exc)
-        click.echo(f"eosim: error: {message}", err=True)
+        click.echo(f"eosim: error: {one_line(exc.format_message() or str(exc))}", err=True)
         sys.exit(exc.exit_code if isinstance(exc, BadInput) else EXIT_BAD_INPUT)
     sys.exit(EXIT_OK)
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: a control or separator character that came with
+    the input it quotes (a newline in a --set, U+2028 in a path) is shown escaped."""
+    return "".join(
+        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii")
+        for c in message
+    )
 
 
 if __name__ == "__main__":

@@ -103,9 +103,10 @@ class Cluster(_Model):
     # (transaction.remove.expired.transaction.cleanup.interval.ms, 1 hour) and how often open
     # transactions are checked against their timeout
     # (transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s).
-    transactional_id_expiration: Duration = 604_800_000.0
-    transactional_id_cleanup_interval: Duration = Field(default=3_600_000.0, gt=0.0)
-    transaction_abort_check_interval: Duration = Field(default=10_000.0, gt=0.0)
+    # Kafka defines all three as int milliseconds, at least 1 (TransactionStateManagerConfig).
+    transactional_id_expiration: Duration = Field(default=604_800_000.0, ge=1.0, le=MAX_INT)
+    transactional_id_cleanup_interval: Duration = Field(default=3_600_000.0, ge=1.0, le=MAX_INT)
+    transaction_abort_check_interval: Duration = Field(default=10_000.0, ge=1.0, le=MAX_INT)
     topics: list[Topic] = Field(min_length=1)
 
     @field_validator("topics")
@@ -634,6 +635,9 @@ def parse_scenario(
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ScenarioError(f"{source}{where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        # PyYAML composes nested collections recursively; no scenario nests this deep.
+        raise ScenarioError(f"{source}: invalid YAML: nested too deeply") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of keys to values")
     for override in overrides:
@@ -747,7 +751,7 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         raise ScenarioError(f"--set {override}: empty path")
     try:
         value = yaml.safe_load(value_text) if value_text.strip() else ""
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         raise ScenarioError(f"--set {override}: cannot read value {value_text!r}") from None
     target: Any = raw
     i = 0

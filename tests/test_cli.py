@@ -150,13 +150,36 @@ def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp
         (["sweep", "SCEN", "--runs", "2", "--grid", "network.respons_loss=0,1"], "did you mean"),
         (["sweep", "SCEN", "--runs", "2", "--grid", "network.response_loss="], "empty value"),
         (["sweep", "SCEN", "--runs", "2", "--master", "spark://127.0.0.1:9"], "cannot reach"),
+        # Each of these used to pass the sweep's checks and fail inside a Spark task.
+        (["sweep", "SCEN", "--runs", "2", "--grid", "expect.dupe=0,1"], "did you mean 'duplicate'"),
+        (
+            [
+                "sweep",
+                "SCEN",
+                "--runs",
+                "2",
+                "--vary",
+                "producers.0.workload.records=uniform(9,20)",
+            ],
+            "a draw of 13.2016",
+        ),
+        (
+            ["sweep", "SCEN", "--runs", "2", "--vary", "network.request_loss=normal(0.01,0.01)"],
+            "a draw of -0.049999999999999996 (mean - 6 sd) is invalid",
+        ),
+        (["sweep", "SCEN", "--runs", "2", "--vary", "producers.0.config.acks=choice(all,7)"], "7"),
+        (["sweep", "SCEN", "--runs", "2", "--vary", "seed=normal(1,-1)"], "sigma"),
+        (["sweep", "SCEN", "--runs", "2", "--vary", "seed=randint(0,1" + "0" * 30 + ")"], "64-bit"),
+        (["validate", "SCEN", "--set", "a\x1eb=1"], "a\\x1eb"),
+        (["validate", "SCEN", "--set", "description=" + "[" * 2000], "cannot read value"),
         (["replay", "no-such-dir", "--run", "0:0"], "no manifest.json"),
         (["report", "no-such-dir"], "no manifest.json"),
         (["shrink", "SCEN", "--seed", "1", "--anomaly", "dupes"], "unknown"),
         (["frobnicate"], "frobnicate"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)  # a sweep that got past its checks would write results/ here
     argv = [scenario("idempotent") if a == "SCEN" else a for a in argv]
     code, _, err = run_cli(capsys, *argv)
     assert code == 2
@@ -164,6 +187,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert len(lines) == 1, err
     assert message in lines[0]
     assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_history_file_names_the_line(capsys, tmp_path):
@@ -306,4 +330,14 @@ def test_a_binary_scenario_file_is_one_line(capsys, tmp_path, command):
     assert code == 2
     assert err.strip().splitlines() == [
         f"eosim: error: {path}:2: not UTF-8 text: invalid start byte at byte 17"
+    ]
+
+
+def test_a_deeply_nested_history_line_is_one_line(capsys, tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 5000 + "]" * 5000 + "\n")
+    code, _, err = run_cli(capsys, "check", str(path))
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"eosim: error: {path}:1: line: invalid JSON: nested too deeply"
     ]

@@ -206,3 +206,20 @@ def test_client_config_errors_name_the_application_path(override, where):
 )
 def test_non_finite_numbers_and_bad_rule_values_are_refused(override, message):
     assert message in error_for(GOOD, override)
+
+
+def test_deeply_nested_yaml_is_one_line():
+    assert (
+        error_for("name: " + "[" * 3000 + "]" * 3000) == "s.yaml: invalid YAML: nested too deeply"
+    )
+
+
+@pytest.mark.parametrize(
+    "key", ["transaction_abort_check_interval", "transactional_id_cleanup_interval"]
+)
+def test_coordinator_intervals_are_kafka_int_milliseconds(key):
+    """TransactionStateManagerConfig defines them as int ms, atLeast(1)."""
+    assert f"cluster.{key}: input should be greater than or equal to 1" in error_for(
+        GOOD, f"cluster.{key}=0.5"
+    )
+    assert "less than or equal to 2147483647" in error_for(GOOD, f"cluster.{key}=30d")

@@ -71,10 +71,18 @@ class VarySpec:
                 raise PlanError(f"--vary {text}: choice needs at least one value")
         elif len(args) != 2 or not numeric:
             raise PlanError(f"--vary {text}: {name} takes two numbers")
+        elif not all(_finite(a) for a in args):
+            raise PlanError(f"--vary {text}: {name} takes finite numbers")
         elif name in ("uniform", "loguniform", "randint") and args[0] > args[1]:
             raise PlanError(f"--vary {text}: the low bound is above the high bound")
         elif name == "loguniform" and args[0] <= 0:
             raise PlanError(f"--vary {text}: loguniform needs positive bounds")
+        elif name == "normal" and args[1] < 0:
+            raise PlanError(f"--vary {text}: normal needs a sigma of at least 0")
+        elif name == "randint" and not -(2**63) <= int(args[0]) <= int(args[1]) < 2**63:
+            raise PlanError(f"--vary {text}: randint bounds must be 64-bit integers")
+        elif name != "randint" and not math.isfinite(float(args[1]) - float(args[0])):
+            raise PlanError(f"--vary {text}: the range is too wide")
         return cls(path, name, args)
 
     def draw(self, rng: np.random.Generator) -> Any:
@@ -82,7 +90,9 @@ class VarySpec:
         if self.distribution == "uniform":
             return float(rng.uniform(a[0], a[1]))
         if self.distribution == "loguniform":
-            return float(math.exp(rng.uniform(math.log(a[0]), math.log(a[1]))))
+            # exp(log(x)) may round past a bound; a draw stays within [a, b].
+            drawn = float(math.exp(rng.uniform(math.log(a[0]), math.log(a[1]))))
+            return min(max(drawn, float(a[0])), float(a[1]))
         if self.distribution == "normal":
             return float(rng.normal(a[0], a[1]))
         if self.distribution == "randint":
@@ -91,10 +101,47 @@ class VarySpec:
 
     def sample(self) -> Any:
         """A representative value, used to validate the path before running."""
-        return self.args[0] if self.distribution != "loguniform" else float(self.args[0])
+        return self.samples()[0][0]
+
+    def samples(self) -> list[tuple[Any, str]]:
+        """(value, note) pairs that stand for every draw, to validate before running: for a
+        continuous distribution its bounds and an inner point, as floats like its draws; for
+        randint both bounds; every choice; for normal the mean, mean - 6 sd and mean + 6 sd
+        (a draw further out has odds of about 1 in 500 million) and an inner point."""
+        a = self.args
+        if self.distribution == "choice":
+            return [(v, "") for v in a]
+        if self.distribution == "randint":
+            return [(int(a[0]), "the low bound"), (int(a[1]), "the high bound")]
+        low, high = float(a[0]), float(a[1])
+        if self.distribution == "normal":
+            mean, sd = low, high
+            return [
+                (mean, "the mean"),
+                (mean - 6 * sd, "mean - 6 sd"),
+                (mean + 6 * sd, "mean + 6 sd"),
+                (mean + _INNER * sd, ""),
+            ]
+        return [(low, "the low bound"), (high, "the high bound"), (_inner(low, high), "")]
 
     def __str__(self) -> str:
         return f"{self.path}={self.distribution}({','.join(map(str, self.args))})"
+
+
+# An inner point of a range, as a fraction of its width; not a round number, so that a
+# float draw on an integer setting is caught (1 - 1/golden ratio).
+_INNER = 0.3819660112501051
+
+
+def _inner(low: float, high: float) -> float:
+    return low + (high - low) * _INNER
+
+
+def _finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _scalar(text: str) -> Any:
@@ -165,6 +212,22 @@ class SweepPlan:
 
     def overrides(self, params: dict[str, Any]) -> list[str]:
         return [*self.base_overrides, *(f"{p}={render(v)}" for p, v in params.items())]
+
+    def validation_overrides(self) -> list[tuple[str, list[str]]]:
+        """(what, overrides) that a sweep validates before it runs: every variant with each
+        --vary parameter at each of its :meth:`VarySpec.samples` (the others at their first),
+        so a parameter no run could use is refused before any run starts. ``what`` names
+        the --vary value, or is empty."""
+        out: list[tuple[str, list[str]]] = []
+        first = {spec.path: spec.sample() for spec in self.vary}
+        for variant in self.variants:
+            out.append(("", self.overrides({**variant, **first})))
+            for spec in self.vary:
+                for value, note in spec.samples():
+                    label = f"--vary {spec}: a draw of {render(value)}"
+                    label += f" ({note}) is invalid" if note else " is invalid"
+                    out.append((label, self.overrides({**variant, **first, spec.path: value})))
+        return out
 
     def sweep_id(self) -> str:
         """Identifies the sweep's results: same inputs, same id."""

@@ -67,7 +67,7 @@ def build_plan(
     overrides: Sequence[str],
 ) -> tuple[SweepPlan, Any]:
     from eosim import api
-    from simulation.scenario import ScenarioError, parse_scenario
+    from simulation.scenario import ScenarioError
 
     try:
         scenario = api.load(scenario_path, overrides)
@@ -81,9 +81,11 @@ def build_plan(
             vary=tuple(VarySpec.parse(v) for v in vary),
             base_overrides=tuple(overrides),
         )
-        sample = {spec.path: spec.sample() for spec in plan.vary}
-        for variant in plan.variants:
-            parse_scenario(text, scenario_path, plan.overrides({**variant, **sample}))
+        for what, variant_overrides in plan.validation_overrides():
+            try:
+                api.parse(text, scenario_path, variant_overrides)
+            except ScenarioError as exc:
+                raise SweepError(f"{what}: {exc}" if what else str(exc)) from None
     except (ScenarioError, PlanError) as exc:
         raise SweepError(str(exc)) from None
     return plan, scenario

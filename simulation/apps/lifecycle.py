@@ -63,6 +63,16 @@ class ClientApplication:
         self.alive = False
         self._died()
         if not self.done.triggered and self.process is not None and self.process.is_alive:
+            if self.env.active_process is self.process:
+                # A crash_at hook run by the application's own process (it passed a probe
+                # point itself): SimPy forbids a process to interrupt itself, so the
+                # interrupt lands at its next yield, before simulated time moves on.
+                self.env.timeout(0).callbacks.append(lambda _e: self._interrupt())
+            else:
+                self.process.interrupt("crash")
+
+    def _interrupt(self) -> None:
+        if not self.alive and self.process is not None and self.process.is_alive:
             self.process.interrupt("crash")
 
     def restart(self) -> None:
