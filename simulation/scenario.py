@@ -536,9 +536,20 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
 
     def parse(section: str, i: int, raw: Mapping[str, Any]) -> ProducerConfig:
         try:
-            return parse_producer_config(raw, rules, unsafe)
+            config = parse_producer_config(raw, rules, unsafe)
         except ConfigException as exc:
             raise _PathError((section, i, "config", exc.key), str(exc)) from None
+        if config.transactional_id is not None and config.max_block_ms == 0:
+            # Not a Kafka rule: initTransactions() waits at most max.block.ms for a round
+            # trip, so with 0 it always times out, and the application restarts at once:
+            # a loop in which simulated time never advances.
+            raise _PathError(
+                (section, i, "config", "max.block.ms"),
+                "Invalid value 0 for configuration max.block.ms: a transactional application "
+                "waits at most max.block.ms for initTransactions(), which needs a round trip, "
+                "and would restart forever without simulated time passing; use at least 1",
+            )
+        return config
 
     def plain(section: str, i: int, config: Mapping[str, Any], what: str, hint: str) -> None:
         if "transactional.id" in config:

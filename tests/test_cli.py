@@ -280,6 +280,11 @@ CONFIG_ERRORS = [
         "producers.0.config.transactional.id=x",
         "producers[0].config.transactional.id: Kafka's send() throws IllegalStateException",
     ),
+    (
+        "transactional-pipeline",
+        "processors.0.config.max.block.ms=0",
+        "processors[0].config.max.block.ms: Invalid value 0",
+    ),
     ("idempotent", "kafka.rules.transaction_version=7", "kafka.rules.transaction_version"),
     ("idempotent", "kafka.rules.producer_state_cached_batches=0", "producer_state_cached_batches"),
     ("idempotent", "kafka.rules.linger_ms_default=soon", "kafka.rules.linger_ms_default"),
