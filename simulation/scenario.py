@@ -386,6 +386,9 @@ class ClientConfigs:
         return [f"{name}: {w}" for name, c in self.producers.items() for w in c.warnings]
 
 
+# How many occurrences a random fault may be expected to have (they are drawn before the run).
+MAX_RANDOM_FAULTS = 1_000_000
+
 _CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
 ExpectValue = int | str
 
@@ -479,6 +482,16 @@ class Scenario(_Model):
                 raise _PathError(
                     ("faults", i, "nodes"), "pause applies to brokers and processors only"
                 )
+            if f.rate is not None:
+                # Random faults are drawn up front, over [start, end or the duration).
+                window = (f.end if f.end is not None else self.duration) - f.start
+                expected = f.rate * max(window, 0.0) / 1000.0
+                if expected > MAX_RANDOM_FAULTS:
+                    raise _PathError(
+                        ("faults", i, "rate"),
+                        f"would fire about {expected:.3g} times over its window; "
+                        f"at most {MAX_RANDOM_FAULTS:,} (lower the rate or shorten the window)",
+                    )
         return self
 
     @model_validator(mode="after")

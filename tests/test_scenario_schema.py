@@ -223,3 +223,16 @@ def test_coordinator_intervals_are_kafka_int_milliseconds(key):
         GOOD, f"cluster.{key}=0.5"
     )
     assert "less than or equal to 2147483647" in error_for(GOOD, f"cluster.{key}=30d")
+
+
+def test_a_random_fault_drawn_more_than_a_million_times_is_refused():
+    """Random faults are drawn before the run; 10^15 per second used to exhaust memory."""
+    fault = (
+        "faults:\n  - {kind: crash, nodes: [p], rate: RATE, start: 1s, end: 11s, duration: 1ms}\n"
+    )
+    parse_scenario(GOOD + fault.replace("RATE", "100000"), "s.yaml")  # 10^6: allowed
+    msg = error_for(GOOD + fault.replace("RATE", "100001"))
+    assert msg.startswith("s.yaml:10: faults[0].rate: would fire about 1e+06 times")
+    assert "faults[0].rate" in error_for(GOOD + fault.replace("RATE", "1.0e15"))
+    no_end = fault.replace(", end: 11s", "").replace("RATE", "10")
+    assert "faults[0].rate" in error_for(GOOD + no_end, "duration=30d")
