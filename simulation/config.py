@@ -9,6 +9,7 @@ through its ``unsafe:`` block, to show what the rule protects against.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,17 @@ class ConfigException(ValueError):
 
 
 def _show(value: object) -> str:
+    """The value as the message shows it: bounded, however large or nested it is."""
     if isinstance(value, bool):
         return str(value).lower()
-    return str(value)
+    if isinstance(value, int | float):
+        return str(value)
+    text = value if isinstance(value, str) else _REPR.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 40, 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +104,9 @@ def _parse_bool(key: str, value: object) -> bool:
 
 
 def _parse_acks(key: str, value: object) -> int:
-    text = str(value).lower() if not isinstance(value, bool) else ""
+    text = (
+        str(value).lower() if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    )
     mapping = {"all": -1, "-1": -1, "0": 0, "1": 1}
     if text not in mapping:
         raise ConfigException(key, value, "String must be one of: all, -1, 0, 1")

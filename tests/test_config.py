@@ -104,3 +104,15 @@ def test_unsafe_waiver_keeps_a_transactional_producer_idempotent_with_acks_1():
         {"transactional.id": "t", "acks": "1"}, V40, Unsafe(idempotence_without_acks_all=True)
     )
     assert c.enable_idempotence and c.acks == 1 and c.transactional_id == "t"
+
+
+@pytest.mark.parametrize("key", ["acks", "retries", "enable.idempotence", "client.id"])
+def test_a_huge_shared_value_is_shown_bounded(key):
+    """YAML aliases can make a value of 10^9 elements out of a few lines; the message used to
+    spell it out (str() ran for minutes and used gigabytes)."""
+    value: list = ["x"] * 10
+    for _ in range(8):
+        value = [value] * 10
+    with pytest.raises(ConfigException) as exc:
+        parse_producer_config({key: value}, V40)
+    assert len(str(exc.value)) < 250 and "..." in str(exc.value)
