@@ -4,7 +4,9 @@ A scenario is YAML describing a cluster, producers (configured under Kafka's own
 their workloads, the network, faults and an ``expect:`` block. Loading is safe YAML plus a
 pydantic schema. Every problem becomes a :class:`ScenarioError` with one line of text naming
 the file, the path inside it (with the YAML line when known) and what would be valid: the
-closest key for a misspelling, the allowed range for a bad number.
+closest key for a misspelling, the allowed range for a bad number. Validation also resolves
+every application's effective client configuration (:attr:`Scenario.clients`), which a run
+then uses as it is, so a configuration a run could not use is a validation error.
 """
 
 from __future__ import annotations
