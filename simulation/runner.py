@@ -324,6 +324,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
 
     limit = env.timeout(scenario.duration)
     env.run(until=simpy.AnyOf(env, [all_done, limit]))
+    cut_by_duration = not all_done.triggered
     faults_end = max((e.end for e in schedule), default=0.0)
     if all_done.triggered and faults_end > env.now:
         # The run ends fault-free: wait for the last scheduled fault to heal (a paused
@@ -382,6 +383,17 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                     ],
                 }
             )
+
+    if cut_by_duration:
+        # The workload had not finished: writers may be mid-transaction at the end.
+        history.add_end_line(
+            {
+                "kind": "end",
+                "time": round(sim_time, 6),
+                "cut_by_duration": True,
+                "duration": scenario.duration,
+            }
+        )
 
     counts = {
         k: sum(a.counts[k] for a in apps.values())
