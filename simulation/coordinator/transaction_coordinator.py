@@ -377,11 +377,12 @@ class TransactionCoordinator:
         return meta.epoch
 
     def expire_transactional_ids(self, now: float, expiration_ms: float) -> list[str]:
-        """Remove ids idle (Empty or Complete*) for longer than ``expiration_ms``."""
+        """Remove ids (Empty or Complete*) last updated ``expiration_ms`` ago or earlier
+        (``TransactionStateManager.shouldExpire``: lastUpdate <= now - expiration)."""
         expired = [
             txn_id
             for txn_id, meta in self.transactions.items()
-            if meta.state in (S.EMPTY, *COMPLETE_STATES) and now - meta.updated_ms > expiration_ms
+            if meta.state in (S.EMPTY, *COMPLETE_STATES) and now - meta.updated_ms >= expiration_ms
         ]
         for txn_id in expired:
             self._persist(self.transactions[txn_id], S.DEAD, now)

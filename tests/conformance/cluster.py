@@ -23,10 +23,14 @@ from simulation.coordinator.transaction_state import TransactionMetadata
 from simulation.network import LatencyModel, Network, NetworkSettings
 from simulation.protocol import (
     AddPartitionsToTxnRequest,
+    BatchData,
     EndTxnRequest,
     Errors,
     InitProducerIdRequest,
+    PartitionResponse,
+    ProduceRequest,
     TopicPartition,
+    WriteTxnMarkersRequest,
 )
 from simulation.rng import RandomStreams
 from simulation.rules import VERSIONS
@@ -147,6 +151,39 @@ class Cluster:
             lambda cid: EndTxnRequest(cid, txn_id, pid, epoch, commit),
             wait_ms,
         )
+
+    # -- a partition leader ----------------------------------------------------------------
+    def leader(self, tp: TopicPartition) -> Broker:
+        return self.brokers[self.leaders[tp]]
+
+    def produce(
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        seq: int,
+        count: int = 1,
+        transactional: bool = False,
+        txn_id: str | None = None,
+    ) -> PartitionResponse:
+        """One batch of ``count`` records; the leader's answer for it."""
+        batch = BatchData(
+            pid, epoch, seq, tuple(f"v{seq + i}" for i in range(count)), transactional
+        )
+        answer = self.call(
+            self.leaders[tp],
+            lambda cid: ProduceRequest(cid, -1, [(tp, batch)], transactional_id=txn_id),
+        )
+        return answer.results[0]
+
+    def marker(
+        self, tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> Errors:
+        answer = self.call(
+            self.leaders[tp],
+            lambda cid: WriteTxnMarkersRequest(cid, pid, epoch, commit, coordinator_epoch, (tp,)),
+        )
+        return answer.results[0][1]
 
     def run(self, ms: float) -> None:
         self.env.run(until=self.env.now + ms)
