@@ -50,6 +50,14 @@ class Errors(Enum):
     TRANSACTIONAL_ID_NOT_FOUND = (105, False)
     UNKNOWN_TOPIC_OR_PARTITION = (3, True)
     UNSTABLE_OFFSET_COMMIT = (88, True)
+    # A marker from a coordinator older than the last one seen for the producer (KIP-98).
+    TRANSACTION_COORDINATOR_FENCED = (52, False)
+    # KIP-890: the partition is not in the producer's transaction; abort and carry on.
+    TRANSACTION_ABORTABLE = (120, False)
+    NOT_ENOUGH_REPLICAS = (19, True)
+    INVALID_REQUEST = (42, False)
+    # What Kafka answers when a handler throws (an IllegalStateException, say).
+    UNKNOWN_SERVER_ERROR = (-1, False)
 
     def __init__(self, code: int, retriable: bool) -> None:
         self.code = code
@@ -79,6 +87,11 @@ _EXCEPTION_NAMES = {
     Errors.TRANSACTIONAL_ID_NOT_FOUND: "TransactionalIdNotFoundException",
     Errors.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
     Errors.UNSTABLE_OFFSET_COMMIT: "UnstableOffsetCommitException",
+    Errors.TRANSACTION_COORDINATOR_FENCED: "TransactionCoordinatorFencedException",
+    Errors.TRANSACTION_ABORTABLE: "TransactionAbortableException",
+    Errors.NOT_ENOUGH_REPLICAS: "NotEnoughReplicasException",
+    Errors.INVALID_REQUEST: "InvalidRequestException",
+    Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
 }
 
 
@@ -126,6 +139,10 @@ class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    # KIP-360: the caller's current producer id and epoch when it asks for an epoch bump
+    # (both NO_PRODUCER_ID / NO_PRODUCER_EPOCH for a new producer).
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(slots=True)

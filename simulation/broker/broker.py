@@ -55,7 +55,27 @@ _VERDICT_ERRORS = {
     Verdict.OUT_OF_ORDER_SEQUENCE: Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
     Verdict.INVALID_PRODUCER_EPOCH: Errors.INVALID_PRODUCER_EPOCH,
     Verdict.UNKNOWN_PRODUCER_ID: Errors.UNKNOWN_PRODUCER_ID,
+    Verdict.COORDINATOR_FENCED: Errors.TRANSACTION_COORDINATOR_FENCED,
 }
+
+# How a leader answers a produce whose verification (KIP-890 part 1) failed: Kafka's
+# AddPartitionsToTxnManager turns the coordinator's PRODUCER_FENCED into INVALID_PRODUCER_EPOCH,
+# and ReplicaManager.handleProduceAppend turns the retriable coordinator errors into
+# NOT_ENOUGH_REPLICAS (which every client retries). TRANSACTION_ABORTABLE (a partition not in
+# the transaction) reaches clients that send Produce v11+ (Kafka 3.8+) as is.
+_VERIFICATION_ERRORS = {
+    Errors.PRODUCER_FENCED: Errors.INVALID_PRODUCER_EPOCH,
+    Errors.CONCURRENT_TRANSACTIONS: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.NETWORK_EXCEPTION: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.COORDINATOR_NOT_AVAILABLE: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.NOT_COORDINATOR: Errors.NOT_ENOUGH_REPLICAS,
+}
+
+
+def verification_error(error: Errors) -> Errors:
+    """The produce error for a failed verification answered ``error`` by the coordinator."""
+    return _VERIFICATION_ERRORS.get(error, error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +195,7 @@ class Broker:
                 if pid not in log.ongoing and self.verify_partition is not None:
                     error = self.verify_partition(request.transactional_id, pid, data.epoch, tp)
                     if error is not Errors.NONE:
-                        results.append(PartitionResponse(error))
+                        results.append(PartitionResponse(verification_error(error)))
                         continue
             elif pid in log.ongoing:
                 # A non-transactional write while the producer's transaction is open.
@@ -228,7 +248,9 @@ class Broker:
                 runtime = self.coordinator
                 error = Errors.NOT_LEADER_OR_FOLLOWER
                 if runtime is not None and runtime.partition_error(tp) is Errors.NONE:
-                    error = runtime.groups.complete_txn(tp[1], pid, epoch, request.commit)
+                    error = runtime.groups.complete_txn(
+                        tp[1], pid, epoch, request.commit, request.coordinator_epoch
+                    )
                 results.append((tp, error))
                 continue
             log = self.logs.get(tp)
@@ -238,10 +260,18 @@ class Broker:
             self.probe.hit("leader.before_marker", self.name)
             if not self.alive:
                 return None
-            if not self.producer_state[tp].mark(pid, epoch):
-                results.append((tp, Errors.INVALID_PRODUCER_EPOCH))
+            # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
+            verdict = self.producer_state[tp].mark(pid, epoch, request.coordinator_epoch)
+            if verdict is not Verdict.APPEND:
+                results.append((tp, _VERDICT_ERRORS[verdict]))
                 continue
-            log.append_marker(pid, epoch, control, self.env.now)  # type: ignore[arg-type]
+            log.append_marker(
+                pid,
+                epoch,
+                control,  # type: ignore[arg-type]
+                self.env.now,
+                request.coordinator_epoch,
+            )
             self.probe.hit("leader.after_marker", self.name)
             if not self.alive:
                 return None
@@ -279,7 +309,7 @@ class Broker:
             state = self._new_state()
             for b in log.batches:
                 if b.control is not None:
-                    state.mark(b.producer_id, b.epoch)
+                    state.update_marker(b.producer_id, b.epoch, b.coordinator_epoch)
                     continue
                 state.update(
                     b.producer_id,
