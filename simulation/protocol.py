@@ -113,6 +113,10 @@ class ProduceRequest:
 class PartitionResponse:
     error: Errors
     base_offset: int = -1
+    # The partition's log start offset. eosim never removes a log's head (no retention or
+    # deleteRecords), so it is 0 on every broker answer; -1 (unknown) on errors the client
+    # makes up itself (a timeout, a disconnection).
+    log_start_offset: int = 0
 
 
 @dataclass(slots=True)
@@ -126,6 +130,8 @@ class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(slots=True)
