@@ -172,6 +172,10 @@ class Sender:
         delay = min(delay, ready_delay)
         if ready:
             self._drain_and_send(ready, now)
+            # Sender.sendProducerData polls with a zero timeout after sending to ready nodes,
+            # so the loop drains again at once: the next batch of a partition goes out in the
+            # next request, until max.in.flight.requests.per.connection stops it.
+            delay = 0.0
         return min(delay, self._next_connection_delay(now))
 
     # -- connections -------------------------------------------------------------------
@@ -308,6 +312,9 @@ class Sender:
         for b in batches:
             b.attempts += 1
             b.in_flight = True
+            # Draining closes the batch (ProducerBatch.close), which clears "reopened": only
+            # answers to attempts sent before a renumbering see the sequence as reset.
+            b.sequence_has_been_reset = False
             if b.attempts > 1:
                 self.retries += 1
             values = tuple(r.value for r in b.records)
