@@ -341,7 +341,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
     click.echo(
         f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
-        f"{c['indeterminate']} indeterminate"
+        f"{c['indeterminate']} indeterminate, {c['errored']} errored"
     )
     _print_txns(outcome.history)
     if r.faults:

@@ -126,6 +126,10 @@ class ProduceRequest:
 class PartitionResponse:
     error: Errors
     base_offset: int = -1
+    # The partition's log start offset. eosim never removes a log's head (no retention or
+    # deleteRecords), so it is 0 on every broker answer; -1 (unknown) on errors the client
+    # makes up itself (a timeout, a disconnection).
+    log_start_offset: int = 0
 
 
 @dataclass(slots=True)

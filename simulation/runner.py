@@ -227,7 +227,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                 metadata,
                 configs[name],
                 streams.stream(f"producer:{node}"),
-                rules.transaction_version,
+                rules,
                 probe,
                 host=name,
             )
@@ -315,8 +315,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         targets.pause[name], targets.resume[name] = b.pause, b.resume
     for name, a in apps.items():
         targets.crash[name], targets.restart[name] = a.crash, a.restart
-        if isinstance(a, ProcessorApp):
-            targets.pause[name], targets.resume[name] = a.pause, a.resume
+        targets.pause[name], targets.resume[name] = a.pause, a.resume
     Nemesis(env, schedule, network, targets, history)
     crash_at = CrashAtNemesis(
         env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")
@@ -397,7 +396,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
 
     counts = {
         k: sum(a.counts[k] for a in apps.values())
-        for k in ("sent", "acked", "failed", "indeterminate")
+        for k in ("sent", "acked", "failed", "indeterminate", "errored")
     }
     stats = {
         "messages_sent": network.messages_sent,

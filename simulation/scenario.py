@@ -413,10 +413,10 @@ class Scenario(_Model):
                     close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
-            pausable = set(brokers) | {p.name for p in self.processors}
+            pausable = set(brokers) | set(names)
             if f.kind == "pause" and any(n not in pausable for n in f.nodes):
                 raise _PathError(
-                    ("faults", i, "nodes"), "pause applies to brokers and processors only"
+                    ("faults", i, "nodes"), "pause applies to brokers and applications only"
                 )
         return self
 

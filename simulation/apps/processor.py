@@ -27,7 +27,7 @@ from typing import Any
 
 import simpy
 
-from simulation.apps.lifecycle import OUTCOME_COUNTS, new_counts
+from simulation.apps.lifecycle import new_counts, tally
 from simulation.apps.store import ExternalStore
 from simulation.apps.transactional import wait
 from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
@@ -102,13 +102,14 @@ class _Instance:
 
     # -- operations --------------------------------------------------------------------
     def _complete_all(self, type_: str, error: str | None) -> None:
+        """The instance died or the run ended: its open operations complete ``type_``."""
         for op_id in list(self.open_ops):
-            self._complete(op_id, type_, error)
+            self._complete(op_id, type_, error, died=True)
 
-    def _complete(self, op_id: int, type_: str, error: str | None) -> None:
+    def _complete(self, op_id: int, type_: str, error: str | None, died: bool = False) -> None:
         if self.open_ops.pop(op_id, None) is None:
             return
-        self.app.counts[OUTCOME_COUNTS[type_]] += 1
+        tally(self.app.counts, type_, error, died)
         self.app.history.complete(
             op_id, type_, "process", self.process_id, self.env.now, None, error
         )
