@@ -8,7 +8,10 @@ the group coordinator, found with FindCoordinator; ``committed()`` asks for *sta
 (KIP-447) and so waits while a transaction's offsets are pending. Offsets are committed by
 the application (``commit()``) or, with ``auto_commit_interval_ms`` (``enable.auto.commit``),
 by ``poll()`` itself: at most once per interval, asynchronously, the positions the poll starts
-from, which cover every record earlier polls returned. Groups are not rebalanced: partitions
+from, which cover every record earlier polls returned. An asynchronous commit is tried once and
+never retried, as in Kafka's ConsumerCoordinator (a retried commit could land after a later
+one and move the group's offsets back); a retriable failure brings the next auto-commit
+forward to ``retry.backoff.ms``. Groups are not rebalanced: partitions
 are assigned by the application (a listed departure in docs/model.md).
 """
 
@@ -70,6 +73,7 @@ class KafkaConsumer:
         self._answered: list[tuple[tuple[tuple[TopicPartition, int], ...], float, object]] = []
         self.auto_commit_interval_ms = auto_commit_interval_ms if group is not None else None
         self._next_auto_commit = env.now + (auto_commit_interval_ms or 0.0)
+        self._lookups = 0
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self.positions = dict.fromkeys(partitions, 0)
@@ -162,7 +166,39 @@ class KafkaConsumer:
         if interval is None or self.env.now < self._next_auto_commit:
             return
         self._next_auto_commit = self.env.now + interval
-        self.env.process(self.commit(dict(self.positions)))
+        self.env.process(self._commit_async(dict(self.positions)))
+
+    def _commit_async(self, offsets: dict[TopicPartition, int]) -> Process:
+        """One attempt at committing ``offsets`` (after one coordinator lookup if none is
+        known); a failure is not retried: the next auto-commit comes ``retry.backoff.ms``
+        later, with the positions of then."""
+        assert self.group is not None
+        if self.coordinator is None:
+            yield from self._lookup_coordinator()
+        response = None
+        if self.coordinator is not None and self.client.running:
+            request = OffsetCommitRequest(
+                self.client.next_correlation_id(), self.group, tuple(offsets.items())
+            )
+            response = yield self.client.send(self.coordinator, request)
+            if response is None or response.error in (
+                Errors.NOT_COORDINATOR,
+                Errors.COORDINATOR_NOT_AVAILABLE,
+            ):
+                self.coordinator = None
+        if response is None or response.error.retriable:
+            self._next_auto_commit = self.env.now + self.retry_backoff_ms
+
+    def _lookup_coordinator(self) -> Process:
+        """One FindCoordinator, to the next broker in turn."""
+        assert self.group is not None
+        brokers = self.metadata.brokers
+        broker = brokers[self._lookups % len(brokers)]
+        self._lookups += 1
+        request = FindCoordinatorRequest(self.client.next_correlation_id(), self.group, "group")
+        response = yield self.client.send(broker, request)
+        if response is not None and response.error is Errors.NONE:
+            self.coordinator = response.node
 
     def _find_coordinator(self) -> Process:
         assert self.group is not None
