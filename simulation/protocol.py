@@ -32,6 +32,7 @@ class Errors(Enum):
     """The subset of Kafka's error codes the model can produce, with retriability."""
 
     NONE = (0, False)
+    OFFSET_OUT_OF_RANGE = (1, False)
     OUT_OF_ORDER_SEQUENCE_NUMBER = (45, False)
     DUPLICATE_SEQUENCE_NUMBER = (46, False)
     INVALID_PRODUCER_EPOCH = (47, False)
@@ -69,6 +70,7 @@ class Errors(Enum):
 
 
 _EXCEPTION_NAMES = {
+    Errors.OFFSET_OUT_OF_RANGE: "OffsetOutOfRangeException",
     Errors.OUT_OF_ORDER_SEQUENCE_NUMBER: "OutOfOrderSequenceException",
     Errors.DUPLICATE_SEQUENCE_NUMBER: "DuplicateSequenceException",
     Errors.INVALID_PRODUCER_EPOCH: "InvalidProducerEpochException",
@@ -270,6 +272,25 @@ class FetchPartition:
 class FetchResponse:
     correlation_id: int
     partitions: list[tuple[TopicPartition, FetchPartition]]
+
+
+# ListOffsets' special timestamps: the log start offset, and the end a consumer may read to
+# (the last stable offset under read_committed, else the high watermark).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+@dataclass(slots=True)
+class ListOffsetsRequest:
+    correlation_id: int
+    partitions: tuple[tuple[TopicPartition, int], ...]  # (partition, timestamp)
+    isolation: str  # "read_committed" or "read_uncommitted"
+
+
+@dataclass(slots=True)
+class ListOffsetsResponse:
+    correlation_id: int
+    partitions: list[tuple[TopicPartition, Errors, int]]  # (partition, error, offset)
 
 
 @dataclass(slots=True)

@@ -285,6 +285,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                 auto_commit_interval_ms=(
                     spec.auto_commit_interval if spec.commit == "auto" else None
                 ),
+                auto_offset_reset=spec.input.auto_offset_reset,
             )
 
         apps[proc.name] = ProcessorApp(
@@ -304,7 +305,14 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     all_done = simpy.AllOf(env, [a.done for a in apps.values()])
     readers = []
     for r in scenario.consumers:
-        consumer = KafkaConsumer(env, r.name, network, metadata, isolation=r.isolation)
+        consumer = KafkaConsumer(
+            env,
+            r.name,
+            network,
+            metadata,
+            isolation=r.isolation,
+            auto_offset_reset=r.auto_offset_reset,
+        )
         consumer.assign([(r.topic, i) for i in range(topics[r.topic])])
         readers.append(ReaderApp(env, r.name, consumer, history, r.poll_interval, all_done))
 

@@ -184,10 +184,17 @@ class TransactionalProducer(_Model):
     _known_keys = field_validator("config")(Producer._known_keys.__func__)  # type: ignore[attr-defined]
 
 
+# auto.offset.reset: where a consumer starts on a partition its group has no committed offset
+# for (and after OFFSET_OUT_OF_RANGE); Kafka's key and default.
+OffsetReset = Literal["latest", "earliest", "none"]
+_AUTO_OFFSET_RESET = "auto.offset.reset"
+
+
 class ProcessorInput(_Model):
     topic: str
     group: str | None = None
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    auto_offset_reset: OffsetReset = Field(default="latest", alias=_AUTO_OFFSET_RESET)
 
 
 class ProcessorOutput(_Model):
@@ -236,6 +243,7 @@ class Consumer(_Model):
     topic: str
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
     poll_interval: Duration = 50.0
+    auto_offset_reset: OffsetReset = Field(default="latest", alias=_AUTO_OFFSET_RESET)
 
 
 # -- faults ---------------------------------------------------------------------------------
@@ -520,7 +528,7 @@ def _unknown_field_message(loc: tuple[str | int, ...]) -> str:
             model = None
             break
         model = _model_of(field.annotation)
-    valid = list(model.model_fields) if model is not None else []
+    valid = [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
     return str(_UnknownKey(key, valid))
 
 
@@ -619,7 +627,8 @@ def _next_key(target: Any, parts: list[str], i: int, override: str, parent: str)
         raise ScenarioError(f"--set {override}: {'.'.join(parts[:i])} is not a mapping")
     for k in range(len(parts), i, -1):
         candidate = ".".join(parts[i:k])
-        if candidate in target or (k - i > 1 and candidate in PRODUCER_KEYS):
+        known = candidate in PRODUCER_KEYS or candidate == _AUTO_OFFSET_RESET
+        if candidate in target or (k - i > 1 and known):
             return candidate, k
     if parent in _LEAF_MAPPINGS:
         return ".".join(parts[i:]), len(parts)

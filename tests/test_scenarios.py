@@ -37,3 +37,13 @@ def test_max_in_flight_5_does_not_duplicate_under_the_same_faults():
     s = api.load(path, ["producers.0.config.max.in.flight.requests.per.connection=5"])
     outcome = api.run(s)
     assert outcome.check.anomalies["duplicate"].count == 0
+
+
+def test_offset_reset_earliest_redoes_instead_of_losing():
+    # pipeline-offset-reset with its default (latest) loses what arrived while the processor
+    # was down (its own expect block, above); from the earliest offset nothing is lost.
+    path = next(p for p in SCENARIOS if p.stem == "pipeline-offset-reset")
+    overrides = ["processors.app.input.auto.offset.reset=earliest", "expect.lost_processing=0"]
+    outcome = api.run(api.load(path, overrides))
+    assert outcome.expect.met, outcome.expect.failures
+    assert outcome.check.anomalies["duplicate_processing"].count > 0

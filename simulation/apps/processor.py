@@ -14,6 +14,14 @@ operation per input record records what happened:
   the commits to the consumer (``auto``: every ``auto_commit_interval`` from within poll, and
   on close; at-least-once, since a batch is flushed before the next poll).
 
+An instance starts from its group's committed offsets; a partition with none starts where
+``input.auto.offset.reset`` says (``latest`` by default: inputs written before the reset are
+never processed). With ``none`` the consumer's poll raises NoOffsetForPartitionException (or
+OffsetOutOfRangeException for a position beyond the log end): the instance records that
+``poll`` as ``fail`` with the exception and the application stops for good, as an
+application whose poll loop lets the exception out would (restarting it would meet the same
+exception until an operator set the group's offsets).
+
 A crash (``crash`` fault, or ``crash_at`` a ``processor.*`` point) kills the instance; the
 restart starts a new one. A ``pause`` freezes the instance; if it lasts ``takeover_after``,
 a new instance takes the partitions over (as a group rebalance would), and the paused one
@@ -28,9 +36,10 @@ from typing import Any
 import simpy
 
 from simulation.apps.lifecycle import new_counts, tally
+from simulation.apps.reader import record_failed_poll
 from simulation.apps.store import ExternalStore
 from simulation.apps.transactional import wait
-from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
+from simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
 from simulation.history import HistoryRecorder
 from simulation.network import Network
 from simulation.probe import Probe
@@ -130,10 +139,12 @@ class _Instance:
                     return
             committed = yield from self.consumer.committed()
             yield from self._step()
-            for tp in self.consumer.positions:
-                self.consumer.seek(tp, committed.get(tp, 0))
+            for tp in self.consumer.assignment:
+                if tp in committed:
+                    self.consumer.seek(tp, committed[tp])
+                # else: the consumer's poll resets it (auto.offset.reset)
             while True:
-                records = yield from self.consumer.poll()
+                records = yield from self._poll()
                 yield from self._step("processor.after_poll")
                 if not records:
                     # Caught up with a poll that began after the last input was written.
@@ -153,6 +164,15 @@ class _Instance:
                     yield from self._at_least_or_most_once(batch)
         except (simpy.Interrupt, _Dead):
             return
+
+    def _poll(self):  # type: ignore[no-untyped-def]
+        """The consumer's poll; an exception it raises ends the application."""
+        try:
+            return (yield from self.consumer.poll())
+        except ConsumerException as exc:
+            record_failed_poll(self.app.history, self.process_id, self.env.now, exc.describe())
+            self.app.stop(self, exc.describe())
+            raise _Dead from None
 
     def _take(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         batch = records[: self.app.spec.batch]
@@ -349,6 +369,13 @@ class ProcessorApp:
     def finished(self, instance: _Instance) -> None:
         instance.alive = False
         if instance is self.current and not self.done.triggered:
+            self.done.succeed()
+
+    def stop(self, instance: _Instance, error: str) -> None:
+        """An exception escaped the instance's poll loop: the application exits."""
+        instance.kill(error)
+        if instance is self.current and not self.done.triggered:
+            self.current = None
             self.done.succeed()
 
     # -- faults ------------------------------------------------------------------------

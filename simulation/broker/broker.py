@@ -32,6 +32,7 @@ from simulation.coordinator.runtime import CoordinatorRuntime
 from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.protocol import (
+    EARLIEST_TIMESTAMP,
     Disconnected,
     Errors,
     FetchPartition,
@@ -39,6 +40,8 @@ from simulation.protocol import (
     FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
@@ -164,6 +167,8 @@ class Broker:
             return self._handle_produce(request)
         if isinstance(request, FetchRequest):
             return self._handle_fetch(request)
+        if isinstance(request, ListOffsetsRequest):
+            return self._handle_list_offsets(request)
         if isinstance(request, InitProducerIdRequest) and request.transactional_id is None:
             return InitProducerIdResponse(
                 request.correlation_id, Errors.NONE, self.producer_ids.generate_producer_id(), 0
@@ -232,12 +237,40 @@ class Broker:
             if log is None:
                 parts.append((tp, FetchPartition(Errors.NOT_LEADER_OR_FOLLOWER)))
                 continue
+            if offset > log.log_end_offset or offset < 0:
+                # The log starts at 0 (nothing is ever deleted here); beyond its end (or
+                # before its start) a read is refused, as in Kafka's LocalLog.read.
+                refused = FetchPartition(
+                    Errors.OFFSET_OUT_OF_RANGE,
+                    last_stable_offset=log.last_stable_offset(),
+                    log_end_offset=log.log_end_offset,
+                )
+                parts.append((tp, refused))
+                continue
             batches, aborted = log.fetch(offset, request.isolation, self.settings.fetch_max_records)
             fetched = FetchPartition(
                 Errors.NONE, batches, aborted, log.last_stable_offset(), log.log_end_offset
             )
             parts.append((tp, fetched))
         return FetchResponse(request.correlation_id, parts)
+
+    def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
+        consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
+        last stable offset for read_committed, else the high watermark, which is the log end
+        here (no replication)."""
+        parts: list[tuple[TopicPartition, Errors, int]] = []
+        for tp, timestamp in request.partitions:
+            log = self.logs.get(tp)
+            if log is None:
+                parts.append((tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
+            elif timestamp == EARLIEST_TIMESTAMP:
+                parts.append((tp, Errors.NONE, 0))
+            elif request.isolation == "read_committed":
+                parts.append((tp, Errors.NONE, log.last_stable_offset()))
+            else:
+                parts.append((tp, Errors.NONE, log.log_end_offset))
+        return ListOffsetsResponse(request.correlation_id, parts)
 
     def _handle_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
         pid, epoch = request.producer_id, request.epoch
