@@ -174,6 +174,17 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             return Errors.COORDINATOR_NOT_AVAILABLE
         return runtime.txn.verify_partition(txn_id, pid, epoch, tp)
 
+    def add_partition(txn_id: str | None, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+        """Transaction version 2: a leader (or group coordinator) adds ``tp`` to the
+        producer's transaction (AddPartitionsToTxnManager, operation addPartition)."""
+        if txn_id is None:
+            return Errors.INVALID_TXN_STATE
+        node = directory.coordinator(txn_id, "transaction")
+        runtime = brokers[node].coordinator if node is not None else None
+        if runtime is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        return runtime.add_partitions(txn_id, pid, epoch, (tp,))
+
     verifier = verify_partition if rules.transaction_partition_verification else None
     for name in metadata.brokers:
         brokers[name] = Broker(
@@ -187,6 +198,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             probe,
             directory,
             verifier,
+            add_partition,
         )
 
     def leader_of(tp: TopicPartition) -> str | None:
@@ -217,6 +229,8 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             probe,
             lambda txn_id, pid, epoch, t: history.fence(t, txn_id, pid, epoch),
         )
+        if rules.transaction_version >= 2:
+            broker.coordinator.add_partition = add_partition
 
     def producer_factory(name: str) -> Callable[[str], KafkaProducer]:
         def make(node: str) -> KafkaProducer:

@@ -8,6 +8,7 @@ from conformance.cluster import Cluster
 
 from simulation.broker.broker import Broker, BrokerSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
+from simulation.coordinator.group_coordinator import offsets_partition
 from simulation.network import Connection, LatencyModel, Network, NetworkSettings
 from simulation.protocol import (
     BatchData,
@@ -16,6 +17,7 @@ from simulation.protocol import (
     InitProducerIdRequest,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -240,11 +242,11 @@ def test_verification_errors_are_mapped_as_kafka_maps_them(coordinator_says, lea
     assert broker.logs[TP].log_end_offset == 0
 
 
-def test_verification_of_a_stale_epoch_through_the_coordinator():
-    """End to end: after a transaction version 2 commit bumped the epoch, a late produce of the
-    old epoch to a new partition is answered INVALID_PRODUCER_EPOCH (the coordinator's
-    PRODUCER_FENCED), and one of the current epoch to a partition not added is
-    TRANSACTION_ABORTABLE."""
+def test_implicit_add_of_a_stale_epoch_through_the_coordinator():
+    """End to end, transaction version 2 (KIP-890 part 2): after a commit bumped the epoch, a
+    late produce of the old epoch to a new partition is answered INVALID_PRODUCER_EPOCH (the
+    coordinator's PRODUCER_FENCED), and one of the current epoch is added to the transaction
+    by the leader itself (ReplicaManager.maybeSendPartitionsToTransactionCoordinator)."""
     cl = Cluster(version="4.0")
     r = cl.init("tx")
     pid = r.producer_id
@@ -252,11 +254,45 @@ def test_verification_of_a_stale_epoch_through_the_coordinator():
     assert cl.add("tx", pid, 0, t0) is Errors.NONE
     end = cl.end("tx", pid, 0, True)
     assert (end.error, end.epoch) == (Errors.NONE, 1)
-    assert cl.add("tx", pid, 1, t0) is Errors.NONE
+    cl.run(100)  # markers land, the transaction completes
 
     def late(epoch):
         batch = BatchData(pid, epoch, 0, ("v",), True)
         return lambda cid: ProduceRequest(cid, -1, [(t1, batch)], transactional_id="tx")
 
     assert cl.call(cl.leaders[t1], late(0)).results[0].error is Errors.INVALID_PRODUCER_EPOCH
-    assert cl.call(cl.leaders[t1], late(1)).results[0].error is Errors.TRANSACTION_ABORTABLE
+    assert t1 not in cl.meta("tx").partitions
+    assert cl.call(cl.leaders[t1], late(1)).results[0].error is Errors.NONE
+    assert t1 in cl.meta("tx").partitions and cl.meta("tx").state.name == "ONGOING"
+
+
+def test_verification_of_a_partition_not_in_the_transaction():
+    """Transaction version 1 with KIP-890 part 1 verification: a produce of the current epoch
+    to a partition the client never added is TRANSACTION_ABORTABLE (Produce v11+)."""
+    cl = Cluster(version="3.9", transaction_partition_verification=True)
+    pid = cl.init("tx").producer_id
+    t0, t1 = ("t", 0), ("t", 1)
+    assert cl.add("tx", pid, 0, t0) is Errors.NONE
+    batch = BatchData(pid, 0, 0, ("v",), True)
+    answer = cl.call(
+        cl.leaders[t1], lambda cid: ProduceRequest(cid, -1, [(t1, batch)], transactional_id="tx")
+    )
+    assert answer.results[0].error is Errors.TRANSACTION_ABORTABLE
+
+
+def test_tv2_txn_offset_commit_adds_the_offsets_partition_to_the_transaction():
+    """Transaction version 2: TxnOffsetCommit v5 reaches the group coordinator with no
+    AddOffsetsToTxn, and the group coordinator adds the group's __consumer_offsets partition
+    to the transaction (CoordinatorPartitionWriter.maybeStartTransactionVerification with
+    addPartition); a stale epoch is refused."""
+    cl = Cluster(version="4.0")
+    cl.run(50)  # coordinators load
+    pid = cl.init("tx").producer_id
+    node = cl.directory.coordinator("g", "group")
+
+    def commit(epoch):
+        return lambda cid: TxnOffsetCommitRequest(cid, "tx", "g", pid, epoch, ((("t", 0), 7),))
+
+    assert cl.call(node, commit(0)).error is Errors.NONE
+    assert offsets_partition("g") in cl.meta("tx").partitions
+    assert cl.call(node, commit(5)).error is Errors.INVALID_PRODUCER_EPOCH

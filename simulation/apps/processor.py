@@ -233,7 +233,8 @@ class _Instance:
                 self.env, producer.send_offsets_to_transaction(offsets, app.group), app.max_block_ms
             )
             yield from self._step("processor.after_send_offsets")
-        if error is None:
+        committing = error is None
+        if committing:
             error = yield from wait(self.env, producer.commit_transaction(), app.max_block_ms)
             yield from self._step()
             if error is None:
@@ -242,7 +243,12 @@ class _Instance:
                 producer.probe.hit("producer.after_commit", app.name)
                 yield from self._step()
                 return
-        if producer.transactions.is_fatal or error.startswith(("TimeoutException", "IllegalState")):
+        # A commit that timed out may still complete (its EndTxn can be in flight): it must
+        # not be aborted, so the instance gives up. Any other non-fatal error (including a
+        # failed sendOffsetsToTransaction) is aborted and the batch is processed again.
+        if producer.transactions.is_fatal or (
+            committing and error.startswith(("TimeoutException", "IllegalState"))
+        ):
             self.kill(error)
             app.replace(self)
             raise _Dead

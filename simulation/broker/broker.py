@@ -81,6 +81,13 @@ def verification_error(error: Errors) -> Errors:
     return _VERIFICATION_ERRORS.get(error, error)
 
 
+def implicit_add_error(error: Errors) -> Errors:
+    """The produce error for a failed implicit add (transaction version 2, Produce v12:
+    TransactionSupportedOperation ``addPartition``): as for verification, except that
+    CONCURRENT_TRANSACTIONS reaches the client as is (KAFKA-18662), which retries it."""
+    return error if error is Errors.CONCURRENT_TRANSACTIONS else verification_error(error)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerSettings:
     request_time_ms: float = 0.1
@@ -101,6 +108,7 @@ class Broker:
         probe: Probe | None = None,
         directory: CoordinatorDirectory | None = None,
         verify_partition: PartitionVerifier | None = None,
+        add_partition: PartitionVerifier | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -121,6 +129,9 @@ class Broker:
         self.probe = probe or Probe()
         self.directory = directory
         self.verify_partition = verify_partition
+        # Transaction version 2 (KIP-890 part 2): the leader adds the partition to the
+        # producer's transaction itself, on its first transactional produce there.
+        self.add_partition = add_partition if rules.transaction_version >= 2 else None
         self.coordinator: CoordinatorRuntime | None = None  # attached by the runner
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
@@ -197,7 +208,15 @@ class Broker:
             state = self.producer_state[tp]
             pid = data.producer_id
             if data.transactional:
-                if pid not in log.ongoing and self.verify_partition is not None:
+                if self.add_partition is not None:
+                    # UnifiedLog.hasOngoingTransaction(producerId, producerEpoch): the open
+                    # transaction must be this epoch's, else the leader adds the partition.
+                    if pid not in log.ongoing or state.epoch_of(pid) != data.epoch:
+                        error = self.add_partition(request.transactional_id, pid, data.epoch, tp)
+                        if error is not Errors.NONE:
+                            results.append(PartitionResponse(implicit_add_error(error)))
+                            continue
+                elif pid not in log.ongoing and self.verify_partition is not None:
                     error = self.verify_partition(request.transactional_id, pid, data.epoch, tp)
                     if error is not Errors.NONE:
                         results.append(PartitionResponse(verification_error(error)))

@@ -164,6 +164,11 @@ class ProducerStateManager:
         entry.maybe_update_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
 
+    def epoch_of(self, producer_id: int) -> int:
+        """The producer's current epoch on this partition (NO_PRODUCER_EPOCH if unknown)."""
+        entry = self.producers.get(producer_id)
+        return entry.epoch if entry is not None else NO_PRODUCER_EPOCH
+
     def mark(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
         """Check a marker and, if it may be appended, record it."""
         verdict = self.check_marker(producer_id, epoch, coordinator_epoch)

@@ -102,6 +102,9 @@ class CoordinatorRuntime:
         self.settings = settings
         self.probe = probe
         self.on_fence = on_fence
+        # Transaction version 2: how this broker adds a partition to a transaction whose
+        # coordinator may be elsewhere (AddPartitionsToTxnManager); set by the cluster.
+        self.add_partition: Callable[[str, int, int, TopicPartition], Errors] | None = None
         self.txn = TransactionCoordinator(txn_log, next_producer_id, rules)
         self.groups = GroupCoordinator(offsets)
         self.markers = TransactionMarkerChannelManager(
@@ -198,14 +201,32 @@ class CoordinatorRuntime:
         if isinstance(request, InitProducerIdRequest):
             return self._init_producer_id(request)
         if isinstance(request, AddPartitionsToTxnRequest):
-            return ErrorResponse(request.correlation_id, self._add(request, request.partitions))
+            error = self.add_partitions(
+                request.transactional_id, request.producer_id, request.epoch, request.partitions
+            )
+            return ErrorResponse(request.correlation_id, error)
         if isinstance(request, AddOffsetsToTxnRequest):
-            tps = (offsets_partition(request.group),)
-            return ErrorResponse(request.correlation_id, self._add(request, tps))
+            error = self.add_partitions(
+                request.transactional_id,
+                request.producer_id,
+                request.epoch,
+                (offsets_partition(request.group),),
+            )
+            return ErrorResponse(request.correlation_id, error)
         if isinstance(request, EndTxnRequest):
             return self._end_txn(request)
         if isinstance(request, TxnOffsetCommitRequest):
             error = self.partition_error(offsets_partition(request.group))
+            if error is Errors.NONE and self.add_partition is not None:
+                # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
+                # offsets partition to the transaction itself (no AddOffsetsToTxn).
+                error = self.add_partition(
+                    request.transactional_id,
+                    request.producer_id,
+                    request.epoch,
+                    offsets_partition(request.group),
+                )
+                error = Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
             if error is Errors.NONE:
                 error = self.groups.txn_commit(
                     request.group, request.producer_id, request.epoch, request.offsets
@@ -256,21 +277,15 @@ class CoordinatorRuntime:
         # transaction version 2 bumps twice; the second bump fences nothing more).
         self.on_fence(meta.transactional_id, pid, epoch + 1, self.env.now)
 
-    def _add(
-        self,
-        request: AddPartitionsToTxnRequest | AddOffsetsToTxnRequest,
-        partitions: tuple[TopicPartition, ...],
+    def add_partitions(
+        self, txn_id: str, pid: int, epoch: int, partitions: tuple[TopicPartition, ...]
     ) -> Errors:
-        error = self.partition_error(internal_partition(request.transactional_id, "transaction"))
+        """AddPartitionsToTxn (from a client, or from a leader or group coordinator adding a
+        partition for a transaction version 2 client)."""
+        error = self.partition_error(internal_partition(txn_id, "transaction"))
         if error is not Errors.NONE:
             return error
-        return self.txn.add_partitions(
-            request.transactional_id,
-            request.producer_id,
-            request.epoch,
-            list(partitions),
-            self.env.now,
-        )
+        return self.txn.add_partitions(txn_id, pid, epoch, list(partitions), self.env.now)
 
     def _end_txn(self, request: EndTxnRequest) -> EndTxnResponse | None:
         cid = request.correlation_id

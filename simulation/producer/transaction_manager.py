@@ -184,7 +184,10 @@ class TransactionManager:
         """
         txn = self.txn
         if txn is not None:
-            if error is Errors.PRODUCER_FENCED:
+            if error is Errors.PRODUCER_FENCED or (
+                # The 4.0 client (transaction version 2): an unknown mapping is fatal too.
+                error is Errors.INVALID_PRODUCER_ID_MAPPING and txn.transaction_version >= 2
+            ):
                 txn.fatal(f"{error.exception_name}: {error.name}")
             else:
                 txn.abortable(message)

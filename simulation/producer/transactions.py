@@ -236,8 +236,12 @@ class Transactions:
     def _fail(self, error: Errors) -> None:
         """A non-retriable answer to a coordinator request: ABORTABLE_ERROR with an epoch
         bump for an unknown producer id mapping, FATAL_ERROR otherwise (a fenced epoch is
-        reported as ProducerFencedException, as Kafka does)."""
-        if error in (Errors.INVALID_PRODUCER_ID_MAPPING, Errors.UNKNOWN_PRODUCER_ID):
+        reported as ProducerFencedException, as Kafka does). The 4.0 client (transaction
+        version 2) treats an unknown mapping as fatal."""
+        tv2_mapping = error is Errors.INVALID_PRODUCER_ID_MAPPING and self.transaction_version >= 2
+        if error in (Errors.INVALID_PRODUCER_ID_MAPPING, Errors.UNKNOWN_PRODUCER_ID) and not (
+            tv2_mapping
+        ):
             self.abortable(error_text(error), bump=True)
         elif error in (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED):
             self.fatal(error_text(Errors.PRODUCER_FENCED))
@@ -384,6 +388,12 @@ class Transactions:
     def maybe_add_partition(self, tp: TopicPartition) -> None:
         if tp in self.partitions_in_txn or tp in self.pending_partitions:
             return
+        if self.transaction_version >= 2:
+            # KIP-890 part 2: no AddPartitionsToTxn; the partition's leader adds it on the
+            # first produce, so it may be drained at once and the transaction has started.
+            self.partitions_in_txn[tp] = None
+            self.transaction_started = True
+            return
         if tp not in self.new_partitions:
             self.new_partitions[tp] = None
             self.wakeup()
@@ -439,6 +449,9 @@ class Transactions:
 
         def offsets_added(_response: Any) -> None:
             self.transaction_started = True
+            commit_offsets()
+
+        def commit_offsets() -> None:
             self._enqueue(
                 TxnRequest(
                     ADD_PARTITIONS_OR_OFFSETS,
@@ -453,6 +466,12 @@ class Transactions:
                 )
             )
 
+        if self.transaction_version >= 2:
+            # TxnOffsetCommit v5 goes straight to the group coordinator, which adds the
+            # offsets partition to the transaction itself (no AddOffsetsToTxn).
+            self.transaction_started = True
+            commit_offsets()
+            return result
         self._enqueue(
             TxnRequest(
                 ADD_PARTITIONS_OR_OFFSETS,

@@ -75,6 +75,7 @@ class Cluster:
                 verify_partition=self._verify
                 if self.rules.transaction_partition_verification
                 else None,
+                add_partition=self._add_partition,
             )
             self.brokers[name] = broker
         for name, broker in self.brokers.items():
@@ -92,6 +93,8 @@ class Cluster:
                 broker.probe,
                 lambda txn_id, pid, epoch, t: self.fences.append((txn_id, pid, epoch, t)),
             )
+            if self.rules.transaction_version >= 2:
+                broker.coordinator.add_partition = self._add_partition
         self._cid = 0
 
     def _leader_of(self, tp: TopicPartition) -> str | None:
@@ -110,6 +113,19 @@ class Cluster:
         if error is not Errors.NONE:
             return error
         return runtime.txn.verify_partition(txn_id, pid, epoch, tp)
+
+    def _add_partition(
+        self, txn_id: str | None, pid: int, epoch: int, tp: TopicPartition
+    ) -> Errors:
+        """Transaction version 2: a leader or group coordinator adds ``tp`` itself."""
+        if txn_id is None:
+            return Errors.INVALID_TXN_STATE
+        node = self.directory.coordinator(txn_id, "transaction")
+        if node is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        runtime = self.brokers[node].coordinator
+        assert runtime is not None
+        return runtime.add_partitions(txn_id, pid, epoch, (tp,))
 
     # -- requests --------------------------------------------------------------------------
     def coordinator_of(self, txn_id: str) -> str:

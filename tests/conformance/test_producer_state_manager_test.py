@@ -31,7 +31,11 @@ def client_append(psm: ProducerStateManager, pid: int, epoch: int, seq: int, off
 
 
 def leader() -> Cluster:
-    return Cluster(brokers=1, partitions=(TP,), transaction_partition_verification=False)
+    # Appends go straight to the log, as in the Kafka test: no coordinator adds the partition
+    # (under transaction version 1 that is the client's business, and it is not here).
+    return Cluster(
+        brokers=1, partitions=(TP,), transaction_partition_verification=False, transaction_version=1
+    )
 
 
 def test_basic_id_mapping():

@@ -244,3 +244,64 @@ def test_transactional_produce_failures_are_abortable_except_fencing():
         assert not c.tm.can_retry(batch, PartitionResponse(error))
         c.tm.handle_failed_batch(batch, error, error.name, True)
         assert c.txn.state.state is state, error
+
+
+# -- transaction version 2 (KIP-890 part 2, the 4.0 client) ---------------------------------
+
+
+def test_tv2_send_adds_no_partition_request_and_starts_the_transaction():
+    """KAFKA-14563 (TransactionManager.maybeAddPartition under TV2): the partition goes
+    straight into the transaction, may be drained at once, and no AddPartitionsToTxn is sent;
+    the commit then needs an EndTxn."""
+    c = Client(version=2)
+    c.init()
+    assert c.txn.begin() is None
+    c.txn.maybe_add_partition(TP0)
+    assert c.txn.is_partition_added(TP0) and c.txn.transaction_started
+    c.txn.commit()
+    _, request = c.next()
+    assert isinstance(request, EndTxnRequest) and request.commit
+
+
+def test_tv2_send_offsets_goes_straight_to_the_group_coordinator():
+    """KAFKA-14563: under TV2 sendOffsetsToTransaction sends TxnOffsetCommit (v5) with no
+    AddOffsetsToTxn; the group coordinator adds its partition to the transaction."""
+    c = Client(version=2)
+    c.init()
+    assert c.txn.begin() is None
+    result = c.txn.send_offsets_to_transaction(((TP0, 5),), "g")
+    assert c.txn.transaction_started
+    pending = c.next()
+    assert isinstance(pending[1], TxnOffsetCommitRequest)
+    c.answer(pending, ErrorResponse(1, Errors.NONE))
+    assert result.value is None
+
+
+def test_tv2_abort_after_an_abortable_error_relies_on_end_txn_for_the_bump():
+    """KAFKA-17898: under TV2 the client does not bump its epoch with InitProducerId after
+    an abortable error; EndTxn bumps it and the client adopts the returned id and epoch."""
+    c = Client(version=2)
+    c.init()
+    assert c.txn.begin() is None
+    c.txn.maybe_add_partition(TP0)
+    batch = write(c.tm, TP0)
+    c.tm.handle_failed_batch(batch, Errors.INVALID_PRODUCER_EPOCH, "e", True)
+    assert c.txn.state.state is State.ABORTABLE_ERROR
+    c.txn.abort()
+    end = c.next()
+    assert isinstance(end[1], EndTxnRequest) and not end[1].commit
+    c.answer(end, EndTxnResponse(1, Errors.NONE, PID, EPOCH + 1))
+    assert c.next() is None  # no InitProducerId
+    assert c.txn.state.state is State.READY and c.tm.epoch == EPOCH + 1
+
+
+def test_tv2_unknown_mapping_on_a_produce_is_fatal():
+    """The 4.0 client: INVALID_PRODUCER_ID_MAPPING on a produce is fatal (under transaction
+    version 1 it is abortable)."""
+    for version, state in ((2, State.FATAL_ERROR), (1, State.ABORTABLE_ERROR)):
+        c = Client(version)
+        c.init()
+        c.begin_and_add() if version == 1 else c.txn.begin()
+        batch = write(c.tm, TP0)
+        c.tm.handle_failed_batch(batch, Errors.INVALID_PRODUCER_ID_MAPPING, "m", True)
+        assert c.txn.state.state is state, version

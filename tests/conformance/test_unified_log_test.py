@@ -29,7 +29,11 @@ def plain(log: PartitionLog, n: int) -> None:
 
 
 def leader() -> Cluster:
-    return Cluster(brokers=1, partitions=(TP,), transaction_partition_verification=False)
+    # Appends go straight to the log, as in the Kafka test: no coordinator adds the partition
+    # (under transaction version 1 that is the client's business, and it is not here).
+    return Cluster(
+        brokers=1, partitions=(TP,), transaction_partition_verification=False, transaction_version=1
+    )
 
 
 def test_fetch_up_to_last_stable_offset():
