@@ -4,17 +4,20 @@ Every write carries a unique record value, so a value identifies what the applic
 (an application that resends a value after a restart makes several sends of it). The checker
 gathers every *observation* of a value at a position (topic, partition, offset): each record of
 a final `log` line and each record returned by an `ok` poll. An `ok` send that carries an offset
-is a third, weaker source: the broker's claim that the position holds the value. It is compared
-with observations but does not count as seeing the value.
+is a third, weaker source: the broker's claim that the position holds the value. It does not
+count as seeing the value, but, as in Jepsen's version order, it is one of the value's positions.
 
 From these:
 
-* duplicate: a value observed at two or more positions.
+* duplicate: a value at two or more positions, observed or acknowledged.
 * lost_write: a write that must have committed (`ok`, or `info` and observed) is missing where
   it should be: from its partition's final log, or -- with reads only -- from every read although
-  a read of its partition got past its acknowledged offset.
+  a read of its partition got past its acknowledged offset. A transaction that must have
+  committed and all of whose writes are missing from their final logs is lost too.
 * unseen: an `ok` write that is never observed but cannot be called lost.
-* nonmonotonic_send: one process's later send to a partition lands below an earlier one.
+* nonmonotonic_send: one process's later send to a partition lands below an earlier one; a
+  record that another process (known by its producer id and epoch, or its acknowledgement)
+  wrote does not place a send.
 * inconsistent_offsets: one position associated with different values.
 
 `fail` writes are never lost and `info` writes are lost only once observed. The result is
@@ -29,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.history import History, Send, paused_gc
+from analysis.history import History, LogRecord, Marker, Send, paused_gc
 
 ANOMALIES = ("duplicate", "lost_write", "nonmonotonic_send", "inconsistent_offsets", "unseen")
 MAX_EXAMPLES = 3
@@ -57,16 +60,22 @@ class Anomaly:
 @dataclass
 class CheckResult:
     """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the sends:
-    sent, acked (ok), failed (fail) and indeterminate (info, including never completed)."""
+    sent, acked (ok), failed (fail) and indeterminate (info, including never completed);
+    `notes` says how the history was judged when that needs saying."""
 
     anomalies: dict[str, Anomaly]
     counts: dict[str, int]
+    # Sentences on how the history was judged (a run cut short, say); listed only when any.
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        result: dict[str, Any] = {
             "counts": dict(self.counts),
             "anomalies": {name: anomaly.to_dict() for name, anomaly in self.anomalies.items()},
         }
+        if self.notes:
+            result["notes"] = list(self.notes)
+        return result
 
 
 def check(history: History) -> CheckResult:
@@ -79,6 +88,7 @@ def _check(history: History) -> CheckResult:
     anomalies = {name: Anomaly(name) for name in ANOMALIES}
     _duplicates(seen, anomalies["duplicate"])
     _lost_and_unseen(history.sends, seen, anomalies["lost_write"], anomalies["unseen"])
+    _lost_transactions(history, seen, anomalies["lost_write"])
     _nonmonotonic_sends(history.sends, seen, anomalies["nonmonotonic_send"])
     _inconsistent_offsets(history, seen, anomalies["inconsistent_offsets"])
     outcomes = [send.outcome for send in history.sends]
@@ -89,6 +99,10 @@ def _check(history: History) -> CheckResult:
         "indeterminate": outcomes.count("info"),
     }
     return CheckResult(anomalies, counts)
+
+
+# A producer session as the log records it: (producer id, epoch).
+WriterKey = tuple[int, "int | None"]
 
 
 class _Observations:
@@ -111,7 +125,18 @@ class _Observations:
         self.polled: dict[tuple[str, int], set[str]] = defaultdict(set)
         self.max_polled: dict[tuple[str, int], int] = {}
         self.sends_by_value: dict[str, list[Send]] = defaultdict(list)
+        # Values sent by more than one process (an application resending after a restart):
+        # only for these does it matter which process wrote each record of the value.
+        self.shared: set[str] = set()
+        # For the records of shared values: position -> the process that wrote it, or None
+        # when nothing says which.
+        self.writer_at: dict[Position, str | None] = {}
 
+        sole_sender: dict[str, str] = {}
+        for send in history.sends:
+            self.sends_by_value[send.value].append(send)
+            if sole_sender.setdefault(send.value, send.process) != send.process:
+                self.shared.add(send.value)
         for (topic, partition), records in history.logs.items():
             self.logged[topic, partition] = {record.value for record in records}
             self.logged_partitions[topic].add(partition)
@@ -125,11 +150,13 @@ class _Observations:
                     self.max_polled[topic, partition] = offset
         holds = self.holds
         for send in history.sends:
-            self.sends_by_value[send.value].append(send)
             if send.outcome == "ok" and send.offset is not None and send.partition is not None:
                 where = (send.topic, send.partition, send.offset)
                 if holds.setdefault(where, send.value) != send.value:
                     self.conflicts.add(where)
+        if self.shared:
+            self._attribute(history, sole_sender)
+        self.landed = self._landed(history)
 
     def _observe_all(self, records: Iterable[tuple[str, int, int, str]]) -> None:
         holds, first_seen, seen_at = self.holds, self.first_seen, self.seen_at
@@ -145,6 +172,72 @@ class _Observations:
                 else:
                     places.add(where)
 
+    def _attribute(self, history: History, sole_sender: dict[str, str]) -> None:
+        """Which process wrote each record of a shared value. A record's producer id and epoch
+        name the producer session that appended it; a session belongs to a process when it
+        appended a value only that process sent, or a record that process's send was
+        acknowledged at. The acknowledgement itself also names its record's writer."""
+        shared = self.shared
+        owner: dict[WriterKey, str | None] = {}
+
+        def own(key: WriterKey, process: str) -> None:
+            if owner.setdefault(key, process) != process:
+                owner[key] = None  # two processes claim one session: nothing can be said
+
+        session_at: dict[Position, WriterKey] = {}
+        for (topic, partition), records in history.logs.items():
+            for record in records:
+                producer_id = record.producer_id
+                if producer_id is None or producer_id < 0:
+                    continue  # no producer id: a non-idempotent producer
+                key = (producer_id, record.epoch)
+                if record.value in shared:
+                    session_at[topic, partition, record.offset] = key
+                else:
+                    process = sole_sender.get(record.value)
+                    if process is not None:
+                        own(key, process)
+        acked_by: dict[Position, str] = {}
+        for value in sorted(shared):
+            for send in self.sends_by_value[value]:
+                if send.outcome != "ok" or send.offset is None or send.partition is None:
+                    continue
+                where = (send.topic, send.partition, send.offset)
+                if self.holds.get(where) != value or where in self.conflicts:
+                    continue
+                acked_by.setdefault(where, send.process)
+                key = session_at.get(where)
+                if key is not None:
+                    own(key, send.process)
+        for value in sorted(shared):
+            for where in self.positions(value):
+                writer = acked_by.get(where)
+                if writer is None and where in session_at:
+                    writer = owner.get(session_at[where])
+                self.writer_at[where] = writer
+
+    def _landed(self, history: History) -> dict[str, set[Position]]:
+        """Values at two or more positions, counting acknowledged positions with observed
+        ones (Jepsen's version order takes both send and poll offsets)."""
+        landed = {value: set(places) for value, places in self.seen_at.items()}
+        acked_first: dict[str, Position] = {}
+        first_seen = self.first_seen
+        for send in history.sends:
+            if send.outcome != "ok" or send.offset is None or send.partition is None:
+                continue
+            value = send.value
+            where = (send.topic, send.partition, send.offset)
+            places = landed.get(value)
+            if places is not None:
+                places.add(where)
+                continue
+            first = first_seen.get(value)
+            if first is None:
+                first = acked_first.setdefault(value, where)
+            if first != where:
+                landed[value] = {first, where}
+        return landed
+
     def observed(self, value: str) -> bool:
         return value in self.first_seen
 
@@ -157,18 +250,22 @@ class _Observations:
 
     def lowest_offset(self, send: Send) -> tuple[int, int] | None:
         """(partition, offset) where the send's value first stands in its partition (or, when
-        the partition is unknown, anywhere in its topic), else its acknowledged position."""
+        the partition is unknown, anywhere in its topic), else its acknowledged position. For a
+        value several processes sent, records another process is known to have written are
+        not this send's."""
         topic, partition = send.topic, send.partition
         places = self.seen_at.get(send.value)
-        if places is None:
+        if places is None and send.value not in self.shared:
             first = self.first_seen.get(send.value)
             if first is not None and first[0] == topic and partition in (None, first[1]):
                 return first[1], first[2]
         else:
             spots = [
                 (where[1], where[2])
-                for where in places
-                if where[0] == topic and partition in (None, where[1])
+                for where in self.positions(send.value)
+                if where[0] == topic
+                and partition in (None, where[1])
+                and self.writer_at.get(where) in (None, send.process)
             ]
             if spots:
                 return min(spots)
@@ -199,14 +296,18 @@ def position_dict(where: Position) -> dict[str, Any]:
 
 
 def _duplicates(seen: _Observations, anomaly: Anomaly) -> None:
-    found = sorted((sorted(places), value) for value, places in seen.seen_at.items())
+    found = sorted((sorted(places), value) for value, places in seen.landed.items())
     for places, value in found:
         sends = seen.sends_by_value.get(value, [])
+        observed = set(seen.positions(value))
         anomaly.add(
             {
                 "value": value,
                 "positions": [position_dict(where) for where in places[:MAX_LISTED]],
                 "times_landed": len(places),
+                "only_acknowledged": [
+                    position_dict(where) for where in places if where not in observed
+                ][:MAX_LISTED],
                 "sends": [_send_summary(send) for send in sends[:MAX_LISTED]],
             }
         )
@@ -251,6 +352,100 @@ def _why_lost(send: Send, seen: _Observations) -> dict[str, Any] | None:
     if reached > send.offset:
         return {"missing_from": "reads", "highest_offset_read": reached}
     return None
+
+
+def first_markers_after(records: list[LogRecord], markers: list[Marker]) -> dict[int, Marker]:
+    """For a partition's records and control markers (both in offset order): record offset ->
+    the first marker of the record's producer id after it, for records that have one. One
+    backwards pass over both lists."""
+    found: dict[int, Marker] = {}
+    if not markers:
+        return found
+    following: dict[int, Marker] = {}
+    index = len(markers) - 1
+    for record in reversed(records):
+        while index >= 0 and markers[index].offset > record.offset:
+            following[markers[index].producer_id] = markers[index]
+            index -= 1
+        if record.producer_id is not None:
+            marker = following.get(record.producer_id)
+            if marker is not None:
+                found[record.offset] = marker
+    return found
+
+
+def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> None:
+    """A transaction that must have committed (`ok`, or `info` with a value a read_committed
+    poll returned) whose every write is proven missing: its partition has a final log and no
+    record there that an ABORT marker cancelled holds it (for an unknown partition: none of
+    the topic's logs does, and no read returned it from a partition without a log). A
+    transaction with some writes visible and others missing is a torn_transaction instead."""
+    if not history.txns:
+        return
+    committed: dict[tuple[str, int], set[str]] = {}
+    for key, records in history.logs.items():
+        after = first_markers_after(records, history.markers.get(key, []))
+        if not after:
+            committed[key] = seen.logged[key]
+            continue
+        committed[key] = {
+            r.value for r in records if r.offset not in after or after[r.offset].type != "ABORT"
+        }
+    read_committed: set[str] = set()
+    if any(txn.outcome == "info" for txn in history.txns):
+        read_committed = {
+            record.value
+            for poll in history.polls
+            if poll.isolation == "read_committed"
+            for record in poll.records
+        }
+
+    def missing(topic: str, partition: int | None, value: str) -> str | None:
+        if partition is not None:
+            log = committed.get((topic, partition))
+            return "final log" if log is not None and value not in log else None
+        logged = seen.logged_partitions.get(topic)
+        if not logged:
+            return None
+        for where_topic, where_partition, _ in seen.positions(value):
+            if where_topic == topic and (
+                where_partition not in logged or value in committed[topic, where_partition]
+            ):
+                return None
+        return "final logs"
+
+    for txn in history.txns:
+        writes = txn.sends
+        if txn.outcome == "fail" or not writes:
+            continue
+        if txn.outcome == "info" and not any(w.value in read_committed for w in writes):
+            continue
+        reasons = [missing(w.topic, w.partition, w.value) for w in writes]
+        if not all(reasons):
+            continue
+        first = writes[0]
+        lost.add(
+            {
+                "value": first.value,
+                "topic": first.topic,
+                "id": txn.id,
+                "process": txn.process,
+                "outcome": txn.outcome,
+                "partition": first.partition,
+                "offset": first.offset,
+                "invoke_time": txn.invoke_time,
+                "complete_time": txn.complete_time,
+                "missing_from": reasons[0],
+                "transaction": {
+                    "id": txn.id,
+                    "transactional_id": txn.transactional_id,
+                    "producer_id": txn.producer_id,
+                    "epoch": txn.epoch,
+                    "values": [w.value for w in writes[:MAX_LISTED]],
+                    "writes": len(writes),
+                },
+            }
+        )
 
 
 def _nonmonotonic_sends(sends: Iterable[Send], seen: _Observations, anomaly: Anomaly) -> None:

@@ -11,16 +11,37 @@ from __future__ import annotations
 
 from analysis.checker import ANOMALIES, CheckResult, check
 from analysis.history import History
-from analysis.txn_checker import TXN_ANOMALIES, check_transactions
+from analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
 
 ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES)
 
 
 def check_history(history: History) -> CheckResult:
-    """All checks; `anomalies` has every name in `ALL_ANOMALIES`, in that order, and `counts`
-    summarises the sends as in `analysis.checker.check`."""
+    """All checks; `anomalies` has every name in `ALL_ANOMALIES`, in that order, `counts`
+    summarises the sends as in `analysis.checker.check`, and `notes` says when the run was cut
+    by its duration."""
     base = check(history)
-    return CheckResult({**base.anomalies, **check_transactions(history)}, base.counts)
+    anomalies = {**base.anomalies, **check_transactions(history)}
+    return CheckResult(anomalies, base.counts, end_notes(history))
+
+
+def end_notes(history: History) -> list[str]:
+    """A sentence when the history's `end` line says the run was cut by its duration, with the
+    transactions still open then that were within their timeouts (not judged hanging)."""
+    end = history.end
+    if end is None or not end.cut_by_duration:
+        return []
+    limit = "" if end.duration is None else f" ({end.duration:g} ms)"
+    note = f"the run was cut by its duration{limit} before its workload finished"
+    in_flight = sum(len(open_) for _, _, open_ in judge_open_transactions(history))
+    if in_flight:
+        what = (
+            "1 open transaction was still within its timeout"
+            if in_flight == 1
+            else f"{in_flight} open transactions were still within their timeouts"
+        )
+        note += f"; {what} at its end ({end.time:g} ms): not hanging"
+    return [note]
 
 
 def transactional_ops(history: History) -> int:
@@ -35,5 +56,6 @@ __all__ = [
     "TXN_ANOMALIES",
     "CheckResult",
     "check_history",
+    "end_notes",
     "transactional_ops",
 ]

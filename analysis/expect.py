@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from analysis.checks import ALL_ANOMALIES
 
-COUNTS = ("sent", "acked", "failed", "indeterminate")
+COUNTS = ("sent", "acked", "failed", "indeterminate", "errored")
 EXPECTABLE = (*ALL_ANOMALIES, *COUNTS)
 
 _OPS: dict[str, Callable[[int, int], bool]] = {

@@ -11,7 +11,7 @@ completion has one, otherwise with the single open invocation of the same proces
 Each producer `send` then becomes one `Send` (outcome `info` if it never completed) and each
 successful `poll` one `Poll`. These, together with the final logs, are what the checker reads.
 Transactional histories add `txn` and `process` ops (each becomes one `Txn` or `Step`) and
-`offsets`, `fence` and `lso` lines, which `analysis.txn_checker` reads.
+`offsets`, `fence`, `lso` and `end` lines, which `analysis.txn_checker` reads.
 
 `history_from_records` is the fast path used by the simulator on its in-memory history; the two
 text readers decode JSON and delegate to it.
@@ -164,6 +164,14 @@ class OpenTxn(NamedTuple):
     first_offset: int
 
 
+class End(NamedTuple):
+    """The `end` line: when the final lines were taken, and whether the run was cut short."""
+
+    time: float
+    cut_by_duration: bool
+    duration: float | None
+
+
 class StableOffset(NamedTuple):
     """An `lso` line: a partition's last stable offset after the final recovery window."""
 
@@ -193,7 +201,7 @@ class History:
 
     Transactional additions: `txns` and `steps` in invocation order, `markers` per partition in
     offset order, `committed` maps a group to its final committed offset per (topic, partition),
-    `fences` and `stable_offsets` are in file order."""
+    `fences` and `stable_offsets` are in file order. `end` is the `end` line, if any."""
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
@@ -207,6 +215,7 @@ class History:
     committed: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     fences: list[Fence] = field(default_factory=list)
     stable_offsets: list[StableOffset] = field(default_factory=list)
+    end: End | None = None
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
@@ -286,6 +295,7 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
     sends = history.sends
     polls = history.polls
     meta_line = 0
+    end_line = 0
     invoked_ids: dict[int, int] = {}
     open_by_id: dict[int, _Open] = {}
     open_without_id: dict[str, _Open] = {}
@@ -374,6 +384,11 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
             history.fences.append(_parse_fence(record, line, fail))
         elif kind == "lso":
             history.stable_offsets.append(_parse_lso(record, line, fail))
+        elif kind == "end":
+            if end_line:
+                raise fail(line, "end", f"a second end line (first at line {end_line})")
+            end_line = line
+            history.end = _parse_end(record, line, fail)
         elif kind == "fault":
             history.faults.append({k: v for k, v in record.items() if k != "kind"})
         elif kind == "meta":
@@ -770,6 +785,17 @@ def _parse_fence(record: dict[str, Any], line: int, fail: _Fail) -> Fence:
         raise fail(line, "fence.producer_id", f"expected an integer, got {_describe(producer_id)}")
     epoch = _count(record.get("epoch"), line, "fence.epoch", fail)
     return Fence(time, transactional_id, producer_id, epoch)
+
+
+def _parse_end(record: dict[str, Any], line: int, fail: _Fail) -> End:
+    time = _number(record.get("time"), line, "end.time", fail)
+    cut = record.get("cut_by_duration", False)
+    if type(cut) is not bool:
+        raise fail(line, "end.cut_by_duration", f"expected a boolean, got {_describe(cut)}")
+    duration = record.get("duration")
+    if duration is not None:
+        duration = _number(duration, line, "end.duration", fail)
+    return End(time, cut, duration)
 
 
 def _parse_lso(record: dict[str, Any], line: int, fail: _Fail) -> StableOffset:

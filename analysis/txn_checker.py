@@ -11,7 +11,8 @@ From these:
 
 * aborted_read: a poll returns an aborted value or an aborted log record (a read_committed
   one never may; read_uncommitted ones are counted too, with the isolation in the example).
-* torn_transaction: an `ok` or `info` txn with some, but not all, of its values visible.
+* torn_transaction: an `ok` or `info` txn with some of its values visible and some proven
+  missing (by a final log, or by a read past the offset its commit reported).
 * precommitted_read: a read_committed poll returns a transactional record before the COMMIT
   marker that ends its transaction on that partition was appended, or one no marker ever
   ended. Without a log record to judge by: a value of `ok` txns read before any of them began.
@@ -21,7 +22,8 @@ From these:
   are visible from two ops or at two positions.
 * lost_processing: an input below its group's final committed offset with no committed output.
 * zombie_write: a visible record appended by a producer epoch that was already fenced.
-* hanging_transaction: an `lso` line still stuck behind an open transaction.
+* hanging_transaction: an `lso` line still stuck behind an open transaction; when an `end`
+  line says when the run ended, only behind one whose timeout had passed by then.
 
 Counts are of distinct offending items (values, transactions, poll pairs, inputs, records,
 partitions). The result is deterministic and each anomaly keeps at most `MAX_EXAMPLES` examples.
@@ -29,11 +31,22 @@ partitions). The result is deterministic and each anomaly keeps at most `MAX_EXA
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from typing import Any
 
-from analysis.checker import MAX_LISTED, Anomaly, Position, position_dict
-from analysis.history import History, LogRecord, Marker, Poll, Step, Txn, paused_gc
+from analysis.checker import MAX_LISTED, Anomaly, Position, first_markers_after, position_dict
+from analysis.history import (
+    History,
+    Marker,
+    OpenTxn,
+    Poll,
+    StableOffset,
+    Step,
+    Txn,
+    TxnWrite,
+    paused_gc,
+)
 
 TXN_ANOMALIES = (
     "aborted_read",
@@ -47,6 +60,9 @@ TXN_ANOMALIES = (
     "hanging_transaction",
 )
 READ_COMMITTED = "read_committed"
+# The broker's default transaction.max.timeout.ms (TransactionStateManagerConfig): no producer's
+# transaction.timeout.ms may exceed it, so it bounds a timeout the history does not give.
+MAX_TRANSACTION_TIMEOUT_MS = 900_000.0
 
 
 def check_transactions(history: History) -> dict[str, Anomaly]:
@@ -83,13 +99,16 @@ class _Facts:
             if all(txn.outcome == "fail" for txn in self.txns_by_value.get(value, ()))
             and all(outcome == "fail" for outcome in send_outcomes.get(value, ()))
         }
-        # Positions of log records that markers show aborted.
+        # Each log record's first marker of its producer after it, and the positions of the
+        # records such a marker shows aborted.
+        self.marker_after: dict[Position, Marker] = {}
         self.aborted_positions: set[Position] = set()
-        for key, records in history.logs.items():
-            markers = history.markers.get(key, [])
-            for record in records:
-                if _marker_after(markers, record) == "ABORT":
-                    self.aborted_positions.add((key[0], key[1], record.offset))
+        for (topic, partition), records in history.logs.items():
+            markers = history.markers.get((topic, partition), [])
+            for offset, marker in first_markers_after(records, markers).items():
+                self.marker_after[topic, partition, offset] = marker
+                if marker.type == "ABORT":
+                    self.aborted_positions.add((topic, partition, offset))
         self.visible: dict[str, set[Position]] = defaultdict(set)
         for (topic, partition), records in history.logs.items():
             for record in records:
@@ -106,21 +125,6 @@ class _Facts:
 
     def aborted(self, where: Position, value: str) -> bool:
         return value in self.aborted_values or where in self.aborted_positions
-
-
-def _marker_after(markers: list[Marker], record: LogRecord) -> str | None:
-    """The type of the first marker of the record's producer after it, if any."""
-    marker = _first_marker_after(markers, record)
-    return None if marker is None else marker.type
-
-
-def _first_marker_after(markers: list[Marker], record: LogRecord) -> Marker | None:
-    if record.producer_id is None:
-        return None
-    for marker in markers:
-        if marker.offset > record.offset and marker.producer_id == record.producer_id:
-            return marker
-    return None
 
 
 def _txn_summary(txn: Txn) -> dict[str, Any]:
@@ -172,21 +176,80 @@ def _aborted_reads(facts: _Facts, anomaly: Anomaly) -> None:
 
 
 def _torn_transactions(facts: _Facts, anomaly: Anomaly) -> None:
+    """Some writes visible and some proven missing. A write is proven missing by its
+    partition's final log (which is complete), or, for a partition without one, by a read that
+    got past the offset its commit reported without returning it. A write that is neither
+    visible nor proven missing may simply not have been read yet: it counts for neither."""
+    evidence = _MissingWrites(facts)
     for txn in facts.history.txns:
         if txn.outcome == "fail" or not txn.sends:
             continue
-        values = [write.value for write in txn.sends]
-        visible = [value for value in values if facts.is_visible(value)]
-        if 0 < len(visible) < len(values):
-            missing = [value for value in values if not facts.is_visible(value)]
-            anomaly.add(
-                {
-                    **_txn_summary(txn),
-                    "visible": visible[:MAX_LISTED],
-                    "missing": missing[:MAX_LISTED],
-                    "sends": len(values),
-                }
+        visible = [w.value for w in txn.sends if facts.is_visible(w.value)]
+        if not visible:
+            continue
+        missing = [w.value for w in txn.sends if evidence.proven_missing(w)]
+        if not missing:
+            continue
+        judged = {*visible, *missing}
+        unproven = [w.value for w in txn.sends if w.value not in judged]
+        anomaly.add(
+            {
+                **_txn_summary(txn),
+                "visible": visible[:MAX_LISTED],
+                "missing": missing[:MAX_LISTED],
+                "unproven": unproven[:MAX_LISTED],
+                "sends": len(txn.sends),
+            }
+        )
+
+
+class _MissingWrites:
+    """Evidence that a transaction's write is absent (built lazily: only histories whose
+    writes lack a final log need the reads)."""
+
+    def __init__(self, facts: _Facts) -> None:
+        self.facts = facts
+        self.logged_topics = {topic for topic, _ in facts.history.logs}
+        self._reads: dict[tuple[str, int], tuple[int, set[str]]] | None = None
+
+    def reads(self) -> dict[tuple[str, int], tuple[int, set[str]]]:
+        """For partitions without a final log: (topic, partition) -> the highest offset any
+        poll returned and the values returned."""
+        if self._reads is None:
+            logs = self.facts.history.logs
+            reads: dict[tuple[str, int], tuple[int, set[str]]] = {}
+            for poll in self.facts.history.polls:
+                for topic, partition, offset, value in poll.records:
+                    if (topic, partition) in logs:
+                        continue
+                    highest, values = reads.setdefault((topic, partition), (-1, set()))
+                    values.add(value)
+                    if offset > highest:
+                        reads[topic, partition] = (offset, values)
+            self._reads = reads
+        return self._reads
+
+    def proven_missing(self, write: TxnWrite) -> bool:
+        value = write.value
+        if self.facts.is_visible(value):
+            return False
+        logs = self.facts.history.logs
+        if write.partition is None:
+            if write.topic not in self.logged_topics:
+                return False
+            # Not in any of the topic's logs; a read of it from a partition without a log
+            # means it is there, only unjudged.
+            return not any(
+                value in values
+                for (topic, _), (_, values) in self.reads().items()
+                if topic == write.topic
             )
+        if (write.topic, write.partition) in logs:
+            return True
+        if write.offset is None:
+            return False
+        highest, values = self.reads().get((write.topic, write.partition), (-1, set()))
+        return highest > write.offset and value not in values
 
 
 def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
@@ -204,7 +267,7 @@ def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
             continue
         record = records.get(where)
         if record is not None and record.value == value and record.transactional:
-            marker = _first_marker_after(facts.history.markers.get(where[:2], []), record)
+            marker = facts.marker_after.get(where)
             if marker is None:
                 reason = "read while its transaction was open"
             elif marker.type == "COMMIT" and marker.time is not None and poll.time < marker.time:
@@ -410,17 +473,102 @@ def _zombie_writes(facts: _Facts, anomaly: Anomaly) -> None:
 
 
 def _hanging_transactions(history: History, anomaly: Anomaly) -> None:
+    for line, hanging, _ in judge_open_transactions(history):
+        if not hanging:
+            continue
+        anomaly.add(
+            {
+                "topic": line.topic,
+                "partition": line.partition,
+                "lso": line.lso,
+                "log_end_offset": line.log_end_offset,
+                "open_transactions": hanging[:MAX_LISTED],
+            }
+        )
+
+
+def judge_open_transactions(
+    history: History,
+) -> list[tuple[StableOffset, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """For each `lso` line still behind its log end with open transactions, in (topic,
+    partition) order: the open transactions judged hanging and those still in flight.
+
+    Without an `end` line the `lso` lines come after a recovery window longer than every
+    transaction timeout (eosim's), so each open transaction is hanging. With one, a transaction
+    is hanging only once its timeout has passed at the end: as in Kafka's `kafka-transactions
+    find-hanging`, its age is the time since its producer's last append to the partition (from
+    the log records' `time`), and it must exceed the writer's transaction.timeout.ms. Before
+    that the coordinator may still end it, whether its writer is alive (mid-transaction when
+    the run was cut) or dead (the timeout aborts it). An open transaction with no append time
+    cannot be judged and is in flight."""
     lines = sorted(history.stable_offsets, key=lambda s: (s.topic, s.partition, s.lso))
+    judged = []
+    end = history.end
+    timeouts = _TransactionTimeouts(history) if end is not None else None
     for line in lines:
-        if line.lso < line.log_end_offset and line.open_transactions:
-            anomaly.add(
-                {
-                    "topic": line.topic,
-                    "partition": line.partition,
-                    "lso": line.lso,
-                    "log_end_offset": line.log_end_offset,
-                    "open_transactions": [
-                        t._asdict() for t in sorted(line.open_transactions)[:MAX_LISTED]
-                    ],
-                }
-            )
+        if line.lso >= line.log_end_offset or not line.open_transactions:
+            continue
+        hanging: list[dict[str, Any]] = []
+        in_flight: list[dict[str, Any]] = []
+        opened = sorted(line.open_transactions)
+        if end is None or timeouts is None:
+            judged.append((line, [t._asdict() for t in opened], in_flight))
+            continue
+        appended = _last_appends(history, line, opened)
+        for txn in opened:
+            last = appended.get(txn.producer_id)
+            timeout = timeouts.of(txn.producer_id)
+            entry = {
+                **txn._asdict(),
+                "last_append_time": last,
+                "age_ms": None if last is None else round(end.time - last, 6),
+                "timeout_ms": timeout,
+            }
+            if last is not None and end.time - last > timeout:
+                hanging.append(entry)
+            else:
+                in_flight.append(entry)
+        judged.append((line, hanging, in_flight))
+    return judged
+
+
+def _last_appends(history: History, line: StableOffset, opened: list[OpenTxn]) -> dict[int, float]:
+    """producer id -> the time of its last record from its open transaction's first offset."""
+    records = history.logs.get((line.topic, line.partition), [])
+    first = {txn.producer_id: txn.first_offset for txn in opened}
+    start = bisect_left(records, min(first.values()), key=lambda r: r.offset)
+    last: dict[int, float] = {}
+    for record in records[start:]:
+        pid = record.producer_id
+        if pid in first and record.offset >= first[pid] and record.time is not None:
+            last[pid] = max(record.time, last.get(pid, record.time))
+    return last
+
+
+class _TransactionTimeouts:
+    """transaction.timeout.ms per producer id, from the client configurations eosim writes in
+    `meta.configs` (node -> Kafka producer settings): the timeout of the configuration whose
+    transactional.id the producer id's `txn` ops name; else the largest configured one; else
+    the broker's default transaction.max.timeout.ms, which bounds them all."""
+
+    def __init__(self, history: History) -> None:
+        by_id: dict[str, float] = {}
+        configs = history.meta.get("configs")
+        if isinstance(configs, dict):
+            for _, config in sorted(configs.items()):
+                if not isinstance(config, dict):
+                    continue
+                timeout = config.get("transaction.timeout.ms")
+                transactional_id = config.get("transactional.id")
+                if type(transactional_id) is str and type(timeout) in (int, float):
+                    by_id[transactional_id] = max(float(timeout), by_id.get(transactional_id, 0))
+        self.by_id = by_id
+        self.largest = max(by_id.values(), default=MAX_TRANSACTION_TIMEOUT_MS)
+        self.ids: dict[int, set[str]] = defaultdict(set)
+        for txn in history.txns:
+            if txn.producer_id is not None:
+                self.ids[txn.producer_id].add(txn.transactional_id)
+
+    def of(self, producer_id: int) -> float:
+        known = [self.by_id[t] for t in sorted(self.ids.get(producer_id, ())) if t in self.by_id]
+        return max(known, default=self.largest)

@@ -147,6 +147,8 @@ def check(history: str, as_json: bool) -> None:
             f"{c['indeterminate']} indeterminate"
         )
         _print_txns(loaded)
+        for note in result.notes:
+            click.echo(f"note       {note}")
         _print_anomalies(result.anomalies, transactional_ops(loaded))
     found = any(a.count for a in result.anomalies.values())
     sys.exit(EXIT_FAILED if found else EXIT_OK)
@@ -339,7 +341,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
     click.echo(
         f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
-        f"{c['indeterminate']} indeterminate"
+        f"{c['indeterminate']} indeterminate, {c['errored']} errored"
     )
     _print_txns(outcome.history)
     if r.faults:
@@ -349,6 +351,8 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
     for w in r.warnings:
         click.echo(f"warning    {w}")
+    for note in outcome.check.notes:
+        click.echo(f"note       {note}")
     _print_anomalies(outcome.check.anomalies, transactional_ops(outcome.history))
     if outcome.expect.checked:
         click.echo("expect")

@@ -32,6 +32,7 @@ class Errors(Enum):
     """The subset of Kafka's error codes the model can produce, with retriability."""
 
     NONE = (0, False)
+    OFFSET_OUT_OF_RANGE = (1, False)
     OUT_OF_ORDER_SEQUENCE_NUMBER = (45, False)
     DUPLICATE_SEQUENCE_NUMBER = (46, False)
     INVALID_PRODUCER_EPOCH = (47, False)
@@ -50,6 +51,14 @@ class Errors(Enum):
     TRANSACTIONAL_ID_NOT_FOUND = (105, False)
     UNKNOWN_TOPIC_OR_PARTITION = (3, True)
     UNSTABLE_OFFSET_COMMIT = (88, True)
+    # A marker from a coordinator older than the last one seen for the producer (KIP-98).
+    TRANSACTION_COORDINATOR_FENCED = (52, False)
+    # KIP-890: the partition is not in the producer's transaction; abort and carry on.
+    TRANSACTION_ABORTABLE = (120, False)
+    NOT_ENOUGH_REPLICAS = (19, True)
+    INVALID_REQUEST = (42, False)
+    # What Kafka answers when a handler throws (an IllegalStateException, say).
+    UNKNOWN_SERVER_ERROR = (-1, False)
 
     def __init__(self, code: int, retriable: bool) -> None:
         self.code = code
@@ -61,6 +70,7 @@ class Errors(Enum):
 
 
 _EXCEPTION_NAMES = {
+    Errors.OFFSET_OUT_OF_RANGE: "OffsetOutOfRangeException",
     Errors.OUT_OF_ORDER_SEQUENCE_NUMBER: "OutOfOrderSequenceException",
     Errors.DUPLICATE_SEQUENCE_NUMBER: "DuplicateSequenceException",
     Errors.INVALID_PRODUCER_EPOCH: "InvalidProducerEpochException",
@@ -79,6 +89,11 @@ _EXCEPTION_NAMES = {
     Errors.TRANSACTIONAL_ID_NOT_FOUND: "TransactionalIdNotFoundException",
     Errors.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
     Errors.UNSTABLE_OFFSET_COMMIT: "UnstableOffsetCommitException",
+    Errors.TRANSACTION_COORDINATOR_FENCED: "TransactionCoordinatorFencedException",
+    Errors.TRANSACTION_ABORTABLE: "TransactionAbortableException",
+    Errors.NOT_ENOUGH_REPLICAS: "NotEnoughReplicasException",
+    Errors.INVALID_REQUEST: "InvalidRequestException",
+    Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
 }
 
 
@@ -113,6 +128,10 @@ class ProduceRequest:
 class PartitionResponse:
     error: Errors
     base_offset: int = -1
+    # The partition's log start offset. eosim never removes a log's head (no retention or
+    # deleteRecords), so it is 0 on every broker answer; -1 (unknown) on errors the client
+    # makes up itself (a timeout, a disconnection).
+    log_start_offset: int = 0
 
 
 @dataclass(slots=True)
@@ -126,6 +145,10 @@ class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    # KIP-360: the caller's current producer id and epoch when it asks for an epoch bump
+    # (both NO_PRODUCER_ID / NO_PRODUCER_EPOCH for a new producer).
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(slots=True)
@@ -249,6 +272,25 @@ class FetchPartition:
 class FetchResponse:
     correlation_id: int
     partitions: list[tuple[TopicPartition, FetchPartition]]
+
+
+# ListOffsets' special timestamps: the log start offset, and the end a consumer may read to
+# (the last stable offset under read_committed, else the high watermark).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+@dataclass(slots=True)
+class ListOffsetsRequest:
+    correlation_id: int
+    partitions: tuple[tuple[TopicPartition, int], ...]  # (partition, timestamp)
+    isolation: str  # "read_committed" or "read_uncommitted"
+
+
+@dataclass(slots=True)
+class ListOffsetsResponse:
+    correlation_id: int
+    partitions: list[tuple[TopicPartition, Errors, int]]  # (partition, error, offset)
 
 
 @dataclass(slots=True)

@@ -32,6 +32,13 @@ class ProtocolRules:
     # verifies with the coordinator that the partition is in the producer's open transaction.
     # False lets a late produce request open a transaction nobody will end (a hanging one).
     transaction_partition_verification: bool = True
+    # KAFKA-14034 (open in Kafka): when a batch of an idempotent producer fails for good while
+    # it still had retries (Sender.failBatch with adjustSequenceNumbers = attempts < retries,
+    # e.g. a retriable error handled after delivery.timeout.ms), the client bumps its epoch
+    # and renumbers every in-flight batch of the partition, including earlier ones that may
+    # already be written: they are written again. True applies the proposed fix (mark the
+    # sequence unresolved, bump only once nothing is in flight). False is Kafka as released.
+    failed_batch_marks_sequence_unresolved: bool = False
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -40,6 +47,12 @@ class ProtocolRules:
     def names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
 
+
+# Known Kafka bugs, each reproduced by one rule at one value (both presets have every one of
+# them as Kafka does): bug id -> (rule, the value that reproduces it, the value that fixes it).
+KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
+    "KAFKA-14034": ("failed_batch_marks_sequence_unresolved", False, True),
+}
 
 VERSIONS: dict[str, ProtocolRules] = {
     "3.9": ProtocolRules(

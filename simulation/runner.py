@@ -163,6 +163,17 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             return Errors.COORDINATOR_NOT_AVAILABLE
         return runtime.txn.verify_partition(txn_id, pid, epoch, tp)
 
+    def add_partition(txn_id: str | None, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+        """Transaction version 2: a leader (or group coordinator) adds ``tp`` to the
+        producer's transaction (AddPartitionsToTxnManager, operation addPartition)."""
+        if txn_id is None:
+            return Errors.INVALID_TXN_STATE
+        node = directory.coordinator(txn_id, "transaction")
+        runtime = brokers[node].coordinator if node is not None else None
+        if runtime is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        return runtime.add_partitions(txn_id, pid, epoch, (tp,))
+
     verifier = verify_partition if rules.transaction_partition_verification else None
     for name in metadata.brokers:
         brokers[name] = Broker(
@@ -176,6 +187,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             probe,
             directory,
             verifier,
+            add_partition,
         )
 
     def leader_of(tp: TopicPartition) -> str | None:
@@ -206,6 +218,8 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
             probe,
             lambda txn_id, pid, epoch, t: history.fence(t, txn_id, pid, epoch),
         )
+        if rules.transaction_version >= 2:
+            broker.coordinator.add_partition = add_partition
 
     def producer_factory(name: str) -> Callable[[str], KafkaProducer]:
         def make(node: str) -> KafkaProducer:
@@ -216,7 +230,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                 metadata,
                 configs[name],
                 streams.stream(f"producer:{node}"),
-                rules.transaction_version,
+                rules,
                 probe,
                 host=name,
             )
@@ -268,6 +282,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                 group=settings.group,
                 host=host,
                 auto_commit_interval_ms=settings.auto_commit_interval_ms,
+                auto_offset_reset=settings.auto_offset_reset,
             )
 
         apps[proc.name] = ProcessorApp(
@@ -288,7 +303,14 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
     readers = []
     for r in scenario.consumers:
         settings = clients.consumers[r.name]
-        consumer = KafkaConsumer(env, r.name, network, metadata, isolation=settings.isolation)
+        consumer = KafkaConsumer(
+            env,
+            r.name,
+            network,
+            metadata,
+            isolation=settings.isolation,
+            auto_offset_reset=settings.auto_offset_reset,
+        )
         consumer.assign(list(settings.partitions))
         readers.append(ReaderApp(env, r.name, consumer, history, r.poll_interval, all_done))
 
@@ -299,8 +321,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
         targets.pause[name], targets.resume[name] = b.pause, b.resume
     for name, a in apps.items():
         targets.crash[name], targets.restart[name] = a.crash, a.restart
-        if isinstance(a, ProcessorApp):
-            targets.pause[name], targets.resume[name] = a.pause, a.resume
+        targets.pause[name], targets.resume[name] = a.pause, a.resume
     Nemesis(env, schedule, network, targets, history)
     crash_at = CrashAtNemesis(
         env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")
@@ -308,6 +329,7 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
 
     limit = env.timeout(scenario.duration)
     env.run(until=simpy.AnyOf(env, [all_done, limit]))
+    cut_by_duration = not all_done.triggered
     faults_end = max((e.end for e in schedule), default=0.0)
     if all_done.triggered and faults_end > env.now:
         # The run ends fault-free: wait for the last scheduled fault to heal (a paused
@@ -367,9 +389,20 @@ def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = F
                 }
             )
 
+    if cut_by_duration:
+        # The workload had not finished: writers may be mid-transaction at the end.
+        history.add_end_line(
+            {
+                "kind": "end",
+                "time": round(sim_time, 6),
+                "cut_by_duration": True,
+                "duration": scenario.duration,
+            }
+        )
+
     counts = {
         k: sum(a.counts[k] for a in apps.values())
-        for k in ("sent", "acked", "failed", "indeterminate")
+        for k in ("sent", "acked", "failed", "indeterminate", "errored")
     }
     stats = {
         "messages_sent": network.messages_sent,

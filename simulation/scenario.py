@@ -201,10 +201,17 @@ class TransactionalProducer(_Model):
     _known_keys = field_validator("config")(Producer._known_keys.__func__)  # type: ignore[attr-defined]
 
 
+# auto.offset.reset: where a consumer starts on a partition its group has no committed offset
+# for (and after OFFSET_OUT_OF_RANGE); Kafka's key and default.
+OffsetReset = Literal["latest", "earliest", "none"]
+_AUTO_OFFSET_RESET = "auto.offset.reset"
+
+
 class ProcessorInput(_Model):
     topic: str
     group: str | None = None
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    auto_offset_reset: OffsetReset = Field(default="latest", alias=_AUTO_OFFSET_RESET)
 
 
 class ProcessorOutput(_Model):
@@ -253,6 +260,7 @@ class Consumer(_Model):
     topic: str
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
     poll_interval: Duration = 50.0
+    auto_offset_reset: OffsetReset = Field(default="latest", alias=_AUTO_OFFSET_RESET)
 
 
 # -- faults ---------------------------------------------------------------------------------
@@ -361,12 +369,14 @@ class UnsafeSpec(_Model):
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
     """A Kafka consumer's effective settings: isolation.level, group.id (None: no group),
-    auto.commit.interval.ms (None: enable.auto.commit=false) and its assigned partitions."""
+    auto.commit.interval.ms (None: enable.auto.commit=false), its assigned partitions and
+    auto.offset.reset."""
 
     isolation: str
     group: str | None
     auto_commit_interval_ms: float | None
     partitions: tuple[TopicPartition, ...]
+    auto_offset_reset: str = "latest"
 
 
 @dataclass(frozen=True)
@@ -479,10 +489,10 @@ class Scenario(_Model):
                     close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
-            pausable = set(brokers) | {p.name for p in self.processors}
+            pausable = set(brokers) | set(names)
             if f.kind == "pause" and any(n not in pausable for n in f.nodes):
                 raise _PathError(
-                    ("faults", i, "nodes"), "pause applies to brokers and processors only"
+                    ("faults", i, "nodes"), "pause applies to brokers and applications only"
                 )
             if f.rate is not None:
                 # Random faults are drawn up front, over [start, end or the duration).
@@ -617,6 +627,7 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
             group=group,
             auto_commit_interval_ms=proc.auto_commit_interval if proc.commit == "auto" else None,
             partitions=tuple((topic, n) for n in range(topics[topic]) if n % count == index),
+            auto_offset_reset=proc.input.auto_offset_reset,
         )
     for r in scenario.consumers:
         consumers[r.name] = ConsumerSettings(
@@ -624,6 +635,7 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
             group=None,
             auto_commit_interval_ms=None,
             partitions=tuple((r.topic, n) for n in range(topics[r.topic])),
+            auto_offset_reset=r.auto_offset_reset,
         )
     return ClientConfigs(producers, consumers)
 
@@ -716,7 +728,7 @@ def _unknown_field_message(loc: tuple[str | int, ...]) -> str:
             model = None
             break
         model = _model_of(field.annotation)
-    valid = list(model.model_fields) if model is not None else []
+    valid = [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
     return str(_UnknownKey(key, valid))
 
 
@@ -815,7 +827,8 @@ def _next_key(target: Any, parts: list[str], i: int, override: str, parent: str)
         raise ScenarioError(f"--set {override}: {'.'.join(parts[:i])} is not a mapping")
     for k in range(len(parts), i, -1):
         candidate = ".".join(parts[i:k])
-        if candidate in target or (k - i > 1 and candidate in PRODUCER_KEYS):
+        known = candidate in PRODUCER_KEYS or candidate == _AUTO_OFFSET_RESET
+        if candidate in target or (k - i > 1 and known):
             return candidate, k
     if parent in _LEAF_MAPPINGS:
         return ".".join(parts[i:]), len(parts)

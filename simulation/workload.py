@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import simpy
 
-from simulation.apps.lifecycle import OUTCOME_COUNTS, ClientApplication, ProducerFactory
+from simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
 from simulation.history import HistoryRecorder
 from simulation.rng import RandomStream
 from simulation.scenario import Workload
@@ -52,6 +52,7 @@ class ProducerApp(ClientApplication):
         while True:
             try:
                 while self.to_resend or self.next_index < w.records:
+                    yield from self.frozen()
                     if self.to_resend:
                         value, key = self.to_resend.pop(0)
                     else:
@@ -85,7 +86,7 @@ class ProducerApp(ClientApplication):
             del self.open_ops[value]
             p = partition if partition >= 0 else None
             type_ = "ok" if error is None else ("info" if maybe_written else "fail")
-            self.counts[OUTCOME_COUNTS[type_]] += 1
+            tally(self.counts, type_, error)
             self.history.complete_send(
                 op_id,
                 type_,

@@ -247,6 +247,20 @@ class Builder:
             }
         )
 
+    def meta(self, **fields: Any) -> None:
+        """A meta line (first in the history), e.g. with eosim's client `configs`."""
+        meta = {"kind": "meta", "format": "eosim-history", "version": 1, **fields}
+        self.records.insert(0, meta)
+
+    def end(
+        self, time: float, *, cut_by_duration: bool = True, duration: float | None = None
+    ) -> None:
+        """The `end` line eosim writes when its run was cut by its duration."""
+        line: dict[str, Any] = {"kind": "end", "time": time, "cut_by_duration": cut_by_duration}
+        if duration is not None:
+            line["duration"] = duration
+        self.records.append(line)
+
     def log(self, topic: str, partition: int, values: list[str] | dict[int, str]) -> None:
         """A final log: a list of values from offset 0, or a mapping offset -> value."""
         placed = values if isinstance(values, dict) else dict(enumerate(values))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import simpy
+from conformance.cluster import Cluster
 
 from simulation.broker.broker import Broker, BrokerSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
+from simulation.coordinator.group_coordinator import offsets_partition
 from simulation.network import Connection, LatencyModel, Network, NetworkSettings
 from simulation.protocol import (
     BatchData,
@@ -14,6 +17,7 @@ from simulation.protocol import (
     InitProducerIdRequest,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -157,3 +161,138 @@ def test_transactional_write_verified_unless_the_rule_is_off():
     env.run(until=20)
     assert inbox[1].results[0].error is Errors.NONE
     assert broker.logs[TP].last_stable_offset() == 0  # an open transaction nobody will end
+
+
+def markers_answers(inbox) -> list[Errors]:
+    return [e for r in inbox if isinstance(r, WriteTxnMarkersResponse) for _, e in r.results]
+
+
+def test_a_delayed_marker_from_an_older_coordinator_is_fenced_and_leaves_the_next_txn_open():
+    """ProducerAppendInfo.checkCoordinatorEpoch: a marker whose coordinator epoch is older than
+    the producer's last one is TRANSACTION_COORDINATOR_FENCED; it must not close the next
+    transaction (transaction version 1: both transactions share the producer epoch). The
+    coordinator epoch is kept through a restart (it is in the log's control batches)."""
+    env, net, broker, inbox = make()
+    produce(net, 0, ["t1"], 1, transactional=True)
+    env.run(until=10)
+    # The new coordinator (epoch 1, after a failover) commits the first transaction.
+    net.send("c", "broker-0", WriteTxnMarkersRequest(2, 7, 0, True, 1, (TP,)))
+    env.run(until=20)
+    produce(net, 1, ["t2"], 3, transactional=True)  # the producer's next transaction
+    env.run(until=30)
+    log = broker.logs[TP]
+    open_from = log.last_stable_offset()
+    assert open_from == 2 < log.log_end_offset
+    # The old coordinator's (epoch 0) COMMIT for the first transaction arrives late.
+    net.send("c", "broker-0", WriteTxnMarkersRequest(4, 7, 0, True, 0, (TP,)))
+    env.run(until=40)
+    assert markers_answers(inbox) == [Errors.NONE, Errors.TRANSACTION_COORDINATOR_FENCED]
+    assert log.last_stable_offset() == open_from and len(log.markers()) == 1
+    broker.crash()
+    broker.restart()
+    net.send("c", "broker-0", WriteTxnMarkersRequest(5, 7, 0, True, 0, (TP,)))
+    env.run(until=50)
+    assert markers_answers(inbox)[-1] is Errors.TRANSACTION_COORDINATOR_FENCED
+    net.send("c", "broker-0", WriteTxnMarkersRequest(6, 7, 0, True, 1, (TP,)))
+    env.run(until=60)
+    assert markers_answers(inbox)[-1] is Errors.NONE
+    assert log.last_stable_offset() == log.log_end_offset
+
+
+def test_after_a_bumping_marker_a_batch_not_at_sequence_zero_is_out_of_order():
+    """ProducerAppendInfo.checkSequence, through the broker: an ABORT marker of epoch 1 (a
+    transaction version 2 end, or a fence) and then a batch of epoch 1 at sequence 42."""
+    env, net, _broker, inbox = make()
+    produce(net, 0, ["a"], 1, transactional=True)
+    env.run(until=10)
+    net.send("c", "broker-0", WriteTxnMarkersRequest(2, 7, 1, False, 0, (TP,)))
+    env.run(until=20)
+    produce(net, 42, ["late"], 3, epoch=1, transactional=True)
+    produce(net, 0, ["first"], 4, epoch=1, transactional=True)
+    env.run(until=30)
+    produced = [r.results[0].error for r in inbox if isinstance(r, ProduceResponse)]
+    assert produced == [Errors.NONE, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, Errors.NONE]
+
+
+@pytest.mark.parametrize(
+    ("coordinator_says", "leader_answers"),
+    [
+        (Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH),
+        (Errors.TRANSACTION_ABORTABLE, Errors.TRANSACTION_ABORTABLE),
+        (Errors.INVALID_PRODUCER_ID_MAPPING, Errors.INVALID_PRODUCER_ID_MAPPING),
+        (Errors.CONCURRENT_TRANSACTIONS, Errors.NOT_ENOUGH_REPLICAS),
+        (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_ENOUGH_REPLICAS),
+        (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_ENOUGH_REPLICAS),
+        (Errors.NOT_COORDINATOR, Errors.NOT_ENOUGH_REPLICAS),
+    ],
+)
+def test_verification_errors_are_mapped_as_kafka_maps_them(coordinator_says, leader_answers):
+    """AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE
+    kept for Produce v11+ clients. ReplicaManager.handleProduceAppend: the retriable coordinator
+    errors -> NOT_ENOUGH_REPLICAS."""
+    env, net, broker, inbox = make()
+    broker.verify_partition = lambda *_args: coordinator_says
+    net.send(
+        "c",
+        "broker-0",
+        ProduceRequest(1, -1, [(TP, BatchData(7, 0, 0, ("late",), True))], transactional_id="x"),
+    )
+    env.run(until=10)
+    assert inbox[0].results[0].error is leader_answers
+    assert broker.logs[TP].log_end_offset == 0
+
+
+def test_implicit_add_of_a_stale_epoch_through_the_coordinator():
+    """End to end, transaction version 2 (KIP-890 part 2): after a commit bumped the epoch, a
+    late produce of the old epoch to a new partition is answered INVALID_PRODUCER_EPOCH (the
+    coordinator's PRODUCER_FENCED), and one of the current epoch is added to the transaction
+    by the leader itself (ReplicaManager.maybeSendPartitionsToTransactionCoordinator)."""
+    cl = Cluster(version="4.0")
+    r = cl.init("tx")
+    pid = r.producer_id
+    t0, t1 = ("t", 0), ("t", 1)
+    assert cl.add("tx", pid, 0, t0) is Errors.NONE
+    end = cl.end("tx", pid, 0, True)
+    assert (end.error, end.epoch) == (Errors.NONE, 1)
+    cl.run(100)  # markers land, the transaction completes
+
+    def late(epoch):
+        batch = BatchData(pid, epoch, 0, ("v",), True)
+        return lambda cid: ProduceRequest(cid, -1, [(t1, batch)], transactional_id="tx")
+
+    assert cl.call(cl.leaders[t1], late(0)).results[0].error is Errors.INVALID_PRODUCER_EPOCH
+    assert t1 not in cl.meta("tx").partitions
+    assert cl.call(cl.leaders[t1], late(1)).results[0].error is Errors.NONE
+    assert t1 in cl.meta("tx").partitions and cl.meta("tx").state.name == "ONGOING"
+
+
+def test_verification_of_a_partition_not_in_the_transaction():
+    """Transaction version 1 with KIP-890 part 1 verification: a produce of the current epoch
+    to a partition the client never added is TRANSACTION_ABORTABLE (Produce v11+)."""
+    cl = Cluster(version="3.9", transaction_partition_verification=True)
+    pid = cl.init("tx").producer_id
+    t0, t1 = ("t", 0), ("t", 1)
+    assert cl.add("tx", pid, 0, t0) is Errors.NONE
+    batch = BatchData(pid, 0, 0, ("v",), True)
+    answer = cl.call(
+        cl.leaders[t1], lambda cid: ProduceRequest(cid, -1, [(t1, batch)], transactional_id="tx")
+    )
+    assert answer.results[0].error is Errors.TRANSACTION_ABORTABLE
+
+
+def test_tv2_txn_offset_commit_adds_the_offsets_partition_to_the_transaction():
+    """Transaction version 2: TxnOffsetCommit v5 reaches the group coordinator with no
+    AddOffsetsToTxn, and the group coordinator adds the group's __consumer_offsets partition
+    to the transaction (CoordinatorPartitionWriter.maybeStartTransactionVerification with
+    addPartition); a stale epoch is refused."""
+    cl = Cluster(version="4.0")
+    cl.run(50)  # coordinators load
+    pid = cl.init("tx").producer_id
+    node = cl.directory.coordinator("g", "group")
+
+    def commit(epoch):
+        return lambda cid: TxnOffsetCommitRequest(cid, "tx", "g", pid, epoch, ((("t", 0), 7),))
+
+    assert cl.call(node, commit(0)).error is Errors.NONE
+    assert offsets_partition("g") in cl.meta("tx").partitions
+    assert cl.call(node, commit(5)).error is Errors.INVALID_PRODUCER_EPOCH

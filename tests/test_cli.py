@@ -33,7 +33,7 @@ def test_run_json_has_the_documented_fields(capsys):
     data = json.loads(out)
     for key in ("scenario", "seed", "sim_time_s", "events", "counts", "anomalies", "expect"):
         assert key in data
-    assert set(data["counts"]) == {"sent", "acked", "failed", "indeterminate"}
+    assert set(data["counts"]) == {"sent", "acked", "failed", "indeterminate", "errored"}
     assert data["expect"]["met"] is True and data["expect"]["failures"] == []
     assert data["seed"] == 3 and data["counts"]["sent"] == 300
 

@@ -105,3 +105,65 @@ def test_producers_are_independent(epoch: int):
     psm = ProducerStateManager()
     append(psm, 1, epoch, 0, 9, 0)
     assert psm.check(2, 0, 0, 9).verdict is Verdict.APPEND
+
+
+# -- markers: ProducerAppendInfo.appendEndTxnMarker and checkSequence after them -----------------
+def test_after_a_marker_that_bumps_the_epoch_the_next_batch_must_start_at_zero():
+    """ProducerAppendInfo.checkSequence: same epoch, no batch cached (the marker's new epoch
+    cleared them) -> the last sequence is NO_SEQUENCE and only 0 follows it
+    (ProducerStateManagerTest.testOutOfSequenceAfterControlRecordEpochBump)."""
+    psm = ProducerStateManager()
+    append(psm, 1, 0, 0, 0, 0)
+    append(psm, 1, 0, 1, 1, 1)
+    assert psm.mark(1, 1, 0) is Verdict.APPEND
+    assert psm.check(1, 1, 42, 42).verdict is Verdict.OUT_OF_ORDER_SEQUENCE
+    assert psm.check(1, 1, 2, 2).verdict is Verdict.OUT_OF_ORDER_SEQUENCE
+    assert psm.check(1, 2, 2, 2).verdict is Verdict.OUT_OF_ORDER_SEQUENCE
+    assert append(psm, 1, 1, 0, 0, 3).verdict is Verdict.APPEND
+
+
+def test_a_marker_with_no_producer_state_still_fences_and_resets_the_sequence():
+    """ProducerStateManagerTest.testAppendTxnMarkerWithNoProducerState: the marker alone sets
+    the epoch; an older epoch is fenced, sequence 17 is out of order, sequence 0 is accepted."""
+    psm = ProducerStateManager()
+    assert psm.mark(1, 2, 0) is Verdict.APPEND
+    entry = psm.producers[1]
+    assert (entry.epoch, entry.last_seq) == (2, -1)
+    assert psm.check(1, 0, 0, 0).verdict is Verdict.INVALID_PRODUCER_EPOCH
+    assert psm.check(1, 2, 17, 17).verdict is Verdict.OUT_OF_ORDER_SEQUENCE
+    assert append(psm, 1, 2, 0, 0, 4).verdict is Verdict.APPEND
+
+
+def test_a_marker_of_the_same_epoch_keeps_the_cached_batches():
+    """ProducerStateEntry.maybeUpdateProducerEpoch clears only on a different epoch: after a
+    marker of the current epoch (transaction version 1) the sequence continues."""
+    psm = ProducerStateManager()
+    append(psm, 1, 0, 0, 4, 0)
+    assert psm.mark(1, 0, 0) is Verdict.APPEND
+    assert psm.check(1, 0, 0, 4).verdict is Verdict.DUPLICATE
+    assert psm.check(1, 0, 0, 0).verdict is Verdict.OUT_OF_ORDER_SEQUENCE
+    assert psm.check(1, 0, 5, 5).verdict is Verdict.APPEND
+
+
+def test_markers_check_the_producer_then_the_coordinator_epoch():
+    """ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, then checkCoordinatorEpoch
+    (ProducerStateManagerTest.testCoordinatorFencing and testOldEpochForControlRecord)."""
+    psm = ProducerStateManager()
+    append(psm, 1, 5, 0, 0, 99)
+    assert psm.mark(1, 5, 1) is Verdict.APPEND
+    assert psm.producers[1].coordinator_epoch == 1
+    assert psm.mark(1, 5, 1) is Verdict.APPEND  # the current coordinator epoch
+    assert psm.mark(1, 5, 2) is Verdict.APPEND  # a newer one
+    assert psm.mark(1, 5, 1) is Verdict.COORDINATOR_FENCED
+    assert psm.mark(1, 3, 2) is Verdict.INVALID_PRODUCER_EPOCH
+    assert psm.producers[1].coordinator_epoch == 2
+
+
+def test_a_new_epoch_keeps_the_coordinator_epoch():
+    """The coordinator epoch belongs to the producer id: a data batch of a new epoch clears the
+    cached batches but keeps it (ProducerStateEntry.maybeUpdateProducerEpoch)."""
+    psm = ProducerStateManager()
+    assert psm.mark(1, 0, 3) is Verdict.APPEND
+    append(psm, 1, 1, 0, 0, 1)
+    assert psm.producers[1].coordinator_epoch == 3
+    assert psm.mark(1, 1, 2) is Verdict.COORDINATOR_FENCED

@@ -5,12 +5,13 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
+from conformance.test_transaction_manager import FakeTransactions as _FakeTxn
 from support import scenario_with
 
 from simulation import run_scenario
 from simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
 from simulation.producer.transaction_manager import TransactionManager
-from simulation.protocol import Errors
+from simulation.protocol import Errors, PartitionResponse
 
 
 def per_partition_order(result) -> tuple[int, int]:
@@ -105,7 +106,9 @@ def test_unresolved_sequence_resolves_when_the_batch_landed_after_all():
     a, b = _batch(n=2), _batch(n=3)
     tm.assign_sequence(a)
     tm.assign_sequence(b)
-    tm.handle_failed_batch(a, maybe_written=True)  # a timed out after being sent
+    a.in_retry = True
+    tm.handle_failed_batch(a, None, "expired", adjust_sequences=False)  # a expired in a retry
+    tm.mark_sequence_unresolved(a)
     assert tm.has_unresolved_sequence(("t", 0))
     tm.handle_completed_batch(b)  # the later batch was acknowledged: a must have landed
     tm.maybe_resolve_sequences()
@@ -118,7 +121,8 @@ def test_unresolved_sequence_with_a_gap_bumps_the_epoch():
     tm.set_producer_id_and_epoch(1, 0)
     a = _batch(n=2)
     tm.assign_sequence(a)
-    tm.handle_failed_batch(a, maybe_written=True)
+    tm.handle_failed_batch(a, None, "expired", adjust_sequences=False)
+    tm.mark_sequence_unresolved(a)
     tm.maybe_resolve_sequences()
     assert tm.epoch_bump_required
     assert tm.bump_idempotent_epoch()
@@ -133,23 +137,24 @@ def test_out_of_order_for_the_next_sequence_requests_epoch_bump():
     tm.assign_sequence(a)
     tm.assign_sequence(b)
     # b is not the next expected sequence: it is retried without a bump.
-    assert tm.can_retry(b, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert tm.can_retry(b, PartitionResponse(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER))
     assert not tm.epoch_bump_required
     # a is: the gap is real.
-    assert tm.can_retry(a, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert tm.can_retry(a, PartitionResponse(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER))
     assert tm.epoch_bump_required
     tm.bump_idempotent_epoch()
     assert (a.epoch, a.base_sequence, b.base_sequence) == (1, 0, 1)
     assert a.sequence_has_been_reset
 
 
-def test_definitely_unwritten_failure_closes_the_sequence_gap():
+def test_definitely_unwritten_failure_closes_the_sequence_gap_of_a_transactional_producer():
     tm = TransactionManager()
+    tm.txn = _FakeTxn()
     tm.set_producer_id_and_epoch(1, 0)
     a, b = _batch(n=2), _batch(n=3)
     tm.assign_sequence(a)
     tm.assign_sequence(b)
-    tm.handle_failed_batch(a, maybe_written=False)
+    tm.handle_failed_batch(a, Errors.UNKNOWN_TOPIC_OR_PARTITION, "failed", adjust_sequences=True)
     assert b.base_sequence == 0
     c = _batch()
     tm.assign_sequence(c)

@@ -36,13 +36,13 @@ producers:
     workload: {topic: in, records: 300, rate: 300}
 processors:
   - name: app
-    input: {topic: in, group: app}
+    input: {topic: in, group: app, auto.offset.reset: earliest}
     output: {topic: out}
     transactional: true
     config: {request.timeout.ms: 1000, delivery.timeout.ms: 3000, transaction.timeout.ms: 3000,
              max.block.ms: 5000}
 consumers:
-  - {name: reader, topic: out}
+  - {name: reader, topic: out, auto.offset.reset: earliest}
 """
 
 
@@ -262,7 +262,7 @@ transactional_producers:
     config: {max.block.ms: 1000, request.timeout.ms: 2000, transaction.timeout.ms: 10000}
     workload: {topic: events, transactions: 20, size: 2, rate: 10}
 consumers:
-  - {name: reader, topic: events}
+  - {name: reader, topic: events, auto.offset.reset: earliest}
 faults:
   - {kind: crash_at, point: coordinator.prepare_persisted, occurrence: 5, duration: 3s}
 """

@@ -96,7 +96,7 @@ def replay(root: str | Path, run_id: str) -> Replay:
     got["events"] = outcome.run.events
     got["txns"] = transactional_ops(outcome.history)
     got["history_sha256"] = outcome.run.history.digest()
-    keys = [*ALL_ANOMALIES, "sent", "acked", "failed", "indeterminate", "txns", "events"]
+    keys = [*ALL_ANOMALIES, "sent", "acked", "failed", "indeterminate", "errored", "txns", "events"]
     keys.append("history_sha256")
     mismatches = [
         f"{k}: recorded {row[k]!r}, replayed {got[k]!r}"

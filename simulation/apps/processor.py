@@ -14,6 +14,14 @@ operation per input record records what happened:
   the commits to the consumer (``auto``: every ``auto_commit_interval`` from within poll, and
   on close; at-least-once, since a batch is flushed before the next poll).
 
+An instance starts from its group's committed offsets; a partition with none starts where
+``input.auto.offset.reset`` says (``latest`` by default: inputs written before the reset are
+never processed). With ``none`` the consumer's poll raises NoOffsetForPartitionException (or
+OffsetOutOfRangeException for a position beyond the log end): the instance records that
+``poll`` as ``fail`` with the exception and the application stops for good, as an
+application whose poll loop lets the exception out would (restarting it would meet the same
+exception until an operator set the group's offsets).
+
 A crash (``crash`` fault, or ``crash_at`` a ``processor.*`` point) kills the instance; the
 restart starts a new one. A ``pause`` freezes the instance; if it lasts ``takeover_after``,
 a new instance takes the partitions over (as a group rebalance would), and the paused one
@@ -27,10 +35,11 @@ from typing import Any
 
 import simpy
 
-from simulation.apps.lifecycle import OUTCOME_COUNTS, new_counts
+from simulation.apps.lifecycle import new_counts, tally
+from simulation.apps.reader import record_failed_poll
 from simulation.apps.store import ExternalStore
 from simulation.apps.transactional import wait
-from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
+from simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
 from simulation.history import HistoryRecorder
 from simulation.network import Network
 from simulation.probe import Probe
@@ -102,13 +111,14 @@ class _Instance:
 
     # -- operations --------------------------------------------------------------------
     def _complete_all(self, type_: str, error: str | None) -> None:
+        """The instance died or the run ended: its open operations complete ``type_``."""
         for op_id in list(self.open_ops):
-            self._complete(op_id, type_, error)
+            self._complete(op_id, type_, error, died=True)
 
-    def _complete(self, op_id: int, type_: str, error: str | None) -> None:
+    def _complete(self, op_id: int, type_: str, error: str | None, died: bool = False) -> None:
         if self.open_ops.pop(op_id, None) is None:
             return
-        self.app.counts[OUTCOME_COUNTS[type_]] += 1
+        tally(self.app.counts, type_, error, died)
         self.app.history.complete(
             op_id, type_, "process", self.process_id, self.env.now, None, error
         )
@@ -129,10 +139,12 @@ class _Instance:
                     return
             committed = yield from self.consumer.committed()
             yield from self._step()
-            for tp in self.consumer.positions:
-                self.consumer.seek(tp, committed.get(tp, 0))
+            for tp in self.consumer.assignment:
+                if tp in committed:
+                    self.consumer.seek(tp, committed[tp])
+                # else: the consumer's poll resets it (auto.offset.reset)
             while True:
-                records = yield from self.consumer.poll()
+                records = yield from self._poll()
                 yield from self._step("processor.after_poll")
                 if not records:
                     # Caught up with a poll that began after the last input was written.
@@ -152,6 +164,15 @@ class _Instance:
                     yield from self._at_least_or_most_once(batch)
         except (simpy.Interrupt, _Dead):
             return
+
+    def _poll(self):  # type: ignore[no-untyped-def]
+        """The consumer's poll; an exception it raises ends the application."""
+        try:
+            return (yield from self.consumer.poll())
+        except ConsumerException as exc:
+            record_failed_poll(self.app.history, self.process_id, self.env.now, exc.describe())
+            self.app.stop(self, exc.describe())
+            raise _Dead from None
 
     def _take(self, records: list[ConsumerRecord]) -> list[ConsumerRecord]:
         batch = records[: self.app.spec.batch]
@@ -212,7 +233,8 @@ class _Instance:
                 self.env, producer.send_offsets_to_transaction(offsets, app.group), app.max_block_ms
             )
             yield from self._step("processor.after_send_offsets")
-        if error is None:
+        committing = error is None
+        if committing:
             error = yield from wait(self.env, producer.commit_transaction(), app.max_block_ms)
             yield from self._step()
             if error is None:
@@ -221,7 +243,12 @@ class _Instance:
                 producer.probe.hit("producer.after_commit", app.name)
                 yield from self._step()
                 return
-        if producer.transactions.is_fatal or error.startswith(("TimeoutException", "IllegalState")):
+        # A commit that timed out may still complete (its EndTxn can be in flight): it must
+        # not be aborted, so the instance gives up. Any other non-fatal error (including a
+        # failed sendOffsetsToTransaction) is aborted and the batch is processed again.
+        if producer.transactions.is_fatal or (
+            committing and error.startswith(("TimeoutException", "IllegalState"))
+        ):
             self.kill(error)
             app.replace(self)
             raise _Dead
@@ -348,6 +375,13 @@ class ProcessorApp:
     def finished(self, instance: _Instance) -> None:
         instance.alive = False
         if instance is self.current and not self.done.triggered:
+            self.done.succeed()
+
+    def stop(self, instance: _Instance, error: str) -> None:
+        """An exception escaped the instance's poll loop: the application exits."""
+        instance.kill(error)
+        if instance is self.current and not self.done.triggered:
+            self.current = None
             self.done.succeed()
 
     # -- faults ------------------------------------------------------------------------

@@ -1,15 +1,17 @@
 """ReaderApp: a consumer that polls a topic and records every non-empty poll.
 
-Readers show what downstream applications see: a read_uncommitted reader returns records of
+Readers show what downstream applications see (from where ``auto.offset.reset`` puts them:
+they have no group, so no committed offsets): a read_uncommitted reader returns records of
 aborted transactions, a read_committed one must not. The runner's final drain is a reader
-too: a fresh read_committed consumer that reads every partition to its last stable offset.
+too: a fresh read_committed consumer that reads every partition from offset 0 to its last
+stable offset.
 """
 
 from __future__ import annotations
 
 import simpy
 
-from simulation.consumer.kafka_consumer import ConsumerRecord, KafkaConsumer
+from simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
 from simulation.history import HistoryRecorder
 
 
@@ -28,6 +30,13 @@ def record_poll(
     op_id = history.invoke("poll", process, time, None)
     value = {"records": polled, "isolation": isolation, "group": group}
     history.complete(op_id, "ok", "poll", process, time, value)
+
+
+def record_failed_poll(history: HistoryRecorder, process: str, time: float, error: str) -> None:
+    """A poll that raised ``error`` (``Name: message``) to the application: ``fail``, since
+    it returned no records."""
+    op_id = history.invoke("poll", process, time, None)
+    history.complete(op_id, "fail", "poll", process, time, None, error)
 
 
 class ReaderApp:
@@ -51,7 +60,12 @@ class ReaderApp:
 
     def _run(self):  # type: ignore[no-untyped-def]
         while not self.stop.triggered:
-            records = yield from self.consumer.poll()
+            try:
+                records = yield from self.consumer.poll()
+            except ConsumerException as exc:
+                # Nothing in the reader catches it: the application stops reading.
+                record_failed_poll(self.history, f"{self.name}/0", self.env.now, exc.describe())
+                break
             if records:
                 self.polls += 1
                 record_poll(
@@ -68,7 +82,10 @@ class ReaderApp:
 
 
 def drain(env: simpy.Environment, consumer: KafkaConsumer, history: HistoryRecorder, process: str):  # type: ignore[no-untyped-def]
-    """Read every assigned partition to its end (the LSO for read_committed)."""
+    """Read every assigned partition from offset 0 to its end (the LSO for
+    read_committed)."""
+    for tp in consumer.assignment:
+        consumer.seek(tp, 0)
     while True:
         records = yield from consumer.poll()
         if records:

@@ -19,7 +19,7 @@ from typing import Any
 
 import simpy
 
-from simulation.apps.lifecycle import OUTCOME_COUNTS, ClientApplication, ProducerFactory
+from simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
 from simulation.history import HistoryRecorder
 from simulation.probe import Probe
 from simulation.rng import RandomStream
@@ -71,6 +71,7 @@ class TransactionalProducerApp(ClientApplication):
                     self._restart_process()
                     continue
                 while self.next_txn < w.transactions:
+                    yield from self.frozen()
                     restart = yield from self._transaction()
                     if restart:
                         self._restart_process()
@@ -151,12 +152,14 @@ class TransactionalProducerApp(ClientApplication):
         self._complete("info", f"{error}; abort failed: {abort_error}", None)
         return True
 
-    def _complete(self, type_: str, error: str | None, value: dict[str, Any] | None) -> None:
+    def _complete(
+        self, type_: str, error: str | None, value: dict[str, Any] | None, died: bool = False
+    ) -> None:
         if self.open_op is None:
             return
         op_id, _body = self.open_op
         self.open_op = None
-        self.counts[OUTCOME_COUNTS[type_]] += 1
+        tally(self.counts, type_, error, died)
         self.history.complete(op_id, type_, "txn", self.process_id, self.env.now, value, error)
 
     def _restart_process(self) -> None:
@@ -169,10 +172,12 @@ class TransactionalProducerApp(ClientApplication):
     def _died(self) -> None:
         if self.producer is not None:
             self.producer.crash()
-        self._complete("info", "ProcessCrashed: the process died in the transaction", None)
+        self._complete(
+            "info", "ProcessCrashed: the process died in the transaction", None, died=True
+        )
 
     def abandon_open_ops(self, error: str) -> int:
         if self.open_op is None:
             return 0
-        self._complete("info", error, None)
+        self._complete("info", error, None, died=True)
         return 1

@@ -32,6 +32,7 @@ from simulation.coordinator.runtime import CoordinatorRuntime
 from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.protocol import (
+    EARLIEST_TIMESTAMP,
     Disconnected,
     Errors,
     FetchPartition,
@@ -39,6 +40,8 @@ from simulation.protocol import (
     FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
@@ -55,7 +58,34 @@ _VERDICT_ERRORS = {
     Verdict.OUT_OF_ORDER_SEQUENCE: Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
     Verdict.INVALID_PRODUCER_EPOCH: Errors.INVALID_PRODUCER_EPOCH,
     Verdict.UNKNOWN_PRODUCER_ID: Errors.UNKNOWN_PRODUCER_ID,
+    Verdict.COORDINATOR_FENCED: Errors.TRANSACTION_COORDINATOR_FENCED,
 }
+
+# How a leader answers a produce whose verification (KIP-890 part 1) failed: Kafka's
+# AddPartitionsToTxnManager turns the coordinator's PRODUCER_FENCED into INVALID_PRODUCER_EPOCH,
+# and ReplicaManager.handleProduceAppend turns the retriable coordinator errors into
+# NOT_ENOUGH_REPLICAS (which every client retries). TRANSACTION_ABORTABLE (a partition not in
+# the transaction) reaches clients that send Produce v11+ (Kafka 3.8+) as is.
+_VERIFICATION_ERRORS = {
+    Errors.PRODUCER_FENCED: Errors.INVALID_PRODUCER_EPOCH,
+    Errors.CONCURRENT_TRANSACTIONS: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.NETWORK_EXCEPTION: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.COORDINATOR_NOT_AVAILABLE: Errors.NOT_ENOUGH_REPLICAS,
+    Errors.NOT_COORDINATOR: Errors.NOT_ENOUGH_REPLICAS,
+}
+
+
+def verification_error(error: Errors) -> Errors:
+    """The produce error for a failed verification answered ``error`` by the coordinator."""
+    return _VERIFICATION_ERRORS.get(error, error)
+
+
+def implicit_add_error(error: Errors) -> Errors:
+    """The produce error for a failed implicit add (transaction version 2, Produce v12:
+    TransactionSupportedOperation ``addPartition``): as for verification, except that
+    CONCURRENT_TRANSACTIONS reaches the client as is (KAFKA-18662), which retries it."""
+    return error if error is Errors.CONCURRENT_TRANSACTIONS else verification_error(error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +108,7 @@ class Broker:
         probe: Probe | None = None,
         directory: CoordinatorDirectory | None = None,
         verify_partition: PartitionVerifier | None = None,
+        add_partition: PartitionVerifier | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -98,6 +129,9 @@ class Broker:
         self.probe = probe or Probe()
         self.directory = directory
         self.verify_partition = verify_partition
+        # Transaction version 2 (KIP-890 part 2): the leader adds the partition to the
+        # producer's transaction itself, on its first transactional produce there.
+        self.add_partition = add_partition if rules.transaction_version >= 2 else None
         self.coordinator: CoordinatorRuntime | None = None  # attached by the runner
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
@@ -144,6 +178,8 @@ class Broker:
             return self._handle_produce(request)
         if isinstance(request, FetchRequest):
             return self._handle_fetch(request)
+        if isinstance(request, ListOffsetsRequest):
+            return self._handle_list_offsets(request)
         if isinstance(request, InitProducerIdRequest) and request.transactional_id is None:
             return InitProducerIdResponse(
                 request.correlation_id, Errors.NONE, self.producer_ids.generate_producer_id(), 0
@@ -172,10 +208,18 @@ class Broker:
             state = self.producer_state[tp]
             pid = data.producer_id
             if data.transactional:
-                if pid not in log.ongoing and self.verify_partition is not None:
+                if self.add_partition is not None:
+                    # UnifiedLog.hasOngoingTransaction(producerId, producerEpoch): the open
+                    # transaction must be this epoch's, else the leader adds the partition.
+                    if pid not in log.ongoing or state.epoch_of(pid) != data.epoch:
+                        error = self.add_partition(request.transactional_id, pid, data.epoch, tp)
+                        if error is not Errors.NONE:
+                            results.append(PartitionResponse(implicit_add_error(error)))
+                            continue
+                elif pid not in log.ongoing and self.verify_partition is not None:
                     error = self.verify_partition(request.transactional_id, pid, data.epoch, tp)
                     if error is not Errors.NONE:
-                        results.append(PartitionResponse(error))
+                        results.append(PartitionResponse(verification_error(error)))
                         continue
             elif pid in log.ongoing:
                 # A non-transactional write while the producer's transaction is open.
@@ -212,12 +256,40 @@ class Broker:
             if log is None:
                 parts.append((tp, FetchPartition(Errors.NOT_LEADER_OR_FOLLOWER)))
                 continue
+            if offset > log.log_end_offset or offset < 0:
+                # The log starts at 0 (nothing is ever deleted here); beyond its end (or
+                # before its start) a read is refused, as in Kafka's LocalLog.read.
+                refused = FetchPartition(
+                    Errors.OFFSET_OUT_OF_RANGE,
+                    last_stable_offset=log.last_stable_offset(),
+                    log_end_offset=log.log_end_offset,
+                )
+                parts.append((tp, refused))
+                continue
             batches, aborted = log.fetch(offset, request.isolation, self.settings.fetch_max_records)
             fetched = FetchPartition(
                 Errors.NONE, batches, aborted, log.last_stable_offset(), log.log_end_offset
             )
             parts.append((tp, fetched))
         return FetchResponse(request.correlation_id, parts)
+
+    def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
+        consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
+        last stable offset for read_committed, else the high watermark, which is the log end
+        here (no replication)."""
+        parts: list[tuple[TopicPartition, Errors, int]] = []
+        for tp, timestamp in request.partitions:
+            log = self.logs.get(tp)
+            if log is None:
+                parts.append((tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
+            elif timestamp == EARLIEST_TIMESTAMP:
+                parts.append((tp, Errors.NONE, 0))
+            elif request.isolation == "read_committed":
+                parts.append((tp, Errors.NONE, log.last_stable_offset()))
+            else:
+                parts.append((tp, Errors.NONE, log.log_end_offset))
+        return ListOffsetsResponse(request.correlation_id, parts)
 
     def _handle_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
         pid, epoch = request.producer_id, request.epoch
@@ -228,7 +300,9 @@ class Broker:
                 runtime = self.coordinator
                 error = Errors.NOT_LEADER_OR_FOLLOWER
                 if runtime is not None and runtime.partition_error(tp) is Errors.NONE:
-                    error = runtime.groups.complete_txn(tp[1], pid, epoch, request.commit)
+                    error = runtime.groups.complete_txn(
+                        tp[1], pid, epoch, request.commit, request.coordinator_epoch
+                    )
                 results.append((tp, error))
                 continue
             log = self.logs.get(tp)
@@ -238,10 +312,18 @@ class Broker:
             self.probe.hit("leader.before_marker", self.name)
             if not self.alive:
                 return None
-            if not self.producer_state[tp].mark(pid, epoch):
-                results.append((tp, Errors.INVALID_PRODUCER_EPOCH))
+            # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
+            verdict = self.producer_state[tp].mark(pid, epoch, request.coordinator_epoch)
+            if verdict is not Verdict.APPEND:
+                results.append((tp, _VERDICT_ERRORS[verdict]))
                 continue
-            log.append_marker(pid, epoch, control, self.env.now)  # type: ignore[arg-type]
+            log.append_marker(
+                pid,
+                epoch,
+                control,  # type: ignore[arg-type]
+                self.env.now,
+                request.coordinator_epoch,
+            )
             self.probe.hit("leader.after_marker", self.name)
             if not self.alive:
                 return None
@@ -279,7 +361,7 @@ class Broker:
             state = self._new_state()
             for b in log.batches:
                 if b.control is not None:
-                    state.mark(b.producer_id, b.epoch)
+                    state.update_marker(b.producer_id, b.epoch, b.coordinator_epoch)
                     continue
                 state.update(
                     b.producer_id,

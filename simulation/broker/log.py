@@ -35,6 +35,8 @@ class LogBatch:
     append_time: float
     transactional: bool = False
     control: ControlType | None = None
+    # A control batch's EndTransactionMarker carries the coordinator epoch that wrote it.
+    coordinator_epoch: int = -1
 
     @property
     def last_offset(self) -> int:
@@ -87,11 +89,24 @@ class PartitionLog:
         return batch
 
     def append_marker(
-        self, producer_id: int, epoch: int, control: ControlType, now: float
+        self,
+        producer_id: int,
+        epoch: int,
+        control: ControlType,
+        now: float,
+        coordinator_epoch: int = -1,
     ) -> LogBatch:
         """Write a COMMIT or ABORT marker for the producer's open transaction, if any."""
         marker = LogBatch(
-            self.log_end_offset, producer_id, epoch, NO_SEQUENCE, ("",), now, True, control
+            self.log_end_offset,
+            producer_id,
+            epoch,
+            NO_SEQUENCE,
+            ("",),
+            now,
+            True,
+            control,
+            coordinator_epoch,
         )
         first = self.ongoing.pop(producer_id, None)
         if control == "ABORT" and first is not None:

@@ -1,15 +1,26 @@
 """ProducerStateManager: the broker's per-partition memory of idempotent producers.
 
-For every producer id it keeps the current epoch and the metadata of the last five batches
-appended (first and last sequence, offsets). Every produce request is judged against it:
+For every producer id it keeps the current epoch, the coordinator epoch of the last
+transaction marker, and the metadata of the last five batches appended (first and last
+sequence, offsets). Every produce request is judged against it, as Kafka's
+``UnifiedLog.analyzeAndValidateProducerState`` and ``ProducerAppendInfo`` do:
 
 1. Duplicate first: same epoch and exactly the same sequence range as a cached batch -> nothing
    is appended and the original offset is returned as if the write had just succeeded.
 2. An older epoch -> INVALID_PRODUCER_EPOCH.
 3. A newer epoch must start at sequence 0 (the cache is cleared), else OUT_OF_ORDER.
 4. The same epoch must continue exactly at last sequence + 1 (2147483647 wraps to 0), else
-   OUT_OF_ORDER. A duplicate older than the cached batches therefore gets OUT_OF_ORDER.
+   OUT_OF_ORDER. A duplicate older than the cached batches therefore gets OUT_OF_ORDER. With
+   no batch cached at that epoch (a marker bumped the epoch, or a marker is all there is) the
+   last sequence is "none", so the batch must start at 0 (``ProducerAppendInfo.checkSequence``
+   accepts any sequence only when the producer has no epoch at all).
 5. A producer id with no state (new, or expired) is accepted at any sequence (KIP-360).
+
+A transaction marker (``appendEndTxnMarker``) is refused if its producer epoch is older than
+the producer's (INVALID_PRODUCER_EPOCH) or its coordinator epoch is older than the last one
+seen (TRANSACTION_COORDINATOR_FENCED, ``checkCoordinatorEpoch``). Otherwise it sets the
+producer's epoch (a new one clears the cached batches; the same one keeps them) and coordinator
+epoch.
 
 The class is pure logic with no SimPy in it, so every rule is unit-tested directly.
 """
@@ -20,7 +31,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from simulation.protocol import NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
+from simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
+
+NO_COORDINATOR_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +47,23 @@ class BatchMetadata:
 @dataclass(slots=True)
 class ProducerStateEntry:
     producer_id: int
-    epoch: int
+    epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=deque)
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    def maybe_update_epoch(self, epoch: int) -> None:
+        """A different epoch replaces the producer's and clears its cached batches."""
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
 
 
 class Verdict(Enum):
@@ -48,6 +72,7 @@ class Verdict(Enum):
     OUT_OF_ORDER_SEQUENCE = "out_of_order_sequence"
     INVALID_PRODUCER_EPOCH = "invalid_producer_epoch"
     UNKNOWN_PRODUCER_ID = "unknown_producer_id"
+    COORDINATOR_FENCED = "coordinator_fenced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +112,13 @@ class ProducerStateManager:
                     return Check(Verdict.DUPLICATE, cached)
         if epoch < entry.epoch:
             return Check(Verdict.INVALID_PRODUCER_EPOCH)
-        if epoch > entry.epoch:
+        if entry.epoch == NO_PRODUCER_EPOCH:
+            ok = True  # no epoch at all: any sequence
+        elif epoch != entry.epoch:
             ok = first_seq == 0
         else:
-            ok = entry.last_seq == NO_SEQUENCE or in_sequence(entry.last_seq, first_seq)
+            # No cached batch at this epoch: the last sequence is NO_SEQUENCE, so only 0 follows.
+            ok = in_sequence(entry.last_seq, first_seq)
         return Check(Verdict.APPEND if ok else Verdict.OUT_OF_ORDER_SEQUENCE)
 
     def update(
@@ -102,27 +130,48 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
     ) -> None:
-        """Record an appended batch (after :meth:`check` said APPEND)."""
+        """Record an appended batch (after :meth:`check` said APPEND, or replaying the log,
+        where nothing is validated)."""
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self.producers.get(producer_id)
-        if entry is None or epoch != entry.epoch:
+        if entry is None:
             entry = ProducerStateEntry(producer_id, epoch)
             self.producers[producer_id] = entry
+        entry.maybe_update_epoch(epoch)
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         if len(entry.batches) > self.cached_batches:
             entry.batches.popleft()
 
-    def mark(self, producer_id: int, epoch: int) -> bool:
-        """A transaction marker of ``epoch`` is appended: a newer epoch replaces the
-        producer's (and clears its sequences). False if the marker's epoch is stale."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
+        """May a COMMIT/ABORT marker of ``epoch`` from coordinator epoch ``coordinator_epoch``
+        be appended? APPEND, INVALID_PRODUCER_EPOCH or COORDINATOR_FENCED."""
         entry = self.producers.get(producer_id)
         if entry is None:
-            self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
-            return True
+            return Verdict.APPEND
         if epoch < entry.epoch:
-            return False
-        if epoch > entry.epoch:
-            entry.epoch = epoch
-            entry.batches.clear()
-        return True
+            return Verdict.INVALID_PRODUCER_EPOCH
+        if entry.coordinator_epoch > coordinator_epoch:
+            return Verdict.COORDINATOR_FENCED
+        return Verdict.APPEND
+
+    def update_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Record an appended marker (after :meth:`check_marker`, or replaying the log)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = ProducerStateEntry(producer_id)
+            self.producers[producer_id] = entry
+        entry.maybe_update_epoch(epoch)
+        entry.coordinator_epoch = coordinator_epoch
+
+    def epoch_of(self, producer_id: int) -> int:
+        """The producer's current epoch on this partition (NO_PRODUCER_EPOCH if unknown)."""
+        entry = self.producers.get(producer_id)
+        return entry.epoch if entry is not None else NO_PRODUCER_EPOCH
+
+    def mark(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
+        """Check a marker and, if it may be appended, record it."""
+        verdict = self.check_marker(producer_id, epoch, coordinator_epoch)
+        if verdict is Verdict.APPEND:
+            self.update_marker(producer_id, epoch, coordinator_epoch)
+        return verdict

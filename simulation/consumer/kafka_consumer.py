@@ -8,13 +8,28 @@ the group coordinator, found with FindCoordinator; ``committed()`` asks for *sta
 (KIP-447) and so waits while a transaction's offsets are pending. Offsets are committed by
 the application (``commit()``) or, with ``auto_commit_interval_ms`` (``enable.auto.commit``),
 by ``poll()`` itself: at most once per interval, asynchronously, the positions the poll starts
-from, which cover every record earlier polls returned. Groups are not rebalanced: partitions
-are assigned by the application (a listed departure in docs/model.md).
+from, which cover every record earlier polls returned. An asynchronous commit is tried once and
+never retried, as in Kafka's ConsumerCoordinator (a retried commit could land after a later
+one and move the group's offsets back); a retriable failure brings the next auto-commit
+forward to ``retry.backoff.ms``. Groups are not rebalanced: partitions are assigned by the
+application (a listed departure in docs/model.md).
+
+Positions follow Kafka's ``SubscriptionState``. An assigned partition has no position until
+the application seeks (say to its group's committed offset). ``poll()`` then applies
+``auto.offset.reset`` to the partitions still without one: ``latest`` (Kafka's default) or
+``earliest`` mark them for reset, and a ListOffsets request to each leader (timestamp LATEST
+or EARLIEST) returns the position: the log start offset, or the end a consumer of that
+isolation level may read to (the last stable offset under read_committed, else the high
+watermark). A failed or refused ListOffsets is retried after ``retry.backoff.ms``. With
+``none`` the poll raises :class:`NoOffsetForPartitionException` to the application. A fetch
+answered OFFSET_OUT_OF_RANGE at the current position resets the partition the same way, or,
+with ``none``, raises :class:`OffsetOutOfRangeException` (after the records the same poll
+already collected are returned, as Kafka's FetchCollector does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from typing import Any
 
 import simpy
@@ -24,10 +39,14 @@ from simulation.consumer.network_client import ConsumerNetworkClient
 from simulation.metadata import ClusterMetadata
 from simulation.network import Network
 from simulation.protocol import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     Errors,
     FetchRequest,
     FetchResponse,
     FindCoordinatorRequest,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetFetchRequest,
     TopicPartition,
@@ -35,6 +54,38 @@ from simulation.protocol import (
 
 ConsumerRecord = tuple[TopicPartition, int, str]  # (partition, offset, value)
 Process = Generator[simpy.Event, Any, Any]
+
+OFFSET_RESET_STRATEGIES = ("latest", "earliest", "none")
+_RESET_TIMESTAMPS = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP}
+
+
+def _names(partitions: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{topic}-{partition}" for topic, partition in partitions)
+
+
+class ConsumerException(Exception):
+    """An exception ``poll()`` raises to the application."""
+
+    def describe(self) -> str:
+        """``Name: message``, as the history's ``error`` fields write exceptions."""
+        return f"{type(self).__name__}: {self}"
+
+
+class NoOffsetForPartitionException(ConsumerException):
+    """Partitions without a position, and ``auto.offset.reset=none``."""
+
+    def __init__(self, partitions: list[TopicPartition]) -> None:
+        self.partitions = partitions
+        super().__init__(f"no position and auto.offset.reset=none for {_names(partitions)}")
+
+
+class OffsetOutOfRangeException(ConsumerException):
+    """A fetch position outside the log, and ``auto.offset.reset=none``."""
+
+    def __init__(self, offsets: dict[TopicPartition, int]) -> None:
+        self.offsets = offsets
+        where = ", ".join(f"{t}-{p} at {o}" for (t, p), o in offsets.items())
+        super().__init__(f"fetch position out of range and auto.offset.reset=none: {where}")
 
 
 class KafkaConsumer:
@@ -52,7 +103,10 @@ class KafkaConsumer:
         host: str | None = None,
         auto_commit_interval_ms: float | None = None,
         poll_timeout_ms: float = 1_000.0,
+        auto_offset_reset: str = "latest",
     ) -> None:
+        if auto_offset_reset not in OFFSET_RESET_STRATEGIES:
+            raise ValueError(f"auto.offset.reset must be one of {OFFSET_RESET_STRATEGIES}")
         self.env = env
         self.node = node
         self.metadata = metadata
@@ -60,7 +114,17 @@ class KafkaConsumer:
         self.group = group
         self.retry_backoff_ms = retry_backoff_ms
         self.client = ConsumerNetworkClient(env, node, network, request_timeout_ms, host)
+        self.auto_offset_reset = auto_offset_reset
+        self.assignment: list[TopicPartition] = []
+        # Partitions with a valid position (Kafka's FETCHING state).
         self.positions: dict[TopicPartition, int] = {}
+        # Partitions awaiting a reset (AWAIT_RESET), with the strategy asked for; those whose
+        # ListOffsets is in flight; and when a failed one may be retried.
+        self._reset: dict[TopicPartition, str] = {}
+        self._listing: dict[TopicPartition, simpy.Event] = {}
+        self._reset_retry_at: dict[TopicPartition, float] = {}
+        # Out-of-range fetch positions (with ``none``) to raise on the next poll.
+        self._out_of_range: dict[TopicPartition, int] = {}
         self.coordinator: str | None = None
         self.end_offsets: dict[TopicPartition, int] = {}
         self._end_asked_at: dict[TopicPartition, float] = {}
@@ -70,12 +134,23 @@ class KafkaConsumer:
         self._answered: list[tuple[tuple[tuple[TopicPartition, int], ...], float, object]] = []
         self.auto_commit_interval_ms = auto_commit_interval_ms if group is not None else None
         self._next_auto_commit = env.now + (auto_commit_interval_ms or 0.0)
+        self._lookups = 0
 
     def assign(self, partitions: list[TopicPartition]) -> None:
-        self.positions = dict.fromkeys(partitions, 0)
+        """Assign ``partitions``, none of which has a position yet (Kafka's INITIALIZING)."""
+        self.assignment = list(partitions)
+        self.positions = {}
+        self._reset.clear()
+        self._listing.clear()
+        self._reset_retry_at.clear()
+        self._out_of_range.clear()
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
+        # A pending reset is cancelled: its ListOffsets answer is ignored on arrival.
+        self._reset.pop(tp, None)
+        self._listing.pop(tp, None)
+        self._reset_retry_at.pop(tp, None)
         # An answer to a fetch from the old position is dropped by `_records`.
 
     # -- fetching ----------------------------------------------------------------------
@@ -83,22 +158,118 @@ class KafkaConsumer:
         """Fetch from every leader that has no fetch in flight, then wait (at most
         ``poll_timeout_ms``) until some fetch has answered; returns the records of every
         answer received, in arrival order. A leader that does not answer stalls only its own
-        partitions, until ``request.timeout.ms`` gives up on it, as in Kafka's Fetcher."""
+        partitions, until ``request.timeout.ms`` gives up on it, as in Kafka's Fetcher.
+        Partitions without a position are reset first (``auto.offset.reset``); a position
+        that arrives while the poll waits is fetched from in the same poll.
+
+        Raises :class:`NoOffsetForPartitionException` or :class:`OffsetOutOfRangeException`
+        with ``auto.offset.reset=none``."""
         self._maybe_auto_commit()
-        by_leader: dict[str, list[tuple[TopicPartition, int]]] = {}
-        for tp, position in self.positions.items():
-            by_leader.setdefault(self.metadata.leader(tp), []).append((tp, position))
-        for leader, parts in by_leader.items():
-            if leader not in self._in_flight:
-                self._fetch(leader, tuple(parts))
-        if not self._answered and self._in_flight:
+        deadline = self.env.now + self.poll_timeout_ms
+        first = True
+        while True:
+            self._update_fetch_positions()
+            self._raise_out_of_range()
+            self._send_fetches()
+            if self._answered:
+                break
             waiting = [event for _parts, event in self._in_flight.values()]
-            yield simpy.AnyOf(self.env, [*waiting, self.env.timeout(self.poll_timeout_ms)])
+            waiting += _unique(self._listing.values())
+            retry = self._next_reset_retry()
+            if not waiting and retry is None:
+                break
+            remaining = self.poll_timeout_ms if first else deadline - self.env.now
+            if retry is not None:
+                remaining = min(remaining, retry - self.env.now)
+            first = False
+            yield simpy.AnyOf(self.env, [*waiting, self.env.timeout(remaining)])
+            if self._answered or self.env.now >= deadline:
+                break
         answered, self._answered = self._answered, []
         out: list[ConsumerRecord] = []
         for parts, sent_at, response in answered:
             out.extend(self._records(parts, sent_at, response))
+        if self._out_of_range and not out:
+            self._raise_out_of_range()
         return out
+
+    def _send_fetches(self) -> None:
+        by_leader: dict[str, list[tuple[TopicPartition, int]]] = {}
+        for tp in self.assignment:
+            if tp in self.positions:
+                by_leader.setdefault(self.metadata.leader(tp), []).append((tp, self.positions[tp]))
+        for leader, parts in by_leader.items():
+            if leader not in self._in_flight:
+                self._fetch(leader, tuple(parts))
+
+    # -- positions (SubscriptionState, OffsetFetcher) -----------------------------------
+    def _update_fetch_positions(self) -> None:
+        """Partitions with no position and no reset pending get the default reset strategy
+        (or, with ``none``, the poll raises); then a ListOffsets goes to each leader for the
+        partitions awaiting a reset that have none in flight and are past their backoff."""
+        initializing = [
+            tp for tp in self.assignment if tp not in self.positions and tp not in self._reset
+        ]
+        if initializing:
+            if self.auto_offset_reset == "none":
+                raise NoOffsetForPartitionException(initializing)
+            for tp in initializing:
+                self._reset[tp] = self.auto_offset_reset
+        by_leader: dict[str, list[tuple[TopicPartition, int]]] = {}
+        for tp in self.assignment:
+            strategy = self._reset.get(tp)
+            if strategy is None or tp in self._listing:
+                continue
+            if self._reset_retry_at.get(tp, 0.0) > self.env.now:
+                continue
+            timestamp = _RESET_TIMESTAMPS[strategy]
+            by_leader.setdefault(self.metadata.leader(tp), []).append((tp, timestamp))
+        for leader, parts in by_leader.items():
+            self._list_offsets(leader, tuple(parts))
+
+    def _list_offsets(self, leader: str, parts: tuple[tuple[TopicPartition, int], ...]) -> None:
+        request = ListOffsetsRequest(self.client.next_correlation_id(), parts, self.isolation)
+        event = self.client.send(leader, request)
+        asked = {tp: self._reset[tp] for tp, _timestamp in parts}
+        for tp in asked:
+            self._listing[tp] = event
+
+        def answered(ev: simpy.Event) -> None:
+            response = ev.value
+            offsets: dict[TopicPartition, int] = {}
+            if isinstance(response, ListOffsetsResponse):
+                offsets = {tp: off for tp, err, off in response.partitions if err is Errors.NONE}
+            for tp, strategy in asked.items():
+                if self._listing.get(tp) is not ev:
+                    continue  # a seek (or a new assignment) overtook this request
+                del self._listing[tp]
+                if self._reset.get(tp) != strategy:
+                    continue
+                if tp in offsets:
+                    del self._reset[tp]
+                    self._reset_retry_at.pop(tp, None)
+                    self.positions[tp] = offsets[tp]
+                else:
+                    self._reset_retry_at[tp] = self.env.now + self.retry_backoff_ms
+
+        event.callbacks.append(answered)
+
+    def _next_reset_retry(self) -> float | None:
+        """When the earliest partition waiting out a failed ListOffsets may retry."""
+        times = [
+            at
+            for tp, at in self._reset_retry_at.items()
+            if tp in self._reset and tp not in self._listing and at > self.env.now
+        ]
+        return min(times) if times else None
+
+    def _raise_out_of_range(self) -> None:
+        """Raise the out-of-range positions kept from the last fetch, unless a seek moved
+        them since (then that answer is stale)."""
+        stale, self._out_of_range = self._out_of_range, {}
+        current = {tp: off for tp, off in stale.items() if self.positions.get(tp) == off}
+        if current:
+            raise OffsetOutOfRangeException(current)
 
     def _fetch(self, leader: str, parts: tuple[tuple[TopicPartition, int], ...]) -> None:
         request = FetchRequest(self.client.next_correlation_id(), parts, self.isolation)
@@ -124,8 +295,17 @@ class KafkaConsumer:
         asked = dict(parts)
         out: list[ConsumerRecord] = []
         for tp, part in response.partitions:
-            if part.error is not Errors.NONE or self.positions.get(tp) != asked[tp]:
-                continue  # an error, or the position moved (a seek) since it was asked
+            if self.positions.get(tp) != asked[tp]:
+                continue  # the position moved (a seek or a reset) since it was asked
+            if part.error is Errors.OFFSET_OUT_OF_RANGE:
+                if self.auto_offset_reset == "none":
+                    self._out_of_range[tp] = asked[tp]
+                else:
+                    del self.positions[tp]
+                    self._reset[tp] = self.auto_offset_reset
+                continue
+            if part.error is not Errors.NONE:
+                continue
             self.end_offsets[tp] = (
                 part.last_stable_offset
                 if self.isolation == "read_committed"
@@ -146,10 +326,11 @@ class KafkaConsumer:
         """Every partition's position has reached the end the last fetch reported (and, with
         ``since``, that fetch was sent after ``since``)."""
         return all(
-            tp in self.end_offsets
-            and pos >= self.end_offsets[tp]
+            tp in self.positions
+            and tp in self.end_offsets
+            and self.positions[tp] >= self.end_offsets[tp]
             and (since is None or self._end_asked_at[tp] > since)
-            for tp, pos in self.positions.items()
+            for tp in self.assignment
         )
 
     # -- committed offsets -------------------------------------------------------------
@@ -162,7 +343,39 @@ class KafkaConsumer:
         if interval is None or self.env.now < self._next_auto_commit:
             return
         self._next_auto_commit = self.env.now + interval
-        self.env.process(self.commit(dict(self.positions)))
+        self.env.process(self._commit_async(dict(self.positions)))
+
+    def _commit_async(self, offsets: dict[TopicPartition, int]) -> Process:
+        """One attempt at committing ``offsets`` (after one coordinator lookup if none is
+        known); a failure is not retried: the next auto-commit comes ``retry.backoff.ms``
+        later, with the positions of then."""
+        assert self.group is not None
+        if self.coordinator is None:
+            yield from self._lookup_coordinator()
+        response = None
+        if self.coordinator is not None and self.client.running:
+            request = OffsetCommitRequest(
+                self.client.next_correlation_id(), self.group, tuple(offsets.items())
+            )
+            response = yield self.client.send(self.coordinator, request)
+            if response is None or response.error in (
+                Errors.NOT_COORDINATOR,
+                Errors.COORDINATOR_NOT_AVAILABLE,
+            ):
+                self.coordinator = None
+        if response is None or response.error.retriable:
+            self._next_auto_commit = self.env.now + self.retry_backoff_ms
+
+    def _lookup_coordinator(self) -> Process:
+        """One FindCoordinator, to the next broker in turn."""
+        assert self.group is not None
+        brokers = self.metadata.brokers
+        broker = brokers[self._lookups % len(brokers)]
+        self._lookups += 1
+        request = FindCoordinatorRequest(self.client.next_correlation_id(), self.group, "group")
+        response = yield self.client.send(broker, request)
+        if response is not None and response.error is Errors.NONE:
+            self.coordinator = response.node
 
     def _find_coordinator(self) -> Process:
         assert self.group is not None
@@ -207,7 +420,7 @@ class KafkaConsumer:
     def committed(self) -> Process:
         """The group's committed offsets for the assigned partitions (stable ones)."""
         assert self.group is not None
-        group, partitions = self.group, tuple(self.positions)
+        group, partitions = self.group, tuple(self.assignment)
         response = yield from self._coordinator_call(
             lambda cid: OffsetFetchRequest(cid, group, partitions)
         )
@@ -227,3 +440,12 @@ class KafkaConsumer:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _unique(events: Iterable[simpy.Event]) -> list[simpy.Event]:
+    """Each event once, in first-seen order."""
+    out: list[simpy.Event] = []
+    for event in events:
+        if not any(event is e for e in out):
+            out.append(event)
+    return out

@@ -8,7 +8,10 @@ group's committed offsets, ABORT drops them. While offsets are pending for a par
 OffsetFetch that asks for stable offsets (KIP-447) is answered UNSTABLE_OFFSET_COMMIT.
 
 A TxnOffsetCommit from an epoch older than the newest one seen for its producer id is
-fenced, as the append to ``__consumer_offsets`` would be. Group membership and rebalancing
+fenced, as the append to ``__consumer_offsets`` would be. A marker is refused as the append of
+a control batch to ``__consumer_offsets`` would refuse it: INVALID_PRODUCER_EPOCH for an older
+producer epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch than the last
+marker of that producer id. Group membership and rebalancing
 are not modelled: applications assign their partitions statically (a listed departure).
 """
 
@@ -33,6 +36,8 @@ class OffsetStore:
     # (group, producer id) -> offsets waiting for the transaction's marker
     pending: dict[tuple[str, int], dict[TopicPartition, int]] = field(default_factory=dict)
     producer_epochs: dict[int, int] = field(default_factory=dict)
+    # producer id -> coordinator epoch of its last marker
+    coordinator_epochs: dict[int, int] = field(default_factory=dict)
 
 
 class GroupCoordinator:
@@ -71,12 +76,22 @@ class GroupCoordinator:
         committed = self.store.committed.get(group, {})
         return Errors.NONE, {tp: committed[tp] for tp in partitions if tp in committed}
 
-    def complete_txn(self, partition: int, producer_id: int, epoch: int, commit: bool) -> Errors:
+    def complete_txn(
+        self,
+        partition: int,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int = -1,
+    ) -> Errors:
         """A COMMIT or ABORT marker reached ``__consumer_offsets`` partition ``partition``."""
         known = self.store.producer_epochs.get(producer_id)
         if known is not None and epoch < known:
             return Errors.INVALID_PRODUCER_EPOCH
+        if self.store.coordinator_epochs.get(producer_id, -1) > coordinator_epoch:
+            return Errors.TRANSACTION_COORDINATOR_FENCED
         self.store.producer_epochs[producer_id] = epoch
+        self.store.coordinator_epochs[producer_id] = coordinator_epoch
         for group, pid in list(self.store.pending):
             if pid != producer_id or offsets_partition(group)[1] != partition:
                 continue

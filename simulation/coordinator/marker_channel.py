@@ -1,11 +1,23 @@
 """TransactionMarkerChannelManager: writes COMMIT/ABORT markers to the partitions' leaders.
 
 For a transaction the coordinator has moved to PrepareCommit or PrepareAbort, one
-WriteTxnMarkers request goes to the leader of each partition group, and every partition is
-retried until its leader accepts the marker: after ``retry_backoff_ms`` on an error, and
-after ``request_timeout_ms`` when no answer came (the request or its answer was lost, or the
-leader is down). When the last partition has accepted, ``on_done`` is called and the
-coordinator persists CompleteCommit/CompleteAbort.
+WriteTxnMarkers request goes to the leader of each partition group. The answers are handled
+as Kafka's ``TransactionMarkerRequestCompletionHandler`` does:
+
+* NONE: the partition is done;
+* a retriable error (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS,
+  REQUEST_TIMED_OUT): the partition is sent again after ``retry_backoff_ms``;
+* INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED (a newer producer epoch or a newer
+  coordinator has written there): the transaction's pending completion is cancelled
+  (``removeMarkersForTxn``). Nothing of that answer is retried and ``on_done`` is never
+  called, so the coordinator keeps the transaction in Prepare* until the partition is
+  loaded again. Requests already out for other partitions still finish (and retry) as usual;
+* any other error is a simulator bug and raises.
+
+A request with no answer is sent again after ``request_timeout_ms`` (the request or its
+answer was lost, or the leader is down). When the last partition has accepted and the
+completion was not cancelled, ``on_done`` is called and the coordinator persists
+CompleteCommit/CompleteAbort.
 
 Inter-broker messages travel without a connection: each is lost or delayed on its own (a
 listed departure). A crash of the coordinator drops the channel; the next coordinator
@@ -36,6 +48,25 @@ class _PendingMarkers:
     on_done: Callable[[], None]
     in_flight: dict[int, tuple[TopicPartition, ...]] = field(default_factory=dict)
     done: bool = False
+    cancelled: bool = False
+
+
+RETRIABLE_MARKER_ERRORS = frozenset(
+    {
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.REQUEST_TIMED_OUT,
+    }
+)
+# The producer's or the coordinator's epoch has moved on: the transaction can be ignored.
+CANCELLING_MARKER_ERRORS = frozenset(
+    {Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED}
+)
+
+
+class UnexpectedMarkerError(RuntimeError):
+    """An answer to WriteTxnMarkers that Kafka's completion handler treats as fatal."""
 
 
 class TransactionMarkerChannelManager:
@@ -128,15 +159,25 @@ class TransactionMarkerChannelManager:
             return  # a late answer to a request that already timed out, or a dead channel
         pending.in_flight.pop(cid, None)
         retry: list[TopicPartition] = []
+        abort_sending = False
         for tp, error in results:
-            # INVALID_PRODUCER_EPOCH: a newer epoch already wrote there; the marker is moot.
-            if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH):
+            if error is Errors.NONE:
                 pending.remaining.pop(tp, None)
-            else:
+            elif error in RETRIABLE_MARKER_ERRORS:
                 retry.append(tp)
+            elif error in CANCELLING_MARKER_ERRORS:
+                pending.cancelled = True
+                abort_sending = True
+            else:
+                raise UnexpectedMarkerError(
+                    f"{pending.transactional_id}: WriteTxnMarkers for {tp} answered {error.name}"
+                )
+        if abort_sending:
+            return
+        retry = [tp for tp in retry if tp in pending.remaining]  # not already accepted
         if retry:
             self._later(self.retry_backoff_ms, lambda: self._send(pending, tuple(retry)))
-        if not pending.remaining and not pending.done:
+        elif not pending.remaining and not pending.done and not pending.cancelled:
             pending.done = True
             pending.on_done()
 

@@ -8,7 +8,10 @@ The protocol decisions live in :class:`TransactionCoordinator` and :class:`Group
 * loading a ``__transaction_state`` partition re-sends the markers of every PrepareCommit
   or PrepareAbort transaction in it; Ongoing ones are left to the timeout;
 * after an EndTxn (or a fencing) has persisted Prepare*, it has the marker channel write the
-  markers and persists Complete* once every partition accepted them;
+  markers, stamped with the coordinator epoch this broker loaded the partition at, and
+  persists Complete* once every partition accepted them; if a leader refuses a marker as
+  stale (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) the transaction is left in
+  Prepare* until the partition is loaded again, as Kafka's completion handler does;
 * every ``abort_check_interval_ms`` it fences and aborts transactions open longer than their
   timeout, and every ``expiration_check_interval_ms`` it removes transactional.ids idle for
   longer than ``transactional_id_expiration_ms``.
@@ -43,6 +46,8 @@ from simulation.coordinator.transaction_state import TransactionState as S
 from simulation.network import Network
 from simulation.probe import Probe
 from simulation.protocol import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
@@ -97,6 +102,9 @@ class CoordinatorRuntime:
         self.settings = settings
         self.probe = probe
         self.on_fence = on_fence
+        # Transaction version 2: how this broker adds a partition to a transaction whose
+        # coordinator may be elsewhere (AddPartitionsToTxnManager); set by the cluster.
+        self.add_partition: Callable[[str, int, int, TopicPartition], Errors] | None = None
         self.txn = TransactionCoordinator(txn_log, next_producer_id, rules)
         self.groups = GroupCoordinator(offsets)
         self.markers = TransactionMarkerChannelManager(
@@ -112,8 +120,11 @@ class CoordinatorRuntime:
         self._loaded: dict[InternalPartition, None] = {}
         self._generation = 0
         directory.register(node, self._become_leader)
+        # The coordinator epoch each led partition was loaded at (the markers carry it).
+        self._coordinator_epochs: dict[InternalPartition, int] = {}
         for partition in directory.owned_by(node):
             self._loaded[partition] = None  # a fresh cluster has nothing to load
+            self._coordinator_epochs[partition] = directory.coordinator_epoch(partition)
         self._start_timers()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -146,9 +157,10 @@ class CoordinatorRuntime:
         self._start_timers()
         # The directory tells us which partitions to load again (broker_restarted).
 
-    def _become_leader(self, partition: InternalPartition, _coordinator_epoch: int) -> None:
+    def _become_leader(self, partition: InternalPartition, coordinator_epoch: int) -> None:
         if not self.alive:
             return
+        self._coordinator_epochs[partition] = coordinator_epoch
         self._loaded.pop(partition, None)
         self._loading_until[partition] = self.env.now + self.settings.load_ms
         generation = self._generation
@@ -189,14 +201,32 @@ class CoordinatorRuntime:
         if isinstance(request, InitProducerIdRequest):
             return self._init_producer_id(request)
         if isinstance(request, AddPartitionsToTxnRequest):
-            return ErrorResponse(request.correlation_id, self._add(request, request.partitions))
+            error = self.add_partitions(
+                request.transactional_id, request.producer_id, request.epoch, request.partitions
+            )
+            return ErrorResponse(request.correlation_id, error)
         if isinstance(request, AddOffsetsToTxnRequest):
-            tps = (offsets_partition(request.group),)
-            return ErrorResponse(request.correlation_id, self._add(request, tps))
+            error = self.add_partitions(
+                request.transactional_id,
+                request.producer_id,
+                request.epoch,
+                (offsets_partition(request.group),),
+            )
+            return ErrorResponse(request.correlation_id, error)
         if isinstance(request, EndTxnRequest):
             return self._end_txn(request)
         if isinstance(request, TxnOffsetCommitRequest):
             error = self.partition_error(offsets_partition(request.group))
+            if error is Errors.NONE and self.add_partition is not None:
+                # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
+                # offsets partition to the transaction itself (no AddOffsetsToTxn).
+                error = self.add_partition(
+                    request.transactional_id,
+                    request.producer_id,
+                    request.epoch,
+                    offsets_partition(request.group),
+                )
+                error = Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
             if error is Errors.NONE:
                 error = self.groups.txn_commit(
                     request.group, request.producer_id, request.epoch, request.offsets
@@ -219,12 +249,19 @@ class CoordinatorRuntime:
         txn_id = request.transactional_id
         assert txn_id is not None
         cid = request.correlation_id
+        # KafkaApis.handleInitProducerIdRequest: both or neither of producer id and epoch.
+        named = (request.producer_id != NO_PRODUCER_ID, request.epoch != NO_PRODUCER_EPOCH)
+        if named[0] != named[1]:
+            return InitProducerIdResponse(cid, Errors.INVALID_REQUEST)
+        expected = (request.producer_id, request.epoch) if named[0] else None
         error = self.partition_error(internal_partition(txn_id, "transaction"))
         if error is not Errors.NONE:
             return InitProducerIdResponse(cid, error)
         before = self.txn.transactions.get(txn_id)
         old = (before.producer_id, before.epoch) if before is not None else None
-        result = self.txn.init_producer_id(txn_id, request.transaction_timeout_ms, self.env.now)
+        result = self.txn.init_producer_id(
+            txn_id, request.transaction_timeout_ms, self.env.now, expected
+        )
         meta = self.txn.transactions.get(txn_id)
         if meta is not None and old is not None and (meta.producer_id, meta.epoch) != old:
             self._fenced(meta, old)
@@ -236,24 +273,19 @@ class CoordinatorRuntime:
         if self.on_fence is None:
             return
         pid, epoch = old
-        fenced_from = meta.epoch if meta.producer_id == pid else epoch + 1
-        self.on_fence(meta.transactional_id, pid, fenced_from, self.env.now)
+        # Every epoch of ``pid`` up to the old one is fenced from now on (a fence under
+        # transaction version 2 bumps twice; the second bump fences nothing more).
+        self.on_fence(meta.transactional_id, pid, epoch + 1, self.env.now)
 
-    def _add(
-        self,
-        request: AddPartitionsToTxnRequest | AddOffsetsToTxnRequest,
-        partitions: tuple[TopicPartition, ...],
+    def add_partitions(
+        self, txn_id: str, pid: int, epoch: int, partitions: tuple[TopicPartition, ...]
     ) -> Errors:
-        error = self.partition_error(internal_partition(request.transactional_id, "transaction"))
+        """AddPartitionsToTxn (from a client, or from a leader or group coordinator adding a
+        partition for a transaction version 2 client)."""
+        error = self.partition_error(internal_partition(txn_id, "transaction"))
         if error is not Errors.NONE:
             return error
-        return self.txn.add_partitions(
-            request.transactional_id,
-            request.producer_id,
-            request.epoch,
-            list(partitions),
-            self.env.now,
-        )
+        return self.txn.add_partitions(txn_id, pid, epoch, list(partitions), self.env.now)
 
     def _end_txn(self, request: EndTxnRequest) -> EndTxnResponse | None:
         cid = request.correlation_id
@@ -267,16 +299,14 @@ class CoordinatorRuntime:
         meta = self.txn.transactions.get(txn_id)
         if result.error is not Errors.NONE or meta is None:
             return EndTxnResponse(cid, result.error)
-        pid, epoch = meta.producer_id, meta.epoch
         if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             self.probe.hit("coordinator.prepare_persisted", self.node)
             if not self.alive:
                 return None
-            epoch = self.txn.marker_epoch(meta)
             self._write_markers(meta)
             if not self.alive:
                 return None
-        return EndTxnResponse(cid, Errors.NONE, pid, epoch)
+        return EndTxnResponse(cid, Errors.NONE, result.producer_id, result.epoch)
 
     # -- markers -----------------------------------------------------------------------
     def _write_markers(self, meta: TransactionMetadata) -> None:
@@ -301,7 +331,7 @@ class CoordinatorRuntime:
             meta.producer_id,
             self.txn.marker_epoch(meta),
             commit,
-            self.directory.coordinator_epoch(partition),
+            self._coordinator_epochs[partition],
             tuple(meta.partitions),
             done,
         )
@@ -316,8 +346,15 @@ class CoordinatorRuntime:
             if self.partition_error(internal_partition(txn_id, "transaction")) is not Errors.NONE:
                 continue
             old = (meta.producer_id, meta.epoch)
-            self.txn.fence_and_abort(meta, self.env.now)
-            self._fenced(meta, old)
+            fence = self.txn.fence_and_abort(meta, self.env.now)
+            if (meta.producer_id, meta.epoch) != old:
+                self._fenced(meta, old)
+            if fence.error is not Errors.NONE:
+                # The epoch cannot be bumped (32767): Kafka's prepareFenceProducerEpoch (or,
+                # under transaction version 2, the abort's bump) throws, which ends this round
+                # of TransactionCoordinator.abortTimedOutTransactions; the transaction stays
+                # Ongoing and is tried again at the next check.
+                return
             self._write_markers(meta)
             if not self.alive:
                 return

@@ -35,6 +35,11 @@ def partition_for(key: str, partitions: int = TRANSACTION_STATE_PARTITIONS) -> i
 
 @dataclass(frozen=True, slots=True)
 class TransactionLogRecord:
+    """What Kafka's ``TransactionLog.valueToBytes`` writes: producer id and epoch, timeout,
+    state, partitions and timestamps. Not the last producer epoch (the record has no field
+    for it) and not the previous or next producer id (the fields exist but are left unset),
+    so a coordinator that loads the log does not know them."""
+
     transactional_id: str
     producer_id: int
     epoch: int
@@ -43,7 +48,6 @@ class TransactionLogRecord:
     partitions: tuple[tuple[str, int], ...]
     started_ms: float | None
     time: float
-    last_end_epoch: int | None = None
 
 
 class TransactionLog:

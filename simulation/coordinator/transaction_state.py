@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from simulation.protocol import MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+
 
 class IllegalStateTransition(RuntimeError):
     """A state change the protocol forbids: always a bug in the model, never absorbed."""
@@ -48,9 +50,24 @@ _PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
 }
 
 
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka's ``TransactionMetadata.isEpochExhausted``: a client never gets epoch 32767, so
+    that the coordinator can always fence the producer once more."""
+    return epoch >= MAX_EPOCH - 1
+
+
 @dataclass
 class TransactionMetadata:
-    """What the coordinator knows about one transactional.id."""
+    """What the coordinator knows about one transactional.id (Kafka's ``TransactionMetadata``).
+
+    ``last_producer_epoch`` is the epoch before the last KIP-360 bump (NO_PRODUCER_EPOCH when a
+    new instance initialised, or after a fence), so that a retried bump is told apart from a
+    zombie's. ``previous_producer_id`` is the producer id before the last transition and
+    ``next_producer_id`` the id a transaction version 2 transaction that exhausted the epoch
+    switches to at Complete*. Kafka keeps these three in memory only: its transaction log
+    record has no field for the last epoch and does not fill in the previous and next ids, so
+    a coordinator that loads the log starts with all three unset.
+    """
 
     transactional_id: str
     producer_id: int
@@ -59,11 +76,15 @@ class TransactionMetadata:
     state: TransactionState = TransactionState.EMPTY
     partitions: list[tuple[str, int]] = field(default_factory=list)
     started_ms: float | None = None
-    # The epoch whose EndTxn ended the current transaction; None if it was fenced instead.
-    # With transaction version 2 it tells a retried EndTxn from a fenced zombie's.
-    last_end_epoch: int | None = None
     updated_ms: float = 0.0
     history: list[TransactionState] = field(default_factory=list)
+    previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+
+    @property
+    def epoch_exhausted(self) -> bool:
+        return is_epoch_exhausted(self.epoch)
 
     def transition_to(self, target: TransactionState) -> None:
         if not self.state.can_transition_to(target):

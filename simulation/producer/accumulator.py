@@ -48,6 +48,11 @@ class ProducerBatch:
     last_attempt_ms: float = 0.0
     retry_backoff_ms: float = 0.0
     sequence_has_been_reset: bool = False
+    # Re-enqueued at least once (Kafka's ``inRetry``).
+    in_retry: bool = False
+    # Some attempt's fate is unknown (it timed out or its connection dropped), so the batch
+    # may have been written. Attempts answered with an error were not appended.
+    fate_unknown: bool = False
     done: bool = False
     in_flight: bool = False
     full: bool = False
@@ -79,12 +84,13 @@ class ProducerBatch:
         return True
 
     def fail(self, error: str) -> bool:
-        """Fail every record. A batch never sent cannot have been written."""
+        """Fail every record. It may have been written only if an attempt's fate is unknown:
+        a batch never sent, or whose every attempt was answered with an error, was not."""
         if self.done:
             return False
         self.done = True
         for r in self.records:
-            r.callback(-1, error, self.attempts > 0)
+            r.callback(-1, error, self.fate_unknown)
         return True
 
 
@@ -176,6 +182,7 @@ class RecordAccumulator:
     def reenqueue(self, batch: ProducerBatch, now: float, backoff_ms: float) -> None:
         batch.last_attempt_ms = now
         batch.retry_backoff_ms = backoff_ms
+        batch.in_retry = True
         batch.in_flight = False
         dq = self.batches.setdefault(batch.tp, deque())
         if not self.idempotent or not batch.has_sequence:

@@ -25,6 +25,7 @@ from simulation.producer.transaction_manager import TransactionManager
 from simulation.producer.transactions import Transactions
 from simulation.protocol import TopicPartition
 from simulation.rng import RandomStream
+from simulation.rules import ProtocolRules
 
 # (partition, offset, error, whether the record may have been written)
 Callback = Callable[[int, int, str | None, bool], None]
@@ -39,14 +40,16 @@ class KafkaProducer:
         metadata: ClusterMetadata,
         config: ProducerConfig,
         rng: RandomStream,
-        transaction_version: int = 2,
+        rules: ProtocolRules | None = None,
         probe: Probe | None = None,
         host: str | None = None,
     ) -> None:
+        rules = rules or ProtocolRules()
         self.probe = probe or Probe()
         self.env = env
         self.node = node
         self.metadata = metadata
+        self.network = network
         self.config = config
         self.accumulator = RecordAccumulator(
             config.batch_size,
@@ -55,7 +58,11 @@ class KafkaProducer:
             config.delivery_timeout_ms,
             config.enable_idempotence,
         )
-        self.transaction_manager = TransactionManager() if config.enable_idempotence else None
+        self.transaction_manager = (
+            TransactionManager(rules.failed_batch_marks_sequence_unresolved)
+            if config.enable_idempotence
+            else None
+        )
         self.transactions: Transactions | None = None
         if config.transactional_id is not None:
             assert self.transaction_manager is not None
@@ -65,7 +72,7 @@ class KafkaProducer:
                 config.transaction_timeout_ms,
                 config.retry_backoff_ms,
                 self.transaction_manager,
-                transaction_version,
+                rules.transaction_version,
             )
             self.transaction_manager.txn = self.transactions
         self.partitioner = Partitioner(rng, config.batch_size, config.partitioner_ignore_keys)
@@ -204,6 +211,17 @@ class KafkaProducer:
         result = txn.abort()
         self.sender.wakeup()
         return result
+
+    def pause(self) -> None:
+        """The process freezes (a GC pause): the Sender stops, arriving bytes wait."""
+        self.sender.pause()
+        self.network.pause_node(self.node)
+
+    def resume(self) -> None:
+        """Bytes that arrived meanwhile are read first, then the Sender runs again: as
+        NetworkClient.poll returns them before the next send loop."""
+        self.network.resume_node(self.node)
+        self.sender.resume()
 
     def crash(self) -> None:
         """The process dies: nothing completes, in-flight requests are on their own."""

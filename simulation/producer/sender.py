@@ -2,9 +2,10 @@
 
 Each pass of the loop (Kafka's ``Sender.runOnce``):
 
-1. resolves or bumps the idempotent epoch and fetches a producer id if there is none;
-2. times out requests older than ``request.timeout.ms``. As in Kafka's NetworkClient, this
-   *closes the connection*, which fails every request in flight on it as a disconnection;
+1. times out requests older than ``request.timeout.ms`` (as the end of Kafka's previous
+   ``NetworkClient.poll`` does). This *closes the connection*, which fails every request in
+   flight on it as a disconnection;
+2. resolves sequences, bumps the idempotent epoch and fetches a producer id if there is none;
 3. expires batches past ``delivery.timeout.ms``, queued or in flight;
 4. drains ready partitions, at most one batch per partition per request, into one
    ProduceRequest per leader, as long as that connection has fewer than
@@ -142,11 +143,14 @@ class Sender:
         self.wakeup()
 
     def _run_once(self, now: float) -> float:
-        delay = INF
+        # Requests that timed out are failed first: in Kafka that is the end of the previous
+        # NetworkClient.poll, before runOnce resolves sequences and bumps the epoch.
+        delay = self._time_out_requests(now)
         tm = self.tm
         txn = tm.txn if tm is not None else None
+        if tm is not None:
+            tm.maybe_resolve_sequences()
         if txn is not None:
-            tm.epoch_bump_required = False  # a transactional producer aborts instead
             if txn.state.state in (
                 State.ABORTABLE_ERROR,
                 State.ABORTING_TRANSACTION,
@@ -154,12 +158,10 @@ class Sender:
             ):
                 self.abort_undrained_batches(txn.last_error or "TransactionAbortedException")
         elif tm is not None:
-            tm.maybe_resolve_sequences()
             if tm.epoch_bump_required:
                 tm.bump_idempotent_epoch()
             if not tm.has_producer_id and not tm.initializing:
                 delay = min(delay, self._send_init_producer_id(now))
-        delay = min(delay, self._time_out_requests(now))
         delay = min(delay, self._expire_batches(now))
         if txn is not None:
             delay = min(delay, self._maybe_send_txn_request(now))
@@ -170,6 +172,10 @@ class Sender:
         delay = min(delay, ready_delay)
         if ready:
             self._drain_and_send(ready, now)
+            # Sender.sendProducerData polls with a zero timeout after sending to ready nodes,
+            # so the loop drains again at once: the next batch of a partition goes out in the
+            # next request, until max.in.flight.requests.per.connection stops it.
+            delay = 0.0
         return min(delay, self._next_connection_delay(now))
 
     # -- connections -------------------------------------------------------------------
@@ -186,14 +192,19 @@ class Sender:
         delay = INF
         for nc in self._connections.values():
             if nc.in_flight:
-                delay = min(delay, nc.in_flight[0].deadline - now)
+                # Strictly after the deadline, so a delivery timeout due at the same
+                # instant is handled first (see _time_out_requests).
+                delay = min(delay, nc.in_flight[0].deadline - now + MIN_SLEEP_MS)
             if nc.ready_at > now:
                 delay = min(delay, nc.ready_at - now)
         return delay
 
     def _time_out_requests(self, now: float) -> float:
         for nc in self._connections.values():
-            if nc.in_flight and nc.in_flight[0].deadline <= now:
+            # NetworkClient times a request out once *more than* request.timeout.ms has
+            # passed (its clock ticks in ms), while a batch expires as soon as
+            # delivery.timeout.ms has: when both fall due together, expiry comes first.
+            if nc.in_flight and nc.in_flight[0].deadline < now:
                 self._disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
         return INF
 
@@ -216,9 +227,11 @@ class Sender:
                     self.tm.initializing = False
                 continue
             # Only the request that timed out gets the timeout error; the rest were cut off.
+            # Either way nobody knows whether the broker appended the batches.
             err = error if i == 0 else Errors.NETWORK_EXCEPTION
             for batch in request.batches:
-                self._complete_batch(batch, PartitionResponse(err), now)
+                batch.fate_unknown = True
+                self._complete_batch(batch, PartitionResponse(err, log_start_offset=-1), now)
         self.on_batches_done()
 
     # -- InitProducerId ----------------------------------------------------------------
@@ -299,6 +312,9 @@ class Sender:
         for b in batches:
             b.attempts += 1
             b.in_flight = True
+            # Draining closes the batch (ProducerBatch.close), which clears "reopened": only
+            # answers to attempts sent before a renumbering see the sequence as reset.
+            b.sequence_has_been_reset = False
             if b.attempts > 1:
                 self.retries += 1
             values = tuple(r.value for r in b.records)
@@ -359,50 +375,48 @@ class Sender:
     def _complete_batch(
         self, batch: ProducerBatch, response: PartitionResponse, now: float
     ) -> None:
+        """Sender.completeBatch: success, a retry, or a failure that may adjust sequences."""
         batch.in_flight = False
         error = response.error
         tm = self.tm
         if error is Errors.NONE:
             if tm is not None:
-                tm.handle_completed_batch(batch)
+                tm.handle_completed_batch(batch, response.base_offset)
             if batch.complete(response.base_offset):
                 self.accumulator.deallocate(batch)
             return
-        if batch.done:
-            return
-        if self._can_retry(batch, error, now):
+        if self._can_retry(batch, response, now):
             backoff = self._retry_backoff(batch)
             self.accumulator.reenqueue(batch, now, backoff)
             return
-        message = f"{error.exception_name}: {error.name}"
-        if tm is not None:
-            maybe_written = error.retriable or batch.attempts > 1
-            tm.handle_failed_batch(batch, maybe_written=maybe_written)
-            if tm.txn is not None:
-                if error in (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED):
-                    tm.txn.fatal("ProducerFencedException: " + error.name)
-                else:
-                    tm.txn.abortable(message)
-        self._fail_batch(batch, message)
+        # Sequences are adjusted only while the batch has retries left: once they are
+        # exhausted nobody knows whether its sequence was taken (Kafka's attempts < retries;
+        # eosim counts sends, Kafka counts retries).
+        adjust = batch.attempts - 1 < self.config.retries
+        self._fail_batch(batch, f"{error.exception_name}: {error.name}", error, adjust)
 
-    def _fail_batch(self, batch: ProducerBatch, message: str) -> None:
+    def _fail_batch(
+        self,
+        batch: ProducerBatch,
+        message: str,
+        error: Errors | None = None,
+        adjust_sequences: bool = False,
+    ) -> None:
+        """Sender.failBatch: complete the batch with the error, then let the transaction
+        manager react (only if this completed it; an expired batch is already done)."""
         if batch.fail(message):
+            if self.tm is not None:
+                self.tm.handle_failed_batch(batch, error, message, adjust_sequences)
             self.accumulator.deallocate(batch)
 
-    def _can_retry(self, batch: ProducerBatch, error: Errors, now: float) -> bool:
+    def _can_retry(self, batch: ProducerBatch, response: PartitionResponse, now: float) -> bool:
         if now - batch.created_ms >= self.config.delivery_timeout_ms:
             return False
-        if batch.attempts - 1 >= self.config.retries:
+        if batch.attempts - 1 >= self.config.retries or batch.done:
             return False
         if self.tm is None:
-            return error.retriable
-        if self.tm.txn is not None:
-            return error.retriable
-        if error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            return self.tm.can_retry(batch, error)
-        if error is Errors.INVALID_PRODUCER_EPOCH:
-            return batch.sequence_has_been_reset
-        return error.retriable
+            return response.error.retriable
+        return self.tm.can_retry(batch, response)
 
     def _retry_backoff(self, batch: ProducerBatch) -> float:
         base = self.config.retry_backoff_ms * 2 ** max(batch.attempts - 1, 0)
@@ -411,15 +425,11 @@ class Sender:
 
     # -- delivery timeout --------------------------------------------------------------
     def _expire_batches(self, now: float) -> float:
+        """Fail batches past ``delivery.timeout.ms``, queued or in flight, without adjusting
+        sequences; one that had been retried leaves its partition's sequence unresolved."""
         limit = self.config.delivery_timeout_ms
         message = "TimeoutException: record expired after delivery.timeout.ms"
         expired = self.accumulator.expired_batches(now)
-        for batch in expired:
-            if self.tm is not None and batch.has_sequence:
-                self.tm.handle_failed_batch(batch, maybe_written=batch.attempts > 0)
-            if self._txn_id is not None:
-                self.tm.txn.abortable(message)  # type: ignore[union-attr]
-            self._fail_batch(batch, message)
         delay = self.accumulator.next_expiry_delay(now)
         for nc in self._connections.values():
             for request in nc.in_flight:
@@ -428,14 +438,14 @@ class Sender:
                         continue
                     left = batch.created_ms + limit - now
                     if left <= 0:
-                        if self.tm is not None:
-                            self.tm.handle_failed_batch(batch, maybe_written=True)
-                            if self.tm.txn is not None:
-                                self.tm.txn.abortable(message)
-                        self._fail_batch(batch, message)
+                        batch.fate_unknown = True  # its request is still outstanding
                         expired.append(batch)
                     else:
                         delay = min(delay, left)
+        for batch in expired:
+            self._fail_batch(batch, message)
+            if self.tm is not None and batch.in_retry:
+                self.tm.mark_sequence_unresolved(batch)
         if expired:
             self.on_batches_done()
         return delay
@@ -480,7 +490,9 @@ class Sender:
     def abort_undrained_batches(self, message: str) -> None:
         batches = self.accumulator.abort_undrained()
         for batch in batches:
-            self._fail_batch(batch, message)
+            # RecordAccumulator.abortUndrainedBatches: no transaction-manager reaction.
+            if batch.fail(message):
+                self.accumulator.deallocate(batch)
         if batches:
             self.on_batches_done()
 

@@ -19,13 +19,17 @@ The client's reactions (the reference's table):
   the coordinator up again and retry;
 * PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT,
   TRANSACTIONAL_ID_NOT_FOUND on a coordinator request: FATAL_ERROR;
-* INVALID_PRODUCER_ID_MAPPING: ABORTABLE_ERROR (the id expired; abort and start again);
-* a produce that fails (timeout, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE):
-  ABORTABLE_ERROR; a produce answered INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: FATAL_ERROR.
+* INVALID_PRODUCER_ID_MAPPING, UNKNOWN_PRODUCER_ID: ABORTABLE_ERROR with an epoch bump
+  (``abortableErrorIfPossible``); the abort then skips EndTxn for an unknown mapping;
+* a produce that fails for good (timeout, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE,
+  INVALID_PRODUCER_EPOCH: KIP-588) goes to ABORTABLE_ERROR; only PRODUCER_FENCED is fatal
+  (``TransactionManager.handleFailedBatch``; the abort's EndTxn then decides).
 
-After an abort that followed a produce error, the producer bumps its epoch with an
-InitProducerId carrying the current id and epoch (KIP-360) before the next transaction,
-because its sequence numbers may no longer match the brokers'.
+An abortable produce error outside a commit or abort requires an epoch bump: the abort
+queues EndTxn and then an InitProducerId carrying the current id and epoch (KIP-360,
+priority EPOCH_BUMP, after EndTxn), because the producer's sequence numbers may no longer
+match the brokers'. A transaction to which no partition or offsets were ever added ends
+locally, with no EndTxn (``transactionStarted``).
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ from simulation.protocol import (
     TxnOffsetCommitRequest,
 )
 
-FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_OR_OFFSETS, END_TXN = range(4)
+# Kafka's TransactionManager.Priority: a lower number goes first.
+FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_OR_OFFSETS, END_TXN, EPOCH_BUMP = range(5)
 
 RETRY = "retry"  # the handler asks for the same request again after a backoff
 LOOKUP = "lookup"  # ... after finding the coordinator again
@@ -125,6 +130,8 @@ class Transactions:
         self.pending_partitions: dict[TopicPartition, None] = {}
         self.last_error: str | None = None
         self.epoch_bump_required = False
+        # A partition or offsets were added: only then does ending it need an EndTxn.
+        self.transaction_started = False
         self.wakeup: Callable[[], None] = lambda: None
 
     # -- queue -------------------------------------------------------------------------
@@ -143,19 +150,34 @@ class Transactions:
             self._add_partitions_request()
         if self.in_flight is not None or not self.pending:
             return None
-        for request in sorted(self.pending, key=lambda r: (r.priority, r.order)):
-            if request.not_before > now or (request.priority == END_TXN and batches_incomplete):
-                continue
-            key = (request.coordinator_type, request.coordinator_key)
-            if request.priority == FIND_COORDINATOR or key in self.coordinators:
-                return request
-            if not any(
-                r.priority == FIND_COORDINATOR and r.coordinator_key == request.coordinator_key
-                for r in self.pending
-            ):
-                self._find_coordinator(*key)
+        # Strictly by priority, as Kafka's queue: a request backing off holds the rest.
+        request = min(self.pending, key=lambda r: (r.priority, r.order))
+        if request.not_before > now:
+            return None
+        state = self.state.state
+        if state is State.FATAL_ERROR or (
+            state is State.ABORTABLE_ERROR and request.priority != FIND_COORDINATOR
+        ):
+            # maybeTerminateRequestWithError: in an error state a request fails unsent.
+            self.pending.remove(request)
+            if request.finish is not None:
+                request.finish(self.last_error)
+            return self.next_request(now, batches_incomplete)
+        if request.priority == END_TXN:
+            if batches_incomplete:
+                return None
+            if not self.transaction_started:
+                # Nothing was added to the transaction: it ends here, with no EndTxn.
+                self.pending.remove(request)
+                self._complete_transaction()
+                if request.finish is not None:
+                    request.finish(None)
                 return self.next_request(now, batches_incomplete)
-        return None
+        key = (request.coordinator_type, request.coordinator_key)
+        if request.priority == FIND_COORDINATOR or key in self.coordinators:
+            return request
+        self._find_coordinator(*key)
+        return self.next_request(now, batches_incomplete)
 
     def next_wakeup(self, now: float) -> float:
         times = [r.not_before for r in self.pending if r.not_before > now]
@@ -211,10 +233,18 @@ class Transactions:
 
         return handle
 
-    def _fail(self, error: Errors, *, mapping_is_abortable: bool = False) -> None:
-        """A non-retriable answer: FATAL_ERROR, or ABORTABLE_ERROR for an expired id."""
-        if mapping_is_abortable and error is Errors.INVALID_PRODUCER_ID_MAPPING:
-            self.abortable(error_text(error))
+    def _fail(self, error: Errors) -> None:
+        """A non-retriable answer to a coordinator request: ABORTABLE_ERROR with an epoch
+        bump for an unknown producer id mapping, FATAL_ERROR otherwise (a fenced epoch is
+        reported as ProducerFencedException, as Kafka does). The 4.0 client (transaction
+        version 2) treats an unknown mapping as fatal."""
+        tv2_mapping = error is Errors.INVALID_PRODUCER_ID_MAPPING and self.transaction_version >= 2
+        if error in (Errors.INVALID_PRODUCER_ID_MAPPING, Errors.UNKNOWN_PRODUCER_ID) and not (
+            tv2_mapping
+        ):
+            self.abortable(error_text(error), bump=True)
+        elif error in (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED):
+            self.fatal(error_text(Errors.PRODUCER_FENCED))
         else:
             self.fatal(error_text(error))
 
@@ -254,11 +284,24 @@ class Transactions:
             self.state.transition_to(State.FATAL_ERROR)
             self._fail_pending(message)
 
-    def abortable(self, message: str) -> None:
-        if self.state.state in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION):
-            self.last_error = message
+    def abortable(self, message: str, *, bump: bool | None = None) -> None:
+        """Go to ABORTABLE_ERROR (Kafka's ``transitionToAbortableError``).
+
+        ``bump``: whether the abort must bump the epoch. None is the rule for a failed batch
+        (``maybeTransitionToErrorState``): bump unless a commit or abort is under way.
+        While aborting, the state stays; the bump may still be required.
+        """
+        state = self.state.state
+        if state is State.FATAL_ERROR:
+            return
+        if bump is None:
+            bump = state not in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION)
+        if bump:
             self.epoch_bump_required = True
-            self.state.transition_to(State.ABORTABLE_ERROR)
+        if state in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION, State.ABORTABLE_ERROR):
+            self.last_error = message
+            if state is not State.ABORTABLE_ERROR:
+                self.state.transition_to(State.ABORTABLE_ERROR)
             # A commit not yet sent cannot go out any more: it fails with this error.
             for request in [r for r in self.pending if r.priority == END_TXN and r.commit]:
                 self.pending.remove(request)
@@ -298,14 +341,18 @@ class Transactions:
         self.state.transition_to(State.INITIALIZING)
         return self._init_producer_id()
 
-    def _init_producer_id(self) -> simpy.Event:
-        """InitProducerId: the first one, or an epoch bump after an aborted transaction."""
+    def _init_producer_id(self, bump: bool = False) -> simpy.Event:
+        """InitProducerId: the first one, or (``bump``) an epoch bump after an abortable
+        error, which carries the current producer id and epoch (KIP-360) so that the
+        coordinator can tell this instance from a newer one and fence it if it is stale."""
         result, finish = self._result()
+        pid, epoch = (self.tm.producer_id, self.tm.epoch) if bump else (-1, -1)
 
         def initialized(response: InitProducerIdResponse) -> None:
             self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
             self.tm.reset_sequences()
             self.epoch_bump_required = False
+            self.last_error = None
             self.state.transition_to(State.READY)
             finish(None)
 
@@ -315,11 +362,13 @@ class Transactions:
 
         self._enqueue(
             TxnRequest(
-                INIT_PRODUCER_ID,
+                EPOCH_BUMP if bump else INIT_PRODUCER_ID,
                 "InitProducerId",
                 "transaction",
                 self.transactional_id,
-                lambda cid: InitProducerIdRequest(cid, self.transactional_id, self.timeout_ms),
+                lambda cid: InitProducerIdRequest(
+                    cid, self.transactional_id, self.timeout_ms, pid, epoch
+                ),
                 self._handler(initialized, failed),
                 finish=finish,
             )
@@ -339,6 +388,12 @@ class Transactions:
     def maybe_add_partition(self, tp: TopicPartition) -> None:
         if tp in self.partitions_in_txn or tp in self.pending_partitions:
             return
+        if self.transaction_version >= 2:
+            # KIP-890 part 2: no AddPartitionsToTxn; the partition's leader adds it on the
+            # first produce, so it may be drained at once and the transaction has started.
+            self.partitions_in_txn[tp] = None
+            self.transaction_started = True
+            return
         if tp not in self.new_partitions:
             self.new_partitions[tp] = None
             self.wakeup()
@@ -356,11 +411,12 @@ class Transactions:
             for tp in partitions:
                 self.pending_partitions.pop(tp, None)
                 self.partitions_in_txn[tp] = None
+            self.transaction_started = True
 
         def failed(error: Errors) -> None:
             for tp in partitions:
                 self.pending_partitions.pop(tp, None)
-            self._fail(error, mapping_is_abortable=True)
+            self._fail(error)
 
         self._enqueue(
             TxnRequest(
@@ -388,10 +444,14 @@ class Transactions:
         pid, epoch = self.tm.producer_id, self.tm.epoch
 
         def failed(error: Errors) -> None:
-            self._fail(error, mapping_is_abortable=True)
+            self._fail(error)
             finish(self.last_error)
 
         def offsets_added(_response: Any) -> None:
+            self.transaction_started = True
+            commit_offsets()
+
+        def commit_offsets() -> None:
             self._enqueue(
                 TxnRequest(
                     ADD_PARTITIONS_OR_OFFSETS,
@@ -406,6 +466,12 @@ class Transactions:
                 )
             )
 
+        if self.transaction_version >= 2:
+            # TxnOffsetCommit v5 goes straight to the group coordinator, which adds the
+            # offsets partition to the transaction itself (no AddOffsetsToTxn).
+            self.transaction_started = True
+            commit_offsets()
+            return result
         self._enqueue(
             TxnRequest(
                 ADD_PARTITIONS_OR_OFFSETS,
@@ -427,7 +493,7 @@ class Transactions:
         if state is not State.IN_TRANSACTION:
             return self._fail_now(f"IllegalStateException: commitTransaction in {state.value}")
         self.state.transition_to(State.COMMITTING_TRANSACTION)
-        return self._end_txn(commit=True)
+        return self._begin_completing(commit=True)
 
     def abort(self) -> simpy.Event:
         state = self.state.state
@@ -437,24 +503,37 @@ class Transactions:
             return self._fail_now(f"IllegalStateException: abortTransaction in {state.value}")
         self.state.transition_to(State.ABORTING_TRANSACTION)
         self.new_partitions.clear()
-        if not self.partitions_in_txn and not self.pending_partitions:
-            # Nothing reached a coordinator: the abort is local (as in Kafka).
-            return self._after_end(None)
-        return self._end_txn(commit=False)
+        return self._begin_completing(commit=False)
 
-    def _after_end(self, error: str | None) -> simpy.Event:
-        event = self.env.event()
-        if self.transaction_version >= 2:
-            self.epoch_bump_required = False  # every transaction already ends with a bump
-        if self.epoch_bump_required and self.state.state is State.ABORTING_TRANSACTION:
+    def _begin_completing(self, commit: bool) -> simpy.Event:
+        """Kafka's ``beginCompletingTransaction``: queue EndTxn (skipped when the producer id
+        mapping is unknown to the coordinator, which would refuse it) and, when the epoch
+        must be bumped (transaction version 1), an InitProducerId with the current id and
+        epoch after it; the application waits for the last of them."""
+        if self.new_partitions:
+            self._add_partitions_request()
+        bump = self.epoch_bump_required and self.transaction_version < 2
+        unknown_mapping = (self.last_error or "").startswith(
+            Errors.INVALID_PRODUCER_ID_MAPPING.exception_name
+        )
+        if not unknown_mapping:
+            result = self._end_txn(commit)
+            if not bump:
+                return result
+        return self._init_producer_id(bump=True)
+
+    def _complete_transaction(self) -> None:
+        """The transaction ended: READY, or INITIALIZING while the epoch bump is pending."""
+        if self.epoch_bump_required and self.transaction_version < 2:
             self.state.transition_to(State.INITIALIZING)
-            bump = self._init_producer_id()
-            bump.callbacks.append(lambda ev: event.succeed(ev.value))
-            return event
-        if self.state.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION):
+        elif self.state.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION):
             self.state.transition_to(State.READY)
-        event.succeed(error)
-        return event
+        self.last_error = None
+        self.epoch_bump_required = False
+        self.transaction_started = False
+        self.new_partitions.clear()
+        self.pending_partitions.clear()
+        self.partitions_in_txn.clear()
 
     def _end_txn(self, commit: bool) -> simpy.Event:
         result, finish = self._result()
@@ -464,8 +543,8 @@ class Transactions:
             if self.transaction_version >= 2 and response.epoch >= 0:
                 self.tm.set_producer_id_and_epoch(response.producer_id, response.epoch)
                 self.tm.reset_sequences()
-            after = self._after_end(None)
-            after.callbacks.append(lambda ev: finish(ev.value))
+            self._complete_transaction()
+            finish(None)
 
         def failed(error: Errors) -> None:
             self._fail(error)

@@ -1,0 +1,42 @@
+"""Known Kafka bugs, each a switch on one rule (simulation.rules.KNOWN_BUGS).
+
+Every bug has a shipped scenario that shows it with the rule at Kafka's value and shows
+nothing with the fix, over several seeds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.checks import check_history
+from analysis.history import history_from_records
+from simulation.rules import KNOWN_BUGS, VERSIONS
+from simulation.runner import run_scenario
+from simulation.scenario import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def anomalies(name: str, seed: int, *overrides: str) -> dict[str, int]:
+    scenario = load_scenario(SCENARIOS / f"{name}.yaml", overrides)
+    records = list(run_scenario(scenario, seed).history.records())
+    verdict = check_history(history_from_records(records))
+    return {n: a.count for n, a in verdict.anomalies.items() if a.count}
+
+
+def test_every_preset_has_every_known_bug_as_kafka_does():
+    for bug, (rule, buggy, _fixed) in KNOWN_BUGS.items():
+        for version, rules in VERSIONS.items():
+            assert getattr(rules, rule) == buggy, (bug, version)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("version", ["3.9", "4.0"])
+def test_kafka_14034_duplicates_and_its_fix(seed, version):
+    rule, _buggy, fixed = KNOWN_BUGS["KAFKA-14034"]
+    found = anomalies("kafka-14034", seed, f"kafka.version={version}")
+    assert found.get("duplicate", 0) > 0 and "lost_write" not in found
+    fix = f"kafka.rules.{rule}={fixed}"
+    assert anomalies("kafka-14034", seed, f"kafka.version={version}", fix) == {}
