@@ -8,24 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from simulation.broker.log import AbortedTransaction, LogBatch
-    from simulation.producer.accumulator import ProducerBatch
+# The record vocabulary (Kafka's common.record) is re-exported: requests speak it.
+from simulation.records import MAX_SEQUENCE as MAX_SEQUENCE
+from simulation.records import NO_PRODUCER_EPOCH as NO_PRODUCER_EPOCH
+from simulation.records import NO_PRODUCER_ID as NO_PRODUCER_ID
+from simulation.records import NO_SEQUENCE, AbortedTransaction, LogBatch, increment_sequence
 
 TopicPartition = tuple[str, int]
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Sequence arithmetic as in Kafka: after 2147483647 comes 0."""
-    return (sequence + increment) % (MAX_SEQUENCE + 1)
 
 
 class Errors(Enum):
@@ -119,8 +112,9 @@ class ProduceRequest:
     correlation_id: int
     acks: int
     partitions: list[tuple[TopicPartition, BatchData]]
-    # The client-side batch objects, in the same order; brokers never read them.
-    batches: list[ProducerBatch] = field(default_factory=list)
+    # The client's own batch objects (its ProducerBatch), in the same order: opaque to the
+    # wire and never read by brokers, so typed loosely to keep this module client-agnostic.
+    batches: list[Any] = field(default_factory=list)
     transactional_id: str | None = None
 
 

@@ -17,43 +17,11 @@ the log end (or high watermark) when none is. read_committed fetches stop there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
-from simulation.protocol import NO_SEQUENCE, increment_sequence
+from simulation.records import NO_SEQUENCE, AbortedTransaction, ControlType, LogBatch
 
-ControlType = Literal["COMMIT", "ABORT"]
-
-
-@dataclass(slots=True)
-class LogBatch:
-    base_offset: int
-    producer_id: int
-    epoch: int
-    base_sequence: int
-    values: tuple[str, ...]
-    append_time: float
-    transactional: bool = False
-    control: ControlType | None = None
-    # A control batch's EndTransactionMarker carries the coordinator epoch that wrote it.
-    coordinator_epoch: int = -1
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + len(self.values) - 1
-
-    @property
-    def last_sequence(self) -> int:
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return increment_sequence(self.base_sequence, len(self.values) - 1)
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTransaction:
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the offset of the ABORT marker
+__all__ = ["AbortedTransaction", "ControlType", "LogBatch", "PartitionLog"]
 
 
 class PartitionLog:

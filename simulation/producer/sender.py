@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import simpy
 
@@ -34,7 +35,7 @@ from simulation.probe import Probe
 from simulation.producer.accumulator import ProducerBatch, RecordAccumulator
 from simulation.producer.transaction_manager import TransactionManager
 from simulation.producer.transaction_states import State
-from simulation.producer.transactions import END_TXN, TxnRequest
+from simulation.producer.transactions import END_TXN, Transactions, TxnRequest
 from simulation.protocol import (
     NO_SEQUENCE,
     BatchData,
@@ -147,7 +148,7 @@ class Sender:
         # NetworkClient.poll, before runOnce resolves sequences and bumps the epoch.
         delay = self._time_out_requests(now)
         tm = self.tm
-        txn = tm.txn if tm is not None else None
+        txn = self.txn
         if tm is not None:
             tm.maybe_resolve_sequences()
         if txn is not None:
@@ -219,8 +220,8 @@ class Sender:
         requests, nc.in_flight = nc.in_flight, []
         for i, request in enumerate(requests):
             if request.txn is not None:
-                assert self.tm is not None and self.tm.txn is not None
-                self.tm.txn.on_disconnect(request.txn)
+                assert self.txn is not None
+                self.txn.on_disconnect(request.txn)
                 continue
             if request.init_producer_id:
                 if self.tm is not None:
@@ -273,7 +274,8 @@ class Sender:
         tm = self.tm
         if tm is None:
             return True
-        if tm.txn is not None and not tm.txn.is_partition_added(tp):
+        txn = self.txn
+        if txn is not None and not txn.is_partition_added(tp):
             return False
         head = self.accumulator.head(tp)
         assert head is not None
@@ -359,8 +361,8 @@ class Sender:
         nc.failures = 0
         now = self.env.now
         if request.txn is not None:
-            assert self.tm is not None and self.tm.txn is not None
-            self.tm.txn.on_response(request.txn, payload)
+            assert self.txn is not None
+            self.txn.on_response(request.txn, payload)
         elif isinstance(payload, InitProducerIdResponse):
             if self.tm is not None and payload.error is Errors.NONE:
                 self.tm.set_producer_id_and_epoch(payload.producer_id, payload.epoch)
@@ -452,13 +454,20 @@ class Sender:
 
     # -- transactions ------------------------------------------------------------------
     @property
-    def _txn_id(self) -> str | None:
+    def txn(self) -> Transactions | None:
+        """The producer's transactional half. The TransactionManager holds it as the
+        TransactionalHalf its bookkeeping needs; the Sender drives all of it."""
         tm = self.tm
-        return tm.txn.transactional_id if tm is not None and tm.txn is not None else None
+        return cast("Transactions | None", tm.txn) if tm is not None else None
+
+    @property
+    def _txn_id(self) -> str | None:
+        txn = self.txn
+        return txn.transactional_id if txn is not None else None
 
     def _maybe_send_txn_request(self, now: float) -> float:
-        assert self.tm is not None and self.tm.txn is not None
-        txn = self.tm.txn
+        txn = self.txn
+        assert txn is not None
         request = txn.next_request(now, self.accumulator.incomplete > 0)
         if request is None:
             return txn.next_wakeup(now)

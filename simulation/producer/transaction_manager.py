@@ -38,7 +38,7 @@ offset, and the batches in flight, ordered by sequence. The rules follow Kafka's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from simulation.producer.accumulator import ProducerBatch
 from simulation.protocol import (
@@ -52,10 +52,28 @@ from simulation.protocol import (
     increment_sequence,
 )
 
-if TYPE_CHECKING:
-    from simulation.producer.transactions import Transactions
-
 NO_OFFSET = -1
+
+
+class TransactionalHalf(Protocol):
+    """What the idempotence bookkeeping needs of the transactional half of the producer.
+
+    :class:`simulation.producer.transactions.Transactions` is the implementation; it refers
+    to this module, never the other way round. Another implementation (a test double, say)
+    must provide: ``transaction_version`` (the client's transaction version, an int),
+    ``is_fatal`` (whether the producer is in FATAL_ERROR), ``fatal(message)`` (go to
+    FATAL_ERROR) and ``abortable(message)`` (go to ABORTABLE_ERROR, as Kafka's
+    ``transitionToAbortableError`` after a failed batch).
+    """
+
+    transaction_version: int
+
+    @property
+    def is_fatal(self) -> bool: ...
+
+    def fatal(self, message: str) -> None: ...
+
+    def abortable(self, message: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -81,7 +99,7 @@ class TransactionManager:
         # partition -> the sequence that follows the unresolved batches (insertion-ordered)
         self._unresolved: dict[TopicPartition, int] = {}
         self._to_rewrite: dict[TopicPartition, None] = {}
-        self.txn: Transactions | None = None  # set for a transactional producer
+        self.txn: TransactionalHalf | None = None  # set for a transactional producer
 
     # -- producer id -------------------------------------------------------------------
     @property

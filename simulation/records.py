@@ -1,0 +1,57 @@
+"""Record batches as they sit in a partition log and travel in fetch responses.
+
+This is the vocabulary the broker's log, the wire (:mod:`simulation.protocol`) and the
+consumer share, as Kafka's ``org.apache.kafka.common.record`` package is: the producer-id,
+epoch and sequence sentinels of a batch header, sequence arithmetic, a written batch
+(:class:`LogBatch`) and an entry of the aborted-transaction index
+(:class:`AbortedTransaction`). It imports nothing else from the model, so any module may
+import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+MAX_SEQUENCE = 2**31 - 1
+
+ControlType = Literal["COMMIT", "ABORT"]
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Sequence arithmetic as in Kafka: after 2147483647 comes 0."""
+    return (sequence + increment) % (MAX_SEQUENCE + 1)
+
+
+@dataclass(slots=True)
+class LogBatch:
+    base_offset: int
+    producer_id: int
+    epoch: int
+    base_sequence: int
+    values: tuple[str, ...]
+    append_time: float
+    transactional: bool = False
+    control: ControlType | None = None
+    # A control batch's EndTransactionMarker carries the coordinator epoch that wrote it.
+    coordinator_epoch: int = -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + len(self.values) - 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, len(self.values) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the offset of the ABORT marker
