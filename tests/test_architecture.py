@@ -122,3 +122,37 @@ def test_simulation_never_imports_analysis_or_cli() -> None:
         if m.split(".")[0] in ("analysis", "eosim")
     )
     assert offenders == []
+
+
+def test_every_request_type_has_a_handler() -> None:
+    """Each request of the wire vocabulary is named in the broker's dispatch table or in its
+    coordinator runtime's, and an unknown one is refused by name."""
+    import dataclasses
+
+    from conformance.cluster import Cluster
+
+    import simulation.protocol as protocol
+
+    requests = sorted(
+        (
+            c
+            for name, c in vars(protocol).items()
+            if name.endswith("Request") and isinstance(c, type)
+        ),
+        key=lambda cls: cls.__name__,
+    )
+    assert requests and all(dataclasses.is_dataclass(cls) for cls in requests)
+    broker = Cluster().brokers["broker-0"]
+    assert broker.coordinator is not None
+    unhandled = [
+        cls.__name__
+        for cls in requests
+        if cls not in broker.handlers and cls not in broker.coordinator.handlers
+    ]
+    assert unhandled == []
+
+    class Unknown:
+        pass
+
+    with pytest.raises(TypeError, match="broker-0: unexpected request Unknown"):
+        broker._handle(Unknown())

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
@@ -132,7 +133,8 @@ class Broker:
         # Transaction version 2 (KIP-890 part 2): the leader adds the partition to the
         # producer's transaction itself, on its first transactional produce there.
         self.add_partition = add_partition if rules.transaction_version >= 2 else None
-        self.coordinator: CoordinatorRuntime | None = None  # attached by the runner
+        self.coordinator: CoordinatorRuntime | None = None  # attached by the cluster
+        self.handlers = self._dispatch_table()
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
 
@@ -174,28 +176,47 @@ class Broker:
                 self.network.send(self.name, msg.src, response, msg.conn)
 
     def _handle(self, request: object) -> object | None:
-        if isinstance(request, ProduceRequest):
-            return self._handle_produce(request)
-        if isinstance(request, FetchRequest):
-            return self._handle_fetch(request)
-        if isinstance(request, ListOffsetsRequest):
-            return self._handle_list_offsets(request)
-        if isinstance(request, InitProducerIdRequest) and request.transactional_id is None:
-            return InitProducerIdResponse(
-                request.correlation_id, Errors.NONE, self.producer_ids.generate_producer_id(), 0
-            )
-        if isinstance(request, WriteTxnMarkersRequest):
-            return self._handle_markers(request)
-        if isinstance(request, WriteTxnMarkersResponse):
-            if self.coordinator is not None:
-                self.coordinator.markers.on_response(request.correlation_id, request.results)
-            return None
+        """Answer ``request`` (None: no answer). Broker requests go to the handler the
+        dispatch table names for their type; any other to the coordinator runtime's table."""
+        handler = self.handlers.get(type(request))
+        if handler is not None:
+            return handler(request)
+        return self._to_coordinator(request)
+
+    def _to_coordinator(self, request: object) -> object | None:
         response = self.coordinator.handle(request) if self.coordinator is not None else None
         if response is None and not self.alive:
             return None
         if response is None:
             raise TypeError(f"{self.name}: unexpected request {type(request).__name__}")
         return response
+
+    def _dispatch_table(self) -> dict[type, Callable[[Any], object | None]]:
+        """Request type -> bound handler, built once. A new broker request gets a method
+        ``_handle_<name>(request) -> response | None`` and an entry here; a coordinator
+        request is registered in :meth:`CoordinatorRuntime._dispatch_table` instead."""
+        return {
+            ProduceRequest: self._handle_produce,
+            FetchRequest: self._handle_fetch,
+            ListOffsetsRequest: self._handle_list_offsets,
+            InitProducerIdRequest: self._handle_init_producer_id,
+            WriteTxnMarkersRequest: self._handle_markers,
+            WriteTxnMarkersResponse: self._handle_markers_response,
+        }
+
+    def _handle_init_producer_id(self, request: InitProducerIdRequest) -> object | None:
+        """An idempotent producer's id comes from any broker; a transactional one's from its
+        transaction coordinator."""
+        if request.transactional_id is not None:
+            return self._to_coordinator(request)
+        return InitProducerIdResponse(
+            request.correlation_id, Errors.NONE, self.producer_ids.generate_producer_id(), 0
+        )
+
+    def _handle_markers_response(self, response: WriteTxnMarkersResponse) -> None:
+        """A leader's answer to markers this broker's coordinator sent."""
+        if self.coordinator is not None:
+            self.coordinator.markers.on_response(response.correlation_id, response.results)
 
     def _handle_produce(self, request: ProduceRequest) -> ProduceResponse | None:
         now = self.env.now

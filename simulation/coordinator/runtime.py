@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
@@ -125,6 +126,7 @@ class CoordinatorRuntime:
         for partition in directory.owned_by(node):
             self._loaded[partition] = None  # a fresh cluster has nothing to load
             self._coordinator_epochs[partition] = directory.coordinator_epoch(partition)
+        self.handlers = self._dispatch_table()
         self._start_timers()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -194,56 +196,75 @@ class CoordinatorRuntime:
     # -- requests ----------------------------------------------------------------------
     def handle(self, request: object) -> object | None:
         """Answer a coordinator request, or None if ``request`` is not one."""
-        if isinstance(request, FindCoordinatorRequest):
-            node = self.directory.coordinator(request.key, request.key_type)
-            error = Errors.NONE if node is not None else Errors.COORDINATOR_NOT_AVAILABLE
-            return FindCoordinatorResponse(request.correlation_id, error, node)
-        if isinstance(request, InitProducerIdRequest):
-            return self._init_producer_id(request)
-        if isinstance(request, AddPartitionsToTxnRequest):
-            error = self.add_partitions(
-                request.transactional_id, request.producer_id, request.epoch, request.partitions
-            )
-            return ErrorResponse(request.correlation_id, error)
-        if isinstance(request, AddOffsetsToTxnRequest):
-            error = self.add_partitions(
+        handler = self.handlers.get(type(request))
+        return handler(request) if handler is not None else None
+
+    def _dispatch_table(self) -> dict[type, Callable[[Any], object | None]]:
+        """Request type -> bound handler, built once. A new coordinator request gets a
+        method ``_<name>(request) -> response | None`` (None: the coordinator died while
+        handling it) and an entry here; the broker passes it every request its own table
+        does not name."""
+        return {
+            FindCoordinatorRequest: self._find_coordinator,
+            InitProducerIdRequest: self._init_producer_id,
+            AddPartitionsToTxnRequest: self._add_partitions_to_txn,
+            AddOffsetsToTxnRequest: self._add_offsets_to_txn,
+            EndTxnRequest: self._end_txn,
+            TxnOffsetCommitRequest: self._txn_offset_commit,
+            OffsetCommitRequest: self._offset_commit,
+            OffsetFetchRequest: self._offset_fetch,
+        }
+
+    def _find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        node = self.directory.coordinator(request.key, request.key_type)
+        error = Errors.NONE if node is not None else Errors.COORDINATOR_NOT_AVAILABLE
+        return FindCoordinatorResponse(request.correlation_id, error, node)
+
+    def _add_partitions_to_txn(self, request: AddPartitionsToTxnRequest) -> ErrorResponse:
+        error = self.add_partitions(
+            request.transactional_id, request.producer_id, request.epoch, request.partitions
+        )
+        return ErrorResponse(request.correlation_id, error)
+
+    def _add_offsets_to_txn(self, request: AddOffsetsToTxnRequest) -> ErrorResponse:
+        error = self.add_partitions(
+            request.transactional_id,
+            request.producer_id,
+            request.epoch,
+            (offsets_partition(request.group),),
+        )
+        return ErrorResponse(request.correlation_id, error)
+
+    def _txn_offset_commit(self, request: TxnOffsetCommitRequest) -> ErrorResponse:
+        error = self.partition_error(offsets_partition(request.group))
+        if error is Errors.NONE and self.add_partition is not None:
+            # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
+            # offsets partition to the transaction itself (no AddOffsetsToTxn).
+            error = self.add_partition(
                 request.transactional_id,
                 request.producer_id,
                 request.epoch,
-                (offsets_partition(request.group),),
+                offsets_partition(request.group),
             )
-            return ErrorResponse(request.correlation_id, error)
-        if isinstance(request, EndTxnRequest):
-            return self._end_txn(request)
-        if isinstance(request, TxnOffsetCommitRequest):
-            error = self.partition_error(offsets_partition(request.group))
-            if error is Errors.NONE and self.add_partition is not None:
-                # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
-                # offsets partition to the transaction itself (no AddOffsetsToTxn).
-                error = self.add_partition(
-                    request.transactional_id,
-                    request.producer_id,
-                    request.epoch,
-                    offsets_partition(request.group),
-                )
-                error = Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
-            if error is Errors.NONE:
-                error = self.groups.txn_commit(
-                    request.group, request.producer_id, request.epoch, request.offsets
-                )
-            return ErrorResponse(request.correlation_id, error)
-        if isinstance(request, OffsetCommitRequest):
-            error = self.partition_error(offsets_partition(request.group))
-            if error is Errors.NONE:
-                error = self.groups.commit(request.group, request.offsets)
-            return ErrorResponse(request.correlation_id, error)
-        if isinstance(request, OffsetFetchRequest):
-            error = self.partition_error(offsets_partition(request.group))
-            offsets: dict[TopicPartition, int] = {}
-            if error is Errors.NONE:
-                error, offsets = self.groups.fetch(request.group, request.partitions)
-            return OffsetFetchResponse(request.correlation_id, error, offsets)
-        return None
+            error = Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
+        if error is Errors.NONE:
+            error = self.groups.txn_commit(
+                request.group, request.producer_id, request.epoch, request.offsets
+            )
+        return ErrorResponse(request.correlation_id, error)
+
+    def _offset_commit(self, request: OffsetCommitRequest) -> ErrorResponse:
+        error = self.partition_error(offsets_partition(request.group))
+        if error is Errors.NONE:
+            error = self.groups.commit(request.group, request.offsets)
+        return ErrorResponse(request.correlation_id, error)
+
+    def _offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
+        error = self.partition_error(offsets_partition(request.group))
+        offsets: dict[TopicPartition, int] = {}
+        if error is Errors.NONE:
+            error, offsets = self.groups.fetch(request.group, request.partitions)
+        return OffsetFetchResponse(request.correlation_id, error, offsets)
 
     def _init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
         txn_id = request.transactional_id
