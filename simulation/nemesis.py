@@ -8,9 +8,9 @@ Realisation happens once, before the run starts, so a run's faults are an explic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
@@ -96,6 +96,24 @@ def _event(spec: Fault, start: float, targets: tuple[str, ...], rng: RandomStrea
     )
 
 
+class FaultTarget(Protocol):
+    """Anything the nemesis can hit by name: a broker, an application.
+
+    To make a new component a target, give it these four methods (each idempotent, as a
+    second crash of a dead node must be harmless) and list it in the ``fault_targets()`` of
+    the object that owns it (:meth:`simulation.cluster.Cluster.fault_targets`,
+    :meth:`simulation.applications.Applications.fault_targets`).
+    """
+
+    def crash(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
 @dataclass
 class Targets:
     """What the nemesis can hit: crash/restart and pause/resume callbacks by node name."""
@@ -104,6 +122,16 @@ class Targets:
     restart: dict[str, Callable[[], None]] = field(default_factory=dict)
     pause: dict[str, Callable[[], None]] = field(default_factory=dict)
     resume: dict[str, Callable[[], None]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, *groups: Mapping[str, FaultTarget]) -> Targets:
+        """The targets of every named node in ``groups``, in order."""
+        targets = cls()
+        for group in groups:
+            for name, node in group.items():
+                targets.crash[name], targets.restart[name] = node.crash, node.restart
+                targets.pause[name], targets.resume[name] = node.pause, node.resume
+        return targets
 
 
 class Nemesis:

@@ -1,6 +1,7 @@
-"""A small in-process cluster for coordinator and broker tests: brokers, their transaction
-coordinators, the marker channel and a client node "c" that sends requests and waits for the
-answers. Wired as ``simulation.runner`` wires a run, without applications or faults."""
+"""A small in-process cluster for coordinator and broker tests: the model's own
+:class:`simulation.cluster.Cluster` (brokers, their coordinators, the marker channel, the
+KIP-890 hooks), wired exactly as a run wires it, without applications or faults, plus a
+client node "c" that sends requests and waits for the answers."""
 
 from __future__ import annotations
 
@@ -9,17 +10,11 @@ from typing import Any
 import simpy
 
 from simulation.broker.broker import Broker, BrokerSettings
-from simulation.broker.producer_id_manager import ProducerIdBlockAllocator
-from simulation.coordinator.directory import (
-    CONSUMER_OFFSETS_TOPIC,
-    TRANSACTION_STATE_TOPIC,
-    CoordinatorDirectory,
-    internal_partition,
-)
-from simulation.coordinator.group_coordinator import OffsetStore
-from simulation.coordinator.runtime import CoordinatorRuntime, CoordinatorSettings
-from simulation.coordinator.transaction_log import TransactionLog
+from simulation.cluster import Cluster as ModelCluster
+from simulation.cluster import ClusterSettings
+from simulation.coordinator.runtime import CoordinatorSettings
 from simulation.coordinator.transaction_state import TransactionMetadata
+from simulation.metadata import ClusterMetadata
 from simulation.network import LatencyModel, Network, NetworkSettings
 from simulation.protocol import (
     AddPartitionsToTxnRequest,
@@ -36,7 +31,18 @@ from simulation.rng import RandomStreams
 from simulation.rules import VERSIONS
 
 
-class Cluster:
+def _metadata(brokers: int, partitions: tuple[TopicPartition, ...]) -> ClusterMetadata:
+    """Metadata holding exactly ``partitions`` (each topic's partitions must be 0..n-1)."""
+    topics: dict[str, int] = {}
+    for topic, p in partitions:
+        topics[topic] = max(topics.get(topic, 0), p + 1)
+    metadata = ClusterMetadata(tuple(f"broker-{i}" for i in range(brokers)), topics)
+    if sorted(metadata.partitions()) != sorted(partitions):
+        raise ValueError(f"partitions {partitions} are not 0..n-1 of each topic")
+    return metadata
+
+
+class Cluster(ModelCluster):
     def __init__(
         self,
         brokers: int = 2,
@@ -44,88 +50,26 @@ class Cluster:
         version: str = "4.0",
         **rules: Any,
     ) -> None:
-        self.env = simpy.Environment()
-        self.rules = VERSIONS[version].with_overrides(rules)
+        env = simpy.Environment()
         self.net = Network(
-            self.env,
+            env,
             NetworkSettings(LatencyModel("constant", value_ms=1.0)),
             RandomStreams(1).stream("n"),
         )
-        names = tuple(f"broker-{i}" for i in range(brokers))
-        self.directory = CoordinatorDirectory(self.env, names, failover_ms=100.0)
-        self.leaders = {tp: names[tp[1] % brokers] for tp in partitions}
         self.inbox: list[Any] = []
         self.net.register("c", lambda m: self.inbox.append(m.payload), client=True)
         self.fences: list[tuple[str, int, int, float]] = []
-        allocator = ProducerIdBlockAllocator()
-        self.txn_log = TransactionLog()
-        offsets = OffsetStore()
-        self.brokers: dict[str, Broker] = {}
-        for name in names:
-            led = [tp for tp, leader in self.leaders.items() if leader == name]
-            broker = Broker(
-                self.env,
-                name,
-                self.net,
-                led,
-                self.rules,
-                allocator,
-                BrokerSettings(),
-                directory=self.directory,
-                verify_partition=self._verify
-                if self.rules.transaction_partition_verification
-                else None,
-                add_partition=self._add_partition,
-            )
-            self.brokers[name] = broker
-        for name, broker in self.brokers.items():
-            broker.coordinator = CoordinatorRuntime(
-                self.env,
-                name,
-                self.net,
-                self.directory,
-                self.txn_log,
-                offsets,
-                self.rules,
-                broker.producer_ids.generate_producer_id,
-                self._leader_of,
-                CoordinatorSettings(load_ms=10.0),
-                broker.probe,
-                lambda txn_id, pid, epoch, t: self.fences.append((txn_id, pid, epoch, t)),
-            )
-            if self.rules.transaction_version >= 2:
-                broker.coordinator.add_partition = self._add_partition
+        metadata = _metadata(brokers, partitions)
+        self.leaders = {tp: metadata.leader(tp) for tp in partitions}
+        super().__init__(
+            env,
+            self.net,
+            metadata,
+            VERSIONS[version].with_overrides(rules),
+            ClusterSettings(BrokerSettings(), CoordinatorSettings(load_ms=10.0), 100.0),
+            on_fence=lambda txn_id, pid, epoch, t: self.fences.append((txn_id, pid, epoch, t)),
+        )
         self._cid = 0
-
-    def _leader_of(self, tp: TopicPartition) -> str | None:
-        if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
-            return self.directory.owner(tp)
-        return self.leaders[tp]
-
-    def _verify(self, txn_id: str | None, pid: int, epoch: int, tp: TopicPartition) -> Errors:
-        assert txn_id is not None
-        node = self.directory.coordinator(txn_id, "transaction")
-        if node is None:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        runtime = self.brokers[node].coordinator
-        assert runtime is not None
-        error = runtime.partition_error(internal_partition(txn_id, "transaction"))
-        if error is not Errors.NONE:
-            return error
-        return runtime.txn.verify_partition(txn_id, pid, epoch, tp)
-
-    def _add_partition(
-        self, txn_id: str | None, pid: int, epoch: int, tp: TopicPartition
-    ) -> Errors:
-        """Transaction version 2: a leader or group coordinator adds ``tp`` itself."""
-        if txn_id is None:
-            return Errors.INVALID_TXN_STATE
-        node = self.directory.coordinator(txn_id, "transaction")
-        if node is None:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        runtime = self.brokers[node].coordinator
-        assert runtime is not None
-        return runtime.add_partitions(txn_id, pid, epoch, (tp,))
 
     # -- requests --------------------------------------------------------------------------
     def coordinator_of(self, txn_id: str) -> str:
