@@ -156,3 +156,49 @@ def test_every_request_type_has_a_handler() -> None:
 
     with pytest.raises(TypeError, match="broker-0: unexpected request Unknown"):
         broker._handle(Unknown())
+
+
+def test_application_kinds_cover_every_application_list_of_a_scenario() -> None:
+    """Every list of applications a scenario declares is a registered kind (the runner
+    builds nothing outside the registry), and a list cannot be registered twice."""
+    from simulation.applications import KINDS, ApplicationKind, register
+    from simulation.scenario import Scenario
+
+    fields = [k.field for k in KINDS]
+    assert sorted(fields) == ["consumers", "processors", "producers", "transactional_producers"]
+    assert all(f in Scenario.model_fields for f in fields)
+
+    class Again(ApplicationKind):
+        field = "producers"
+
+    with pytest.raises(ValueError, match="already registered"):
+        register(Again())
+    assert [k.field for k in KINDS] == fields
+
+
+def test_a_run_is_a_cluster_and_applications_driven_phase_by_phase() -> None:
+    """``run_scenario`` is the phases of :class:`Run` in order: driving them by hand gives
+    the same history; the nemesis's targets are the cluster's brokers, then the source and
+    pipeline applications (readers are not targets)."""
+    from simulation import load_scenario, run_scenario
+    from simulation.nemesis import Targets
+    from simulation.runner import Run
+
+    scenario = load_scenario(str(ROOT / "scenarios" / "transactional-pipeline.yaml"))
+    run = Run(scenario, 2, trace=False)
+    targets = Targets.of(run.cluster.fault_targets(), run.apps.fault_targets())
+    brokers = list(run.cluster.metadata.brokers)
+    writers = [
+        a.name
+        for kind in ("transactional_producers", "processors", "producers")
+        for a in getattr(scenario, kind)
+    ]
+    assert list(targets.crash)[: len(brokers)] == brokers
+    assert sorted(targets.crash) == sorted(brokers + writers)
+    assert not {c.name for c in scenario.consumers} & set(targets.crash)
+    for phase in (run.run_workload, run.heal, run.settle, run.recover):
+        phase()
+    run.abandon_open_operations()
+    run.drain()
+    result = run.collect(0.0)
+    assert result.history.digest() == run_scenario(scenario, 2).history.digest()
