@@ -49,6 +49,7 @@ class Errors(Enum):
     # KIP-890: the partition is not in the producer's transaction; abort and carry on.
     TRANSACTION_ABORTABLE = (120, False)
     NOT_ENOUGH_REPLICAS = (19, True)
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = (20, True)
     INVALID_REQUEST = (42, False)
     # What Kafka answers when a handler throws (an IllegalStateException, say).
     UNKNOWN_SERVER_ERROR = (-1, False)
@@ -87,6 +88,7 @@ _EXCEPTION_NAMES = {
     Errors.NOT_ENOUGH_REPLICAS: "NotEnoughReplicasException",
     Errors.INVALID_REQUEST: "InvalidRequestException",
     Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "NotEnoughReplicasAfterAppendException",
 }
 
 

@@ -1,0 +1,1 @@
+"""The KRaft controller: broker liveness, partition leadership and ISR changes."""
