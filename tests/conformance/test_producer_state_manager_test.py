@@ -10,8 +10,8 @@ broker replays its log. The duplicate check Kafka performs in ``UnifiedLog`` is 
 
 from __future__ import annotations
 
-import pytest
 from conformance.cluster import Cluster
+from conformance.not_modelled import not_modelled
 
 from simulation.broker.log import LogBatch, PartitionLog
 from simulation.broker.producer_state import ProducerStateManager, Verdict
@@ -360,7 +360,4 @@ NOT_MODELLED = {
 }
 
 
-@pytest.mark.parametrize("kafka_test", sorted(NOT_MODELLED))
-def test_not_modelled(kafka_test: str):
-    """ProducerStateManagerTest cases for behaviour eosim leaves out on purpose."""
-    pytest.skip(f"ProducerStateManagerTest.{kafka_test}: {NOT_MODELLED[kafka_test]}")
+test_not_modelled = not_modelled("ProducerStateManagerTest", NOT_MODELLED)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from conformance.cluster import Cluster
 from conformance.coordinators import NEW_PID, coordinator_with
+from conformance.not_modelled import not_modelled
 
 from simulation.coordinator.transaction_log import partition_for
 from simulation.coordinator.transaction_state import TransactionState
@@ -468,7 +469,4 @@ NOT_MODELLED = {
 }
 
 
-@pytest.mark.parametrize("kafka_test", sorted(NOT_MODELLED))
-def test_not_modelled(kafka_test: str):
-    """TransactionCoordinatorTest cases for behaviour eosim leaves out on purpose."""
-    pytest.skip(f"TransactionCoordinatorTest.{kafka_test}: {NOT_MODELLED[kafka_test]}")
+test_not_modelled = not_modelled("TransactionCoordinatorTest", NOT_MODELLED)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from conformance.not_modelled import not_modelled
 
 from simulation.coordinator.marker_channel import (
     TransactionMarkerChannelManager,
@@ -117,9 +118,4 @@ NOT_MODELLED = {
 }
 
 
-@pytest.mark.parametrize("kafka_test", sorted(NOT_MODELLED))
-def test_not_modelled(kafka_test: str):
-    """TransactionMarkerRequestCompletionHandlerTest cases eosim leaves out on purpose."""
-    pytest.skip(
-        f"TransactionMarkerRequestCompletionHandlerTest.{kafka_test}: {NOT_MODELLED[kafka_test]}"
-    )
+test_not_modelled = not_modelled("TransactionMarkerRequestCompletionHandlerTest", NOT_MODELLED)

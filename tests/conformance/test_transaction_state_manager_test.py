@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from conformance.coordinators import coordinator_with
+from conformance.not_modelled import not_modelled
 
 from simulation.coordinator.transaction_coordinator import TransactionCoordinator
 from simulation.coordinator.transaction_log import partition_for
@@ -115,7 +116,4 @@ NOT_MODELLED = {
 }
 
 
-@pytest.mark.parametrize("kafka_test", sorted(NOT_MODELLED))
-def test_not_modelled(kafka_test: str):
-    """TransactionStateManagerTest cases for behaviour eosim leaves out on purpose."""
-    pytest.skip(f"TransactionStateManagerTest.{kafka_test}: {NOT_MODELLED[kafka_test]}")
+test_not_modelled = not_modelled("TransactionStateManagerTest", NOT_MODELLED)

@@ -9,8 +9,8 @@ through a partition leader (``Broker``) so that sequences and epochs are checked
 
 from __future__ import annotations
 
-import pytest
 from conformance.cluster import Cluster
+from conformance.not_modelled import not_modelled
 
 from simulation.broker.log import PartitionLog
 from simulation.protocol import Errors
@@ -243,7 +243,4 @@ NOT_MODELLED = {
 }
 
 
-@pytest.mark.parametrize("kafka_test", sorted(NOT_MODELLED))
-def test_not_modelled(kafka_test: str):
-    """UnifiedLogTest cases for behaviour eosim leaves out on purpose."""
-    pytest.skip(f"UnifiedLogTest.{kafka_test}: {NOT_MODELLED[kafka_test]}")
+test_not_modelled = not_modelled("UnifiedLogTest", NOT_MODELLED)
