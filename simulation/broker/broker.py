@@ -379,20 +379,7 @@ class Broker:
         self.alive = True
         self.producer_ids.reset()
         for tp, log in self.logs.items():
-            state = self._new_state()
-            for b in log.batches:
-                if b.control is not None:
-                    state.update_marker(b.producer_id, b.epoch, b.coordinator_epoch)
-                    continue
-                state.update(
-                    b.producer_id,
-                    b.epoch,
-                    b.base_sequence,
-                    b.last_sequence,
-                    b.base_offset,
-                    b.last_offset,
-                )
-            self.producer_state[tp] = state
+            self.producer_state[tp] = self._new_state().load(log.batches)
         if self.coordinator is not None:
             self.coordinator.restart()
         if self.directory is not None:

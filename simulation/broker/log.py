@@ -83,6 +83,28 @@ class PartitionLog:
         self.log_end_offset += 1
         return marker
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything from ``offset`` on (UnifiedLog.truncateTo), as a replica that
+        becomes a follower, or a broker after a power loss, does. Whole batches go: one that
+        holds ``offset`` goes entirely, so the log end may end up below ``offset``. Open
+        transactions and the aborted-transaction index are rebuilt from what is left (a
+        transaction whose marker was cut off is open again)."""
+        keep = self._first_batch_at(offset)
+        if keep == len(self.batches):
+            return
+        self.batches = self.batches[:keep]
+        self.log_end_offset = self.batches[-1].last_offset + 1 if self.batches else 0
+        self.ongoing = {}
+        self.aborted = []
+        for b in self.batches:
+            if b.control is None:
+                if b.transactional and b.producer_id not in self.ongoing:
+                    self.ongoing[b.producer_id] = b.base_offset
+                continue
+            first = self.ongoing.pop(b.producer_id, None)
+            if b.control == "ABORT" and first is not None:
+                self.aborted.append(AbortedTransaction(b.producer_id, first, b.base_offset))
+
     def last_stable_offset(self, high_watermark: int | None = None) -> int:
         bound = self.log_end_offset if high_watermark is None else high_watermark
         return min([bound, *self.ongoing.values()])

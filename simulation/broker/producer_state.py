@@ -28,10 +28,12 @@ The class is pure logic with no SimPy in it, so every rule is unit-tested direct
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
 from simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
+from simulation.records import LogBatch
 
 NO_COORDINATOR_EPOCH = -1
 
@@ -163,6 +165,19 @@ class ProducerStateManager:
             self.producers[producer_id] = entry
         entry.maybe_update_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
+
+    def load(self, batches: Iterable[LogBatch]) -> ProducerStateManager:
+        """Rebuild the state from a log's batches, oldest first (a restarted broker, or one
+        whose log was truncated, does this; Kafka starts from a snapshot instead)."""
+        for b in batches:
+            if b.control is not None:
+                self.update_marker(b.producer_id, b.epoch, b.coordinator_epoch)
+                continue
+            self.update(
+                b.producer_id, b.epoch, b.base_sequence, b.last_sequence, b.base_offset,
+                b.last_offset,
+            )
+        return self
 
     def epoch_of(self, producer_id: int) -> int:
         """The producer's current epoch on this partition (NO_PRODUCER_EPOCH if unknown)."""
