@@ -60,13 +60,14 @@ class TransactionalHalf(Protocol):
 
     :class:`simulation.producer.transactions.Transactions` is the implementation; it refers
     to this module, never the other way round. Another implementation (a test double, say)
-    must provide: ``transaction_version`` (the client's transaction version, an int),
-    ``is_fatal`` (whether the producer is in FATAL_ERROR), ``fatal(message)`` (go to
-    FATAL_ERROR) and ``abortable(message)`` (go to ABORTABLE_ERROR, as Kafka's
-    ``transitionToAbortableError`` after a failed batch).
+    must provide: ``unknown_mapping_is_fatal`` (whether INVALID_PRODUCER_ID_MAPPING is fatal
+    for this client, as for the 4.0 one), ``is_fatal`` (whether the producer is in
+    FATAL_ERROR), ``fatal(message)`` (go to FATAL_ERROR) and ``abortable(message)`` (go to
+    ABORTABLE_ERROR, as Kafka's ``transitionToAbortableError`` after a failed batch).
     """
 
-    transaction_version: int
+    @property
+    def unknown_mapping_is_fatal(self) -> bool: ...
 
     @property
     def is_fatal(self) -> bool: ...
@@ -203,8 +204,7 @@ class TransactionManager:
         txn = self.txn
         if txn is not None:
             if error is Errors.PRODUCER_FENCED or (
-                # The 4.0 client (transaction version 2): an unknown mapping is fatal too.
-                error is Errors.INVALID_PRODUCER_ID_MAPPING and txn.transaction_version >= 2
+                error is Errors.INVALID_PRODUCER_ID_MAPPING and txn.unknown_mapping_is_fatal
             ):
                 txn.fatal(f"{error.exception_name}: {error.name}")
             else:

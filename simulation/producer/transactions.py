@@ -236,11 +236,10 @@ class Transactions:
     def _fail(self, error: Errors) -> None:
         """A non-retriable answer to a coordinator request: ABORTABLE_ERROR with an epoch
         bump for an unknown producer id mapping, FATAL_ERROR otherwise (a fenced epoch is
-        reported as ProducerFencedException, as Kafka does). The 4.0 client (transaction
-        version 2) treats an unknown mapping as fatal."""
-        tv2_mapping = error is Errors.INVALID_PRODUCER_ID_MAPPING and self.transaction_version >= 2
-        if error in (Errors.INVALID_PRODUCER_ID_MAPPING, Errors.UNKNOWN_PRODUCER_ID) and not (
-            tv2_mapping
+        reported as ProducerFencedException, as Kafka does). The 4.0 client treats an unknown
+        mapping as fatal too (:attr:`unknown_mapping_is_fatal`)."""
+        if error is Errors.UNKNOWN_PRODUCER_ID or (
+            error is Errors.INVALID_PRODUCER_ID_MAPPING and not self.unknown_mapping_is_fatal
         ):
             self.abortable(error_text(error), bump=True)
         elif error in (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED):
@@ -313,6 +312,19 @@ class Transactions:
             if request.finish is not None:
                 request.finish(message)
         self.pending.clear()
+
+    @property
+    def unknown_mapping_is_fatal(self) -> bool:
+        """INVALID_PRODUCER_ID_MAPPING is fatal for the 4.0 client (transaction version 2);
+        before, it is abortable with an epoch bump (``abortableErrorIfPossible``)."""
+        return self.transaction_version >= 2
+
+    @property
+    def client_bump_required(self) -> bool:
+        """The abort must be followed by a client-side epoch bump (InitProducerId with the
+        current id and epoch, KIP-360): under transaction version 1 only; under version 2
+        EndTxn bumps the epoch itself."""
+        return self.epoch_bump_required and self.transaction_version < 2
 
     @property
     def is_fatal(self) -> bool:
@@ -512,7 +524,7 @@ class Transactions:
         epoch after it; the application waits for the last of them."""
         if self.new_partitions:
             self._add_partitions_request()
-        bump = self.epoch_bump_required and self.transaction_version < 2
+        bump = self.client_bump_required
         unknown_mapping = (self.last_error or "").startswith(
             Errors.INVALID_PRODUCER_ID_MAPPING.exception_name
         )
@@ -524,7 +536,7 @@ class Transactions:
 
     def _complete_transaction(self) -> None:
         """The transaction ended: READY, or INITIALIZING while the epoch bump is pending."""
-        if self.epoch_bump_required and self.transaction_version < 2:
+        if self.client_bump_required:
             self.state.transition_to(State.INITIALIZING)
         elif self.state.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION):
             self.state.transition_to(State.READY)
