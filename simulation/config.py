@@ -68,6 +68,7 @@ class ProducerConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1_000
     max_block_ms: int = 60_000
+    metadata_max_age_ms: int = 300_000
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
     partitioner_ignore_keys: bool = False
@@ -145,6 +146,7 @@ PRODUCER_KEYS: dict[str, _Key] = {
     "reconnect.backoff.ms": _Key("reconnect_backoff_ms", _int()),
     "reconnect.backoff.max.ms": _Key("reconnect_backoff_max_ms", _int()),
     "max.block.ms": _Key("max_block_ms", _int()),
+    "metadata.max.age.ms": _Key("metadata_max_age_ms", _int()),
     "transactional.id": _Key("transactional_id", _parse_str),
     "transaction.timeout.ms": _Key("transaction_timeout_ms", _int(1)),
     "partitioner.ignore.keys": _Key("partitioner_ignore_keys", _parse_bool),
@@ -238,3 +240,69 @@ def _validate_timeouts(config: ProducerConfig, explicit: bool, unsafe: Unsafe) -
         f"delivery.timeout.ms raised to linger.ms + request.timeout.ms ({floor})"
     )
     config.delivery_timeout_ms = floor
+
+
+# -- broker and topic configurations ----------------------------------------------------------
+def _optional_long(low: int = 1) -> Callable[[str, object], int | None]:
+    """A Kafka long whose default, Long.MAX_VALUE, means never: None here."""
+
+    def parse(key: str, value: object) -> int | None:
+        if isinstance(value, str) and value.lower() in ("never", "none"):
+            return None
+        number = _parse_int(key, value, low, 2**63 - 1)
+        return None if number >= MAX_INT else number
+
+    return parse
+
+
+# Broker configs a scenario may set under ``cluster.config`` (Kafka's names), with the
+# attribute of :class:`BrokerConfig` each sets.
+BROKER_KEYS: dict[str, _Key] = {
+    "replica.lag.time.max.ms": _Key("replica_lag_time_max_ms", _int(1)),
+    "replica.fetch.wait.max.ms": _Key("replica_fetch_wait_max_ms", _int(0)),
+    "replica.fetch.backoff.ms": _Key("replica_fetch_backoff_ms", _int(0)),
+    "replica.socket.timeout.ms": _Key("replica_socket_timeout_ms", _int(1)),
+    "broker.session.timeout.ms": _Key("broker_session_timeout_ms", _int(1)),
+    "broker.heartbeat.interval.ms": _Key("broker_heartbeat_interval_ms", _int(1)),
+    "log.flush.interval.messages": _Key("log_flush_interval_messages", _optional_long(1)),
+    "log.flush.interval.ms": _Key("log_flush_interval_ms", _optional_long(0)),
+    "log.flush.scheduler.interval.ms": _Key("log_flush_scheduler_interval_ms", _optional_long(1)),
+    "min.insync.replicas": _Key("min_insync_replicas", _int(1)),
+    "unclean.leader.election.enable": _Key("unclean_leader_election_enable", _parse_bool),
+}
+
+# Topic configs a scenario may set under ``cluster.topics[].config`` (they override the
+# broker-wide defaults of the same names).
+TOPIC_KEYS: dict[str, _Key] = {
+    "min.insync.replicas": _Key("min_insync_replicas", _int(1)),
+    "unclean.leader.election.enable": _Key("unclean_leader_election_enable", _parse_bool),
+}
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Broker configs, Kafka's defaults (``log.flush.*``: never, None here)."""
+
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1_000
+    replica_socket_timeout_ms: int = 30_000
+    broker_session_timeout_ms: int = 9_000
+    broker_heartbeat_interval_ms: int = 2_000
+    log_flush_interval_messages: int | None = None
+    log_flush_interval_ms: int | None = None
+    log_flush_scheduler_interval_ms: int | None = None
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+
+
+def parse_named_config(
+    raw: Mapping[str, object], keys: Mapping[str, _Key], target: Any, what: str
+) -> Any:
+    """Set ``target``'s attributes from Kafka-named ``raw`` keys of ``keys``."""
+    for key, value in raw.items():
+        spec = keys.get(key)
+        if spec is None:
+            raise ConfigException(key, value, f"unknown {what} configuration")
+        setattr(target, spec.attr, spec.parse(key, value))
+    return target

@@ -138,7 +138,10 @@ class HistoryRecorder:
         partition: int,
         records: list[dict[str, Any]],
         markers: list[dict[str, Any]] | None = None,
+        **replication: Any,
     ) -> None:
+        """A partition's final log; a replicated partition's line also names its ``leader``
+        and ``high_watermark``."""
         line: dict[str, Any] = {
             "kind": "log",
             "topic": topic,
@@ -147,6 +150,7 @@ class HistoryRecorder:
         }
         if markers:
             line["markers"] = markers
+        line.update(replication)
         self.logs.append(line)
 
     @property

@@ -1,26 +1,113 @@
-"""Cluster metadata: topics, partition counts and partition leaders.
+"""Cluster metadata: what a run's cluster looks like, and what a client believes of it.
 
-Leadership is static until replication lands: partition ``p`` of every topic is led by
-broker ``p % brokers``.
+:class:`ClusterMetadata` is the cluster as built: brokers, topics, each partition's replicas.
+Replicas are assigned round robin without racks: partition ``p`` of a topic with replication
+factor ``r`` lives on brokers ``p, p+1, ..., p+r-1`` (mod the broker count), the first being
+its preferred (and initial) leader. Kafka's rack-unaware placement also starts each topic at
+a random broker and shifts followers between rounds; eosim's fixed start keeps the initial
+leader of partition ``p`` on broker ``p % brokers`` at every replication factor.
+
+:class:`ClientMetadata` is a client's metadata cache (Kafka's ``Metadata``): which broker it
+believes leads each partition, at which leader epoch. It starts from the cluster as built (a
+client's bootstrap, before the run's clock starts) and changes only through metadata responses
+the client asked a broker for, ignoring any answer older than what it knows (a lower leader
+epoch). :meth:`ClientMetadata.request_update` asks for a refresh, which the client's network
+layer sends at its next chance (after ``retry.backoff.ms`` since the last one); every
+``metadata.max.age.ms`` the cache is refreshed anyway.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from simulation.protocol import TopicPartition
+from simulation.protocol import PartitionLeader, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterMetadata:
     brokers: tuple[str, ...]
     topics: dict[str, int]
+    replication: dict[str, int] = field(default_factory=dict)
 
-    def leader(self, tp: TopicPartition) -> str:
-        return self.brokers[tp[1] % len(self.brokers)]
+    def replicas(self, tp: TopicPartition) -> tuple[str, ...]:
+        """The brokers hosting ``tp``, its preferred leader first."""
+        n = len(self.brokers)
+        factor = min(self.replication.get(tp[0], 1), n)
+        return tuple(self.brokers[(tp[1] + i) % n] for i in range(factor))
+
+    def initial_leader(self, tp: TopicPartition) -> str:
+        return self.replicas(tp)[0]
 
     def partitions(self) -> list[TopicPartition]:
         return [(t, p) for t, n in self.topics.items() for p in range(n)]
 
-    def partitions_led_by(self, broker: str) -> list[TopicPartition]:
-        return [tp for tp in self.partitions() if self.leader(tp) == broker]
+    def partitions_hosted_by(self, broker: str) -> list[TopicPartition]:
+        return [tp for tp in self.partitions() if broker in self.replicas(tp)]
+
+
+class ClientMetadata:
+    """A client's view of partition leadership (see the module docstring)."""
+
+    __slots__ = (
+        "brokers",
+        "last_attempt",
+        "last_refresh",
+        "leaders",
+        "max_age_ms",
+        "refresh_backoff_ms",
+        "topics",
+        "update_requested",
+    )
+
+    def __init__(
+        self,
+        cluster: ClusterMetadata,
+        max_age_ms: float = 300_000.0,
+        refresh_backoff_ms: float = 100.0,
+    ) -> None:
+        self.brokers = cluster.brokers
+        self.topics = cluster.topics
+        self.leaders: dict[TopicPartition, PartitionLeader] = {
+            tp: PartitionLeader(cluster.initial_leader(tp), 0, cluster.replicas(tp))
+            for tp in cluster.partitions()
+        }
+        self.max_age_ms = max_age_ms
+        self.refresh_backoff_ms = refresh_backoff_ms
+        self.last_refresh = 0.0
+        self.last_attempt = float("-inf")
+        self.update_requested = False
+
+    def leader(self, tp: TopicPartition) -> str | None:
+        known = self.leaders.get(tp)
+        return known.leader if known is not None else None
+
+    def partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, n in self.topics.items() for p in range(n)]
+
+    def request_update(self) -> None:
+        self.update_requested = True
+
+    def time_to_update(self, now: float) -> float:
+        """0 when a metadata request should go out now; else how long until one should."""
+        due = self.last_refresh + self.max_age_ms
+        if self.update_requested:
+            due = min(due, self.last_attempt + self.refresh_backoff_ms)
+        else:
+            due = max(due, self.last_attempt + self.refresh_backoff_ms)
+        return max(due - now, 0.0)
+
+    def attempt(self, now: float) -> None:
+        """A metadata request was sent at ``now``."""
+        self.last_attempt = now
+
+    def update(self, partitions: Mapping[TopicPartition, PartitionLeader], now: float) -> None:
+        """A metadata response arrived (Metadata.updateLatestMetadata: an entry with an older
+        leader epoch than the cache's is stale and ignored)."""
+        for tp in sorted(partitions):
+            fresh = partitions[tp]
+            known = self.leaders.get(tp)
+            if known is None or fresh.leader_epoch >= known.leader_epoch:
+                self.leaders[tp] = fresh
+        self.last_refresh = now
+        self.update_requested = False

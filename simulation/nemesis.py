@@ -122,6 +122,8 @@ class Targets:
     restart: dict[str, Callable[[], None]] = field(default_factory=dict)
     pause: dict[str, Callable[[], None]] = field(default_factory=dict)
     resume: dict[str, Callable[[], None]] = field(default_factory=dict)
+    # A power loss: a crash that also loses unflushed writes (brokers only); undone by restart.
+    power_loss: dict[str, Callable[[], None]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, *groups: Mapping[str, FaultTarget]) -> Targets:
@@ -167,9 +169,13 @@ class Nemesis:
 
     def _apply(self, event: FaultEvent) -> Callable[[], None]:
         kind = event.kind
-        if kind in ("crash", "pause"):
-            do = self.targets.crash if kind == "crash" else self.targets.pause
-            undo = self.targets.restart if kind == "crash" else self.targets.resume
+        if kind in ("crash", "pause", "power_loss"):
+            do = {
+                "crash": self.targets.crash,
+                "pause": self.targets.pause,
+                "power_loss": self.targets.power_loss,
+            }[kind]
+            undo = self.targets.resume if kind == "pause" else self.targets.restart
             for node in event.targets:
                 do[node]()
             return lambda: [undo[n]() for n in event.targets] and None

@@ -109,6 +109,8 @@ class Message:
     conn: Connection | None
     sent_at: float
     msg_id: int = 0
+    # Broker-to-broker and controller traffic: its own random streams, and no ambient loss.
+    internal: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -161,11 +163,18 @@ class Network:
         settings: NetworkSettings,
         rng: RandomStream,
         loss_rng: RandomStream | None = None,
+        internal_rng: RandomStream | None = None,
+        internal_loss_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.settings = settings
         self.rng = rng
         self.loss_rng = loss_rng or rng
+        # Cluster-internal messages (replication, heartbeats, metadata) draw from streams of
+        # their own, so that adding replication leaves every client message's draws as they
+        # were.
+        self.internal_rng = internal_rng or rng
+        self.internal_loss_rng = internal_loss_rng or self.loss_rng
         self.trace: list[TraceEvent] | None = None
         self._handlers: dict[str, Handler] = {}
         self._host: dict[str, str] = {}
@@ -204,11 +213,15 @@ class Network:
         conn: Connection | None = None,
         *,
         request: bool | None = None,
+        internal: bool = False,
     ) -> None:
         """Send ``payload``. ``request`` says which loss probability applies; by default a
-        client's messages are requests and a broker's are responses."""
+        client's messages are requests and a broker's are responses. ``internal`` marks
+        cluster-internal traffic (replication, the controller's): it is not subject to the
+        scenario's ambient ``request_loss``/``response_loss``, which describe client
+        connections, only to faults (cuts, delay and loss windows, crashes)."""
         self.messages_sent += 1
-        msg = Message(src, dst, payload, conn, self.env.now, self.messages_sent)
+        msg = Message(src, dst, payload, conn, self.env.now, self.messages_sent, internal)
         trace = self.trace
         if trace is not None:
             self._record("send", msg)
@@ -217,7 +230,7 @@ class Network:
             if trace is not None:
                 self._record("dropped", msg)
             return
-        if self._lost(src, dst, request):
+        if self._lost(src, dst, request, internal):
             self.messages_lost += 1
             if trace is not None:
                 self._record("lost", msg)
@@ -238,15 +251,23 @@ class Network:
             TraceEvent(self.env.now, event, msg.msg_id, msg.src, msg.dst, msg.payload, generation)
         )
 
-    def _lost(self, src: str, dst: str, request: bool | None = None) -> bool:
+    def _lost(
+        self, src: str, dst: str, request: bool | None = None, internal: bool = False
+    ) -> bool:
         s = self.settings
-        if request is None:
-            request = self._is_client.get(src, False)
-        p = s.request_loss if request else s.response_loss
+        if internal:
+            p = 0.0
+        else:
+            if request is None:
+                request = self._is_client.get(src, False)
+            p = s.request_loss if request else s.response_loss
         for w in self._spikes:
             if w.loss and w.touches(self.host(src), self.host(dst)):
                 p = 1.0 - (1.0 - p) * (1.0 - w.loss)
-        return p > 0.0 and self.loss_rng.random() < p
+        if p <= 0.0:
+            return False
+        rng = self.internal_loss_rng if internal else self.loss_rng
+        return rng.random() < p
 
     def _blackhole(self, conn: Connection) -> None:
         conn.blackholed = True
@@ -270,7 +291,7 @@ class Network:
             handler(msg)
 
     def _schedule(self, msg: Message) -> None:
-        delay = self.settings.latency.sample(self.rng)
+        delay = self.settings.latency.sample(self.internal_rng if msg.internal else self.rng)
         for w in self._spikes:
             if w.extra_ms and w.touches(self.host(msg.src), self.host(msg.dst)):
                 delay += w.extra_ms

@@ -23,6 +23,9 @@ POINTS = (
     # the leader of a partition in the transaction
     "leader.before_marker",
     "leader.after_marker",
+    # a replica whose broker applies the controller's metadata
+    "replica.became_leader",
+    "replica.became_follower",
     # a consume-transform-produce application
     "processor.after_poll",
     "processor.after_send",

@@ -51,6 +51,16 @@ class Errors(Enum):
     NOT_ENOUGH_REPLICAS = (19, True)
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = (20, True)
     INVALID_REQUEST = (42, False)
+    # Leader epochs (KIP-320): a request names an older epoch than the replica's, or a newer
+    # one it has not heard of yet.
+    FENCED_LEADER_EPOCH = (74, True)
+    UNKNOWN_LEADER_EPOCH = (76, True)
+    # AlterPartition: the partition epoch the leader named is not the controller's.
+    INVALID_UPDATE_VERSION = (95, False)
+    INELIGIBLE_REPLICA = (107, False)
+    # A broker registering while its previous incarnation's session is still alive.
+    DUPLICATE_BROKER_REGISTRATION = (101, True)
+    STALE_BROKER_EPOCH = (77, False)
     # What Kafka answers when a handler throws (an IllegalStateException, say).
     UNKNOWN_SERVER_ERROR = (-1, False)
 
@@ -89,7 +99,20 @@ _EXCEPTION_NAMES = {
     Errors.INVALID_REQUEST: "InvalidRequestException",
     Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
     Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "NotEnoughReplicasAfterAppendException",
+    Errors.FENCED_LEADER_EPOCH: "FencedLeaderEpochException",
+    Errors.UNKNOWN_LEADER_EPOCH: "UnknownLeaderEpochException",
 }
+
+# Errors that say the client's metadata is stale (Kafka's InvalidMetadataException family):
+# a client that sees one asks for fresh metadata before it retries.
+INVALID_METADATA_ERRORS = frozenset(
+    {
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.FENCED_LEADER_EPOCH,
+        Errors.UNKNOWN_LEADER_EPOCH,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -118,6 +141,9 @@ class ProduceRequest:
     # wire and never read by brokers, so typed loosely to keep this module client-agnostic.
     batches: list[Any] = field(default_factory=list)
     transactional_id: str | None = None
+    # How long the leader may hold an acks=all answer for replication (the producer's
+    # request.timeout.ms, sent as the request's timeout).
+    timeout_ms: float = 30_000.0
 
 
 @dataclass(slots=True)
@@ -312,6 +338,130 @@ class WriteTxnMarkersResponse:
     correlation_id: int
     producer_id: int
     results: list[tuple[TopicPartition, Errors]]
+
+
+# -- metadata ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PartitionLeader:
+    """What a metadata response says of one partition: its leader (None while offline),
+    leader epoch and replicas (broker names)."""
+
+    leader: str | None
+    leader_epoch: int
+    replicas: tuple[str, ...] = ()
+    isr: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class MetadataRequest:
+    correlation_id: int
+
+
+@dataclass(slots=True)
+class MetadataResponse:
+    correlation_id: int
+    partitions: dict[TopicPartition, PartitionLeader]
+
+
+# -- replication (broker to broker) ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchPartition:
+    """One partition of a follower's fetch: where its log ends, the leader epoch of its last
+    batch (KIP-595's lastFetchedEpoch, so the leader can tell a diverged log), and the leader
+    epoch it believes current (KIP-320)."""
+
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+
+
+@dataclass(slots=True)
+class ReplicaFetchRequest:
+    correlation_id: int
+    replica: str
+    partitions: tuple[tuple[TopicPartition, ReplicaFetchPartition], ...]
+
+
+@dataclass(slots=True)
+class ReplicaFetchData:
+    error: Errors
+    batches: list[LogBatch] = field(default_factory=list)
+    high_watermark: int = -1
+    log_end_offset: int = -1
+    # When the follower's log diverged from the leader's: the leader's (epoch, end offset)
+    # for the follower's last fetched epoch (FetchResponse.divergingEpoch).
+    diverging_epoch: tuple[int, int] | None = None
+
+
+@dataclass(slots=True)
+class ReplicaFetchResponse:
+    correlation_id: int
+    partitions: list[tuple[TopicPartition, ReplicaFetchData]]
+
+
+# -- the controller (KRaft) -----------------------------------------------------------------
+@dataclass(slots=True)
+class BrokerRegistrationRequest:
+    correlation_id: int
+    broker: str
+    incarnation: int
+
+
+@dataclass(slots=True)
+class BrokerHeartbeatRequest:
+    correlation_id: int
+    broker: str
+    incarnation: int
+
+
+@dataclass(slots=True)
+class BrokerHeartbeatResponse:
+    correlation_id: int
+    error: Errors
+    fenced: bool = True
+
+
+@dataclass(slots=True)
+class AlterPartitionRequest:
+    correlation_id: int
+    broker: str
+    tp: TopicPartition
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class AlterPartitionResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: Errors
+    # The registration as it now stands (on NONE), for the leader to adopt.
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition's registration as the controller publishes it (PartitionRecord /
+    PartitionChangeRecord): replicas, ISR and leader by broker name (leader None: offline)."""
+
+    replicas: tuple[str, ...]
+    isr: tuple[str, ...]
+    leader: str | None
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class MetadataDelta:
+    """The controller's published changes, in order (the metadata log as a broker replays
+    it); ``snapshot`` replaces everything the broker knew (a restarted broker's catch-up)."""
+
+    offset: int
+    partitions: dict[TopicPartition, PartitionState]
+    snapshot: bool = False
 
 
 Request = ProduceRequest | InitProducerIdRequest

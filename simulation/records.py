@@ -38,6 +38,9 @@ class LogBatch:
     control: ControlType | None = None
     # A control batch's EndTransactionMarker carries the coordinator epoch that wrote it.
     coordinator_epoch: int = -1
+    # The leader epoch of the leader that appended it (the batch header's
+    # partitionLeaderEpoch), which followers' leader-epoch caches are built from.
+    leader_epoch: int = 0
 
     @property
     def last_offset(self) -> int:

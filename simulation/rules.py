@@ -39,6 +39,14 @@ class ProtocolRules:
     # already be written: they are written again. True applies the proposed fix (mark the
     # sequence unresolved, bump only once nothing is in flight). False is Kafka as released.
     failed_batch_marks_sequence_unresolved: bool = False
+    # Where a replica that becomes a follower cuts its log: "leader_epoch" (KIP-101 with
+    # KIP-279's fix, Kafka 2.1+: to the last offset its log shares with the leader's) or
+    # "high_watermark" (before KIP-101: to its own high watermark, which can lose or diverge
+    # committed records when two brokers fail in turn).
+    truncation: str = "leader_epoch"
+    # KIP-966 (3.7+): a leader does not advance the high watermark while its ISR is smaller
+    # than min.insync.replicas. True is the older behaviour.
+    hw_advances_under_min_isr: bool = False
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)

@@ -113,6 +113,8 @@ def build_network(
         ),
         streams.stream("network"),
         streams.stream("network-loss"),
+        streams.stream("network-internal"),
+        streams.stream("network-internal-loss"),
     )
     if trace:
         network.trace = []
@@ -151,6 +153,7 @@ class Run:
             scenario.faults, workload_horizon(scenario), streams.stream("nemesis")
         )
         targets = Targets.of(cluster.fault_targets(), self.apps.fault_targets())
+        targets.power_loss = {n: b.power_loss for n, b in cluster.power_targets().items()}
         Nemesis(env, self.schedule, network, targets, history)
         self.crash_at = CrashAtNemesis(
             env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")

@@ -34,8 +34,11 @@ from pydantic import (
 )
 
 from simulation.config import (
+    BROKER_KEYS,
     MAX_INT,
     PRODUCER_KEYS,
+    TOPIC_KEYS,
+    BrokerConfig,
     ConfigException,
     ProducerConfig,
     Unsafe,
@@ -92,15 +95,40 @@ class _Model(BaseModel):
 class Topic(_Model):
     name: str = Field(min_length=1)
     partitions: int = Field(ge=1, le=10_000)
+    # Kafka's default.replication.factor is 1; at most the number of brokers.
+    replication_factor: int = Field(default=1, ge=1, le=1000)
+    # Topic configs under Kafka's names (min.insync.replicas, unclean.leader.election.enable).
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("config")
+    @classmethod
+    def _known_topic_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
+        _check_named(config, TOPIC_KEYS, ("config",))
+        return config
+
+
+def _check_named(config: Mapping[str, Any], keys: Mapping[str, Any], path: tuple[str, ...]) -> None:
+    for key, value in config.items():
+        spec = keys.get(key)
+        if spec is None:
+            raise _UnknownKey(key, keys)
+        try:
+            spec.parse(key, value)
+        except ConfigException as exc:
+            raise ValueError(str(exc)) from None
 
 
 class Cluster(_Model):
     brokers: int = Field(default=1, ge=1, le=1000)
     request_time_ms: float = Field(default=0.1, ge=0.0)
-    # How long the controller takes to move a dead coordinator's partitions to another broker
-    # (broker.session.timeout.ms), and how long loading a coordinator partition takes.
-    coordinator_failover: Duration = 9_000.0
+    # How long loading a coordinator partition takes.
     coordinator_load: Duration = 50.0
+    # Broker configs under Kafka's names (replica.lag.time.max.ms, broker.session.timeout.ms,
+    # log.flush.interval.messages, min.insync.replicas, ...): defaults for every topic.
+    config: dict[str, Any] = Field(default_factory=dict)
+    # How long the operating system leaves written pages dirty before writing them back on
+    # its own (Linux: vm.dirty_expire_centisecs, 30 s): what a power loss can take.
+    os_writeback: Duration = Field(default=30_000.0, ge=0.0)
     # transactional.id.expiration.ms (default 7 days), how often expired ids are removed
     # (transaction.remove.expired.transaction.cleanup.interval.ms, 1 hour) and how often open
     # transactions are checked against their timeout
@@ -119,6 +147,44 @@ class Cluster(_Model):
             if names.count(name) > 1:
                 raise ValueError(f"topic {name!r} is defined twice")
         return topics
+
+    @field_validator("config")
+    @classmethod
+    def _known_broker_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
+        _check_named(config, BROKER_KEYS, ("config",))
+        return config
+
+    @model_validator(mode="after")
+    def _replication_fits(self) -> Cluster:
+        config = self.broker_config()
+        if config.broker_heartbeat_interval_ms >= config.broker_session_timeout_ms:
+            raise _PathError(
+                ("cluster", "config", "broker.heartbeat.interval.ms"),
+                f"{config.broker_heartbeat_interval_ms} must be below broker.session.timeout.ms "
+                f"({config.broker_session_timeout_ms}), or every broker is fenced between "
+                "heartbeats",
+            )
+        for i, topic in enumerate(self.topics):
+            if topic.replication_factor > self.brokers:
+                raise _PathError(
+                    ("cluster", "topics", i, "replication_factor"),
+                    f"{topic.replication_factor} is more than the {self.brokers} broker(s)",
+                )
+        return self
+
+    def broker_config(self) -> BrokerConfig:
+        """The broker configs, Kafka's defaults where the scenario says nothing."""
+        config = BrokerConfig()
+        for key, value in self.config.items():
+            setattr(config, BROKER_KEYS[key].attr, BROKER_KEYS[key].parse(key, value))
+        return config
+
+    def topic_config(self, topic: Topic) -> BrokerConfig:
+        """A topic's effective configs: its own over the broker-wide defaults."""
+        config = self.broker_config()
+        for key, value in topic.config.items():
+            setattr(config, TOPIC_KEYS[key].attr, TOPIC_KEYS[key].parse(key, value))
+        return config
 
 
 class Latency(_Model):
@@ -275,7 +341,7 @@ class DurationRange(_Model):
         return self
 
 
-FaultKind = Literal["crash", "pause", "partition", "delay", "loss", "crash_at"]
+FaultKind = Literal["crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss"]
 
 
 class Fault(_Model):
@@ -305,7 +371,7 @@ class Fault(_Model):
             raise ValueError("'point' applies to crash_at faults only")
         if (self.at is None) == (self.rate is None):
             raise ValueError("give exactly one of 'at' (scheduled) or 'rate' (random)")
-        if self.kind in ("crash", "pause") and not self.nodes:
+        if self.kind in ("crash", "pause", "power_loss") and not self.nodes:
             raise ValueError(f"a {self.kind} fault needs 'nodes'")
         if self.kind == "partition" and not self.nodes and not self.groups:
             raise ValueError("a partition fault needs 'nodes' (to isolate) or 'groups'")
@@ -327,6 +393,10 @@ _RULE_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
+# The rules that take one of a few names.
+_RULE_CHOICES: dict[str, tuple[str, ...]] = {"truncation": ("leader_epoch", "high_watermark")}
+
+
 class Kafka(_Model):
     version: Literal["3.9", "4.0"] = DEFAULT_VERSION  # type: ignore[assignment]
     rules: dict[str, Any] = Field(default_factory=dict)
@@ -346,6 +416,11 @@ class Kafka(_Model):
             if isinstance(getattr(VERSIONS[DEFAULT_VERSION], key), bool):
                 if not isinstance(value, bool):
                     raise _PathError(("kafka", "rules", key), "expected true or false")
+                continue
+            if key in _RULE_CHOICES:
+                if value not in _RULE_CHOICES[key]:
+                    choices = ", ".join(_RULE_CHOICES[key])
+                    raise _PathError(("kafka", "rules", key), f"expected one of {choices}")
                 continue
             low, high = _RULE_RANGES.get(key, (0, MAX_INT))
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -403,6 +478,8 @@ MAX_RANDOM_FAULTS = 1_000_000
 
 _CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
 ExpectValue = int | str
+# The controller's node name, a fault target like the brokers.
+CONTROLLER_NODE = "controller"
 
 
 class Scenario(_Model):
@@ -480,7 +557,7 @@ class Scenario(_Model):
                     ("producers", i, "workload", "partition"),
                     f"must be in [0, {topics[w.topic] - 1}] for topic {w.topic!r}",
                 )
-        nodes = set(names) | set(brokers)
+        nodes = set(names) | set(brokers) | {CONTROLLER_NODE}
         for i, f in enumerate(self.faults):
             named = list(f.nodes) + [n for g in f.groups or [] for n in g]
             named += [n for link in f.links for n in link]
@@ -489,11 +566,14 @@ class Scenario(_Model):
                     close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
-            pausable = set(brokers) | set(names)
+            pausable = set(brokers) | set(names) | {CONTROLLER_NODE}
             if f.kind == "pause" and any(n not in pausable for n in f.nodes):
                 raise _PathError(
-                    ("faults", i, "nodes"), "pause applies to brokers and applications only"
+                    ("faults", i, "nodes"),
+                    "pause applies to brokers, the controller and applications only",
                 )
+            if f.kind == "power_loss" and any(n not in brokers for n in f.nodes):
+                raise _PathError(("faults", i, "nodes"), "power_loss applies to brokers only")
             if f.rate is not None:
                 # Random faults are drawn up front, over [start, end or the duration).
                 window = (f.end if f.end is not None else self.duration) - f.start
@@ -521,6 +601,9 @@ class Scenario(_Model):
 
     def topic_partitions(self) -> dict[str, int]:
         return {t.name: t.partitions for t in self.cluster.topics}
+
+    def replication_factors(self) -> dict[str, int]:
+        return {t.name: t.replication_factor for t in self.cluster.topics}
 
     def broker_names(self) -> list[str]:
         return [f"broker-{i}" for i in range(self.cluster.brokers)]

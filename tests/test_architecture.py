@@ -142,12 +142,15 @@ def test_every_request_type_has_a_handler() -> None:
         key=lambda cls: cls.__name__,
     )
     assert requests and all(dataclasses.is_dataclass(cls) for cls in requests)
-    broker = Cluster().brokers["broker-0"]
+    cluster = Cluster()
+    broker = cluster.brokers["broker-0"]
     assert broker.coordinator is not None
     unhandled = [
         cls.__name__
         for cls in requests
-        if cls not in broker.handlers and cls not in broker.coordinator.handlers
+        if cls not in broker.handlers
+        and cls not in broker.coordinator.handlers
+        and cls not in cluster.controller.handlers
     ]
     assert unhandled == []
 
@@ -179,7 +182,7 @@ def test_application_kinds_cover_every_application_list_of_a_scenario() -> None:
 def test_a_run_is_a_cluster_and_applications_driven_phase_by_phase() -> None:
     """``run_scenario`` is the phases of :class:`Run` in order: driving them by hand gives
     the same history; the nemesis's targets are the cluster's brokers, then the source and
-    pipeline applications (readers are not targets)."""
+    pipeline applications (readers are not targets), and the controller."""
     from simulation import load_scenario, run_scenario
     from simulation.nemesis import Targets
     from simulation.runner import Run
@@ -194,7 +197,7 @@ def test_a_run_is_a_cluster_and_applications_driven_phase_by_phase() -> None:
         for a in getattr(scenario, kind)
     ]
     assert list(targets.crash)[: len(brokers)] == brokers
-    assert sorted(targets.crash) == sorted(brokers + writers)
+    assert sorted(targets.crash) == sorted([*brokers, "controller", *writers])
     assert not {c.name for c in scenario.consumers} & set(targets.crash)
     for phase in (run.run_workload, run.heal, run.settle, run.recover):
         phase()

@@ -153,7 +153,11 @@ class Cluster:
         self.consumer.assign([TP])
 
     def write(self, *values: str, producer_id: int = 1, transactional: bool = False) -> None:
-        self.log.append(producer_id, 0, -1, values, self.env.now, transactional)
+        batch = self.log.append(producer_id, 0, -1, values, self.env.now, transactional)
+        # As the leader's produce path does: the high watermark follows the append.
+        part = self.broker.partitions[TP]
+        part.appended(batch, self.env.now)
+        self.broker.replica_manager.after_leader_append(part)
 
     def poll(self) -> list[str]:
         """One poll; its values, or the exception it raised."""

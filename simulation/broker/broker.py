@@ -22,8 +22,10 @@ from typing import Any
 import simpy
 
 from simulation.broker.log import PartitionLog
+from simulation.broker.partition import Partition, TopicSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from simulation.broker.producer_state import ProducerStateManager, Verdict
+from simulation.broker.replica_manager import ReplicaManager, ReplicationSettings
 from simulation.coordinator.directory import (
     CONSUMER_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -34,6 +36,10 @@ from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.protocol import (
     EARLIEST_TIMESTAMP,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
     Disconnected,
     Errors,
     FetchPartition,
@@ -43,9 +49,15 @@ from simulation.protocol import (
     InitProducerIdResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    MetadataDelta,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionLeader,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
     TopicPartition,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
@@ -94,9 +106,17 @@ class BrokerSettings:
     request_time_ms: float = 0.1
     # The most records one fetch returns for a partition (whole batches, at least one).
     fetch_max_records: int = 500
+    # broker.heartbeat.interval.ms, and how soon a refused registration is tried again.
+    heartbeat_interval_ms: float = 2_000.0
+    registration_retry_ms: float = 1_000.0
 
 
 class Broker:
+    """One broker: request handling, its replicas (:class:`ReplicaManager`), its coordinators
+    and its life with the controller (registration and heartbeats, Kafka's
+    ``BrokerLifecycleManager``). Built without a controller (``controller=None``) it leads the
+    ``partitions`` it is given alone, for ever: the standalone broker of unit tests."""
+
     def __init__(
         self,
         env: simpy.Environment,
@@ -110,20 +130,25 @@ class Broker:
         directory: CoordinatorDirectory | None = None,
         verify_partition: PartitionVerifier | None = None,
         add_partition: PartitionVerifier | None = None,
+        *,
+        replication: ReplicationSettings | None = None,
+        topics: dict[str, TopicSettings] | None = None,
+        controller: str | None = None,
     ) -> None:
         self.env = env
         self.name = name
         self.network = network
         self.rules = rules
         self.settings = settings
-        self.logs: dict[TopicPartition, PartitionLog] = {tp: PartitionLog(*tp) for tp in partitions}
-        self.producer_state: dict[TopicPartition, ProducerStateManager] = {
-            tp: self._new_state() for tp in partitions
-        }
         self.producer_ids = ProducerIdManager(allocator)
         self.alive = True
         self.paused = False
         self._queue: deque[Message] = deque()
+        self._internal: deque[Message] = deque()
+        # Connections with a request being handled (or held), and what waits behind it.
+        self._muted: set[int] = set()
+        self._stalled: dict[int, deque[Message]] = {}
+        self._held = False
         self._wakeup = env.event()
         self._connections: dict[int, Connection] = {}
         self.requests_handled = 0
@@ -134,15 +159,50 @@ class Broker:
         # producer's transaction itself, on its first transactional produce there.
         self.add_partition = add_partition if rules.transaction_version >= 2 else None
         self.coordinator: CoordinatorRuntime | None = None  # attached by the cluster
+        self.replica_manager = ReplicaManager(
+            env,
+            name,
+            network,
+            rules,
+            replication if replication is not None else ReplicationSettings(),
+            topics if topics is not None else {},
+            self._new_state,
+            lambda: self.alive and not self.paused,
+            self.probe,
+            self.respond,
+        )
+        self.controller = controller
+        self.incarnation = 0
+        self.registered = controller is not None
+        self._power_lost = False
+        for tp in partitions:
+            self.replica_manager.lead_alone(tp)
         self.handlers = self._dispatch_table()
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
+        if controller is not None:
+            env.process(self._heartbeat_loop())
+        self.replica_manager.flush_task()
 
     def _new_state(self) -> ProducerStateManager:
         return ProducerStateManager(
             self.rules.producer_state_cached_batches,
             self.rules.accept_unknown_producer_any_sequence,
         )
+
+    # -- replicas ---------------------------------------------------------------------------
+    @property
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        """Every replica this broker hosts."""
+        return self.replica_manager.partitions
+
+    @property
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        return {tp: p.log for tp, p in self.replica_manager.partitions.items()}
+
+    @property
+    def producer_state(self) -> dict[TopicPartition, ProducerStateManager]:
+        return {tp: p.producer_state for tp, p in self.replica_manager.partitions.items()}
 
     # -- arrival -----------------------------------------------------------------------
     def receive(self, msg: Message) -> None:
@@ -152,11 +212,57 @@ class Broker:
                 msg.conn.destroy()
                 self._notify_reset(msg.conn)
             return
-        if msg.conn is not None:
-            self._connections[id(msg.conn)] = msg.conn
+        if type(msg.payload) in _OWN_THREADS:
+            # Answers to this broker's own requests and the controller's metadata are handled
+            # by threads of their own (fetchers, the lifecycle manager, the metadata loader),
+            # not by the request handlers; a paused process handles them when it resumes.
+            self._internal.append(msg)
+            if not self.paused:
+                self._handle_internal()
+            return
+        conn = msg.conn
+        if conn is not None and conn.broker == self.name:
+            self._connections[id(conn)] = conn
+            key = id(conn)
+            if key in self._muted:
+                # SocketServer mutes a connection from the moment a request is read until its
+                # response is sent: the next request waits, so a connection's requests are
+                # handled, and answered, one at a time and in order.
+                self._stalled.setdefault(key, deque()).append(msg)
+                return
+            self._muted.add(key)
+        self._enqueue(msg)
+
+    def _enqueue(self, msg: Message) -> None:
         self._queue.append(msg)
         if not self._wakeup.triggered:
             self._wakeup.succeed()
+
+    def _unmute(self, conn: Connection | None) -> None:
+        if conn is None or conn.broker != self.name:
+            return
+        key = id(conn)
+        stalled = self._stalled.get(key)
+        if stalled:
+            self._enqueue(stalled.popleft())  # stays muted for this one
+            if not stalled:
+                del self._stalled[key]
+        else:
+            self._muted.discard(key)
+
+    def respond(self, msg: Message, response: object) -> None:
+        """Send the answer to ``msg`` (handled earlier and held) and read the next request
+        of its connection."""
+        if not self.alive:
+            return
+        self.network.send(self.name, msg.src, response, msg.conn, internal=msg.internal)
+        self._unmute(msg.conn)
+
+    def _handle_internal(self) -> None:
+        while self._internal and self.alive and not self.paused:
+            msg = self._internal.popleft()
+            self._current = msg
+            self.handlers[type(msg.payload)](msg.payload)
 
     def _handler_loop(self):  # type: ignore[no-untyped-def]
         request_time = self.settings.request_time_ms
@@ -171,13 +277,31 @@ class Broker:
             if not self.alive:
                 continue
             self.requests_handled += 1
+            self._current = msg
+            self._held = False
             response = self._handle(msg.payload)
-            if response is not None and self.alive:
-                self.network.send(self.name, msg.src, response, msg.conn)
+            if not self.alive:
+                continue
+            if response is not None:
+                self.network.send(self.name, msg.src, response, msg.conn, internal=msg.internal)
+                self._unmute(msg.conn)
+            elif not self._held:
+                self._unmute(msg.conn)  # no answer at all (acks=0)
+
+    def _reply_later(self) -> Callable[[object], None]:
+        """A way to answer the request being handled once it is ready (a held request)."""
+        msg = self._current
+        incarnation = self.incarnation
+
+        def reply(response: object) -> None:
+            if self.alive and self.incarnation == incarnation:
+                self.respond(msg, response)
+
+        return reply
 
     def _handle(self, request: object) -> object | None:
-        """Answer ``request`` (None: no answer). Broker requests go to the handler the
-        dispatch table names for their type; any other to the coordinator runtime's table."""
+        """Answer ``request`` (None: no answer, or not yet). Broker requests go to the handler
+        the dispatch table names for their type; any other to the coordinator runtime's."""
         handler = self.handlers.get(type(request))
         if handler is not None:
             return handler(request)
@@ -195,6 +319,7 @@ class Broker:
         """Request type -> bound handler, built once. A new broker request gets a method
         ``_handle_<name>(request) -> response | None`` and an entry here; a coordinator
         request is registered in :meth:`CoordinatorRuntime._dispatch_table` instead."""
+        rm = self.replica_manager
         return {
             ProduceRequest: self._handle_produce,
             FetchRequest: self._handle_fetch,
@@ -202,7 +327,22 @@ class Broker:
             InitProducerIdRequest: self._handle_init_producer_id,
             WriteTxnMarkersRequest: self._handle_markers,
             WriteTxnMarkersResponse: self._handle_markers_response,
+            MetadataRequest: self._handle_metadata,
+            ReplicaFetchRequest: self._handle_replica_fetch,
+            ReplicaFetchResponse: lambda r: rm.on_replica_fetch_response(
+                self._current.src, self._current.conn, r
+            ),
+            AlterPartitionResponse: rm.on_alter_partition_response,
+            MetadataDelta: self._handle_metadata_delta,
+            BrokerHeartbeatResponse: self._handle_heartbeat_response,
+            Disconnected: rm.on_disconnected,
         }
+
+    def _handle_replica_fetch(self, request: ReplicaFetchRequest) -> ReplicaFetchResponse | None:
+        response = self.replica_manager.handle_replica_fetch(self._current, request)
+        if response is None:
+            self._held = True  # held until data arrives (DelayedFetch)
+        return response
 
     def _handle_init_producer_id(self, request: InitProducerIdRequest) -> object | None:
         """An idempotent producer's id comes from any broker; a transactional one's from its
@@ -218,15 +358,29 @@ class Broker:
         if self.coordinator is not None:
             self.coordinator.markers.on_response(response.correlation_id, response.results)
 
+    def _handle_metadata(self, request: MetadataRequest) -> MetadataResponse:
+        """A client's metadata request, answered from this broker's metadata cache (which
+        lags the controller by the time its changes take to arrive)."""
+        return MetadataResponse(
+            request.correlation_id,
+            {
+                tp: PartitionLeader(st.leader, st.leader_epoch, st.replicas, st.isr)
+                for tp, st in self.replica_manager.metadata.items()
+            },
+        )
+
     def _handle_produce(self, request: ProduceRequest) -> ProduceResponse | None:
         now = self.env.now
+        rm = self.replica_manager
         results: list[PartitionResponse] = []
+        waits: list[tuple[TopicPartition, int]] = []
         for tp, data in request.partitions:
-            log = self.logs.get(tp)
-            if log is None:
+            part = rm.leader_partition(tp)
+            if part is None:
                 results.append(PartitionResponse(Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
-            state = self.producer_state[tp]
+            log = part.log
+            state = part.producer_state
             pid = data.producer_id
             if data.transactional:
                 if self.add_partition is not None:
@@ -246,11 +400,23 @@ class Broker:
                 # A non-transactional write while the producer's transaction is open.
                 results.append(PartitionResponse(Errors.INVALID_TXN_STATE))
                 continue
+            assert part.leader_state is not None
+            refused = part.leader_state.append_error(request.acks)
+            if refused is not Errors.NONE:
+                # Partition.appendRecordsToLeader: too few in sync for acks=all.
+                results.append(PartitionResponse(refused))
+                continue
             last_seq = data.last_sequence
             check = state.check(pid, data.epoch, data.base_sequence, last_seq)
             if check.verdict is Verdict.APPEND:
                 batch = log.append(
-                    pid, data.epoch, data.base_sequence, data.values, now, data.transactional
+                    pid,
+                    data.epoch,
+                    data.base_sequence,
+                    data.values,
+                    now,
+                    data.transactional,
+                    part.leader_epoch,
                 )
                 state.update(
                     data.producer_id,
@@ -260,62 +426,117 @@ class Broker:
                     batch.base_offset,
                     batch.last_offset,
                 )
+                part.appended(batch, now)
+                rm.after_leader_append(part)
                 results.append(PartitionResponse(Errors.NONE, batch.base_offset))
+                waits.append((tp, batch.last_offset + 1))
             elif check.verdict is Verdict.DUPLICATE:
                 assert check.duplicate_of is not None
                 results.append(PartitionResponse(Errors.NONE, check.duplicate_of.first_offset))
+                waits.append((tp, check.duplicate_of.last_offset + 1))
             else:
                 results.append(PartitionResponse(_VERDICT_ERRORS[check.verdict]))
         if request.acks == 0:
             return None
+        if request.acks == -1 and waits:
+            return self._after_replication(request.correlation_id, request, results, waits)
         return ProduceResponse(request.correlation_id, results)
+
+    def _after_replication(
+        self,
+        correlation_id: int,
+        request: ProduceRequest,
+        results: list[PartitionResponse],
+        waits: list[tuple[TopicPartition, int]],
+    ) -> ProduceResponse | None:
+        """acks=all: answer once every appended partition is replicated (DelayedProduce);
+        None when the answer is held."""
+
+        def build(errors: dict[TopicPartition, Errors]) -> ProduceResponse:
+            final = [
+                r if errors.get(tp, Errors.NONE) is Errors.NONE else PartitionResponse(errors[tp])
+                for (tp, _data), r in zip(request.partitions, results, strict=True)
+            ]
+            return ProduceResponse(correlation_id, final)
+
+        return self._hold(waits, request.timeout_ms, build)
+
+    def _hold(
+        self,
+        waits: list[tuple[TopicPartition, int]],
+        timeout_ms: float,
+        build: Callable[[dict[TopicPartition, Errors]], Any],
+    ) -> Any:
+        """Wait for ``waits`` to be replicated; the response ``build`` makes from their errors
+        is returned now if nothing needs waiting, else sent when it is ready (None now)."""
+        reply = self._reply_later()
+        now: list[Any] = []
+        held = [False]
+
+        def complete(errors: dict[TopicPartition, Errors]) -> None:
+            response = build(errors)
+            if held[0]:
+                reply(response)
+            else:
+                now.append(response)
+
+        self.replica_manager.wait_for_replication(waits, timeout_ms, complete)
+        if now:
+            return now[0]
+        held[0] = True
+        self._held = True
+        return None
 
     def _handle_fetch(self, request: FetchRequest) -> FetchResponse:
         parts: list[tuple[TopicPartition, FetchPartition]] = []
+        rm = self.replica_manager
         for tp, offset in request.partitions:
-            log = self.logs.get(tp)
-            if log is None:
+            part = rm.leader_partition(tp)
+            if part is None:
                 parts.append((tp, FetchPartition(Errors.NOT_LEADER_OR_FOLLOWER)))
                 continue
+            log = part.log
+            hw = part.high_watermark
             if offset > log.log_end_offset or offset < 0:
                 # The log starts at 0 (nothing is ever deleted here); beyond its end (or
                 # before its start) a read is refused, as in Kafka's LocalLog.read.
                 refused = FetchPartition(
                     Errors.OFFSET_OUT_OF_RANGE,
-                    last_stable_offset=log.last_stable_offset(),
-                    log_end_offset=log.log_end_offset,
+                    last_stable_offset=log.last_stable_offset(hw),
+                    log_end_offset=hw,
                 )
                 parts.append((tp, refused))
                 continue
-            batches, aborted = log.fetch(offset, request.isolation, self.settings.fetch_max_records)
-            fetched = FetchPartition(
-                Errors.NONE, batches, aborted, log.last_stable_offset(), log.log_end_offset
+            batches, aborted = log.fetch(
+                offset, request.isolation, self.settings.fetch_max_records, hw
             )
+            fetched = FetchPartition(Errors.NONE, batches, aborted, log.last_stable_offset(hw), hw)
             parts.append((tp, fetched))
         return FetchResponse(request.correlation_id, parts)
 
     def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
         consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
-        last stable offset for read_committed, else the high watermark, which is the log end
-        here (no replication)."""
+        last stable offset for read_committed, else the high watermark."""
         parts: list[tuple[TopicPartition, Errors, int]] = []
         for tp, timestamp in request.partitions:
-            log = self.logs.get(tp)
-            if log is None:
+            part = self.replica_manager.leader_partition(tp)
+            if part is None:
                 parts.append((tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
             elif timestamp == EARLIEST_TIMESTAMP:
                 parts.append((tp, Errors.NONE, 0))
             elif request.isolation == "read_committed":
-                parts.append((tp, Errors.NONE, log.last_stable_offset()))
+                parts.append((tp, Errors.NONE, part.log.last_stable_offset(part.high_watermark)))
             else:
-                parts.append((tp, Errors.NONE, log.log_end_offset))
+                parts.append((tp, Errors.NONE, part.high_watermark))
         return ListOffsetsResponse(request.correlation_id, parts)
 
     def _handle_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse | None:
         pid, epoch = request.producer_id, request.epoch
         control = "COMMIT" if request.commit else "ABORT"
         results: list[tuple[TopicPartition, Errors]] = []
+        waits: list[tuple[TopicPartition, int]] = []
+        rm = self.replica_manager
         for tp in request.partitions:
             if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
                 runtime = self.coordinator
@@ -326,48 +547,109 @@ class Broker:
                     )
                 results.append((tp, error))
                 continue
-            log = self.logs.get(tp)
-            if log is None:
+            part = rm.leader_partition(tp)
+            if part is None:
                 results.append((tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             self.probe.hit("leader.before_marker", self.name)
             if not self.alive:
                 return None
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
-            verdict = self.producer_state[tp].mark(pid, epoch, request.coordinator_epoch)
+            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch)
             if verdict is not Verdict.APPEND:
                 results.append((tp, _VERDICT_ERRORS[verdict]))
                 continue
-            log.append_marker(
+            marker = part.log.append_marker(
                 pid,
                 epoch,
                 control,  # type: ignore[arg-type]
                 self.env.now,
                 request.coordinator_epoch,
+                part.leader_epoch,
             )
+            part.appended(marker, self.env.now)
+            rm.after_leader_append(part)
             self.probe.hit("leader.after_marker", self.name)
             if not self.alive:
                 return None
             results.append((tp, Errors.NONE))
-        return WriteTxnMarkersResponse(request.correlation_id, pid, results)
+            waits.append((tp, marker.last_offset + 1))
+        if not waits:
+            return WriteTxnMarkersResponse(request.correlation_id, pid, results)
+        # Markers are written with acks=all (ReplicaManager.appendRecords, requiredAcks -1).
+
+        def build(errors: dict[TopicPartition, Errors]) -> WriteTxnMarkersResponse:
+            final = [(tp, errors.get(tp, error)) for tp, error in results]
+            return WriteTxnMarkersResponse(request.correlation_id, pid, final)
+
+        return self._hold(waits, MARKER_TIMEOUT_MS, build)
+
+    # -- the controller: metadata, registration and heartbeats ------------------------------
+    def _handle_metadata_delta(self, delta: MetadataDelta) -> None:
+        self.replica_manager.apply_metadata(delta.offset, delta.partitions, delta.snapshot)
+
+    def _heartbeat_loop(self):  # type: ignore[no-untyped-def]
+        interval = self.settings.heartbeat_interval_ms
+        while True:
+            yield self.env.timeout(interval)
+            if self.alive and not self.paused and self.registered:
+                self._send_to_controller(
+                    BrokerHeartbeatRequest(self.incarnation, self.name, self.incarnation)
+                )
+
+    def _send_to_controller(self, request: object) -> None:
+        assert self.controller is not None
+        self.network.send(self.name, self.controller, request, internal=True)
+
+    def _register(self, incarnation: int) -> None:
+        """BrokerLifecycleManager: register until the controller accepts (it refuses while the
+        previous incarnation's session is alive: DUPLICATE_BROKER_REGISTRATION)."""
+        if not self.alive or self.registered or incarnation != self.incarnation:
+            return
+        self._send_to_controller(BrokerRegistrationRequest(incarnation, self.name, incarnation))
+        timer = self.env.timeout(self.settings.registration_retry_ms)
+        timer.callbacks.append(lambda _ev: self._register(incarnation))
+
+    def _handle_heartbeat_response(self, response: BrokerHeartbeatResponse) -> None:
+        if response.error is Errors.NONE and response.correlation_id == self.incarnation:
+            if not self.registered:
+                self.registered = True
+                # First heartbeat right away: the controller unfences a caught-up broker.
+                self._send_to_controller(
+                    BrokerHeartbeatRequest(self.incarnation, self.name, self.incarnation)
+                )
+        elif response.error is Errors.STALE_BROKER_EPOCH and self.registered:
+            self.registered = False
+            self._register(self.incarnation)
 
     # -- faults ------------------------------------------------------------------------
     def crash(self) -> None:
         if not self.alive:
             return
         self.alive = False
+        self.replica_manager.shutdown()
         if self.coordinator is not None:
             self.coordinator.crash()
         if self.directory is not None:
             self.directory.broker_crashed(self.name)
         self.paused = False
         self._queue.clear()
+        self._internal.clear()
+        self._muted.clear()
+        self._stalled.clear()
         for conn in self._connections.values():
             was_open = not conn.closed
             conn.destroy()
             if was_open:
                 self._notify_reset(conn)
         self._connections.clear()
+
+    def power_loss(self) -> None:
+        """The machine loses power: a crash that also loses every write not yet on disk
+        (the log is cut back when it restarts)."""
+        if self.alive:
+            self._power_lost = True
+        self.crash()
 
     def _notify_reset(self, conn: Connection) -> None:
         # Sent outside the (now closed) connection, so it is not dropped with it.
@@ -377,13 +659,22 @@ class Broker:
         if self.alive:
             return
         self.alive = True
+        self.incarnation += 1
         self.producer_ids.reset()
-        for tp, log in self.logs.items():
-            self.producer_state[tp] = self._new_state().load(log.batches)
+        rm = self.replica_manager
+        led = sorted(tp for tp, p in rm.partitions.items() if p.leader == self.name)
+        rm.recover(self._power_lost)
+        self._power_lost = False
+        if self.controller is None:
+            for tp in led:  # a standalone broker leads its partitions again at once
+                rm.lead_alone(tp, rm.partitions[tp].leader_epoch)
+        else:
+            self.registered = False
+            self._register(self.incarnation)
         if self.coordinator is not None:
             self.coordinator.restart()
-        if self.directory is not None:
-            self.directory.broker_restarted(self.name)
+        if self.directory is not None and self.controller is None:
+            self.directory.broker_unfenced(self.name)  # no controller: back at once
         self._kick()
 
     def pause(self) -> None:
@@ -391,8 +682,25 @@ class Broker:
 
     def resume(self) -> None:
         self.paused = False
+        self._handle_internal()
         self._kick()
+        self.replica_manager.wake_fetchers()
 
     def _kick(self) -> None:
         if not self._wakeup.triggered:
             self._wakeup.succeed()
+
+
+_OWN_THREADS = frozenset(
+    {
+        ReplicaFetchResponse,
+        AlterPartitionResponse,
+        MetadataDelta,
+        BrokerHeartbeatResponse,
+        Disconnected,
+    }
+)
+
+# How long a leader holds a marker write for replication: Kafka uses the broker's
+# request.timeout.ms (30 s) for WriteTxnMarkers' appends.
+MARKER_TIMEOUT_MS = 30_000.0

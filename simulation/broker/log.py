@@ -25,7 +25,7 @@ __all__ = ["AbortedTransaction", "ControlType", "LogBatch", "PartitionLog"]
 
 
 class PartitionLog:
-    """The leader's log for one topic partition."""
+    """One replica's log of one topic partition."""
 
     __slots__ = ("aborted", "batches", "log_end_offset", "ongoing", "partition", "topic")
 
@@ -46,9 +46,17 @@ class PartitionLog:
         values: tuple[str, ...],
         now: float,
         transactional: bool = False,
+        leader_epoch: int = 0,
     ) -> LogBatch:
         batch = LogBatch(
-            self.log_end_offset, producer_id, epoch, base_sequence, values, now, transactional
+            self.log_end_offset,
+            producer_id,
+            epoch,
+            base_sequence,
+            values,
+            now,
+            transactional,
+            leader_epoch=leader_epoch,
         )
         if transactional and producer_id not in self.ongoing:
             self.ongoing[producer_id] = batch.base_offset
@@ -63,6 +71,7 @@ class PartitionLog:
         control: ControlType,
         now: float,
         coordinator_epoch: int = -1,
+        leader_epoch: int = 0,
     ) -> LogBatch:
         """Write a COMMIT or ABORT marker for the producer's open transaction, if any."""
         marker = LogBatch(
@@ -75,13 +84,34 @@ class PartitionLog:
             True,
             control,
             coordinator_epoch,
+            leader_epoch,
         )
-        first = self.ongoing.pop(producer_id, None)
-        if control == "ABORT" and first is not None:
-            self.aborted.append(AbortedTransaction(producer_id, first, marker.base_offset))
-        self.batches.append(marker)
-        self.log_end_offset += 1
+        self._append_control(marker)
         return marker
+
+    def _append_control(self, marker: LogBatch) -> None:
+        first = self.ongoing.pop(marker.producer_id, None)
+        if marker.control == "ABORT" and first is not None:
+            self.aborted.append(AbortedTransaction(marker.producer_id, first, marker.base_offset))
+        self.batches.append(marker)
+        self.log_end_offset = marker.last_offset + 1
+
+    def append_as_follower(self, batch: LogBatch) -> None:
+        """Append a batch fetched from the leader, as it is (same offsets, producer fields and
+        leader epoch: UnifiedLog.appendAsFollower). Batches are never changed once written, so
+        the follower shares the leader's object."""
+        if batch.base_offset != self.log_end_offset:
+            raise ValueError(
+                f"{self.topic}-{self.partition}: batch at {batch.base_offset} does not follow "
+                f"the log end {self.log_end_offset}"
+            )
+        if batch.control is not None:
+            self._append_control(batch)
+            return
+        if batch.transactional and batch.producer_id not in self.ongoing:
+            self.ongoing[batch.producer_id] = batch.base_offset
+        self.batches.append(batch)
+        self.log_end_offset = batch.last_offset + 1
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything from ``offset`` on (UnifiedLog.truncateTo), as a replica that
@@ -114,11 +144,19 @@ class PartitionLog:
         offset: int,
         isolation: Literal["read_committed", "read_uncommitted"] | str,
         max_records: int | None = None,
+        high_watermark: int | None = None,
     ) -> tuple[list[LogBatch], list[AbortedTransaction]]:
         """Batches at or after ``offset`` up to the isolation level's bound (whole batches,
         at least one, about ``max_records`` records), and (for read_committed) the aborted
-        transactions that overlap them."""
-        bound = self.last_stable_offset() if isolation == "read_committed" else self.log_end_offset
+        transactions that overlap them. Consumers read to the high watermark (read_committed:
+        to the last stable offset, which never passes it); a follower (``"replica"``) reads
+        to the log end."""
+        if isolation == "read_committed":
+            bound = self.last_stable_offset(high_watermark)
+        elif high_watermark is None or isolation == "replica":
+            bound = self.log_end_offset
+        else:
+            bound = high_watermark
         i = self._first_batch_at(offset)
         batches: list[LogBatch] = []
         taken = 0
@@ -129,7 +167,7 @@ class PartitionLog:
                 break
             batches.append(b)
             taken += len(b.values)
-        if isolation == "read_uncommitted" or not batches:
+        if isolation != "read_committed" or not batches:
             return batches, []
         last = batches[-1].last_offset
         aborted = [a for a in self.aborted if a.first_offset <= last and a.last_offset >= offset]

@@ -24,14 +24,22 @@ The rules, each from Kafka's ``Partition``:
   answered, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR has meanwhile shrunk below the
   minimum (``checkEnoughReplicasReachOffset``).
 
-Pure logic with no SimPy; the broker owns the logs and the clock and calls in.
+:class:`Partition` is the replica itself: its log, the producer state rebuilt from it, its
+leader-epoch cache, what of it is durable, and its role. Pure logic with no SimPy; the
+broker's :class:`~simulation.broker.replica_manager.ReplicaManager` owns the clock, the
+network and the timers, and calls in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulation.protocol import Errors
+from simulation.broker.durability import LogDurability
+from simulation.broker.leader_epoch_cache import LeaderEpochCache
+from simulation.broker.log import PartitionLog
+from simulation.broker.producer_state import ProducerStateManager
+from simulation.protocol import Errors, TopicPartition
+from simulation.records import LogBatch
 
 
 @dataclass(slots=True)
@@ -179,3 +187,151 @@ class LeaderState:
         if len(self.maximal_isr) >= self.effective_min_isr:
             return Errors.NONE
         return Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """A topic's replication settings (Kafka's topic configs of the same names)."""
+
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+
+
+class Partition:
+    """One replica of ``tp`` on ``broker`` (Kafka's ``kafka.cluster.Partition`` with its log).
+
+    Its role comes from the controller's published registration: :meth:`make_leader` builds
+    a :class:`LeaderState` (ISR, HW, followers), :meth:`make_follower` drops it. A follower's
+    high watermark is what its leader last told it, capped by its own log end.
+    """
+
+    __slots__ = (
+        "broker",
+        "durability",
+        "epoch_cache",
+        "follower_hw",
+        "leader",
+        "leader_epoch",
+        "leader_state",
+        "log",
+        "partition_epoch",
+        "producer_state",
+        "replicas",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        broker: str,
+        producer_state: ProducerStateManager,
+        durability: LogDurability | None = None,
+    ) -> None:
+        self.tp = tp
+        self.broker = broker
+        self.log = PartitionLog(*tp)
+        self.producer_state = producer_state
+        self.epoch_cache = LeaderEpochCache()
+        self.durability = durability if durability is not None else LogDurability()
+        self.leader: str | None = None
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[str, ...] = ()
+        self.leader_state: LeaderState | None = None
+        self.follower_hw = 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_state is not None
+
+    @property
+    def high_watermark(self) -> int:
+        state = self.leader_state
+        return state.high_watermark if state is not None else self.follower_hw
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        """The leader epoch of the last batch in the log (-1 when empty)."""
+        batches = self.log.batches
+        return batches[-1].leader_epoch if batches else -1
+
+    # -- roles -------------------------------------------------------------------------
+    def make_leader(
+        self,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: tuple[str, ...],
+        isr: tuple[str, ...],
+        now: float,
+        topic: TopicSettings,
+        replica_lag_time_max_ms: float,
+        hw_advances_under_min_isr: bool,
+    ) -> None:
+        """Partition.makeLeader: the epoch starts at the log end (the leader-epoch cache gets
+        an entry for it), each follower's state is reset (ISR members count as caught up now),
+        and the HW starts from what this replica knew as a follower."""
+        leo = self.log.log_end_offset
+        self.leader, self.leader_epoch, self.partition_epoch = (
+            self.broker,
+            leader_epoch,
+            partition_epoch,
+        )
+        self.replicas = replicas
+        self.epoch_cache.assign(leader_epoch, leo)
+        state = LeaderState(
+            self.broker,  # type: ignore[arg-type]
+            replicas,  # type: ignore[arg-type]
+            leader_epoch,
+            frozenset(isr),  # type: ignore[arg-type]
+            leo,
+            topic.min_insync_replicas,
+            replica_lag_time_max_ms,
+            hw_advances_under_min_isr,
+            high_watermark=min(self.follower_hw, leo),
+        )
+        for r, follower in state.followers.items():
+            follower.reset_for_new_leader(now, leo, r in state.isr)
+        self.leader_state = state
+        state.maybe_increment_high_watermark(leo, now)
+
+    def make_follower(
+        self, leader: str | None, leader_epoch: int, partition_epoch: int, replicas: tuple[str, ...]
+    ) -> None:
+        if self.leader_state is not None:
+            self.follower_hw = self.leader_state.high_watermark
+        self.leader_state = None
+        self.leader, self.leader_epoch, self.partition_epoch = leader, leader_epoch, partition_epoch
+        self.replicas = replicas
+
+    # -- the log -----------------------------------------------------------------------
+    def appended(self, batch: LogBatch, now: float) -> None:
+        """Bookkeeping after ``batch`` was appended, as leader or follower: leader epochs,
+        durability and (for a follower) producer state."""
+        self.epoch_cache.assign(batch.leader_epoch, batch.base_offset)
+        self.durability.appended(self.log.log_end_offset, now)
+
+    def append_as_follower(self, batches: list[LogBatch], leader_hw: int, now: float) -> None:
+        for batch in batches:
+            self.log.append_as_follower(batch)
+            self.producer_state.load((batch,))
+            self.appended(batch, now)
+        self.follower_hw = max(self.follower_hw, min(leader_hw, self.log.log_end_offset))
+
+    def truncate_to(self, offset: int, fresh_state: ProducerStateManager) -> None:
+        """Drop the log from ``offset`` on; producer state, leader epochs and durability follow
+        (UnifiedLog.truncateTo). ``fresh_state`` is an empty ProducerStateManager to rebuild."""
+        if offset >= self.log.log_end_offset:
+            return
+        self.log.truncate_to(offset)
+        end = self.log.log_end_offset
+        self.producer_state = fresh_state.load(self.log.batches)
+        self.epoch_cache.truncate_from_end(end)
+        self.durability.truncated(end)
+        self.follower_hw = min(self.follower_hw, end)
+        if self.leader_state is not None:
+            self.leader_state.high_watermark = min(self.leader_state.high_watermark, end)

@@ -36,10 +36,11 @@ import simpy
 
 from simulation.consumer.fetcher import read_committed, read_uncommitted
 from simulation.consumer.network_client import ConsumerNetworkClient
-from simulation.metadata import ClusterMetadata
+from simulation.metadata import ClientMetadata, ClusterMetadata
 from simulation.network import Network
 from simulation.protocol import (
     EARLIEST_TIMESTAMP,
+    INVALID_METADATA_ERRORS,
     LATEST_TIMESTAMP,
     Errors,
     FetchRequest,
@@ -47,6 +48,8 @@ from simulation.protocol import (
     FindCoordinatorRequest,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
     OffsetCommitRequest,
     OffsetFetchRequest,
     TopicPartition,
@@ -104,12 +107,16 @@ class KafkaConsumer:
         auto_commit_interval_ms: float | None = None,
         poll_timeout_ms: float = 1_000.0,
         auto_offset_reset: str = "latest",
+        metadata_max_age_ms: float = 300_000.0,
     ) -> None:
         if auto_offset_reset not in OFFSET_RESET_STRATEGIES:
             raise ValueError(f"auto.offset.reset must be one of {OFFSET_RESET_STRATEGIES}")
         self.env = env
         self.node = node
-        self.metadata = metadata
+        # The consumer's metadata cache: partition leaders as this client believes them.
+        self.metadata = ClientMetadata(metadata, metadata_max_age_ms, retry_backoff_ms)
+        self._metadata_request: simpy.Event | None = None
+        self._metadata_asked = 0
         self.isolation = isolation
         self.group = group
         self.retry_backoff_ms = retry_backoff_ms
@@ -168,6 +175,7 @@ class KafkaConsumer:
         deadline = self.env.now + self.poll_timeout_ms
         first = True
         while True:
+            self._maybe_update_metadata()
             self._update_fetch_positions()
             self._raise_out_of_range()
             self._send_fetches()
@@ -175,6 +183,8 @@ class KafkaConsumer:
                 break
             waiting = [event for _parts, event in self._in_flight.values()]
             waiting += _unique(self._listing.values())
+            if self._metadata_request is not None:
+                waiting.append(self._metadata_request)
             retry = self._next_reset_retry()
             if not waiting and retry is None:
                 break
@@ -193,11 +203,40 @@ class KafkaConsumer:
             self._raise_out_of_range()
         return out
 
+    def _maybe_update_metadata(self) -> None:
+        """Send a metadata request when one is due and none is in flight (to the brokers in
+        turn); the answer refreshes the cache."""
+        now = self.env.now
+        if self._metadata_request is not None or self.metadata.time_to_update(now) > 0:
+            return
+        self.metadata.attempt(now)
+        brokers = self.metadata.brokers
+        broker = brokers[self._metadata_asked % len(brokers)]
+        self._metadata_asked += 1
+        event = self.client.send(broker, MetadataRequest(self.client.next_correlation_id()))
+        self._metadata_request = event
+
+        def answered(ev: simpy.Event) -> None:
+            if self._metadata_request is ev:
+                self._metadata_request = None
+            if isinstance(ev.value, MetadataResponse):
+                self.metadata.update(ev.value.partitions, self.env.now)
+
+        event.callbacks.append(answered)
+
+    def _leader(self, tp: TopicPartition) -> str | None:
+        leader = self.metadata.leader(tp)
+        if leader is None:
+            self.metadata.request_update()
+        return leader
+
     def _send_fetches(self) -> None:
         by_leader: dict[str, list[tuple[TopicPartition, int]]] = {}
         for tp in self.assignment:
             if tp in self.positions:
-                by_leader.setdefault(self.metadata.leader(tp), []).append((tp, self.positions[tp]))
+                leader = self._leader(tp)
+                if leader is not None:
+                    by_leader.setdefault(leader, []).append((tp, self.positions[tp]))
         for leader, parts in by_leader.items():
             if leader not in self._in_flight:
                 self._fetch(leader, tuple(parts))
@@ -223,7 +262,9 @@ class KafkaConsumer:
             if self._reset_retry_at.get(tp, 0.0) > self.env.now:
                 continue
             timestamp = _RESET_TIMESTAMPS[strategy]
-            by_leader.setdefault(self.metadata.leader(tp), []).append((tp, timestamp))
+            leader = self._leader(tp)
+            if leader is not None:
+                by_leader.setdefault(leader, []).append((tp, timestamp))
         for leader, parts in by_leader.items():
             self._list_offsets(leader, tuple(parts))
 
@@ -239,6 +280,10 @@ class KafkaConsumer:
             offsets: dict[TopicPartition, int] = {}
             if isinstance(response, ListOffsetsResponse):
                 offsets = {tp: off for tp, err, off in response.partitions if err is Errors.NONE}
+                if any(err in INVALID_METADATA_ERRORS for _tp, err, _off in response.partitions):
+                    self.metadata.request_update()
+            else:
+                self.metadata.request_update()  # no answer: the leader may have moved
             for tp, strategy in asked.items():
                 if self._listing.get(tp) is not ev:
                     continue  # a seek (or a new assignment) overtook this request
@@ -291,6 +336,7 @@ class KafkaConsumer:
         response: object,
     ) -> list[ConsumerRecord]:
         if not isinstance(response, FetchResponse):
+            self.metadata.request_update()  # no answer: the leader may have moved
             return []
         asked = dict(parts)
         out: list[ConsumerRecord] = []
@@ -305,6 +351,8 @@ class KafkaConsumer:
                     self._reset[tp] = self.auto_offset_reset
                 continue
             if part.error is not Errors.NONE:
+                if part.error in INVALID_METADATA_ERRORS:
+                    self.metadata.request_update()
                 continue
             self.end_offsets[tp] = (
                 part.last_stable_offset

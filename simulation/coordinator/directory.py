@@ -4,12 +4,13 @@ A transactional.id is coordinated by the leader of ``__transaction_state`` parti
 ``abs(hash(id)) % 50``, and a consumer group by the leader of ``__consumer_offsets`` partition
 ``abs(hash(group)) % 50``. Partition ``p`` starts on broker ``p % brokers``.
 
-Until replication lands, both logs are modelled as durable storage that any broker can load,
-and leadership of an internal partition moves when its leader crashes: after
-``failover_ms`` (the time a controller needs to notice a dead broker) it goes to the next
-live broker in ring order, which then loads the partition. A restarted broker does not take
-its partitions back (Kafka's preferred-leader election runs minutes later). Data partitions
-keep their static leaders; that is a listed departure in docs/model.md.
+Both logs are still modelled as durable storage that any broker can load (they are not yet
+replicated partitions: a listed departure in docs/model.md). Leadership of an internal
+partition moves when the controller fences its leader (its session timed out): it goes to
+the next live broker in ring order, which then loads the partition; so a coordinator's
+failover takes as long as the controller's detection. A broker that is unfenced again loads
+the partitions nobody took over; it does not take the others back (Kafka's preferred-leader
+election runs minutes later).
 """
 
 from __future__ import annotations
@@ -33,10 +34,9 @@ def internal_partition(key: str, key_type: str) -> InternalPartition:
 
 
 class CoordinatorDirectory:
-    def __init__(self, env: simpy.Environment, brokers: tuple[str, ...], failover_ms: float):
+    def __init__(self, env: simpy.Environment, brokers: tuple[str, ...]):
         self.env = env
         self.brokers = brokers
-        self.failover_ms = failover_ms
         self.alive = dict.fromkeys(brokers, True)
         self._owner: dict[InternalPartition, str] = {}
         self._epoch: dict[InternalPartition, int] = {}
@@ -68,11 +68,14 @@ class CoordinatorDirectory:
 
     # -- broker lifecycle --------------------------------------------------------------
     def broker_crashed(self, broker: str) -> None:
+        """Its coordinators stop at once; its partitions move when it is fenced."""
         self.alive[broker] = False
-        timer = self.env.timeout(self.failover_ms)
-        timer.callbacks.append(lambda _ev: self._fail_over(broker))
 
-    def broker_restarted(self, broker: str) -> None:
+    def broker_fenced(self, broker: str) -> None:
+        self.alive[broker] = False
+        self._fail_over(broker)
+
+    def broker_unfenced(self, broker: str) -> None:
         self.alive[broker] = True
         # Partitions nobody took over in the meantime are loaded again by their old leader.
         for partition in self.owned_by(broker):

@@ -29,7 +29,7 @@ from typing import cast
 import simpy
 
 from simulation.config import ProducerConfig
-from simulation.metadata import ClusterMetadata
+from simulation.metadata import ClientMetadata, ClusterMetadata
 from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.producer.accumulator import ProducerBatch, RecordAccumulator
@@ -37,12 +37,15 @@ from simulation.producer.transaction_manager import TransactionManager
 from simulation.producer.transaction_states import State
 from simulation.producer.transactions import END_TXN, Transactions, TxnRequest
 from simulation.protocol import (
+    INVALID_METADATA_ERRORS,
     NO_SEQUENCE,
     BatchData,
     Disconnected,
     Errors,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    MetadataRequest,
+    MetadataResponse,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
@@ -64,6 +67,7 @@ class InFlightRequest:
     batches: list[ProducerBatch]
     init_producer_id: bool = False
     txn: TxnRequest | None = None
+    metadata: bool = False
 
 
 @dataclass(slots=True)
@@ -94,7 +98,11 @@ class Sender:
         self.env = env
         self.node = node
         self.network = network
-        self.metadata = metadata
+        # The producer's metadata cache: partition leaders as this client believes them.
+        self.metadata = ClientMetadata(
+            metadata, config.metadata_max_age_ms, config.retry_backoff_ms
+        )
+        self._metadata_in_flight = False
         self.accumulator = accumulator
         self.config = config
         self.tm = transaction_manager
@@ -166,6 +174,7 @@ class Sender:
         delay = min(delay, self._expire_batches(now))
         if txn is not None:
             delay = min(delay, self._maybe_send_txn_request(now))
+        delay = min(delay, self._maybe_update_metadata(now))
         if tm is not None and not tm.has_producer_id:
             # Nothing can be drained yet, but the InitProducerId request may still time out.
             return min(delay, self._next_connection_delay(now))
@@ -214,11 +223,16 @@ class Sender:
             nc.conn.close()
             nc.conn = None
         nc.failures += 1
+        # NetworkClient: a disconnection (a timeout among them) may mean stale metadata.
+        self.metadata.request_update()
         base = self.config.reconnect_backoff_ms * 2 ** (nc.failures - 1)
         backoff = min(base, self.config.reconnect_backoff_max_ms)
         nc.ready_at = now + backoff * (1 + self.rng.uniform(-JITTER, JITTER))
         requests, nc.in_flight = nc.in_flight, []
         for i, request in enumerate(requests):
+            if request.metadata:
+                self._metadata_in_flight = False
+                continue
             if request.txn is not None:
                 assert self.txn is not None
                 self.txn.on_disconnect(request.txn)
@@ -266,9 +280,39 @@ class Sender:
         self.network.send(self.node, nc.broker, request, self._connection(nc))
         return INF
 
+    # -- metadata ----------------------------------------------------------------------
+    def _maybe_update_metadata(self, now: float) -> float:
+        """NetworkClient.DefaultMetadataUpdater.maybeUpdate: when an update is due and none
+        is in flight, ask a broker that can take a request now; the delay until the next."""
+        if self._metadata_in_flight:
+            return INF
+        wait = self.metadata.time_to_update(now)
+        if wait > 0:
+            return wait
+        nc = self._any_ready_connection(now)
+        if nc is None:
+            return self._backoff_wait(now)
+        self.metadata.attempt(now)
+        self._metadata_in_flight = True
+        self._correlation += 1
+        nc.in_flight.append(
+            InFlightRequest(
+                self._correlation, now + self.config.request_timeout_ms, [], metadata=True
+            )
+        )
+        self.requests_sent += 1
+        self.network.send(
+            self.node, nc.broker, MetadataRequest(self._correlation), self._connection(nc)
+        )
+        return INF
+
     # -- drain -------------------------------------------------------------------------
     def _sendable(self, tp: TopicPartition) -> bool:
-        nc = self._connections[self.metadata.leader(tp)]
+        leader = self.metadata.leader(tp)
+        if leader is None:
+            self.metadata.request_update()  # Sender: a partition with no known leader
+            return False
+        nc = self._connections[leader]
         if not self._can_send_to(nc, self.env.now):
             return False
         tm = self.tm
@@ -325,7 +369,14 @@ class Sender:
             )
             partitions.append((b.tp, data))
         acks = self.config.acks
-        request = ProduceRequest(self._correlation, acks, partitions, batches, self._txn_id)
+        request = ProduceRequest(
+            self._correlation,
+            acks,
+            partitions,
+            batches,
+            self._txn_id,
+            self.config.request_timeout_ms,
+        )
         self.requests_sent += 1
         self.network.send(self.node, nc.broker, request, self._connection(nc))
         if acks == 0:
@@ -360,7 +411,11 @@ class Sender:
         nc.in_flight.remove(request)
         nc.failures = 0
         now = self.env.now
-        if request.txn is not None:
+        if request.metadata:
+            self._metadata_in_flight = False
+            if isinstance(payload, MetadataResponse):
+                self.metadata.update(payload.partitions, now)
+        elif request.txn is not None:
             assert self.txn is not None
             self.txn.on_response(request.txn, payload)
         elif isinstance(payload, InitProducerIdResponse):
@@ -381,6 +436,8 @@ class Sender:
         batch.in_flight = False
         error = response.error
         tm = self.tm
+        if error in INVALID_METADATA_ERRORS:
+            self.metadata.request_update()
         if error is Errors.NONE:
             if tm is not None:
                 tm.handle_completed_batch(batch, response.base_offset)

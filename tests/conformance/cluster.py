@@ -12,6 +12,7 @@ import simpy
 from simulation.broker.broker import Broker, BrokerSettings
 from simulation.cluster import Cluster as ModelCluster
 from simulation.cluster import ClusterSettings
+from simulation.controller.quorum_controller import ControllerSettings
 from simulation.coordinator.runtime import CoordinatorSettings
 from simulation.coordinator.transaction_state import TransactionMetadata
 from simulation.metadata import ClusterMetadata
@@ -29,6 +30,11 @@ from simulation.protocol import (
 )
 from simulation.rng import RandomStreams
 from simulation.rules import VERSIONS
+
+# The controller fences a silent broker after FAILOVER_MS (its coordinators move then); a
+# restarted broker leads again within RECOVERY_MS (registration waits for the fencing).
+FAILOVER_MS = 100.0
+RECOVERY_MS = 200.0
 
 
 def _metadata(brokers: int, partitions: tuple[TopicPartition, ...]) -> ClusterMetadata:
@@ -60,13 +66,17 @@ class Cluster(ModelCluster):
         self.net.register("c", lambda m: self.inbox.append(m.payload), client=True)
         self.fences: list[tuple[str, int, int, float]] = []
         metadata = _metadata(brokers, partitions)
-        self.leaders = {tp: metadata.leader(tp) for tp in partitions}
+        self.leaders = {tp: metadata.initial_leader(tp) for tp in partitions}
         super().__init__(
             env,
             self.net,
             metadata,
             VERSIONS[version].with_overrides(rules),
-            ClusterSettings(BrokerSettings(), CoordinatorSettings(load_ms=10.0), 100.0),
+            ClusterSettings(
+                BrokerSettings(heartbeat_interval_ms=25.0, registration_retry_ms=25.0),
+                CoordinatorSettings(load_ms=10.0),
+                controller=ControllerSettings(session_timeout_ms=FAILOVER_MS),
+            ),
             on_fence=lambda txn_id, pid, epoch, t: self.fences.append((txn_id, pid, epoch, t)),
         )
         self._cid = 0

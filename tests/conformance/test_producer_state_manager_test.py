@@ -10,7 +10,7 @@ broker replays its log. The duplicate check Kafka performs in ``UnifiedLog`` is 
 
 from __future__ import annotations
 
-from conformance.cluster import Cluster
+from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
 
 from simulation.broker.log import LogBatch, PartitionLog
@@ -190,6 +190,7 @@ def test_recover_unfinished_transaction():
     broker = cl.leader(TP)
     broker.crash()
     broker.restart()
+    cl.run(RECOVERY_MS)  # re-registered, unfenced and leading again
     assert broker.logs[TP].ongoing == {PID: 0}
     assert broker.producer_state[TP].producers[PID].last_seq == 1
     assert cl.produce(TP, PID, 0, 2, transactional=True).error is Errors.NONE
@@ -204,6 +205,7 @@ def test_recover_finished_transaction():
     broker = cl.leader(TP)
     broker.crash()
     broker.restart()
+    cl.run(RECOVERY_MS)  # re-registered, unfenced and leading again
     assert broker.logs[TP].ongoing == {}
     assert broker.producer_state[TP].producers[PID].last_seq == 1
 
@@ -216,6 +218,7 @@ def test_recover_empty_transaction():
     broker = cl.leader(TP)
     broker.crash()
     broker.restart()
+    cl.run(RECOVERY_MS)  # re-registered, unfenced and leading again
     assert PID in broker.producer_state[TP].producers and broker.logs[TP].ongoing == {}
 
 
@@ -298,6 +301,7 @@ def test_coordinator_fenced_after_reload():
     broker = cl.leader(TP)
     broker.crash()
     broker.restart()
+    cl.run(RECOVERY_MS)  # re-registered, unfenced and leading again
     assert cl.marker(TP, PID, 0, True, coordinator_epoch=0) is Errors.TRANSACTION_COORDINATOR_FENCED
 
 

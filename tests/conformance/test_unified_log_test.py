@@ -9,7 +9,7 @@ through a partition leader (``Broker``) so that sequences and epochs are checked
 
 from __future__ import annotations
 
-from conformance.cluster import Cluster
+from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
 
 from simulation.broker.log import PartitionLog
@@ -74,6 +74,7 @@ def test_rebuild_transactional_state():
     assert broker.logs[TP].last_stable_offset() == broker.logs[TP].log_end_offset
     broker.crash()
     broker.restart()
+    cl.run(RECOVERY_MS)  # re-registered, unfenced and leading again
     assert broker.logs[TP].last_stable_offset() == broker.logs[TP].log_end_offset
 
 

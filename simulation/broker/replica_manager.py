@@ -1,0 +1,694 @@
+"""ReplicaManager: a broker's replicas, their roles, replication and acks=all waits.
+
+Kafka's ``ReplicaManager`` with the parts of ``Partition``, ``DelayedProduce``,
+``DelayedFetch``, ``ReplicaFetcherThread`` and ``AlterPartitionManager`` that decide delivery:
+
+* **Roles** come from the controller's published registrations (:meth:`apply_metadata`,
+  Kafka's ``applyDelta``): a replica named leader makes itself leader at the new epoch; any
+  other becomes a follower of the named leader and joins the fetcher for that broker. Under
+  the rule ``truncation: high_watermark`` (before KIP-101) a new follower first truncates its
+  log to its own high watermark; under ``leader_epoch`` (the default) it keeps its log and the
+  leader tells it where the logs diverged (KIP-101/279, as fetch validation since KIP-595).
+* **Follower fetches** (:meth:`handle_replica_fetch`): the leader checks the follower's leader
+  epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), its last fetched epoch against the
+  leader-epoch cache (``divergingEpoch``), updates the follower's state, maybe the ISR and the
+  HW, and answers at once when it has data; otherwise it holds the fetch until an append or
+  ``replica.fetch.wait.max.ms`` (500 ms), which is also how long a follower can lag in hearing
+  of a new HW.
+* **acks=all** (:meth:`wait_for_replication`): a produce or marker write is answered once the
+  HW passes it (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+  ``min.insync.replicas`` meanwhile), with NOT_LEADER_OR_FOLLOWER if leadership moves away,
+  or REQUEST_TIMED_OUT after the request's timeout.
+* **ISR changes**: every ``replica.lag.time.max.ms / 2`` a leader drops followers that have
+  not caught up within ``replica.lag.time.max.ms``; a follower whose log reaches the HW joins
+  again. Each change is an AlterPartition to the controller, which takes effect when accepted.
+
+Extending it: a new replica-side behaviour reads or changes :class:`Partition` (pure logic,
+unit-tested on its own) and is driven from here; anything timed is a SimPy timer owned by this
+object and dropped by :meth:`shutdown` (a crash).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from simulation.broker.durability import LogDurability
+from simulation.broker.partition import Partition, TopicSettings
+from simulation.broker.producer_state import ProducerStateManager
+from simulation.network import Connection, Message, Network
+from simulation.probe import Probe
+from simulation.protocol import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    Disconnected,
+    Errors,
+    PartitionState,
+    ReplicaFetchData,
+    ReplicaFetchPartition,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+    TopicPartition,
+)
+from simulation.rules import ProtocolRules
+
+CONTROLLER = "controller"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationSettings:
+    """Broker configs of replication and durability, under Kafka's names in scenarios."""
+
+    replica_fetch_wait_max_ms: float = 500.0
+    replica_fetch_backoff_ms: float = 1_000.0
+    replica_lag_time_max_ms: float = 30_000.0
+    replica_socket_timeout_ms: float = 30_000.0
+    # Records a follower fetch returns per partition (replica.fetch.max.bytes, 1 MiB, in
+    # records: eosim's records have no size).
+    replica_fetch_max_records: int = 10_000
+    # How long an AlterPartition may go unanswered before it is sent again.
+    controller_request_timeout_ms: float = 30_000.0
+    log_flush_interval_messages: int | None = None
+    log_flush_interval_ms: float | None = None
+    log_flush_scheduler_interval_ms: float | None = None
+    os_writeback_ms: float = 30_000.0
+
+    def durability(self) -> LogDurability:
+        return LogDurability(
+            self.log_flush_interval_messages, self.log_flush_interval_ms, self.os_writeback_ms
+        )
+
+
+@dataclass(eq=False, slots=True)
+class _Wait:
+    """One partition of a request waiting for replication (DelayedProduce's status)."""
+
+    tp: TopicPartition
+    required_offset: int
+    error: Errors | None = None  # None while waiting
+
+
+@dataclass(eq=False, slots=True)
+class DelayedWrite:
+    """An acks=all request (produce or markers) parked until every partition is answered."""
+
+    waits: list[_Wait]
+    on_complete: Callable[[dict[TopicPartition, Errors]], None]
+    done: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class _ParkedFetch:
+    msg: Message
+    request: ReplicaFetchRequest
+    done: bool = False
+
+
+@dataclass(eq=False)
+class ReplicaFetcher:
+    """The fetcher of one follower broker from one leader broker (ReplicaFetcherThread)."""
+
+    source: str
+    partitions: dict[TopicPartition, None] = field(default_factory=dict)
+    delayed_until: dict[TopicPartition, float] = field(default_factory=dict)
+    conn: Connection | None = None
+    generation: int = 0
+    in_flight: int | None = None  # correlation id
+    wakeup: simpy.Event | None = None
+    process: Any = None
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        broker: str,
+        network: Network,
+        rules: ProtocolRules,
+        settings: ReplicationSettings,
+        topics: dict[str, TopicSettings],
+        new_state: Callable[[], ProducerStateManager],
+        is_running: Callable[[], bool],
+        probe: Probe | None = None,
+        respond: Callable[[Message, object], None] | None = None,
+    ) -> None:
+        self.env = env
+        self.broker = broker
+        self.network = network
+        self.rules = rules
+        self.settings = settings
+        self.topics = topics
+        self.new_state = new_state
+        self.is_running = is_running  # alive and not paused
+        self.probe = probe if probe is not None else Probe()
+        # How a held follower fetch is answered (the broker sends it and unmutes the
+        # connection).
+        self.respond = respond
+        self.partitions: dict[TopicPartition, Partition] = {}
+        # The metadata this broker has replayed (its MetadataCache): every data partition.
+        self.metadata: dict[TopicPartition, PartitionState] = {}
+        self.metadata_offset = -1
+        self._delayed: dict[TopicPartition, list[DelayedWrite]] = {}
+        self._parked: list[_ParkedFetch] = []
+        self._fetchers: dict[str, ReplicaFetcher] = {}
+        self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
+        self._correlation = 0
+        self.generation = 0  # bumped by a crash: timers of the old incarnation do nothing
+        self._isr_task_started = False
+
+    # -- hosting -----------------------------------------------------------------------
+    def host(self, tp: TopicPartition) -> Partition:
+        """The replica of ``tp`` on this broker, created empty if it is new."""
+        part = self.partitions.get(tp)
+        if part is None:
+            part = Partition(tp, self.broker, self.new_state(), self.settings.durability())
+            self.partitions[tp] = part
+        return part
+
+    def topic(self, tp: TopicPartition) -> TopicSettings:
+        return self.topics.get(tp[0], TopicSettings())
+
+    def leader_partition(self, tp: TopicPartition) -> Partition | None:
+        part = self.partitions.get(tp)
+        return part if part is not None and part.is_leader else None
+
+    def lead_alone(self, tp: TopicPartition, leader_epoch: int = 0) -> None:
+        """Lead ``tp`` with no other replica (a broker used without a controller)."""
+        part = self.host(tp)
+        self._make_leader(
+            part, PartitionState((self.broker,), (self.broker,), self.broker, leader_epoch, 0)
+        )
+
+    # -- metadata ------------------------------------------------------------------------
+    def apply_metadata(
+        self, offset: int, changes: dict[TopicPartition, PartitionState], snapshot: bool
+    ) -> None:
+        """Replay the controller's published changes (ReplicaManager.applyDelta)."""
+        if offset <= self.metadata_offset and not snapshot:
+            return
+        self.metadata_offset = max(offset, self.metadata_offset)
+        if snapshot:
+            self.metadata = {}
+        generation = self.generation
+        for tp in sorted(changes):
+            state = changes[tp]
+            self.metadata[tp] = state
+            if self.broker not in state.replicas:
+                continue
+            part = self.host(tp)
+            if state.leader == self.broker:
+                if not part.is_leader or part.leader_epoch != state.leader_epoch:
+                    self._make_leader(part, state)
+                    self.probe.hit("replica.became_leader", self.broker)
+                else:
+                    self._leader_isr_update(part, state)
+            elif (
+                part.is_leader
+                or part.leader != state.leader
+                or part.leader_epoch != state.leader_epoch
+                or snapshot
+            ):
+                self._make_follower(part, state)
+                self.probe.hit("replica.became_follower", self.broker)
+            else:
+                part.partition_epoch = state.partition_epoch
+            if generation != self.generation:
+                return  # the broker crashed at a probe point: the rest is not applied
+
+    def _make_leader(self, part: Partition, state: PartitionState) -> None:
+        self._stop_fetching(part.tp)
+        part.make_leader(
+            state.leader_epoch,
+            state.partition_epoch,
+            state.replicas,
+            state.isr,
+            self.env.now,
+            self.topic(part.tp),
+            self.settings.replica_lag_time_max_ms,
+            self.rules.hw_advances_under_min_isr,
+        )
+        self._alter_in_flight.pop(part.tp, None)
+        if len(state.replicas) > 1:
+            self._start_isr_task()
+        self._high_watermark_moved(part)
+
+    def _leader_isr_update(self, part: Partition, state: PartitionState) -> None:
+        leader_state = part.leader_state
+        assert leader_state is not None
+        part.partition_epoch = state.partition_epoch
+        isr = frozenset(state.isr)
+        if leader_state.pending_isr is not None and leader_state.pending_isr == isr:
+            self._alter_in_flight.pop(part.tp, None)
+            leader_state.isr_committed(isr)
+        else:
+            leader_state.isr = isr  # type: ignore[assignment]
+        self._maybe_advance(part)
+
+    def _make_follower(self, part: Partition, state: PartitionState) -> None:
+        was_leader = part.is_leader
+        part.make_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas)
+        self._alter_in_flight.pop(part.tp, None)
+        if was_leader:
+            self._fail_waits(part.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+        if self.rules.truncation == "high_watermark":
+            # Before KIP-101: a new follower cuts its log back to its own high watermark.
+            part.truncate_to(part.high_watermark, self.new_state())
+        self._stop_fetching(part.tp)
+        if state.leader is not None:
+            self._fetcher(state.leader).partitions[part.tp] = None
+            self._wake_fetcher(state.leader)
+
+    # -- leader: appends and acks=all -----------------------------------------------------
+    def after_leader_append(self, part: Partition) -> None:
+        """The leader appended to ``part``: the HW may move (no followers) and held follower
+        fetches of it can be answered."""
+        self._maybe_advance(part)
+        if self._parked:
+            self._complete_parked({part.tp})
+
+    def wait_for_replication(
+        self,
+        waits: list[tuple[TopicPartition, int]],
+        timeout_ms: float,
+        on_complete: Callable[[dict[TopicPartition, Errors]], None],
+    ) -> None:
+        """Answer through ``on_complete`` once every ``(partition, end offset)`` is
+        replicated, refused, or ``timeout_ms`` passed (DelayedProduce)."""
+        delayed = DelayedWrite([_Wait(tp, offset) for tp, offset in waits], on_complete)
+        for wait in delayed.waits:
+            self._check_wait(wait)
+        if self._try_complete(delayed):
+            return
+        for wait in delayed.waits:
+            if wait.error is None:
+                self._delayed.setdefault(wait.tp, []).append(delayed)
+        generation = self.generation
+
+        def expire(_ev: simpy.Event) -> None:
+            if generation != self.generation or delayed.done:
+                return
+            for wait in delayed.waits:
+                if wait.error is None:
+                    wait.error = Errors.REQUEST_TIMED_OUT
+            self._try_complete(delayed)
+
+        self.env.timeout(timeout_ms).callbacks.append(expire)
+
+    def _check_wait(self, wait: _Wait) -> None:
+        if wait.error is not None:
+            return
+        part = self.leader_partition(wait.tp)
+        if part is None:
+            wait.error = Errors.NOT_LEADER_OR_FOLLOWER
+            return
+        assert part.leader_state is not None
+        answer = part.leader_state.replicated(wait.required_offset)
+        if answer is not None:
+            wait.error = answer
+
+    def _try_complete(self, delayed: DelayedWrite) -> bool:
+        if delayed.done or any(w.error is None for w in delayed.waits):
+            return delayed.done
+        delayed.done = True
+        delayed.on_complete({w.tp: w.error for w in delayed.waits})  # type: ignore[misc]
+        return True
+
+    def _high_watermark_moved(self, part: Partition) -> None:
+        waiting = self._delayed.get(part.tp)
+        if not waiting:
+            return
+        for delayed in list(waiting):
+            for wait in delayed.waits:
+                if wait.tp == part.tp:
+                    self._check_wait(wait)
+            self._try_complete(delayed)
+        self._delayed[part.tp] = [d for d in waiting if not d.done]
+
+    def _fail_waits(self, tp: TopicPartition, error: Errors) -> None:
+        for delayed in self._delayed.pop(tp, []):
+            for wait in delayed.waits:
+                if wait.tp == tp and wait.error is None:
+                    wait.error = error
+            self._try_complete(delayed)
+
+    def _maybe_advance(self, part: Partition) -> None:
+        state = part.leader_state
+        if state is None:
+            return
+        state.maybe_increment_high_watermark(part.log_end_offset, self.env.now)
+        # Waits can complete without the HW moving too (an ISR change that makes a
+        # wait answerable, say); checking them is cheap.
+        self._high_watermark_moved(part)
+
+    # -- leader: follower fetches -----------------------------------------------------------
+    def handle_replica_fetch(
+        self, msg: Message, request: ReplicaFetchRequest
+    ) -> ReplicaFetchResponse | None:
+        """A follower's fetch: answered now, or held until data arrives (None)."""
+        now = self.env.now
+        has_data = False
+        answers: list[tuple[TopicPartition, ReplicaFetchData]] = []
+        for tp, fp in request.partitions:
+            data = self._read_for_follower(request.replica, tp, fp, now, update=True)
+            answers.append((tp, data))
+            if data.error is not Errors.NONE or data.batches or data.diverging_epoch is not None:
+                has_data = True
+        if has_data:
+            return ReplicaFetchResponse(request.correlation_id, answers)
+        parked = _ParkedFetch(msg, request)
+        self._parked.append(parked)
+        generation = self.generation
+
+        def timed_out(_ev: simpy.Event) -> None:
+            if generation == self.generation and not parked.done:
+                self._answer_parked(parked)
+
+        self.env.timeout(self.settings.replica_fetch_wait_max_ms).callbacks.append(timed_out)
+        return None
+
+    def _read_for_follower(
+        self,
+        replica: str,
+        tp: TopicPartition,
+        fp: ReplicaFetchPartition,
+        now: float,
+        update: bool,
+    ) -> ReplicaFetchData:
+        part = self.partitions.get(tp)
+        if part is None or not part.is_leader:
+            return ReplicaFetchData(Errors.NOT_LEADER_OR_FOLLOWER)
+        if fp.current_leader_epoch < part.leader_epoch:
+            return ReplicaFetchData(Errors.FENCED_LEADER_EPOCH)
+        if fp.current_leader_epoch > part.leader_epoch:
+            return ReplicaFetchData(Errors.UNKNOWN_LEADER_EPOCH)
+        state = part.leader_state
+        assert state is not None
+        if replica not in state.followers:
+            return ReplicaFetchData(Errors.NOT_LEADER_OR_FOLLOWER)
+        log = part.log
+        leo = log.log_end_offset
+        if self.rules.truncation == "leader_epoch" and fp.last_fetched_epoch >= 0:
+            epoch, end = part.epoch_cache.end_offset_for(fp.last_fetched_epoch, leo)
+            if end < fp.fetch_offset or epoch < fp.last_fetched_epoch:
+                return ReplicaFetchData(
+                    Errors.NONE,
+                    high_watermark=state.high_watermark,
+                    log_end_offset=leo,
+                    diverging_epoch=(epoch, end),
+                )
+        if fp.fetch_offset > leo:
+            return ReplicaFetchData(
+                Errors.OFFSET_OUT_OF_RANGE, high_watermark=state.high_watermark, log_end_offset=leo
+            )
+        if update:
+            state.follower_fetched(replica, fp.fetch_offset, leo, now)  # type: ignore[arg-type]
+            if state.isr_to_expand(replica):  # type: ignore[arg-type]
+                self._alter_isr(part, state.isr | {replica})  # type: ignore[operator]
+            self._high_watermark_moved(part)
+        batches, _aborted = log.fetch(
+            fp.fetch_offset, "replica", self.settings.replica_fetch_max_records
+        )
+        return ReplicaFetchData(Errors.NONE, batches, state.high_watermark, leo)
+
+    def _complete_parked(self, tps: set[TopicPartition]) -> None:
+        for parked in list(self._parked):
+            if not parked.done and any(tp in tps for tp, _fp in parked.request.partitions):
+                self._answer_parked(parked)
+
+    def _answer_parked(self, parked: _ParkedFetch) -> None:
+        parked.done = True
+        self._parked = [p for p in self._parked if not p.done]
+        if not self.is_running():
+            return
+        now = self.env.now
+        answers = [
+            (tp, self._read_for_follower(parked.request.replica, tp, fp, now, update=False))
+            for tp, fp in parked.request.partitions
+        ]
+        response = ReplicaFetchResponse(parked.request.correlation_id, answers)
+        if self.respond is not None:
+            self.respond(parked.msg, response)
+        else:
+            self.network.send(self.broker, parked.msg.src, response, parked.msg.conn, internal=True)
+
+    # -- leader: ISR changes (AlterPartition) ------------------------------------------------
+    def _start_isr_task(self) -> None:
+        if self._isr_task_started:
+            return
+        self._isr_task_started = True
+        self.env.process(self._isr_expiration())
+
+    def _isr_expiration(self):  # type: ignore[no-untyped-def]
+        interval = self.settings.replica_lag_time_max_ms / 2
+        generation = self.generation
+        while generation == self.generation:
+            yield self.env.timeout(interval)
+            if generation != self.generation:
+                return
+            if not self.is_running():
+                continue
+            now = self.env.now
+            for tp in sorted(self.partitions):
+                part = self.partitions[tp]
+                state = part.leader_state
+                if state is None:
+                    continue
+                out = state.out_of_sync_replicas(part.log_end_offset, now)
+                if out:
+                    self._alter_isr(part, state.isr - set(out))  # type: ignore[arg-type]
+                else:
+                    self._resend_stale_alter(part)
+
+    def _alter_isr(self, part: Partition, isr: frozenset[Any]) -> None:
+        state = part.leader_state
+        assert state is not None
+        if state.pending_isr is not None:
+            return
+        state.propose_isr(isr)
+        self._send_alter(part)
+
+    def _send_alter(self, part: Partition) -> None:
+        state = part.leader_state
+        assert state is not None and state.pending_isr is not None
+        ordered = tuple(r for r in part.replicas if r in state.pending_isr)
+        self._correlation += 1
+        self._alter_in_flight[part.tp] = (self._correlation, self.env.now)
+        request = AlterPartitionRequest(
+            self._correlation,
+            self.broker,
+            part.tp,
+            part.leader_epoch,
+            part.partition_epoch,
+            ordered,
+        )
+        self.network.send(self.broker, CONTROLLER, request, internal=True)
+
+    def _resend_stale_alter(self, part: Partition) -> None:
+        sent = self._alter_in_flight.get(part.tp)
+        if (
+            sent is not None
+            and self.env.now - sent[1] >= self.settings.controller_request_timeout_ms
+        ):
+            self._send_alter(part)
+
+    def on_alter_partition_response(self, response: AlterPartitionResponse) -> None:
+        sent = self._alter_in_flight.get(response.tp)
+        if sent is None or sent[0] != response.correlation_id:
+            return
+        del self._alter_in_flight[response.tp]
+        part = self.partitions.get(response.tp)
+        if part is None or part.leader_state is None:
+            return
+        if response.error is Errors.NONE:
+            if response.leader_epoch == part.leader_epoch:
+                part.partition_epoch = response.partition_epoch
+                part.leader_state.isr_committed(frozenset(response.isr))
+            else:
+                part.leader_state.isr_committed(None)
+        else:
+            part.leader_state.isr_committed(None)
+        self._maybe_advance(part)
+
+    # -- follower: fetching from leaders ------------------------------------------------------
+    def _fetcher(self, source: str) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(source)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(source)
+            self._fetchers[source] = fetcher
+            fetcher.process = self.env.process(self._fetch_loop(fetcher, self.generation))
+        return fetcher
+
+    def _stop_fetching(self, tp: TopicPartition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.partitions.pop(tp, None)
+            fetcher.delayed_until.pop(tp, None)
+
+    def _wake_fetcher(self, source: str) -> None:
+        fetcher = self._fetchers.get(source)
+        if fetcher is not None and fetcher.wakeup is not None and not fetcher.wakeup.triggered:
+            fetcher.wakeup.succeed()
+
+    def wake_fetchers(self) -> None:
+        for source in sorted(self._fetchers):
+            self._wake_fetcher(source)
+
+    def _fetch_loop(self, fetcher: ReplicaFetcher, generation: int):  # type: ignore[no-untyped-def]
+        env = self.env
+        settings = self.settings
+        while generation == self.generation:
+            now = env.now
+            ready = [
+                tp
+                for tp in fetcher.partitions
+                if fetcher.delayed_until.get(tp, 0.0) <= now and tp in self.partitions
+            ]
+            if not ready or not self.is_running():
+                waits = [t - now for t in fetcher.delayed_until.values() if t > now]
+                fetcher.wakeup = env.event()
+                if waits and self.is_running():
+                    yield env.any_of([fetcher.wakeup, env.timeout(min(waits))])
+                else:
+                    yield fetcher.wakeup
+                continue
+            parts = []
+            for tp in ready:
+                part = self.partitions[tp]
+                parts.append(
+                    (
+                        tp,
+                        ReplicaFetchPartition(
+                            part.log_end_offset, part.last_fetched_epoch, part.leader_epoch
+                        ),
+                    )
+                )
+            self._correlation += 1
+            cid = self._correlation
+            if fetcher.conn is None or fetcher.conn.closed:
+                fetcher.generation += 1
+                fetcher.conn = self.network.connect(self.broker, fetcher.source, fetcher.generation)
+            fetcher.in_flight = cid
+            request = ReplicaFetchRequest(cid, self.broker, tuple(parts))
+            fetcher.wakeup = env.event()
+            self.network.send(self.broker, fetcher.source, request, fetcher.conn, internal=True)
+            timeout = env.timeout(
+                settings.replica_socket_timeout_ms + settings.replica_fetch_wait_max_ms
+            )
+            yield env.any_of([fetcher.wakeup, timeout])
+            if generation != self.generation:
+                return
+            if fetcher.in_flight == cid:
+                # No answer (timeout or a reset connection): back off, reconnect.
+                fetcher.in_flight = None
+                if fetcher.conn is not None:
+                    fetcher.conn.close()
+                    fetcher.conn = None
+                backoff = env.now + settings.replica_fetch_backoff_ms
+                for tp in ready:
+                    fetcher.delayed_until[tp] = backoff
+
+    def on_replica_fetch_response(
+        self, src: str, msg_conn: Connection | None, response: ReplicaFetchResponse
+    ) -> None:
+        fetcher = self._fetchers.get(src)
+        if (
+            fetcher is None
+            or fetcher.in_flight != response.correlation_id
+            or msg_conn is not fetcher.conn
+        ):
+            return
+        fetcher.in_flight = None
+        now = self.env.now
+        for tp, data in response.partitions:
+            if tp not in fetcher.partitions:
+                continue  # no longer following this leader
+            part = self.partitions[tp]
+            if data.error is Errors.NONE and data.diverging_epoch is not None:
+                epoch, end = data.diverging_epoch
+                _mine_epoch, mine_end = part.epoch_cache.end_offset_for(epoch, part.log_end_offset)
+                offset = min(end, mine_end if mine_end >= 0 else part.high_watermark)
+                part.truncate_to(max(offset, 0), self.new_state())
+            elif data.error is Errors.NONE:
+                if data.batches and data.batches[0].base_offset != part.log_end_offset:
+                    continue  # the log moved since the fetch was sent
+                part.append_as_follower(data.batches, data.high_watermark, now)
+            elif data.error is Errors.OFFSET_OUT_OF_RANGE:
+                if data.log_end_offset < part.log_end_offset:
+                    # The leader's log is shorter (an unclean election): cut back to it.
+                    part.truncate_to(data.log_end_offset, self.new_state())
+            else:
+                fetcher.delayed_until[tp] = now + self.settings.replica_fetch_backoff_ms
+        if fetcher.wakeup is not None and not fetcher.wakeup.triggered:
+            fetcher.wakeup.succeed()
+
+    def on_disconnected(self, payload: Disconnected) -> None:
+        fetcher = self._fetchers.get(payload.node)
+        if fetcher is None or fetcher.conn is None or fetcher.generation != payload.generation:
+            return
+        fetcher.conn.closed = True
+        if (
+            fetcher.in_flight is not None
+            and fetcher.wakeup is not None
+            and not fetcher.wakeup.triggered
+        ):
+            fetcher.wakeup.succeed()  # the loop sees the request unanswered and backs off
+
+    # -- faults --------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """The broker crashed: fetchers, held fetches, waits and timers are gone. Logs stay
+        (a process crash keeps the page cache)."""
+        self.generation += 1
+        for fetcher in self._fetchers.values():
+            if fetcher.conn is not None:
+                fetcher.conn.close()
+            if fetcher.wakeup is not None and not fetcher.wakeup.triggered:
+                fetcher.wakeup.succeed()
+        self._fetchers = {}
+        self._parked = []
+        self._delayed = {}
+        self._alter_in_flight = {}
+        self._isr_task_started = False
+        for part in self.partitions.values():
+            if part.leader_state is not None:
+                # Not serving until the controller's metadata says so again; the replica
+                # remembers whom it last knew as leader.
+                part.make_follower(
+                    part.leader, part.leader_epoch, part.partition_epoch, part.replicas
+                )
+
+    def recover(self, power_loss: bool) -> None:
+        """Restart after a crash: each replica's log is what survived (after a power loss only
+        what was flushed or written back) and its producer state is rebuilt from it."""
+        now = self.env.now
+        for tp in sorted(self.partitions):
+            part = self.partitions[tp]
+            if power_loss:
+                part.truncate_to(part.durability.durable_end(now), self.new_state())
+                part.durability.flush(part.log_end_offset, now)
+            part.producer_state = self.new_state().load(part.log.batches)
+            part.follower_hw = min(part.follower_hw, part.log_end_offset)
+
+    def flush_task(self) -> None:
+        """The log flusher (log.flush.scheduler.interval.ms: never by default)."""
+        interval = self.settings.log_flush_scheduler_interval_ms
+        if interval is None:
+            return
+
+        def loop():  # type: ignore[no-untyped-def]
+            while True:
+                yield self.env.timeout(interval)
+                if not self.is_running():
+                    continue
+                now = self.env.now
+                for tp in sorted(self.partitions):
+                    part = self.partitions[tp]
+                    part.durability.tick(part.log_end_offset, now)
+
+        self.env.process(loop())
+
+
+def ordered(names: Iterable[str], order: tuple[str, ...]) -> tuple[str, ...]:
+    wanted = set(names)
+    return tuple(n for n in order if n in wanted)
