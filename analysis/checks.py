@@ -1,19 +1,26 @@
-"""Every check eosim has, in one place: the delivery checker and the transactional one.
+"""Every check eosim has, in one place: the delivery checker, the transactional one and the
+replication ones.
 
-`check_history` runs `analysis.checker.check` and `analysis.txn_checker.check_transactions` on
-one history and returns a single `CheckResult` whose `anomalies` hold every name in
-`ALL_ANOMALIES`, base names first. Everything that reports on a run (the CLI, the API, sweeps,
-reports, shrinking) goes through here; `analysis.checker.check` stays for code that only wants
-the delivery checks.
+`check_history` runs `analysis.checker.check`, `analysis.txn_checker.check_transactions`,
+`analysis.replica_checker.check_replicas` and `analysis.rewrite_checker.check_rewrites` on one
+history and returns a single `CheckResult` whose `anomalies` hold every name in
+`ALL_ANOMALIES`: base names first, then transactional, then replication ones. Everything that
+reports on a run (the CLI, the API, sweeps, reports, shrinking) goes through here;
+`analysis.checker.check` stays for code that only wants the delivery checks.
 """
 
 from __future__ import annotations
 
 from analysis.checker import ANOMALIES, CheckResult, check
 from analysis.history import History
+from analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
+from analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
 from analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
 
-ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES)
+# Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
+# judged by its own module.
+REPLICATION_ANOMALIES = (*REPLICA_ANOMALIES, *REWRITE_ANOMALIES)
+ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES)
 
 
 def check_history(history: History) -> CheckResult:
@@ -21,7 +28,12 @@ def check_history(history: History) -> CheckResult:
     summarises the sends as in `analysis.checker.check`, and `notes` says when the run was cut
     by its duration."""
     base = check(history)
-    anomalies = {**base.anomalies, **check_transactions(history)}
+    anomalies = {
+        **base.anomalies,
+        **check_transactions(history),
+        **check_replicas(history),
+        **check_rewrites(history),
+    }
     return CheckResult(anomalies, base.counts, end_notes(history))
 
 
@@ -53,6 +65,7 @@ def transactional_ops(history: History) -> int:
 __all__ = [
     "ALL_ANOMALIES",
     "ANOMALIES",
+    "REPLICATION_ANOMALIES",
     "TXN_ANOMALIES",
     "CheckResult",
     "check_history",

@@ -37,6 +37,10 @@ def describe(name: str, example: dict[str, Any]) -> str:
             return f"{_at(example)} holds {values}"
         if name in _TXN:
             return _TXN[name](example)
+        if name == "replica_divergence":
+            return _replica_divergence(example)
+        if name == "offset_rewrite":
+            return _offset_rewrite(example)
     except (KeyError, TypeError, IndexError):
         pass
     return ", ".join(f"{k}={v}" for k, v in example.items())
@@ -123,6 +127,42 @@ def _hanging_transaction(e: dict[str, Any]) -> str:
         f"{e['topic']}-{e['partition']} stable offset {e['lso']} < log end "
         f"{e['log_end_offset']}, open: {open_txns}"
     )
+
+
+def _entry(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "nothing"
+    if "marker" in entry:
+        return f"a {entry['marker']} marker of producer {entry['producer_id']}"
+    return str(entry["record"])
+
+
+def _replica(r: dict[str, Any]) -> str:
+    role = "leader" if r["leader"] else "follower"
+    return (
+        f"{r['broker']} ({role}, epoch {r['leader_epoch']}, high watermark "
+        f"{r['high_watermark']}) has {_entry(r['entry'])}"
+    )
+
+
+def _replica_divergence(e: dict[str, Any]) -> str:
+    first, second = e["replicas"]
+    more = e["diverging_pairs"] - 1
+    also = f"; {more} more diverging pair(s)" if more else ""
+    return f"{_at(e)} below both high watermarks: {_replica(first)}, {_replica(second)}{also}"
+
+
+def _offset_rewrite(e: dict[str, Any]) -> str:
+    read, later = e["read"], e["later"]
+    if later["source"] == "poll":
+        then = f"{later['process']} read {later['value']} there at {_ms(later['time'])}"
+    else:
+        held = later.get("value")
+        if held is None:
+            held = f"a {later['marker']} marker"
+        leader = f" (leader {later['leader']})" if later.get("leader") else ""
+        then = f"the final log{leader} holds {held} there"
+    return f"{read['process']} read {read['value']} at {_at(e)} at {_ms(read['time'])}, but {then}"
 
 
 _TXN: dict[str, Callable[[dict[str, Any]], str]] = {

@@ -2,7 +2,9 @@
 
 A history is a sequence of JSON objects, each with a `kind`: `op` lines record a client invoking
 or completing an operation, `log` lines give the final contents of a partition, `fault` lines
-mark faults, and an optional `meta` line describes the run. Unknown kinds are skipped so that
+mark faults, and an optional `meta` line describes the run. Replicated partitions add a
+`replica` line per replica (its final log, high watermark and leader epoch). Unknown kinds are
+skipped so that
 the format can grow; a known kind with a malformed field is a `HistoryError` that names the
 source, line and field, so that a hand-written history is easy to fix.
 
@@ -89,13 +91,15 @@ class PolledRecord(NamedTuple):
 
 
 class Poll(NamedTuple):
-    """A successful consumer read; `time` is the completion time."""
+    """A successful consumer read; `time` is the completion time, `invoke_time` the time of its
+    invocation (None only for a Poll built by hand)."""
 
     process: str
     time: float
     records: list[PolledRecord]
     isolation: str = "read_uncommitted"
     group: str | None = None
+    invoke_time: float | None = None
 
 
 @dataclass(slots=True)
@@ -193,6 +197,23 @@ class LogRecord:
     transactional: bool | None = None
 
 
+@dataclass(slots=True)
+class Replica:
+    """A `replica` line: one replica of a replicated partition when the run ended. `records`
+    and `markers` are in offset order, as in a `log` line; `line` is the line number."""
+
+    topic: str
+    partition: int
+    broker: str
+    leader: bool
+    leader_epoch: int
+    high_watermark: int
+    log_end_offset: int
+    records: list[LogRecord]
+    markers: list[Marker]
+    line: int
+
+
 @dataclass
 class History:
     """A loaded history. `ops` are in file order, `sends` in invocation order and `polls` (the
@@ -201,7 +222,11 @@ class History:
 
     Transactional additions: `txns` and `steps` in invocation order, `markers` per partition in
     offset order, `committed` maps a group to its final committed offset per (topic, partition),
-    `fences` and `stable_offsets` are in file order. `end` is the `end` line, if any."""
+    `fences` and `stable_offsets` are in file order. `end` is the `end` line, if any.
+
+    Replication additions: `replicas` are the `replica` lines in file order; `leaders` and
+    `high_watermarks` hold a `log` line's `leader` (None: the partition was offline) and
+    `high_watermark`, for the partitions whose `log` line has them."""
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
@@ -216,6 +241,9 @@ class History:
     fences: list[Fence] = field(default_factory=list)
     stable_offsets: list[StableOffset] = field(default_factory=list)
     end: End | None = None
+    replicas: list[Replica] = field(default_factory=list)
+    leaders: dict[tuple[str, int], str | None] = field(default_factory=dict)
+    high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
@@ -300,6 +328,7 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
     open_by_id: dict[int, _Open] = {}
     open_without_id: dict[str, _Open] = {}
     log_lines: dict[tuple[str, int], int] = {}
+    replica_lines: dict[tuple[str, int, str], int] = {}
 
     def fail(line: int, where: str, message: str) -> HistoryError:
         return HistoryError(source, line, where, message)
@@ -367,7 +396,7 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
             elif type(send) is Step:
                 _complete_step(send, op, fail)
             elif op.f == "poll" and op.type == "ok":
-                polls.append(_poll(op, fail))
+                polls.append(_poll(op, invoked.time, fail))
         elif kind == "log":
             key, records = _parse_log(record, line, fail)
             first = log_lines.get(key)
@@ -377,6 +406,24 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
             history.logs[key] = records
             if "markers" in record:
                 history.markers[key] = _parse_markers(record.get("markers"), line, fail)
+            if "leader" in record:
+                history.leaders[key] = _text(record["leader"], line, "log.leader", fail, null=True)
+            if "high_watermark" in record:
+                history.high_watermarks[key] = _count(
+                    record["high_watermark"], line, "log.high_watermark", fail
+                )
+        elif kind == "replica":
+            replica = _parse_replica(record, line, fail)
+            where = (replica.topic, replica.partition, replica.broker)
+            first = replica_lines.get(where)
+            if first is not None:
+                message = (
+                    f"{replica.broker!r} already has a replica of "
+                    f"{(replica.topic, replica.partition)!r} at line {first}"
+                )
+                raise fail(line, "replica.broker", message)
+            replica_lines[where] = line
+            history.replicas.append(replica)
         elif kind == "offsets":
             group, offsets = _parse_offsets(record, line, fail)
             history.committed.setdefault(group, {}).update(offsets)
@@ -564,9 +611,14 @@ def _parse_log(
     partition = record.get("partition")
     if type(partition) is not int or partition < 0:
         raise fail(line, "log.partition", f"expected an integer >= 0, got {_describe(partition)}")
+    return (topic, partition), _parse_records(record.get("records"), line, "log.records", fail)
+
+
+def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> list[LogRecord]:
+    """The `records` of a `log` or `replica` line: data records in increasing offset order."""
     records = []
     previous = -1
-    for where, entry in _objects(record.get("records"), line, "log.records", fail):
+    for where, entry in _objects(entries, line, where_list, fail):
         offset = entry.get("offset")
         if type(offset) is not int or offset < 0:
             raise fail(
@@ -596,7 +648,7 @@ def _parse_log(
             message = f"expected a boolean or null, got {_describe(transactional)}"
             raise fail(line, f"{where}.transactional", message)
         records.append(LogRecord(offset, payload, *extras, appended, transactional))
-    return (topic, partition), records
+    return records
 
 
 def _check_meta(record: dict[str, Any], line: int, fail: _Fail) -> None:
@@ -659,7 +711,7 @@ def _objects(
         yield path, entry
 
 
-def _poll(op: Op, fail: _Fail) -> Poll:
+def _poll(op: Op, invoke_time: float, fail: _Fail) -> Poll:
     value = op.value or {}
     isolation = value.get("isolation")
     if isolation is None:
@@ -668,7 +720,8 @@ def _poll(op: Op, fail: _Fail) -> Poll:
         message = f"expected one of {', '.join(ISOLATION_LEVELS)}, got {_describe(isolation)}"
         raise fail(op.line, "op.value.isolation", message)
     group = _text(value.get("group"), op.line, "op.value.group", fail, null=True)
-    return Poll(op.process, op.time, _polled_records(op, fail), isolation, group)
+    records = _polled_records(op, fail)
+    return Poll(op.process, op.time, records, isolation, group, invoke_time)
 
 
 def _invoked_txn(op: Op, fail: _Fail) -> Txn:
@@ -745,9 +798,11 @@ def _complete_step(step: Step, op: Op, fail: _Fail) -> None:
         step.outputs = _outputs(op.value.get("outputs"), op.line, fail)
 
 
-def _parse_markers(entries: Any, line: int, fail: _Fail) -> list[Marker]:
+def _parse_markers(
+    entries: Any, line: int, fail: _Fail, where_list: str = "log.markers"
+) -> list[Marker]:
     markers = []
-    for where, entry in _objects(entries, line, "log.markers", fail):
+    for where, entry in _objects(entries, line, where_list, fail):
         offset = _count(entry.get("offset"), line, f"{where}.offset", fail)
         producer_id = entry.get("producer_id")
         if type(producer_id) is not int:
@@ -813,3 +868,34 @@ def _parse_lso(record: dict[str, Any], line: int, fail: _Fail) -> StableOffset:
         first = _count(entry.get("first_offset"), line, f"{where}.first_offset", fail)
         open_txns.append(OpenTxn(producer_id, first))
     return StableOffset(topic, partition, lso, end, open_txns)
+
+
+def _parse_replica(record: dict[str, Any], line: int, fail: _Fail) -> Replica:
+    topic = _text(record.get("topic"), line, "replica.topic", fail)
+    partition = _count(record.get("partition"), line, "replica.partition", fail)
+    broker = record.get("broker")
+    if type(broker) is not str or not broker:
+        message = f"expected a non-empty string, got {_describe(broker)}"
+        raise fail(line, "replica.broker", message)
+    leader = record.get("leader")
+    if type(leader) is not bool:
+        raise fail(line, "replica.leader", f"expected a boolean, got {_describe(leader)}")
+    epoch = _count(record.get("leader_epoch"), line, "replica.leader_epoch", fail)
+    high_watermark = _count(record.get("high_watermark"), line, "replica.high_watermark", fail)
+    end = _count(record.get("log_end_offset"), line, "replica.log_end_offset", fail)
+    records = _parse_records(record.get("records"), line, "replica.records", fail)
+    markers = _parse_markers(record.get("markers", []), line, fail, "replica.markers")
+    taken = {r.offset for r in records}
+    last = records[-1].offset if records else -1
+    for marker in markers:  # in offset order
+        if marker.offset in taken:
+            message = f"offset {marker.offset} holds a record or another marker already"
+            raise fail(line, "replica.markers", message)
+        taken.add(marker.offset)
+        last = max(last, marker.offset)
+    if end <= last:
+        message = f"expected an offset above the last entry's ({last}), got {end}"
+        raise fail(line, "replica.log_end_offset", message)
+    return Replica(
+        topic, partition, broker, leader, epoch, high_watermark, end, records, markers, line
+    )

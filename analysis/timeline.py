@@ -124,6 +124,12 @@ def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
         return [r["value"] for r in example.get("skipped", [])]
     if anomaly == "duplicate_processing":
         return [r["value"] for r in example.get("outputs_at_several_positions", [])]
+    if anomaly == "offset_rewrite":
+        later = example["later"].get("value")
+        return [example["read"]["value"], *([] if later is None else [later])]
+    if anomaly == "replica_divergence":
+        entries = [r["entry"] for r in example.get("replicas", [])]
+        return [e["record"] for e in entries if e is not None and "record" in e]
     return [example["value"]] if "value" in example else []
 
 

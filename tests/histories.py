@@ -261,12 +261,58 @@ class Builder:
             line["duration"] = duration
         self.records.append(line)
 
-    def log(self, topic: str, partition: int, values: list[str] | dict[int, str]) -> None:
-        """A final log: a list of values from offset 0, or a mapping offset -> value."""
+    def log(
+        self, topic: str, partition: int, values: list[str] | dict[int, str], **fields: Any
+    ) -> None:
+        """A final log: a list of values from offset 0, or a mapping offset -> value; `fields`
+        adds to the line (a replicated partition's `leader` and `high_watermark`)."""
         placed = values if isinstance(values, dict) else dict(enumerate(values))
         records = [{"offset": offset, "value": value} for offset, value in sorted(placed.items())]
         self.records.append(
-            {"kind": "log", "topic": topic, "partition": partition, "records": records}
+            {"kind": "log", "topic": topic, "partition": partition, "records": records, **fields}
+        )
+
+    def replica(
+        self,
+        topic: str,
+        partition: int,
+        broker: str,
+        values: list[str] | dict[int, str],
+        *,
+        leader: bool = False,
+        leader_epoch: int = 0,
+        high_watermark: int | None = None,
+        log_end_offset: int | None = None,
+        markers: dict[int, str] | None = None,
+        producer_id: int = 1000,
+    ) -> None:
+        """A `replica` line: records as for `log`, control markers as offset -> type (all of
+        `producer_id`). The log end defaults to one past the last entry and the high watermark
+        to the log end."""
+        placed = values if isinstance(values, dict) else dict(enumerate(values))
+        records = [
+            {"offset": offset, "value": value, "producer_id": producer_id}
+            for offset, value in sorted(placed.items())
+        ]
+        controls = [
+            {"offset": offset, "producer_id": producer_id, "type": kind, "time": 0.0}
+            for offset, kind in sorted((markers or {}).items())
+        ]
+        if log_end_offset is None:
+            log_end_offset = 1 + max([*placed, *(markers or {}), -1])
+        self.records.append(
+            {
+                "kind": "replica",
+                "topic": topic,
+                "partition": partition,
+                "broker": broker,
+                "leader": leader,
+                "leader_epoch": leader_epoch,
+                "high_watermark": log_end_offset if high_watermark is None else high_watermark,
+                "log_end_offset": log_end_offset,
+                "records": records,
+                "markers": controls,
+            }
         )
 
     def history(self) -> History:

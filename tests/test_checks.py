@@ -10,7 +10,12 @@ import pytest
 from histories import Builder
 
 from analysis.checker import ANOMALIES, check
-from analysis.checks import ALL_ANOMALIES, check_history, transactional_ops
+from analysis.checks import (
+    ALL_ANOMALIES,
+    REPLICATION_ANOMALIES,
+    check_history,
+    transactional_ops,
+)
 from analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
 from analysis.explain import describe
 from analysis.history import History, history_from_records
@@ -49,9 +54,10 @@ def counts(history: History) -> dict[str, int]:
 # -- check_history ---------------------------------------------------------------------------
 
 
-def test_all_anomalies_are_base_then_transactional() -> None:
-    assert (*ANOMALIES, *TXN_ANOMALIES) == ALL_ANOMALIES
-    assert len(set(ALL_ANOMALIES)) == len(ALL_ANOMALIES) == 14
+def test_all_anomalies_are_base_then_transactional_then_replication() -> None:
+    assert (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES) == ALL_ANOMALIES
+    assert REPLICATION_ANOMALIES == ("replica_divergence", "offset_rewrite")
+    assert len(set(ALL_ANOMALIES)) == len(ALL_ANOMALIES) == 16
 
 
 def test_check_history_reports_every_name_in_order() -> None:

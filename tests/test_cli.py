@@ -128,6 +128,8 @@ def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp
         "inconsistent_offsets",
         "unseen",
         "nonmonotonic_poll",
+        "replica_divergence",
+        "offset_rewrite",
     ]
     assert rows["nonmonotonic_poll"] == 1
     quiet = len(TXN_ANOMALIES) - 1

@@ -375,7 +375,40 @@ def history_lines() -> list[str]:
             str(path),
         )
         assert code in (0, 1), err
-        return path.read_text(encoding="utf-8").splitlines()
+        return with_replicas(path.read_text(encoding="utf-8").splitlines())
+
+
+def with_replicas(lines: list[str]) -> list[str]:
+    """The history as if its partitions had two replicas each: every `log` line gains `leader`
+    and `high_watermark`, and a `replica` line per replica follows the `log` lines (the follower
+    one record behind), so that mutations reach the replication fields too."""
+    out, replicas = [], []
+    for text in lines:
+        record = json.loads(text)
+        if record.get("kind") == "log":
+            entries = [*record["records"], *record.get("markers", [])]
+            end = 1 + max((e["offset"] for e in entries), default=-1)
+            record |= {"leader": "broker-0", "high_watermark": end}
+            for broker, lag in (("broker-0", 0), ("broker-1", 1)):
+                kept = [e for e in record["records"] if e["offset"] < end - lag]
+                markers = [m for m in record.get("markers", []) if m["offset"] < end - lag]
+                replicas.append(
+                    {
+                        "kind": "replica",
+                        "topic": record["topic"],
+                        "partition": record["partition"],
+                        "broker": broker,
+                        "leader": lag == 0,
+                        "leader_epoch": 1,
+                        "high_watermark": max(end - lag, 0),
+                        "log_end_offset": max(end - lag, 0),
+                        "records": kept,
+                        "markers": markers,
+                    }
+                )
+            text = json.dumps(record)
+        out.append(text)
+    return out + [json.dumps(r) for r in replicas]
 
 
 def eosim_keep(*argv: str) -> tuple[int, str, str]:
@@ -395,7 +428,9 @@ JSON = st.recursive(
         st.integers(min_value=-(2**70), max_value=2**70),
         st.floats(),
         st.text(max_size=6),
-        st.sampled_from(["op", "log", "meta", "offsets", "fence", "lso", "fault", "send", "txn"]),
+        st.sampled_from(
+            ["op", "log", "replica", "meta", "offsets", "fence", "lso", "fault", "send", "txn"]
+        ),
     ),
     lambda inner: st.one_of(
         st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)

@@ -160,7 +160,7 @@ def test_polls_and_unknown_operations() -> None:
         op("ok", "c/0", "commit", id=3, value=None),
     ]
     history = history_from_records(records)
-    assert history.polls == [Poll("c/0", 1.0, [PolledRecord("t", 0, 4, "a")])]
+    assert history.polls == [Poll("c/0", 1.0, [PolledRecord("t", 0, 4, "a")], invoke_time=1.0)]
     assert [o.f for o in history.ops] == ["poll"] * 4 + ["commit"] * 2
     assert history.sends == []
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.checker import ANOMALIES
-from analysis.checks import ALL_ANOMALIES
+from analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
 from analysis.report import plots
 from analysis.report.data import GUARANTEES, SweepData, label, short, show
 from analysis.report.render import (
@@ -107,7 +107,8 @@ def test_transactional_guarantees_only_for_transactional_sweeps():
     assert plain.guarantees == BASE and not plain.transactional
 
     txn = table(["a.loss"], GRID, ALL_ANOMALIES, txns=12, commits=True)
-    assert txn.transactional and txn.guarantees == list(GUARANTEES)
+    assert txn.transactional
+    assert txn.guarantees == [a for a in GUARANTEES if a not in REPLICATION_ANOMALIES]
 
     # A transactional anomaly some run showed is never hidden.
     shown = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0, found=("duplicate", "poll_skip"))
@@ -117,6 +118,15 @@ def test_transactional_guarantees_only_for_transactional_sweeps():
     # Results of a sweep made before the transactional checks.
     old = table(["a.loss"], GRID)
     assert old.guarantees == BASE and not old.has_latency("commit")
+
+
+def test_replication_guarantees_only_when_some_run_broke_them():
+    assert GUARANTEES["replica_divergence"] == "replica logs match"
+    plain = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0)
+    assert not set(REPLICATION_ANOMALIES) & set(plain.guarantees)
+    broken = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0, found=("offset_rewrite",))
+    assert broken.guarantees == [*BASE, "offset_rewrite"]
+    assert plots.shown_anomalies(broken) == ["offset_rewrite"]
 
 
 def test_report_tables_show_transactional_guarantees_and_commit_latency(tmp_path):

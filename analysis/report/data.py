@@ -11,12 +11,13 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from analysis.checks import ALL_ANOMALIES
+from analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
 from analysis.sweep.store import SweepStore
 from analysis.txn_checker import TXN_ANOMALIES
 
 # The guarantee each anomaly breaks, in the order a reader cares about: delivery first, then
-# the transactional ones (shown only for sweeps that need them, see `SweepData.guarantees`).
+# the transactional ones (shown only for sweeps that need them, see `SweepData.guarantees`),
+# then the replication ones (shown only when some run broke them).
 GUARANTEES = {
     "duplicate": "no duplicates",
     "lost_write": "no lost writes",
@@ -32,6 +33,8 @@ GUARANTEES = {
     "hanging_transaction": "no hanging transactions",
     "poll_skip": "no skipped records",
     "nonmonotonic_poll": "monotonic polls",
+    "replica_divergence": "replica logs match",
+    "offset_rewrite": "reads never rewritten",
 }
 FAILING_RUNS_SHOWN = 5
 
@@ -53,14 +56,18 @@ class SweepData:
     @property
     def guarantees(self) -> list[str]:
         """The anomalies whose guarantee the report shows, in `GUARANTEES` order: every delivery
-        one, and a transactional one only when the sweep had transactional ops or some run
-        broke it, so that reports on plain producers stay uncluttered."""
-        return [
-            a
-            for a in GUARANTEES
-            if f"runs_{a}" in self.table
-            and (a not in TXN_ANOMALIES or self.transactional or self.table[f"runs_{a}"].sum() > 0)
-        ]
+        one, a transactional one only when the sweep had transactional ops or some run broke
+        it, and a replication one only when some run broke it (the results do not say whether
+        the runs had replicated partitions), so that reports on plain producers stay
+        uncluttered."""
+
+        def shown(a: str) -> bool:
+            broken = self.table[f"runs_{a}"].sum() > 0
+            if a in TXN_ANOMALIES:
+                return self.transactional or broken
+            return a not in REPLICATION_ANOMALIES or broken
+
+        return [a for a in GUARANTEES if f"runs_{a}" in self.table and shown(a)]
 
     def has_latency(self, prefix: str) -> bool:
         """Whether the aggregate has a non-empty `PREFIX_latency_hist` (ack, commit)."""
