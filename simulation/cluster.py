@@ -323,9 +323,7 @@ class Cluster:
                         "partition": tp[1],
                         "broker": name,
                         "leader": self.leader_of(tp) == name,
-                        "leader_epoch": part.epoch_cache.latest_epoch
-                        if part.epoch_cache.epochs
-                        else part.leader_epoch,
+                        "leader_epoch": part.leader_epoch,
                         "high_watermark": part.high_watermark,
                         "log_end_offset": part.log_end_offset,
                         "records": part.log.records(),

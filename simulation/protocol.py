@@ -462,6 +462,8 @@ class MetadataDelta:
     offset: int
     partitions: dict[TopicPartition, PartitionState]
     snapshot: bool = False
+    # The brokers fenced as of this delta (BrokerRegistrationChangeRecord's fenced flag).
+    fenced: frozenset[str] = frozenset()
 
 
 Request = ProduceRequest | InitProducerIdRequest

@@ -586,7 +586,9 @@ class Broker:
 
     # -- the controller: metadata, registration and heartbeats ------------------------------
     def _handle_metadata_delta(self, delta: MetadataDelta) -> None:
-        self.replica_manager.apply_metadata(delta.offset, delta.partitions, delta.snapshot)
+        self.replica_manager.apply_metadata(
+            delta.offset, delta.partitions, delta.snapshot, delta.fenced
+        )
 
     def _heartbeat_loop(self):  # type: ignore[no-untyped-def]
         interval = self.settings.heartbeat_interval_ms

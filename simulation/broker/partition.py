@@ -95,6 +95,9 @@ class LeaderState:
     high_watermark: int = 0
     # An AlterPartition in flight: the ISR it asks for (Kafka's PendingPartitionChange).
     pending_isr: frozenset[int] | None = None
+    # Brokers the controller has fenced: not eligible to join the ISR, so the HW does not wait
+    # for them to catch up (Partition.isReplicaIsrEligible).
+    ineligible: frozenset[int] = frozenset()
     followers: dict[int, ReplicaState] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -132,7 +135,7 @@ class LeaderState:
     def isr_to_expand(self, follower: int) -> bool:
         """needsExpandIsr: a follower outside the ISR whose log end reached the HW and the
         current leader epoch's start offset."""
-        if self.pending_isr is not None or follower in self.isr:
+        if self.pending_isr is not None or follower in self.isr or follower in self.ineligible:
             return False
         leo = self.followers[follower].log_end_offset
         return leo >= self.high_watermark and leo >= self.epoch_start_offset
@@ -156,7 +159,9 @@ class LeaderState:
         maximal = self.maximal_isr
         for r in sorted(self.followers):
             state = self.followers[r]
-            joining = state.is_caught_up(leader_end_offset, now, self.replica_lag_time_max_ms)
+            joining = r not in self.ineligible and state.is_caught_up(
+                leader_end_offset, now, self.replica_lag_time_max_ms
+            )
             if state.log_end_offset < new_hw and (r in maximal or joining):
                 new_hw = state.log_end_offset
         if new_hw > self.high_watermark:

@@ -151,6 +151,7 @@ class ReplicaManager:
         # The metadata this broker has replayed (its MetadataCache): every data partition.
         self.metadata: dict[TopicPartition, PartitionState] = {}
         self.metadata_offset = -1
+        self.fenced: frozenset[str] = frozenset()
         self._delayed: dict[TopicPartition, list[DelayedWrite]] = {}
         self._parked: list[_ParkedFetch] = []
         self._fetchers: dict[str, ReplicaFetcher] = {}
@@ -184,12 +185,23 @@ class ReplicaManager:
 
     # -- metadata ------------------------------------------------------------------------
     def apply_metadata(
-        self, offset: int, changes: dict[TopicPartition, PartitionState], snapshot: bool
+        self,
+        offset: int,
+        changes: dict[TopicPartition, PartitionState],
+        snapshot: bool,
+        fenced: frozenset[str] = frozenset(),
     ) -> None:
         """Replay the controller's published changes (ReplicaManager.applyDelta)."""
         if offset <= self.metadata_offset and not snapshot:
             return
         self.metadata_offset = max(offset, self.metadata_offset)
+        if fenced != self.fenced:
+            self.fenced = fenced
+            for tp in sorted(self.partitions):
+                state = self.partitions[tp].leader_state
+                if state is not None:
+                    state.ineligible = fenced  # type: ignore[assignment]
+                    self._maybe_advance(self.partitions[tp])
         if snapshot:
             self.metadata = {}
         generation = self.generation
@@ -230,6 +242,8 @@ class ReplicaManager:
             self.settings.replica_lag_time_max_ms,
             self.rules.hw_advances_under_min_isr,
         )
+        assert part.leader_state is not None
+        part.leader_state.ineligible = self.fenced  # type: ignore[assignment]
         self._alter_in_flight.pop(part.tp, None)
         if len(state.replicas) > 1:
             self._start_isr_task()

@@ -113,6 +113,9 @@ class QuorumController:
     def snapshot(self) -> dict[TopicPartition, PartitionState]:
         return {tp: self.state(tp) for tp in self.registrations}
 
+    def fenced_brokers(self) -> frozenset[str]:
+        return frozenset(b for b in self.brokers if self.fenced[b])
+
     def _alive(self, broker: object) -> bool:
         return not self.fenced.get(broker, True)  # type: ignore[arg-type]
 
@@ -187,7 +190,10 @@ class QuorumController:
         self._expect_heartbeat(broker)
         # The new incarnation replays the metadata from the start, then hears it registered.
         self.network.send(
-            CONTROLLER, broker, MetadataDelta(self.offset, self.snapshot(), True), internal=True
+            CONTROLLER,
+            broker,
+            MetadataDelta(self.offset, self.snapshot(), True, self.fenced_brokers()),
+            internal=True,
         )
         self._reply(broker, BrokerHeartbeatResponse(request.correlation_id, Errors.NONE, True))
 
@@ -203,7 +209,7 @@ class QuorumController:
             if new is not reg:
                 self.registrations[tp] = new
                 changed[tp] = self.state(tp)
-        self._publish(changed)
+        self._publish(changed, force=True)
         for listener in self.listeners:
             listener(broker, True)
 
@@ -218,7 +224,7 @@ class QuorumController:
             if new is not reg:
                 self.registrations[tp] = new
                 changed[tp] = self.state(tp)
-        self._publish(changed)
+        self._publish(changed, force=True)
         for listener in self.listeners:
             listener(broker, False)
 
@@ -257,11 +263,11 @@ class QuorumController:
             ),
         )
 
-    def _publish(self, changed: dict[TopicPartition, PartitionState]) -> None:
-        if not changed:
+    def _publish(self, changed: dict[TopicPartition, PartitionState], force: bool = False) -> None:
+        if not changed and not force:
             return
         self.offset += 1
-        delta = MetadataDelta(self.offset, changed)
+        delta = MetadataDelta(self.offset, changed, False, self.fenced_brokers())
         for broker in self.brokers:
             self.network.send(CONTROLLER, broker, delta, internal=True)
 
