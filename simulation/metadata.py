@@ -8,8 +8,10 @@ a random broker and shifts followers between rounds; eosim's fixed start keeps t
 leader of partition ``p`` on broker ``p % brokers`` at every replication factor.
 
 :class:`ClientMetadata` is a client's metadata cache (Kafka's ``Metadata``): which broker it
-believes leads each partition, at which leader epoch. It starts from the cluster as built (a
-client's bootstrap, before the run's clock starts) and changes only through metadata responses
+believes leads each partition, at which leader epoch. A client created when the run starts
+knows the cluster as built (its bootstrap happens before the clock starts); one created later
+(a restarted application, the final drain) knows no leader and asks for metadata first, as a
+new Kafka client does. The cache changes only through metadata responses
 the client asked a broker for, ignoring any answer older than what it knows (a lower leader
 epoch). :meth:`ClientMetadata.request_update` asks for a refresh, which the client's network
 layer sends at its next chance (after ``retry.backoff.ms`` since the last one); every
@@ -65,18 +67,21 @@ class ClientMetadata:
         cluster: ClusterMetadata,
         max_age_ms: float = 300_000.0,
         refresh_backoff_ms: float = 100.0,
+        now: float = 0.0,
     ) -> None:
         self.brokers = cluster.brokers
         self.topics = cluster.topics
-        self.leaders: dict[TopicPartition, PartitionLeader] = {
-            tp: PartitionLeader(cluster.initial_leader(tp), 0, cluster.replicas(tp))
-            for tp in cluster.partitions()
-        }
+        self.leaders: dict[TopicPartition, PartitionLeader] = {}
+        if now <= 0.0:
+            self.leaders = {
+                tp: PartitionLeader(cluster.initial_leader(tp), 0, cluster.replicas(tp))
+                for tp in cluster.partitions()
+            }
         self.max_age_ms = max_age_ms
         self.refresh_backoff_ms = refresh_backoff_ms
-        self.last_refresh = 0.0
+        self.last_refresh = now
         self.last_attempt = float("-inf")
-        self.update_requested = False
+        self.update_requested = now > 0.0
 
     def leader(self, tp: TopicPartition) -> str | None:
         known = self.leaders.get(tp)

@@ -299,3 +299,25 @@ def test_a_connection_is_served_one_request_at_a_time_in_order():
     order = [p.correlation_id for _t, p in h.inbox if isinstance(p, ProduceResponse)]
     assert order == [held, quick]
     assert [r["value"] for r in h.replica("broker-0").log.records()] == ["a", "b"]
+
+
+@pytest.mark.parametrize(("min_isr", "refused"), [(1, False), (2, True)])
+def test_an_isolated_leader_refuses_acks_all_writes_only_under_min_isr_2(
+    min_isr: int, refused: bool
+):
+    """replication-min-isr-{1,2}.yaml: once the ISR is the leader alone, min.insync.replicas=2
+    answers NOT_ENOUGH_REPLICAS (what makes its power loss harmless), 1 does not."""
+    from pathlib import Path
+
+    from simulation import load_scenario, run_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / f"replication-min-isr-{min_isr}.yaml"
+    result = run_scenario(load_scenario(path), 1, trace=True)
+    assert result.trace is not None
+    errors = {
+        r.error
+        for e in result.trace
+        if e.event == "deliver" and isinstance(e.payload, ProduceResponse)
+        for r in e.payload.results
+    }
+    assert (Errors.NOT_ENOUGH_REPLICAS in errors) is refused

@@ -114,7 +114,7 @@ class KafkaConsumer:
         self.env = env
         self.node = node
         # The consumer's metadata cache: partition leaders as this client believes them.
-        self.metadata = ClientMetadata(metadata, metadata_max_age_ms, retry_backoff_ms)
+        self.metadata = ClientMetadata(metadata, metadata_max_age_ms, retry_backoff_ms, env.now)
         self._metadata_request: simpy.Event | None = None
         self._metadata_asked = 0
         self.isolation = isolation

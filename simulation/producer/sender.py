@@ -100,7 +100,7 @@ class Sender:
         self.network = network
         # The producer's metadata cache: partition leaders as this client believes them.
         self.metadata = ClientMetadata(
-            metadata, config.metadata_max_age_ms, config.retry_backoff_ms
+            metadata, config.metadata_max_age_ms, config.retry_backoff_ms, env.now
         )
         self._metadata_in_flight = False
         self.accumulator = accumulator
