@@ -321,3 +321,21 @@ def test_an_isolated_leader_refuses_acks_all_writes_only_under_min_isr_2(
         for r in e.payload.results
     }
     assert (Errors.NOT_ENOUGH_REPLICAS in errors) is refused
+
+
+def test_without_a_controller_nobody_is_fenced_and_it_returns_without_fencing_everyone():
+    """A crashed controller elects nobody: a leader that dies meanwhile stays the leader in
+    the metadata (its partition is unavailable) until the controller is back and fences it;
+    the live brokers, unheard for longer than the session timeout while it was down, keep
+    their sessions (a newly active controller starts them afresh)."""
+    h = Harness()
+    h.run(5)
+    h.cluster.controller.crash()
+    h.cluster.brokers["broker-0"].crash()
+    h.run(3 * SESSION_MS)
+    assert h.leader() == "broker-0" and not any(h.cluster.controller.fenced.values())
+    h.cluster.controller.restart()
+    h.run(SESSION_MS + 30)
+    fenced = h.cluster.controller.fenced
+    assert fenced == {"broker-0": True, "broker-1": False, "broker-2": False}
+    assert h.leader() == "broker-1"
