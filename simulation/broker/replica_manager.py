@@ -569,8 +569,16 @@ class ReplicaManager:
             fetcher.delayed_until.pop(tp, None)
 
     def _wake_fetcher(self, source: str) -> None:
+        """Have an idle fetcher fetch now. A fetcher with a request in flight is left alone:
+        its answer wakes it, and the next request takes the new partitions (waking it early
+        would look like an unanswered request to the loop, and back every partition off)."""
         fetcher = self._fetchers.get(source)
-        if fetcher is not None and fetcher.wakeup is not None and not fetcher.wakeup.triggered:
+        if (
+            fetcher is not None
+            and fetcher.in_flight is None
+            and fetcher.wakeup is not None
+            and not fetcher.wakeup.triggered
+        ):
             fetcher.wakeup.succeed()
 
     def wake_fetchers(self) -> None:

@@ -6,8 +6,9 @@ every transaction marker) to the partition first and applies it here once it is
 replicated (:meth:`GroupCoordinator.load` replays a partition's batches). A plain
 OffsetCommit takes effect once written. A TxnOffsetCommit is kept *pending* under the
 producer id until the transaction's marker reaches the group's ``__consumer_offsets``
-partition: COMMIT makes the offsets the group's committed offsets, ABORT drops them. While offsets are pending for a partition, an
-OffsetFetch that asks for stable offsets (KIP-447) is answered UNSTABLE_OFFSET_COMMIT.
+partition: COMMIT makes the offsets the group's committed offsets, ABORT drops them. While
+offsets are pending for a partition, an OffsetFetch that asks for stable offsets (KIP-447)
+is answered UNSTABLE_OFFSET_COMMIT.
 
 A TxnOffsetCommit from an epoch older than the newest one seen for its producer id is
 fenced, as the append to ``__consumer_offsets`` would be. A marker is refused as the append of

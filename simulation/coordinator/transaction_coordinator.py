@@ -99,9 +99,7 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         # Called with the metadata and its record just before a write is applied (the
         # coordinator runtime appends the record to its partition and reverts on failure).
-        self.before_write: Callable[[TransactionMetadata, TransactionLogRecord], None] | None = (
-            None
-        )
+        self.before_write: Callable[[TransactionMetadata, TransactionLogRecord], None] | None = None
 
     @property
     def epoch_bump_per_transaction(self) -> bool:
