@@ -6,14 +6,22 @@ metadata (brokers, topics, each partition's replicas), the protocol rules and it
 * the :class:`QuorumController` (node ``controller``): broker liveness, leader elections, ISR
   changes, and the metadata every broker replays; it starts with every replica in sync and
   each partition led by its first replica, and every broker starts with that metadata;
-* the :class:`CoordinatorDirectory` (which broker leads each ``__transaction_state`` and
-  ``__consumer_offsets`` partition), whose leaders move when the controller fences a broker;
-* the cluster-wide producer-id block allocator, the transaction log and the offset store
-  (durable storage every coordinator can load, until replication lands);
+* the internal topics ``__transaction_state`` and ``__consumer_offsets`` (50 partitions
+  each, replication factors from the broker configs ``transaction.state.log.replication.
+  factor`` and ``offsets.topic.replication.factor``, capped at the broker count), registered
+  with the controller like any topic; the coordinators are wherever their leaders are;
+* the cluster-wide producer-id block allocator;
 * one :class:`Broker` per broker name, in the metadata's order, each hosting its replicas
   and a :class:`CoordinatorRuntime`;
 * the broker-to-coordinator calls of KIP-890 (:meth:`verify_partition`, part 1, and
-  :meth:`add_partition`, part 2), which a leader makes on a transaction's first produce.
+  :meth:`add_partition`, part 2), which a leader makes on a transaction's first produce, to
+  the coordinator its metadata cache names.
+
+An internal partition is hosted (its replicas created, fetched) only once it is *active*:
+the first FindCoordinator for one of its keys, or a KIP-890 call, activates it, and every
+replica broker then hosts it in the role its metadata gives it. Until then it is empty on
+every replica, so hosting it late is the same as hosting it all along; it saves a run the
+fetching of up to 100 idle partitions (a modelling shortcut, in docs/model.md).
 
 It also names what the nemesis may crash, pause or cut the power of (:meth:`fault_targets`)
 and writes the cluster's final state into a history (:meth:`collect_logs`,
@@ -33,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from simulation.broker.broker import Broker, BrokerSettings
+from simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
 from simulation.broker.log import PartitionLog
 from simulation.broker.partition import Partition, TopicSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator
@@ -47,12 +55,18 @@ from simulation.controller.quorum_controller import (
 from simulation.coordinator.directory import (
     CONSUMER_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
-    CoordinatorDirectory,
+    InternalPartition,
     internal_partition,
+    is_internal,
 )
-from simulation.coordinator.group_coordinator import OffsetStore
-from simulation.coordinator.runtime import CoordinatorRuntime, CoordinatorSettings, FenceListener
-from simulation.coordinator.transaction_log import TransactionLog
+from simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
+from simulation.coordinator.runtime import (
+    AddPartition,
+    CoordinatorRuntime,
+    CoordinatorSettings,
+    Done,
+    FenceListener,
+)
 from simulation.metadata import ClusterMetadata
 from simulation.nemesis import FaultTarget
 from simulation.network import Network
@@ -75,6 +89,11 @@ class ClusterSettings:
     replication: ReplicationSettings = field(default_factory=ReplicationSettings)
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     topics: dict[str, TopicSettings] = field(default_factory=dict)
+    # The internal topics: replication factors (capped at the broker count) and min ISR.
+    transaction_state_replication_factor: int = 3
+    transaction_state_min_isr: int = 2
+    offsets_replication_factor: int = 3
+    offsets_min_isr: int = 1
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ClusterSettings:
@@ -114,6 +133,10 @@ class ClusterSettings:
                 request_time_ms=c.request_time_ms,
             ),
             topics,
+            config.transaction_state_log_replication_factor,
+            config.transaction_state_log_min_isr,
+            config.offsets_topic_replication_factor,
+            config.min_insync_replicas,
         )
 
 
@@ -131,18 +154,34 @@ class Cluster:
         on_fence: FenceListener | None = None,
     ) -> None:
         settings = settings if settings is not None else ClusterSettings()
+        metadata = metadata.with_internal_topics(
+            settings.transaction_state_replication_factor, settings.offsets_replication_factor
+        )
+        topics = dict(settings.topics)
+        n = len(metadata.brokers)
+        topics[TRANSACTION_STATE_TOPIC] = TopicSettings(
+            min(settings.transaction_state_replication_factor, n),
+            settings.transaction_state_min_isr,
+        )
+        topics[CONSUMER_OFFSETS_TOPIC] = TopicSettings(
+            min(settings.offsets_replication_factor, n), settings.offsets_min_isr
+        )
         self.env = env
         self.network = network
         self.metadata = metadata
         self.rules = rules
         self.settings = settings
         self.probe = probe if probe is not None else Probe()
-        # Coordinator partitions move when the controller fences their broker.
-        self.directory = CoordinatorDirectory(env, metadata.brokers)
+        # The internal partitions hosted so far (see the module docstring), in activation order.
+        self.active: dict[InternalPartition, None] = {}
         self.allocator = ProducerIdBlockAllocator()
-        verifier = self.verify_partition if rules.transaction_partition_verification else None
+        tv2 = rules.transaction_version >= 2
         self.brokers: dict[str, Broker] = {}
         for name in metadata.brokers:
+            verifier = (
+                self._verifier_for(name) if rules.transaction_partition_verification else None
+            )
+            adder = self._adder_for(name)
             self.brokers[name] = Broker(
                 env,
                 name,
@@ -152,35 +191,30 @@ class Cluster:
                 self.allocator,
                 settings.broker,
                 self.probe,
-                self.directory,
                 verifier,
-                self.add_partition,
+                adder,
                 replication=settings.replication,
-                topics=settings.topics,
+                topics=topics,
                 controller=CONTROLLER,
             )
+            self.brokers[name].replica_manager.hostable = self._hostable
         registrations = {}
-        for tp in metadata.partitions():
+        for tp in metadata.all_partitions():
             replicas = metadata.replicas(tp)
             registrations[tp] = PartitionRegistration(replicas, replicas, replicas[0])  # type: ignore[arg-type]
         self.controller = QuorumController(
-            env, network, metadata.brokers, registrations, settings.topics, settings.controller
+            env, network, metadata.brokers, registrations, topics, settings.controller
         )
-        self.controller.listeners.append(self._on_fence)
         # Every broker starts with the controller's metadata (replayed before the run starts).
         snapshot = self.controller.snapshot()
         for broker in self.brokers.values():
             broker.replica_manager.apply_metadata(0, snapshot, True)
-        self.txn_log = TransactionLog()
-        self.offset_store = OffsetStore()
         for name, broker in self.brokers.items():
-            broker.coordinator = CoordinatorRuntime(
+            runtime = CoordinatorRuntime(
                 env,
                 name,
                 network,
-                self.directory,
-                self.txn_log,
-                self.offset_store,
+                broker.replica_manager,
                 rules,
                 broker.producer_ids.generate_producer_id,
                 lambda tp, seen_by=name: self.leader_seen_by(seen_by, tp),
@@ -188,8 +222,14 @@ class Cluster:
                 self.probe,
                 on_fence,
             )
-            if rules.transaction_version >= 2:
-                broker.coordinator.add_partition = self.add_partition
+            broker.coordinator = runtime
+            runtime.hold = broker.hold_current
+            runtime.activate = self.activate
+            broker.replica_manager.on_internal_role = runtime.role_changed
+            if tv2:
+                runtime.add_partition = lambda txn_id, pid, epoch, tp, on_done, caller=name: (
+                    self.add_partition(txn_id, pid, epoch, tp, on_done, caller)
+                )
 
     @classmethod
     def from_scenario(
@@ -217,29 +257,39 @@ class Cluster:
 
     # -- lookups ---------------------------------------------------------------------------
     def leader_seen_by(self, broker: str, tp: TopicPartition) -> str | None:
-        """The leader of ``tp`` as ``broker`` knows it: an internal partition's current
-        owner, a data partition's leader in the broker's metadata cache."""
-        if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
-            return self.directory.owner(tp)
+        """The leader of ``tp`` in ``broker``'s metadata cache (None: offline, or unknown)."""
         state = self.brokers[broker].replica_manager.metadata.get(tp)
         return state.leader if state is not None else None
 
     def leader_of(self, tp: TopicPartition) -> str | None:
         """The leader of ``tp`` as the controller has it (None: offline)."""
-        if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
-            return self.directory.owner(tp)
         leader = self.controller.registrations[tp].leader
         return None if leader == NO_LEADER else leader  # type: ignore[return-value]
 
-    def _on_fence(self, broker: str, fenced: bool) -> None:
-        if fenced:
-            self.directory.broker_fenced(broker)
-        else:
-            self.directory.broker_unfenced(broker)
+    # -- internal partitions ---------------------------------------------------------------
+    def _hostable(self, tp: TopicPartition) -> bool:
+        return not is_internal(tp[0]) or tp in self.active
 
-    def transaction_runtime(self, txn_id: str) -> CoordinatorRuntime | None:
-        """The coordinator runtime of the live broker coordinating ``txn_id``, if any."""
-        node = self.directory.coordinator(txn_id, "transaction")
+    def activate(self, partition: InternalPartition) -> None:
+        """Host ``partition`` on its replicas from now on (see the module docstring): each
+        live replica broker takes the role its metadata cache gives it; a broker that is down
+        takes it from the metadata it replays when it registers again."""
+        if partition in self.active:
+            return
+        self.active[partition] = None
+        for name in self.metadata.replicas(partition):
+            broker = self.brokers[name]
+            if broker.alive:
+                broker.replica_manager.activate(partition)
+
+    def transaction_runtime(
+        self, txn_id: str, caller: str | None = None
+    ) -> CoordinatorRuntime | None:
+        """The coordinator runtime of the broker that ``caller``'s metadata cache (or, with no
+        caller, the controller) names leader of ``txn_id``'s partition, if any."""
+        partition = internal_partition(txn_id, "transaction")
+        self.activate(partition)
+        node = self.leader_seen_by(caller, partition) if caller else self.leader_of(partition)
         return self.brokers[node].coordinator if node is not None else None
 
     def final_replica(self, tp: TopicPartition) -> Partition:
@@ -247,36 +297,70 @@ class Cluster:
         offline, that of the ISR member the controller would elect when it returns."""
         reg = self.controller.registrations[tp]
         name = reg.leader if reg.leader != NO_LEADER else reg.isr[0]
-        return self.brokers[name].partitions[tp]  # type: ignore[index]
+        part = self.brokers[name].partitions.get(tp)  # type: ignore[index]
+        if part is None:  # an internal partition activated while that broker was down
+            hosts = [b for b in reg.replicas if tp in self.brokers[b].partitions]  # type: ignore[index]
+            part = self.brokers[hosts[0]].partitions[tp]  # type: ignore[index]
+        return part
 
     def partition_log(self, tp: TopicPartition) -> PartitionLog:
         """The final log of data partition ``tp`` (see :meth:`final_replica`)."""
         return self.final_replica(tp).log
 
     # -- KIP-890: a leader asks the transaction coordinator ------------------------------
+    def _verifier_for(self, caller: str) -> PartitionVerifier:
+        def verify(txn_id: str | None, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+            return self.verify_partition(txn_id, pid, epoch, tp, caller)
+
+        return verify
+
+    def _adder_for(self, caller: str) -> AddPartition:
+        def add(
+            txn_id: str | None, pid: int, epoch: int, tp: TopicPartition, on_done: Done
+        ) -> None:
+            self.add_partition(txn_id, pid, epoch, tp, on_done, caller)
+
+        return add  # type: ignore[return-value]
+
     def verify_partition(
-        self, txn_id: str | None, pid: int, epoch: int, tp: TopicPartition
+        self,
+        txn_id: str | None,
+        pid: int,
+        epoch: int,
+        tp: TopicPartition,
+        caller: str | None = None,
     ) -> Errors:
         """Part 1: is ``tp`` in the producer's ongoing transaction (a leader's check before
-        a partition's first transactional append)?"""
+        a partition's first transactional append)? Asked of the coordinator ``caller``'s
+        metadata cache names; a coordinator that is down or not (yet) coordinating answers
+        its own error (COORDINATOR_NOT_AVAILABLE when none is known)."""
         if txn_id is None:
             return Errors.INVALID_TXN_STATE
-        runtime = self.transaction_runtime(txn_id)
+        runtime = self.transaction_runtime(txn_id, caller)
         if runtime is None:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        if runtime.partition_error(internal_partition(txn_id, "transaction")) is not Errors.NONE:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        return runtime.txn.verify_partition(txn_id, pid, epoch, tp)
+        return runtime.verify_partition(txn_id, pid, epoch, tp)
 
-    def add_partition(self, txn_id: str | None, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+    def add_partition(
+        self,
+        txn_id: str | None,
+        pid: int,
+        epoch: int,
+        tp: TopicPartition,
+        on_done: Done,
+        caller: str | None = None,
+    ) -> None:
         """Transaction version 2: a leader (or group coordinator) adds ``tp`` to the
-        producer's transaction (AddPartitionsToTxnManager, operation addPartition)."""
+        producer's transaction (AddPartitionsToTxnManager, operation addPartition);
+        ``on_done`` gets the coordinator's answer once its write is replicated."""
         if txn_id is None:
-            return Errors.INVALID_TXN_STATE
-        runtime = self.transaction_runtime(txn_id)
+            on_done(Errors.INVALID_TXN_STATE)
+            return
+        runtime = self.transaction_runtime(txn_id, caller)
         if runtime is None:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        return runtime.add_partitions(txn_id, pid, epoch, (tp,))
+            on_done(Errors.COORDINATOR_NOT_AVAILABLE)
+            return
+        runtime.add_partitions(txn_id, pid, epoch, (tp,), on_done)
 
     # -- faults and the end of a run -----------------------------------------------------
     def fault_targets(self) -> dict[str, FaultTarget]:
@@ -331,10 +415,30 @@ class Cluster:
                     }
                 )
 
+    def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
+        """Every group's committed offsets at the end: what the leader of its
+        ``__consumer_offsets`` partition has loaded, or, while none has, what a replay of
+        the partition's final log gives."""
+        committed: dict[str, dict[TopicPartition, int]] = {}
+        for tp in sorted(self.active):
+            if tp[0] != CONSUMER_OFFSETS_TOPIC:
+                continue
+            leader = self.leader_of(tp)
+            runtime = self.brokers[leader].coordinator if leader is not None else None
+            if runtime is not None and runtime.partition_error(tp) is Errors.NONE:
+                groups = runtime.groups
+            else:
+                groups = GroupCoordinator(OffsetStore())
+                groups.load(tp[1], self.final_replica(tp).log.batches)
+            for group, offsets in groups.store.committed.items():
+                if internal_partition(group, "group") == tp:
+                    committed[group] = dict(offsets)
+        return committed
+
     def collect_transactions(self, history: HistoryRecorder) -> None:
         """The committed offsets of every group, then each partition's LSO, log end and
         open transactions (the history's ``offsets`` and ``lso`` end lines)."""
-        committed_by_group = self.offset_store.committed
+        committed_by_group = self.committed_offsets()
         for group in sorted(committed_by_group):
             committed = committed_by_group[group]
             entries = [

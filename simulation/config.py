@@ -269,6 +269,11 @@ BROKER_KEYS: dict[str, _Key] = {
     "log.flush.scheduler.interval.ms": _Key("log_flush_scheduler_interval_ms", _optional_long(1)),
     "min.insync.replicas": _Key("min_insync_replicas", _int(1)),
     "unclean.leader.election.enable": _Key("unclean_leader_election_enable", _parse_bool),
+    "transaction.state.log.replication.factor": _Key(
+        "transaction_state_log_replication_factor", _int(1, 32767)
+    ),
+    "transaction.state.log.min.isr": _Key("transaction_state_log_min_isr", _int(1, 32767)),
+    "offsets.topic.replication.factor": _Key("offsets_topic_replication_factor", _int(1, 32767)),
 }
 
 # Topic configs a scenario may set under ``cluster.topics[].config`` (they override the
@@ -294,6 +299,11 @@ class BrokerConfig:
     log_flush_scheduler_interval_ms: int | None = None
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # The internal topics (KafkaConfig / TransactionLogConfig / GroupCoordinatorConfig
+    # defaults); __consumer_offsets takes the broker's min.insync.replicas.
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    offsets_topic_replication_factor: int = 3
 
 
 def parse_named_config(

@@ -23,14 +23,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from simulation.coordinator.directory import INTERNAL_PARTITIONS, INTERNAL_TOPICS
 from simulation.protocol import PartitionLeader, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterMetadata:
+    """``topics``: the data topics and their partition counts; ``internal``: the internal
+    topics (``__transaction_state``, ``__consumer_offsets``) a cluster built with
+    :meth:`with_internal_topics` has, each with ``INTERNAL_PARTITIONS`` partitions.
+    ``replication``: replication factors by topic (1 when missing), capped at the broker
+    count."""
+
     brokers: tuple[str, ...]
     topics: dict[str, int]
     replication: dict[str, int] = field(default_factory=dict)
+    internal: dict[str, int] = field(default_factory=dict)
+
+    def with_internal_topics(self, transaction_state_rf: int, offsets_rf: int) -> ClusterMetadata:
+        """This metadata plus the two internal topics at these replication factors. Kafka
+        refuses to create an internal topic with fewer brokers than its replication factor;
+        eosim caps the factor at the broker count (a listed departure), so that a one-broker
+        scenario keeps its coordinators."""
+        factors = dict(zip(INTERNAL_TOPICS, (transaction_state_rf, offsets_rf), strict=True))
+        return ClusterMetadata(
+            self.brokers,
+            self.topics,
+            {**self.replication, **factors},
+            dict.fromkeys(INTERNAL_TOPICS, INTERNAL_PARTITIONS),
+        )
 
     def replicas(self, tp: TopicPartition) -> tuple[str, ...]:
         """The brokers hosting ``tp``, its preferred leader first."""
@@ -42,7 +63,12 @@ class ClusterMetadata:
         return self.replicas(tp)[0]
 
     def partitions(self) -> list[TopicPartition]:
+        """The data partitions (what clients see and a history records)."""
         return [(t, p) for t, n in self.topics.items() for p in range(n)]
+
+    def all_partitions(self) -> list[TopicPartition]:
+        """The data partitions, then the internal ones."""
+        return self.partitions() + [(t, p) for t, n in self.internal.items() for p in range(n)]
 
     def partitions_hosted_by(self, broker: str) -> list[TopicPartition]:
         return [tp for tp in self.partitions() if broker in self.replicas(tp)]

@@ -41,6 +41,10 @@ class LogBatch:
     # The leader epoch of the leader that appended it (the batch header's
     # partitionLeaderEpoch), which followers' leader-epoch caches are built from.
     leader_epoch: int = 0
+    # What a record of an internal topic holds (a transaction log record, an offset commit):
+    # set by the coordinator that appends it, before anyone else sees the batch, and never
+    # changed after, so replicas share it as they share the batch.
+    payload: object = None
 
     @property
     def last_offset(self) -> int:

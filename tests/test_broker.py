@@ -288,7 +288,7 @@ def test_tv2_txn_offset_commit_adds_the_offsets_partition_to_the_transaction():
     cl = Cluster(version="4.0")
     cl.run(50)  # coordinators load
     pid = cl.init("tx").producer_id
-    node = cl.directory.coordinator("g", "group")
+    node = cl.coordinator_of("g", "group")
 
     def commit(epoch):
         return lambda cid: TxnOffsetCommitRequest(cid, "tx", "g", pid, epoch, ((("t", 0), 7),))

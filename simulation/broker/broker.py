@@ -26,12 +26,8 @@ from simulation.broker.partition import Partition, TopicSettings
 from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from simulation.broker.producer_state import ProducerStateManager, Verdict
 from simulation.broker.replica_manager import ReplicaManager, ReplicationSettings
-from simulation.coordinator.directory import (
-    CONSUMER_OFFSETS_TOPIC,
-    TRANSACTION_STATE_TOPIC,
-    CoordinatorDirectory,
-)
-from simulation.coordinator.runtime import CoordinatorRuntime
+from simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC, is_internal
+from simulation.coordinator.runtime import AddPartition, CoordinatorRuntime
 from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.protocol import (
@@ -127,9 +123,8 @@ class Broker:
         allocator: ProducerIdBlockAllocator,
         settings: BrokerSettings,
         probe: Probe | None = None,
-        directory: CoordinatorDirectory | None = None,
         verify_partition: PartitionVerifier | None = None,
-        add_partition: PartitionVerifier | None = None,
+        add_partition: AddPartition | None = None,
         *,
         replication: ReplicationSettings | None = None,
         topics: dict[str, TopicSettings] | None = None,
@@ -153,7 +148,6 @@ class Broker:
         self._connections: dict[int, Connection] = {}
         self.requests_handled = 0
         self.probe = probe or Probe()
-        self.directory = directory
         self.verify_partition = verify_partition
         # Transaction version 2 (KIP-890 part 2): the leader adds the partition to the
         # producer's transaction itself, on its first transactional produce there.
@@ -307,9 +301,15 @@ class Broker:
             return handler(request)
         return self._to_coordinator(request)
 
+    def hold_current(self) -> Callable[[object], None]:
+        """Hold the request being handled (its answer comes later, through the returned
+        function; the connection stays muted until then)."""
+        self._held = True
+        return self._reply_later()
+
     def _to_coordinator(self, request: object) -> object | None:
         response = self.coordinator.handle(request) if self.coordinator is not None else None
-        if response is None and not self.alive:
+        if response is None and (not self.alive or self._held):
             return None
         if response is None:
             raise TypeError(f"{self.name}: unexpected request {type(request).__name__}")
@@ -366,10 +366,71 @@ class Broker:
             {
                 tp: PartitionLeader(st.leader, st.leader_epoch, st.replicas, st.isr)
                 for tp, st in self.replica_manager.metadata.items()
+                if not is_internal(tp[0])
             },
         )
 
+    def _needs_add(self, tp: TopicPartition, pid: int, epoch: int) -> bool:
+        """Transaction version 2: UnifiedLog.hasOngoingTransaction(producerId, producerEpoch):
+        the open transaction must be this epoch's, else the leader adds the partition."""
+        part = self.replica_manager.leader_partition(tp)
+        if part is None:
+            return False
+        return pid not in part.log.ongoing or part.producer_state.epoch_of(pid) != epoch
+
     def _handle_produce(self, request: ProduceRequest) -> ProduceResponse | None:
+        if self.add_partition is None or request.transactional_id is None:
+            return self._produce(request, {}, None)
+        # Transaction version 2: the partitions the leader must add to the transaction first
+        # (ReplicaManager.appendRecords with addPartition: the append waits for the
+        # coordinator's answers).
+        adds = [
+            (tp, data)
+            for tp, data in request.partitions
+            if data.transactional and self._needs_add(tp, data.producer_id, data.epoch)
+        ]
+        if not adds:
+            return self._produce(request, {}, None)
+        added: dict[TopicPartition, Errors] = {}
+        reply: list[Callable[[object], None]] = []
+        msg = self._current
+        now_answer: list[object | None] = []
+
+        def one_done(tp: TopicPartition, error: Errors) -> None:
+            added[tp] = error
+            if len(added) < len(adds):
+                return
+            if not reply:
+                now_answer.append(self._produce(request, added, None))
+                return
+            response = self._produce(request, added, reply[0])
+            if response is not None:
+                reply[0](response)
+            elif request.acks == 0 and self.alive:
+                self._unmute(msg.conn)
+
+        for tp, data in adds:
+            self.add_partition(
+                request.transactional_id,
+                data.producer_id,
+                data.epoch,
+                tp,
+                lambda error, tp=tp: one_done(tp, error),
+            )
+        if len(added) == len(adds):
+            return now_answer[0] if now_answer else None  # type: ignore[return-value]
+        reply.append(self.hold_current())
+        return None
+
+    def _produce(
+        self,
+        request: ProduceRequest,
+        added: dict[TopicPartition, Errors],
+        reply: Callable[[object], None] | None,
+    ) -> ProduceResponse | None:
+        """Append a produce request's batches; ``added``: the coordinator's answers for the
+        partitions the leader added to the transaction; ``reply``: how to answer a request
+        that was held for them."""
         now = self.env.now
         rm = self.replica_manager
         results: list[PartitionResponse] = []
@@ -384,13 +445,16 @@ class Broker:
             pid = data.producer_id
             if data.transactional:
                 if self.add_partition is not None:
-                    # UnifiedLog.hasOngoingTransaction(producerId, producerEpoch): the open
-                    # transaction must be this epoch's, else the leader adds the partition.
-                    if pid not in log.ongoing or state.epoch_of(pid) != data.epoch:
-                        error = self.add_partition(request.transactional_id, pid, data.epoch, tp)
-                        if error is not Errors.NONE:
-                            results.append(PartitionResponse(implicit_add_error(error)))
-                            continue
+                    error = added.get(tp, Errors.NONE)
+                    if (
+                        error is Errors.NONE
+                        and tp not in added
+                        and self._needs_add(tp, pid, data.epoch)
+                    ):
+                        error = Errors.CONCURRENT_TRANSACTIONS  # no longer open: add again
+                    if error is not Errors.NONE:
+                        results.append(PartitionResponse(implicit_add_error(error)))
+                        continue
                 elif pid not in log.ongoing and self.verify_partition is not None:
                     error = self.verify_partition(request.transactional_id, pid, data.epoch, tp)
                     if error is not Errors.NONE:
@@ -439,7 +503,7 @@ class Broker:
         if request.acks == 0:
             return None
         if request.acks == -1 and waits:
-            return self._after_replication(request.correlation_id, request, results, waits)
+            return self._after_replication(request.correlation_id, request, results, waits, reply)
         return ProduceResponse(request.correlation_id, results)
 
     def _after_replication(
@@ -448,6 +512,7 @@ class Broker:
         request: ProduceRequest,
         results: list[PartitionResponse],
         waits: list[tuple[TopicPartition, int]],
+        reply: Callable[[object], None] | None = None,
     ) -> ProduceResponse | None:
         """acks=all: answer once every appended partition is replicated (DelayedProduce);
         None when the answer is held."""
@@ -459,24 +524,27 @@ class Broker:
             ]
             return ProduceResponse(correlation_id, final)
 
-        return self._hold(waits, request.timeout_ms, build)
+        return self._hold(waits, request.timeout_ms, build, reply)
 
     def _hold(
         self,
         waits: list[tuple[TopicPartition, int]],
         timeout_ms: float,
         build: Callable[[dict[TopicPartition, Errors]], Any],
+        reply: Callable[[object], None] | None = None,
     ) -> Any:
         """Wait for ``waits`` to be replicated; the response ``build`` makes from their errors
-        is returned now if nothing needs waiting, else sent when it is ready (None now)."""
-        reply = self._reply_later()
+        is returned now if nothing needs waiting, else sent when it is ready (None now).
+        ``reply``: how to answer a request already held (else the request being handled)."""
+        already_held = reply is not None
+        answer = reply if reply is not None else self._reply_later()
         now: list[Any] = []
         held = [False]
 
         def complete(errors: dict[TopicPartition, Errors]) -> None:
             response = build(errors)
             if held[0]:
-                reply(response)
+                answer(response)
             else:
                 now.append(response)
 
@@ -484,7 +552,8 @@ class Broker:
         if now:
             return now[0]
         held[0] = True
-        self._held = True
+        if not already_held:
+            self._held = True
         return None
 
     def _handle_fetch(self, request: FetchRequest) -> FetchResponse:
@@ -537,23 +606,25 @@ class Broker:
         results: list[tuple[TopicPartition, Errors]] = []
         waits: list[tuple[TopicPartition, int]] = []
         rm = self.replica_manager
+        offsets: list[TopicPartition] = []
         for tp in request.partitions:
-            if tp[0] in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+            if tp[0] == CONSUMER_OFFSETS_TOPIC:
+                # KafkaApis.handleWriteTxnMarkersRequest: the group coordinator writes the
+                # marker to its partition (checked like any other by the producer state) and
+                # applies it; a coordinator not ready answers NOT_LEADER_OR_FOLLOWER.
                 runtime = self.coordinator
-                error = Errors.NOT_LEADER_OR_FOLLOWER
-                if runtime is not None and runtime.partition_error(tp) is Errors.NONE:
-                    error = runtime.groups.complete_txn(
-                        tp[1], pid, epoch, request.commit, request.coordinator_epoch
-                    )
-                results.append((tp, error))
-                continue
+                if runtime is None or runtime.partition_error(tp) is not Errors.NONE:
+                    results.append((tp, Errors.NOT_LEADER_OR_FOLLOWER))
+                    continue
+                offsets.append(tp)
             part = rm.leader_partition(tp)
             if part is None:
                 results.append((tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
-            self.probe.hit("leader.before_marker", self.name)
-            if not self.alive:
-                return None
+            if tp not in offsets:
+                self.probe.hit("leader.before_marker", self.name)
+                if not self.alive:
+                    return None
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
             verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch)
             if verdict is not Verdict.APPEND:
@@ -569,9 +640,10 @@ class Broker:
             )
             part.appended(marker, self.env.now)
             rm.after_leader_append(part)
-            self.probe.hit("leader.after_marker", self.name)
-            if not self.alive:
-                return None
+            if tp not in offsets:
+                self.probe.hit("leader.after_marker", self.name)
+                if not self.alive:
+                    return None
             results.append((tp, Errors.NONE))
             waits.append((tp, marker.last_offset + 1))
         if not waits:
@@ -580,6 +652,12 @@ class Broker:
 
         def build(errors: dict[TopicPartition, Errors]) -> WriteTxnMarkersResponse:
             final = [(tp, errors.get(tp, error)) for tp, error in results]
+            for tp, error in final:
+                if tp in offsets and error is Errors.NONE and self.coordinator is not None:
+                    self.coordinator.marker_written(
+                        tp, pid, epoch, request.commit, request.coordinator_epoch
+                    )
+            final = [(tp, _marker_error(tp, error)) for tp, error in final]
             return WriteTxnMarkersResponse(request.correlation_id, pid, final)
 
         return self._hold(waits, MARKER_TIMEOUT_MS, build)
@@ -632,8 +710,6 @@ class Broker:
         self.replica_manager.shutdown()
         if self.coordinator is not None:
             self.coordinator.crash()
-        if self.directory is not None:
-            self.directory.broker_crashed(self.name)
         self.paused = False
         self._queue.clear()
         self._internal.clear()
@@ -675,8 +751,6 @@ class Broker:
             self._register(self.incarnation)
         if self.coordinator is not None:
             self.coordinator.restart()
-        if self.directory is not None and self.controller is None:
-            self.directory.broker_unfenced(self.name)  # no controller: back at once
         self._kick()
 
     def pause(self) -> None:
@@ -702,6 +776,20 @@ _OWN_THREADS = frozenset(
         Disconnected,
     }
 )
+
+
+def _marker_error(tp: TopicPartition, error: Errors) -> Errors:
+    """A ``__consumer_offsets`` marker's append error as the group coordinator reports it:
+    the errors a coordinator not ready raises become NOT_LEADER_OR_FOLLOWER
+    (KafkaApis.handleWriteTxnMarkersRequest)."""
+    if tp[0] == CONSUMER_OFFSETS_TOPIC and error in (
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Errors.REQUEST_TIMED_OUT,
+    ):
+        return Errors.NOT_LEADER_OR_FOLLOWER
+    return error
+
 
 # How long a leader holds a marker write for replication: Kafka uses the broker's
 # request.timeout.ms (30 s) for WriteTxnMarkers' appends.

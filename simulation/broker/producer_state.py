@@ -174,7 +174,11 @@ class ProducerStateManager:
                 self.update_marker(b.producer_id, b.epoch, b.coordinator_epoch)
                 continue
             self.update(
-                b.producer_id, b.epoch, b.base_sequence, b.last_sequence, b.base_offset,
+                b.producer_id,
+                b.epoch,
+                b.base_sequence,
+                b.last_sequence,
+                b.base_offset,
                 b.last_offset,
             )
         return self

@@ -39,6 +39,7 @@ import simpy
 from simulation.broker.durability import LogDurability
 from simulation.broker.partition import Partition, TopicSettings
 from simulation.broker.producer_state import ProducerStateManager
+from simulation.coordinator.directory import is_internal
 from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.protocol import (
@@ -159,6 +160,14 @@ class ReplicaManager:
         self._correlation = 0
         self.generation = 0  # bumped by a crash: timers of the old incarnation do nothing
         self._isr_task_started = False
+        # Whether a partition is hosted when the metadata names this broker a replica: every
+        # data partition, an internal one once it is active (the cluster sets this).
+        self.hostable: Callable[[TopicPartition], bool] = lambda tp: True
+        # Told when a replica of an internal partition becomes leader (its leader epoch) or
+        # stops being leader (None), and whether it was just activated (the coordinator
+        # runtime's load and unload).
+        self.on_internal_role: Callable[[TopicPartition, int | None, bool], None] | None = None
+        self._activating = False
 
     # -- hosting -----------------------------------------------------------------------
     def host(self, tp: TopicPartition) -> Partition:
@@ -208,27 +217,42 @@ class ReplicaManager:
         for tp in sorted(changes):
             state = changes[tp]
             self.metadata[tp] = state
-            if self.broker not in state.replicas:
+            if self.broker not in state.replicas or not self.hostable(tp):
                 continue
-            part = self.host(tp)
-            if state.leader == self.broker:
-                if not part.is_leader or part.leader_epoch != state.leader_epoch:
-                    self._make_leader(part, state)
-                    self.probe.hit("replica.became_leader", self.broker)
-                else:
-                    self._leader_isr_update(part, state)
-            elif (
-                part.is_leader
-                or part.leader != state.leader
-                or part.leader_epoch != state.leader_epoch
-                or snapshot
-            ):
-                self._make_follower(part, state)
-                self.probe.hit("replica.became_follower", self.broker)
-            else:
-                part.partition_epoch = state.partition_epoch
+            self._apply_role(tp, state, snapshot)
             if generation != self.generation:
                 return  # the broker crashed at a probe point: the rest is not applied
+
+    def activate(self, tp: TopicPartition) -> None:
+        """Host ``tp`` (an internal partition nobody used so far) in the role this broker's
+        metadata gives it: an empty replica, as if it had been hosted all along."""
+        state = self.metadata.get(tp)
+        if state is None or self.broker not in state.replicas or tp in self.partitions:
+            return
+        self._activating = True
+        try:
+            self._apply_role(tp, state, True)
+        finally:
+            self._activating = False
+
+    def _apply_role(self, tp: TopicPartition, state: PartitionState, snapshot: bool) -> None:
+        part = self.host(tp)
+        if state.leader == self.broker:
+            if not part.is_leader or part.leader_epoch != state.leader_epoch:
+                self._make_leader(part, state)
+                self.probe.hit("replica.became_leader", self.broker)
+            else:
+                self._leader_isr_update(part, state)
+        elif (
+            part.is_leader
+            or part.leader != state.leader
+            or part.leader_epoch != state.leader_epoch
+            or snapshot
+        ):
+            self._make_follower(part, state)
+            self.probe.hit("replica.became_follower", self.broker)
+        else:
+            part.partition_epoch = state.partition_epoch
 
     def _make_leader(self, part: Partition, state: PartitionState) -> None:
         self._stop_fetching(part.tp)
@@ -248,6 +272,8 @@ class ReplicaManager:
         if len(state.replicas) > 1:
             self._start_isr_task()
         self._high_watermark_moved(part)
+        if self.on_internal_role is not None and is_internal(part.tp[0]):
+            self.on_internal_role(part.tp, state.leader_epoch, self._activating)
 
     def _leader_isr_update(self, part: Partition, state: PartitionState) -> None:
         leader_state = part.leader_state
@@ -267,6 +293,8 @@ class ReplicaManager:
         self._alter_in_flight.pop(part.tp, None)
         if was_leader:
             self._fail_waits(part.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+            if self.on_internal_role is not None and is_internal(part.tp[0]):
+                self.on_internal_role(part.tp, None, False)
         if self.rules.truncation == "high_watermark":
             # Before KIP-101: a new follower cuts its log back to its own high watermark.
             part.truncate_to(part.high_watermark, self.new_state())
@@ -541,8 +569,16 @@ class ReplicaManager:
             fetcher.delayed_until.pop(tp, None)
 
     def _wake_fetcher(self, source: str) -> None:
+        """Have an idle fetcher fetch now. A fetcher with a request in flight is left alone:
+        its answer wakes it, and the next request takes the new partitions (waking it early
+        would look like an unanswered request to the loop, and back every partition off)."""
         fetcher = self._fetchers.get(source)
-        if fetcher is not None and fetcher.wakeup is not None and not fetcher.wakeup.triggered:
+        if (
+            fetcher is not None
+            and fetcher.in_flight is None
+            and fetcher.wakeup is not None
+            and not fetcher.wakeup.triggered
+        ):
             fetcher.wakeup.succeed()
 
     def wake_fetchers(self) -> None:

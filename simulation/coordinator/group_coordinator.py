@@ -1,11 +1,14 @@
 """GroupCoordinator, offsets part: committed offsets and transactional offsets of groups.
 
-The ``__consumer_offsets`` contents are an :class:`OffsetStore`, durable storage that the
-next coordinator loads (as the transaction log is). A plain OffsetCommit takes effect at
-once. A TxnOffsetCommit is kept *pending* under the producer id until the transaction's
-marker reaches the group's ``__consumer_offsets`` partition: COMMIT makes the offsets the
-group's committed offsets, ABORT drops them. While offsets are pending for a partition, an
-OffsetFetch that asks for stable offsets (KIP-447) is answered UNSTABLE_OFFSET_COMMIT.
+A coordinator's :class:`OffsetStore` is what it has loaded from the ``__consumer_offsets``
+partitions it leads, and what it applied since: the runtime appends every commit (and
+every transaction marker) to the partition first and applies it here once it is
+replicated (:meth:`GroupCoordinator.load` replays a partition's batches). A plain
+OffsetCommit takes effect once written. A TxnOffsetCommit is kept *pending* under the
+producer id until the transaction's marker reaches the group's ``__consumer_offsets``
+partition: COMMIT makes the offsets the group's committed offsets, ABORT drops them. While
+offsets are pending for a partition, an OffsetFetch that asks for stable offsets (KIP-447)
+is answered UNSTABLE_OFFSET_COMMIT.
 
 A TxnOffsetCommit from an epoch older than the newest one seen for its producer id is
 fenced, as the append to ``__consumer_offsets`` would be. A marker is refused as the append of
@@ -17,11 +20,24 @@ are not modelled: applications assign their partitions statically (a listed depa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC
 from simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
 from simulation.protocol import Errors, TopicPartition
+from simulation.records import LogBatch
+
+OffsetsTuple = tuple[tuple[TopicPartition, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRecord:
+    """An offset commit as a ``__consumer_offsets`` record holds it (the batch carries the
+    producer id and epoch of a transactional one)."""
+
+    group: str
+    offsets: OffsetsTuple
 
 
 def offsets_partition(group: str) -> tuple[str, int]:
@@ -43,6 +59,64 @@ class OffsetStore:
 class GroupCoordinator:
     def __init__(self, store: OffsetStore) -> None:
         self.store = store
+
+    # -- the replicated path: check, write, then apply -------------------------------------
+    def check_txn_commit(self, producer_id: int, epoch: int) -> Errors:
+        known = self.store.producer_epochs.get(producer_id)
+        return Errors.PRODUCER_FENCED if known is not None and epoch < known else Errors.NONE
+
+    def apply_txn_commit(
+        self, group: str, producer_id: int, epoch: int, offsets: OffsetsTuple
+    ) -> None:
+        known = self.store.producer_epochs.get(producer_id)
+        if known is None or epoch > known:
+            self.store.producer_epochs[producer_id] = epoch
+        pending = self.store.pending.setdefault((group, producer_id), {})
+        for tp, offset in offsets:
+            pending[tp] = offset
+
+    def apply_marker(
+        self, partition: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> None:
+        """A marker written to ``__consumer_offsets`` partition ``partition`` (checked by the
+        partition's producer state before the append) settles the producer's offsets."""
+        self.store.producer_epochs[producer_id] = max(
+            epoch, self.store.producer_epochs.get(producer_id, epoch)
+        )
+        self.store.coordinator_epochs[producer_id] = coordinator_epoch
+        for group, pid in list(self.store.pending):
+            if pid != producer_id or offsets_partition(group)[1] != partition:
+                continue
+            offsets = self.store.pending.pop((group, pid))
+            if commit:
+                self.store.committed.setdefault(group, {}).update(offsets)
+
+    def load(self, partition: int, batches: Iterable[LogBatch]) -> None:
+        """Replay partition ``partition``'s batches (GroupMetadataManager's load, or the new
+        coordinator's replay): commits, transactional commits kept pending under their
+        producer id, and the markers that settle them."""
+        self.unload(partition)
+        for b in batches:
+            if b.control is not None:
+                self.apply_marker(
+                    partition, b.producer_id, b.epoch, b.control == "COMMIT", b.coordinator_epoch
+                )
+                continue
+            record = b.payload
+            if not isinstance(record, OffsetCommitRecord):
+                continue
+            if b.transactional:
+                self.apply_txn_commit(record.group, b.producer_id, b.epoch, record.offsets)
+            else:
+                self.commit(record.group, record.offsets)
+
+    def unload(self, partition: int) -> None:
+        """Forget the groups of partition ``partition`` (its leadership moved away)."""
+        store = self.store
+        for group in [g for g in store.committed if offsets_partition(g)[1] == partition]:
+            del store.committed[group]
+        for key in [k for k in store.pending if offsets_partition(k[0])[1] == partition]:
+            del store.pending[key]
 
     def commit(self, group: str, offsets: tuple[tuple[TopicPartition, int], ...]) -> Errors:
         committed = self.store.committed.setdefault(group, {})

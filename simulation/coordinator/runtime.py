@@ -1,47 +1,67 @@
 """CoordinatorRuntime: the transaction and group coordinators hosted by one broker.
 
 The protocol decisions live in :class:`TransactionCoordinator` and :class:`GroupCoordinator`
-(pure logic). This module gives them a place in time:
+(pure logic). This module gives them a place in time and a log:
 
-* it answers only for the internal partitions this broker leads (NOT_COORDINATOR otherwise)
-  and answers COORDINATOR_LOAD_IN_PROGRESS for ``load_ms`` after it became their leader;
-* loading a ``__transaction_state`` partition re-sends the markers of every PrepareCommit
-  or PrepareAbort transaction in it; Ongoing ones are left to the timeout;
-* after an EndTxn (or a fencing) has persisted Prepare*, it has the marker channel write the
-  markers, stamped with the coordinator epoch this broker loaded the partition at, and
-  persists Complete* once every partition accepted them; if a leader refuses a marker as
-  stale (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) the transaction is left in
-  Prepare* until the partition is loaded again, as Kafka's completion handler does;
+* **Leadership.** A broker coordinates the keys of the ``__transaction_state`` and
+  ``__consumer_offsets`` partitions whose replica it leads (the controller decides, as for
+  any partition). When its :class:`ReplicaManager` makes such a replica leader at leader
+  epoch E, the runtime loads the partition: COORDINATOR_LOAD_IN_PROGRESS for ``load_ms``,
+  then it replays its replica's log to the log end (``loadTransactionsForTxnTopicPartition``
+  reads to the log end offset; the group coordinator replays the same way) and coordinates
+  with coordinator epoch E. When the replica becomes a follower, or the broker crashes, it
+  unloads (NOT_COORDINATOR). Loading re-sends the markers of every PrepareCommit or
+  PrepareAbort transaction it finds; Ongoing ones are left to the timeout.
+* **Writes.** Every state change is a batch appended to the partition's leader replica with
+  acks=all (``TransactionLog.EnforcedRequiredAcks``; ``transaction.state.log.min.isr``) and
+  applied once it is replicated (``TransactionStateManager.appendTransactionToLog``). While
+  it is in flight the transactional.id is *pending*: InitProducerId, AddPartitionsToTxn and
+  EndTxn for it are answered CONCURRENT_TRANSACTIONS (``pendingTransitionInProgress``), a
+  partition verification reads the state before the write, and nothing else (markers, the
+  answer, a fence in the history) happens. A failed write is reverted: NOT_ENOUGH_REPLICAS,
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT and UNKNOWN_TOPIC_OR_PARTITION are
+  answered COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER NOT_COORDINATOR. The model
+  applies a change to the in-memory metadata as it writes it and restores a copy on failure,
+  which nobody can tell apart from Kafka's pending transition. Offset commits are written the
+  same way to ``__consumer_offsets`` (acks=all, ``offsets.commit.timeout.ms``).
+* **Markers.** After Prepare* is replicated the marker channel writes the markers, stamped
+  with the coordinator epoch; Complete* is written once every partition accepted them. A
+  Complete* write that fails with COORDINATOR_NOT_AVAILABLE is tried again after
+  ``marker_retry_backoff_ms`` with the id still pending (``TransactionMarkerChannelManager.
+  tryAppendToLog``); after NOT_COORDINATOR it is left to the next leader's load. If a leader
+  refuses a marker as stale (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) the
+  transaction is left in Prepare* until the partition is loaded again.
 * every ``abort_check_interval_ms`` it fences and aborts transactions open longer than their
   timeout, and every ``expiration_check_interval_ms`` it removes transactional.ids idle for
-  longer than ``transactional_id_expiration_ms``.
+  longer than ``transactional_id_expiration_ms`` (each a write as above).
 
 Each fencing (an epoch bump that makes an older epoch of a producer id a zombie) is reported
-through ``on_fence`` so that the history can record it.
+through ``on_fence`` once its write is replicated, so that the history can record it.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from simulation.coordinator.directory import (
     TRANSACTION_STATE_TOPIC,
-    CoordinatorDirectory,
     InternalPartition,
     internal_partition,
 )
 from simulation.coordinator.group_coordinator import (
     GroupCoordinator,
+    OffsetCommitRecord,
     OffsetStore,
     offsets_partition,
 )
 from simulation.coordinator.marker_channel import TransactionMarkerChannelManager
 from simulation.coordinator.transaction_coordinator import TransactionCoordinator
-from simulation.coordinator.transaction_log import TransactionLog
+from simulation.coordinator.transaction_log import TransactionLogRecord, latest_records
 from simulation.coordinator.transaction_state import TransactionMetadata
 from simulation.coordinator.transaction_state import TransactionState as S
 from simulation.network import Network
@@ -49,6 +69,7 @@ from simulation.probe import Probe
 from simulation.protocol import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    NO_SEQUENCE,
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
@@ -65,9 +86,32 @@ from simulation.protocol import (
     TopicPartition,
     TxnOffsetCommitRequest,
 )
+from simulation.records import LogBatch
 from simulation.rules import ProtocolRules
 
+if TYPE_CHECKING:
+    from simulation.broker.partition import Partition
+    from simulation.broker.replica_manager import ReplicaManager
+
 FenceListener = Callable[[str, int, int, float], None]  # txn id, producer id, new epoch, time
+Done = Callable[[Errors], None]
+# Transaction version 2: (txn id, producer id, epoch, partition, on_done) -> adds the
+# partition to the transaction through its coordinator (AddPartitionsToTxnManager).
+AddPartition = Callable[[str, int, int, TopicPartition, Done], None]
+
+# TransactionStateManager.appendTransactionToLog (and the group coordinator's
+# handleOperationException): a log append error as the coordinator answers it.
+APPEND_ERRORS = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+}
+
+
+def coordinator_error(append_error: Errors) -> Errors:
+    return APPEND_ERRORS.get(append_error, append_error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +122,32 @@ class CoordinatorSettings:
     expiration_check_interval_ms: float = 3_600_000.0
     marker_request_timeout_ms: float = 30_000.0
     marker_retry_backoff_ms: float = 100.0
+    # How long a transaction log write may wait for replication (request.timeout.ms), and an
+    # offset commit (offsets.commit.timeout.ms).
+    transaction_write_timeout_ms: float = 30_000.0
+    offsets_commit_timeout_ms: float = 5_000.0
+
+
+@dataclass(eq=False, slots=True)
+class _Write:
+    """A transaction log record in flight: the metadata, a copy of it before the change, the
+    record, and the coordinator epoch it is written at."""
+
+    meta: TransactionMetadata
+    before: TransactionMetadata
+    record: TransactionLogRecord
+
+
+def _restore(meta: TransactionMetadata, before: TransactionMetadata) -> None:
+    for f in fields(TransactionMetadata):
+        setattr(meta, f.name, getattr(before, f.name))
+
+
+def _copy(meta: TransactionMetadata) -> TransactionMetadata:
+    snap = copy.copy(meta)
+    snap.partitions = list(meta.partitions)
+    snap.history = list(meta.history)
+    return snap
 
 
 class CoordinatorRuntime:
@@ -86,9 +156,7 @@ class CoordinatorRuntime:
         env: simpy.Environment,
         node: str,
         network: Network,
-        directory: CoordinatorDirectory,
-        txn_log: TransactionLog,
-        offsets: OffsetStore,
+        replica_manager: ReplicaManager,
         rules: ProtocolRules,
         next_producer_id: Callable[[], int],
         leader_of: Callable[[TopicPartition], str | None],
@@ -98,16 +166,22 @@ class CoordinatorRuntime:
     ) -> None:
         self.env = env
         self.node = node
-        self.directory = directory
+        self.rm = replica_manager
         self.rules = rules
         self.settings = settings
         self.probe = probe
         self.on_fence = on_fence
         # Transaction version 2: how this broker adds a partition to a transaction whose
         # coordinator may be elsewhere (AddPartitionsToTxnManager); set by the cluster.
-        self.add_partition: Callable[[str, int, int, TopicPartition], Errors] | None = None
-        self.txn = TransactionCoordinator(txn_log, next_producer_id, rules)
-        self.groups = GroupCoordinator(offsets)
+        self.add_partition: AddPartition | None = None
+        # Makes an internal partition live (its replicas hosted); set by the cluster.
+        self.activate: Callable[[InternalPartition], None] | None = None
+        # Holds the request being handled and returns how to answer it later; set by the
+        # broker.
+        self.hold: Callable[[], Callable[[object], None]] | None = None
+        self.txn = TransactionCoordinator(None, next_producer_id, rules)
+        self.txn.before_write = self._captured_write
+        self.groups = GroupCoordinator(OffsetStore())
         self.markers = TransactionMarkerChannelManager(
             env,
             node,
@@ -117,15 +191,13 @@ class CoordinatorRuntime:
             settings.marker_retry_backoff_ms,
         )
         self.alive = True
-        self._loading_until: dict[InternalPartition, float] = {}
-        self._loaded: dict[InternalPartition, None] = {}
+        # partition -> the coordinator epoch it is being loaded at / was loaded at
+        self._loading: dict[InternalPartition, int] = {}
+        self._loaded: dict[InternalPartition, int] = {}
+        # transactional id -> its metadata before the write in flight
+        self._pending: dict[str, TransactionMetadata] = {}
+        self._captured: list[_Write] = []
         self._generation = 0
-        directory.register(node, self._become_leader)
-        # The coordinator epoch each led partition was loaded at (the markers carry it).
-        self._coordinator_epochs: dict[InternalPartition, int] = {}
-        for partition in directory.owned_by(node):
-            self._loaded[partition] = None  # a fresh cluster has nothing to load
-            self._coordinator_epochs[partition] = directory.coordinator_epoch(partition)
         self.handlers = self._dispatch_table()
         self._start_timers()
 
@@ -151,59 +223,201 @@ class CoordinatorRuntime:
         self._generation += 1
         self.markers.shutdown()
         self._loaded.clear()
-        self._loading_until.clear()
+        self._loading.clear()
+        self._pending.clear()
         self.txn.transactions.clear()
+        self.groups.store = OffsetStore()
 
     def restart(self) -> None:
         self.alive = True
         self._start_timers()
-        # The directory tells us which partitions to load again (broker_restarted).
+        # Partitions are loaded again when the controller's metadata makes this broker
+        # their leader.
 
-    def _become_leader(self, partition: InternalPartition, coordinator_epoch: int) -> None:
-        if not self.alive:
+    def coordinator_epoch(self, partition: InternalPartition) -> int | None:
+        """The coordinator epoch ``partition`` is loaded (or loading) at; None if neither."""
+        loaded = self._loaded.get(partition)
+        return loaded if loaded is not None else self._loading.get(partition)
+
+    def role_changed(
+        self, partition: InternalPartition, leader_epoch: int | None, fresh: bool
+    ) -> None:
+        """The replica of ``partition`` here became leader at ``leader_epoch`` (None: it is no
+        longer leader). ``fresh``: the partition was just activated (hosted for the first
+        time, empty): it was loaded long ago, with nothing in it."""
+        self._unload(partition)
+        if leader_epoch is None or not self.alive:
             return
-        self._coordinator_epochs[partition] = coordinator_epoch
-        self._loaded.pop(partition, None)
-        self._loading_until[partition] = self.env.now + self.settings.load_ms
+        if fresh:
+            self._loaded[partition] = leader_epoch
+            return
+        self._loading[partition] = leader_epoch
         generation = self._generation
         timer = self.env.timeout(self.settings.load_ms)
         timer.callbacks.append(
-            lambda _ev: self._finish_load(partition) if generation == self._generation else None
+            lambda _ev: (
+                self._finish_load(partition, leader_epoch)
+                if generation == self._generation
+                else None
+            )
         )
 
-    def _finish_load(self, partition: InternalPartition) -> None:
-        self._loading_until.pop(partition, None)
-        if not self.directory.is_leader(self.node, partition):
+    def _finish_load(self, partition: InternalPartition, epoch: int) -> None:
+        if self._loading.get(partition) != epoch:
             return
-        self._loaded[partition] = None
+        del self._loading[partition]
+        part = self.rm.leader_partition(partition)
+        if part is None or part.leader_epoch != epoch:
+            return
+        self._loaded[partition] = epoch
         if partition[0] == TRANSACTION_STATE_TOPIC:
-            for meta in self.txn.load(partition[1]):
+            records = (
+                b.payload for b in part.log.batches if isinstance(b.payload, TransactionLogRecord)
+            )
+            for meta in self.txn.load_records(latest_records(records, partition[1]), partition[1]):
                 self._write_markers(meta)
+        else:
+            self.groups.load(partition[1], part.log.batches)
+
+    def _unload(self, partition: InternalPartition) -> None:
+        self._loading.pop(partition, None)
+        if self._loaded.pop(partition, None) is None:
+            return
+        if partition[0] == TRANSACTION_STATE_TOPIC:
+            self.txn.unload(partition[1])
+            for txn_id in [
+                t for t in self._pending if internal_partition(t, "transaction") == partition
+            ]:
+                del self._pending[txn_id]
+        else:
+            self.groups.unload(partition[1])
 
     def partition_error(self, partition: InternalPartition) -> Errors:
-        if not self.alive or not self.directory.is_leader(self.node, partition):
-            if partition[0] == TRANSACTION_STATE_TOPIC and partition in self._loaded:
-                # Leadership moved away: forget what we held.
-                del self._loaded[partition]
-                self.txn.unload(partition[1])
+        if not self.alive:
             return Errors.NOT_COORDINATOR
-        if partition in self._loading_until:
+        if partition in self._loading:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._loaded:
             return Errors.NOT_COORDINATOR
         return Errors.NONE
 
+    # -- writing to the internal partitions ----------------------------------------------
+    def _append(
+        self,
+        tp: InternalPartition,
+        make: Callable[[Partition], LogBatch],
+        timeout_ms: float,
+        on_done: Done,
+    ) -> None:
+        """Append the batch ``make`` writes to the leader replica of ``tp`` with acks=all;
+        ``on_done`` gets the append's error once it is replicated or failed (at once if
+        it fails before the append, or needs no wait)."""
+        part = self.rm.leader_partition(tp)
+        if part is None:
+            on_done(Errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        assert part.leader_state is not None
+        refused = part.leader_state.append_error(-1)
+        if refused is not Errors.NONE:
+            on_done(refused)  # Partition.appendRecordsToLeader: too few in sync
+            return
+        batch = make(part)
+        part.appended(batch, self.env.now)
+        self.rm.after_leader_append(part)
+        self.rm.wait_for_replication(
+            [(tp, batch.last_offset + 1)], timeout_ms, lambda errors: on_done(errors[tp])
+        )
+
+    def _captured_write(self, meta: TransactionMetadata, record: TransactionLogRecord) -> None:
+        self._captured.append(_Write(meta, _copy(meta), record))
+
+    def _run(self, action: Callable[[], Any]) -> tuple[Any, list[_Write]]:
+        """Run a coordinator decision; its result and the writes it made."""
+        self._captured = []
+        result = action()
+        captured, self._captured = self._captured, []
+        return result, captured
+
+    def _write(self, write: _Write, on_done: Done, retry_unavailable: bool = False) -> None:
+        """Append ``write``'s record; on success keep the change, else revert it. ``on_done``
+        gets the coordinator's error (NONE, or the mapped append error)."""
+        meta = write.meta
+        txn_id = meta.transactional_id
+        tp = internal_partition(txn_id, "transaction")
+        epoch = self._loaded.get(tp)
+        generation = self._generation
+        self._pending[txn_id] = write.before
+
+        def make(part: Partition) -> LogBatch:
+            batch = part.log.append(
+                NO_PRODUCER_ID,
+                NO_PRODUCER_EPOCH,
+                NO_SEQUENCE,
+                ("",),
+                self.env.now,
+                False,
+                part.leader_epoch,
+            )
+            batch.payload = write.record
+            return batch
+
+        def done(append_error: Errors) -> None:
+            if generation != self._generation:
+                return
+            if epoch is None or self._loaded.get(tp) != epoch:
+                on_done(Errors.NOT_COORDINATOR)  # unloaded meanwhile: nothing to keep
+                return
+            error = coordinator_error(append_error)
+            if error is Errors.NONE:
+                self._pending.pop(txn_id, None)
+                if meta.state is S.DEAD:
+                    self.txn.transactions.pop(txn_id, None)
+            else:
+                _restore(meta, write.before)
+                self.txn.transactions[txn_id] = meta
+                if not (retry_unavailable and error is Errors.COORDINATOR_NOT_AVAILABLE):
+                    self._pending.pop(txn_id, None)
+            on_done(error)
+
+        if epoch is None:
+            done(Errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        self._append(tp, make, self.settings.transaction_write_timeout_ms, done)
+
+    def _answer(self, start: Callable[[Callable[[object], None]], None]) -> object | None:
+        """Run ``start(answer)``; its answer now if it came at once, else None with the
+        request held until ``answer`` is called."""
+        now: list[object] = []
+        reply: list[Callable[[object], None]] = []
+
+        def answer(response: object) -> None:
+            if reply:
+                reply[0](response)
+            else:
+                now.append(response)
+
+        start(answer)
+        if now:
+            return now[0]
+        assert self.hold is not None, "a held coordinator answer needs a broker"
+        reply.append(self.hold())
+        return None
+
+    def _pending_error(self, txn_id: str) -> Errors:
+        return Errors.CONCURRENT_TRANSACTIONS if txn_id in self._pending else Errors.NONE
+
     # -- requests ----------------------------------------------------------------------
     def handle(self, request: object) -> object | None:
-        """Answer a coordinator request, or None if ``request`` is not one."""
+        """Answer a coordinator request, or None if ``request`` is not one (or the answer
+        is held)."""
         handler = self.handlers.get(type(request))
         return handler(request) if handler is not None else None
 
     def _dispatch_table(self) -> dict[type, Callable[[Any], object | None]]:
         """Request type -> bound handler, built once. A new coordinator request gets a
-        method ``_<name>(request) -> response | None`` (None: the coordinator died while
-        handling it) and an entry here; the broker passes it every request its own table
-        does not name."""
+        method ``_<name>(request) -> response | None`` (None: held, or the coordinator died
+        while handling it) and an entry here; the broker passes it every request its own
+        table does not name."""
         return {
             FindCoordinatorRequest: self._find_coordinator,
             InitProducerIdRequest: self._init_producer_id,
@@ -216,48 +430,164 @@ class CoordinatorRuntime:
         }
 
     def _find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-        node = self.directory.coordinator(request.key, request.key_type)
+        """KafkaApis.getCoordinator: the leader of the key's internal partition as this
+        broker's metadata cache has it; COORDINATOR_NOT_AVAILABLE while it has none."""
+        partition = internal_partition(request.key, request.key_type)
+        if self.activate is not None:
+            self.activate(partition)
+        state = self.rm.metadata.get(partition)
+        node = state.leader if state is not None else None
         error = Errors.NONE if node is not None else Errors.COORDINATOR_NOT_AVAILABLE
         return FindCoordinatorResponse(request.correlation_id, error, node)
 
-    def _add_partitions_to_txn(self, request: AddPartitionsToTxnRequest) -> ErrorResponse:
-        error = self.add_partitions(
-            request.transactional_id, request.producer_id, request.epoch, request.partitions
-        )
-        return ErrorResponse(request.correlation_id, error)
-
-    def _add_offsets_to_txn(self, request: AddOffsetsToTxnRequest) -> ErrorResponse:
-        error = self.add_partitions(
-            request.transactional_id,
-            request.producer_id,
-            request.epoch,
-            (offsets_partition(request.group),),
-        )
-        return ErrorResponse(request.correlation_id, error)
-
-    def _txn_offset_commit(self, request: TxnOffsetCommitRequest) -> ErrorResponse:
-        error = self.partition_error(offsets_partition(request.group))
-        if error is Errors.NONE and self.add_partition is not None:
-            # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
-            # offsets partition to the transaction itself (no AddOffsetsToTxn).
-            error = self.add_partition(
+    def _add_partitions_to_txn(self, request: AddPartitionsToTxnRequest) -> object | None:
+        cid = request.correlation_id
+        return self._answer(
+            lambda answer: self.add_partitions(
                 request.transactional_id,
                 request.producer_id,
                 request.epoch,
-                offsets_partition(request.group),
+                request.partitions,
+                lambda error: answer(ErrorResponse(cid, error)),
             )
-            error = Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
-        if error is Errors.NONE:
-            error = self.groups.txn_commit(
-                request.group, request.producer_id, request.epoch, request.offsets
-            )
-        return ErrorResponse(request.correlation_id, error)
+        )
 
-    def _offset_commit(self, request: OffsetCommitRequest) -> ErrorResponse:
-        error = self.partition_error(offsets_partition(request.group))
-        if error is Errors.NONE:
-            error = self.groups.commit(request.group, request.offsets)
-        return ErrorResponse(request.correlation_id, error)
+    def _add_offsets_to_txn(self, request: AddOffsetsToTxnRequest) -> object | None:
+        cid = request.correlation_id
+        return self._answer(
+            lambda answer: self.add_partitions(
+                request.transactional_id,
+                request.producer_id,
+                request.epoch,
+                (offsets_partition(request.group),),
+                lambda error: answer(ErrorResponse(cid, error)),
+            )
+        )
+
+    def add_partitions(
+        self,
+        txn_id: str,
+        pid: int,
+        epoch: int,
+        partitions: tuple[TopicPartition, ...],
+        on_done: Done,
+    ) -> None:
+        """AddPartitionsToTxn (from a client, or from a leader or group coordinator adding a
+        partition for a transaction version 2 client); ``on_done`` gets the answer once the
+        change is written (at once if nothing is written)."""
+        error = self.partition_error(internal_partition(txn_id, "transaction"))
+        before = self._pending.get(txn_id)
+        if error is Errors.NONE and before is not None:
+            # TransactionCoordinator.handleAddPartitionsToTransaction: producer id, epoch,
+            # then pendingTransitionInProgress.
+            error = self.txn._check_producer(before, pid, epoch)
+            if error is Errors.NONE:
+                error = Errors.CONCURRENT_TRANSACTIONS
+        if error is not Errors.NONE:
+            on_done(error)
+            return
+        error, writes = self._run(
+            lambda: self.txn.add_partitions(txn_id, pid, epoch, list(partitions), self.env.now)
+        )
+        if not writes:
+            on_done(error)
+            return
+        self._write(writes[0], on_done)
+
+    def verify_partition(self, txn_id: str, pid: int, epoch: int, tp: TopicPartition) -> Errors:
+        """KIP-890 part 1 against what is persisted (the state before a write in flight)."""
+        error = self.partition_error(internal_partition(txn_id, "transaction"))
+        if error is not Errors.NONE:
+            return error
+        if txn_id in self._pending:
+            return self.txn.verify_against(self._pending[txn_id], pid, epoch, tp)
+        return self.txn.verify_partition(txn_id, pid, epoch, tp)
+
+    def _txn_offset_commit(self, request: TxnOffsetCommitRequest) -> object | None:
+        cid = request.correlation_id
+        partition = offsets_partition(request.group)
+
+        def start(answer: Callable[[object], None]) -> None:
+            def write(error: Errors) -> None:
+                if error is Errors.NONE:
+                    error = self.groups.check_txn_commit(request.producer_id, request.epoch)
+                if error is not Errors.NONE:
+                    answer(ErrorResponse(cid, error))
+                    return
+
+                def make(part: Partition) -> LogBatch:
+                    batch = part.log.append(
+                        request.producer_id,
+                        request.epoch,
+                        NO_SEQUENCE,
+                        ("",),
+                        self.env.now,
+                        True,
+                        part.leader_epoch,
+                    )
+                    batch.payload = OffsetCommitRecord(request.group, request.offsets)
+                    part.producer_state.load((batch,))
+                    return batch
+
+                def written(append_error: Errors) -> None:
+                    error = coordinator_error(append_error)
+                    if error is Errors.NONE and self.partition_error(partition) is Errors.NONE:
+                        self.groups.apply_txn_commit(
+                            request.group, request.producer_id, request.epoch, request.offsets
+                        )
+                    answer(ErrorResponse(cid, error))
+
+                self._append(partition, make, self.settings.offsets_commit_timeout_ms, written)
+
+            error = self.partition_error(partition)
+            if error is Errors.NONE and self.add_partition is not None:
+                # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
+                # offsets partition to the transaction itself (no AddOffsetsToTxn).
+                def added(error: Errors) -> None:
+                    if error is Errors.PRODUCER_FENCED:
+                        error = Errors.INVALID_PRODUCER_EPOCH
+                    if error is Errors.NONE:
+                        error = self.partition_error(partition)
+                    write(error)
+
+                self.add_partition(
+                    request.transactional_id, request.producer_id, request.epoch, partition, added
+                )
+                return
+            write(error)
+
+        return self._answer(start)
+
+    def _offset_commit(self, request: OffsetCommitRequest) -> object | None:
+        cid = request.correlation_id
+        partition = offsets_partition(request.group)
+        error = self.partition_error(partition)
+        if error is not Errors.NONE:
+            return ErrorResponse(cid, error)
+
+        def make(part: Partition) -> LogBatch:
+            batch = part.log.append(
+                NO_PRODUCER_ID,
+                NO_PRODUCER_EPOCH,
+                NO_SEQUENCE,
+                ("",),
+                self.env.now,
+                False,
+                part.leader_epoch,
+            )
+            batch.payload = OffsetCommitRecord(request.group, request.offsets)
+            return batch
+
+        def start(answer: Callable[[object], None]) -> None:
+            def written(append_error: Errors) -> None:
+                error = coordinator_error(append_error)
+                if error is Errors.NONE and self.partition_error(partition) is Errors.NONE:
+                    self.groups.commit(request.group, request.offsets)
+                answer(ErrorResponse(cid, error))
+
+            self._append(partition, make, self.settings.offsets_commit_timeout_ms, written)
+
+        return self._answer(start)
 
     def _offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         error = self.partition_error(offsets_partition(request.group))
@@ -266,7 +596,20 @@ class CoordinatorRuntime:
             error, offsets = self.groups.fetch(request.group, request.partitions)
         return OffsetFetchResponse(request.correlation_id, error, offsets)
 
-    def _init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    def marker_written(
+        self,
+        partition: InternalPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> None:
+        """A marker for ``pid`` was written to ``__consumer_offsets`` partition ``partition``
+        and replicated: settle the producer's pending offsets there."""
+        if self.partition_error(partition) is Errors.NONE:
+            self.groups.apply_marker(partition[1], pid, epoch, commit, coordinator_epoch)
+
+    def _init_producer_id(self, request: InitProducerIdRequest) -> object | None:
         txn_id = request.transactional_id
         assert txn_id is not None
         cid = request.correlation_id
@@ -276,19 +619,35 @@ class CoordinatorRuntime:
             return InitProducerIdResponse(cid, Errors.INVALID_REQUEST)
         expected = (request.producer_id, request.epoch) if named[0] else None
         error = self.partition_error(internal_partition(txn_id, "transaction"))
+        if error is Errors.NONE:
+            error = self._pending_error(txn_id)
         if error is not Errors.NONE:
             return InitProducerIdResponse(cid, error)
         before = self.txn.transactions.get(txn_id)
         old = (before.producer_id, before.epoch) if before is not None else None
-        result = self.txn.init_producer_id(
-            txn_id, request.transaction_timeout_ms, self.env.now, expected
+        result, writes = self._run(
+            lambda: self.txn.init_producer_id(
+                txn_id, request.transaction_timeout_ms, self.env.now, expected
+            )
         )
-        meta = self.txn.transactions.get(txn_id)
-        if meta is not None and old is not None and (meta.producer_id, meta.epoch) != old:
-            self._fenced(meta, old)
-        if result.abort_markers and meta is not None:
-            self._write_markers(meta)
-        return InitProducerIdResponse(cid, result.error, result.producer_id, result.epoch)
+        if not writes:
+            return InitProducerIdResponse(cid, result.error, result.producer_id, result.epoch)
+        meta = writes[0].meta
+
+        def start(answer: Callable[[object], None]) -> None:
+            def written(error: Errors) -> None:
+                if error is not Errors.NONE:
+                    answer(InitProducerIdResponse(cid, error))
+                    return
+                if old is not None and (meta.producer_id, meta.epoch) != old:
+                    self._fenced(meta, old)
+                if result.abort_markers:
+                    self._write_markers(meta)
+                answer(InitProducerIdResponse(cid, result.error, result.producer_id, result.epoch))
+
+            self._write(writes[0], written)
+
+        return self._answer(start)
 
     def _fenced(self, meta: TransactionMetadata, old: tuple[int, int]) -> None:
         if self.on_fence is None:
@@ -298,36 +657,40 @@ class CoordinatorRuntime:
         # transaction version 2 bumps twice; the second bump fences nothing more).
         self.on_fence(meta.transactional_id, pid, epoch + 1, self.env.now)
 
-    def add_partitions(
-        self, txn_id: str, pid: int, epoch: int, partitions: tuple[TopicPartition, ...]
-    ) -> Errors:
-        """AddPartitionsToTxn (from a client, or from a leader or group coordinator adding a
-        partition for a transaction version 2 client)."""
-        error = self.partition_error(internal_partition(txn_id, "transaction"))
-        if error is not Errors.NONE:
-            return error
-        return self.txn.add_partitions(txn_id, pid, epoch, list(partitions), self.env.now)
-
-    def _end_txn(self, request: EndTxnRequest) -> EndTxnResponse | None:
+    def _end_txn(self, request: EndTxnRequest) -> object | None:
         cid = request.correlation_id
         txn_id = request.transactional_id
         error = self.partition_error(internal_partition(txn_id, "transaction"))
+        if error is Errors.NONE:
+            error = self._pending_error(txn_id)
         if error is not Errors.NONE:
             return EndTxnResponse(cid, error)
-        result = self.txn.end_txn(
-            txn_id, request.producer_id, request.epoch, request.commit, self.env.now
+        result, writes = self._run(
+            lambda: self.txn.end_txn(
+                txn_id, request.producer_id, request.epoch, request.commit, self.env.now
+            )
         )
-        meta = self.txn.transactions.get(txn_id)
-        if result.error is not Errors.NONE or meta is None:
-            return EndTxnResponse(cid, result.error)
-        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            self.probe.hit("coordinator.prepare_persisted", self.node)
-            if not self.alive:
-                return None
-            self._write_markers(meta)
-            if not self.alive:
-                return None
-        return EndTxnResponse(cid, Errors.NONE, result.producer_id, result.epoch)
+        if result.error is not Errors.NONE or not writes:
+            return EndTxnResponse(cid, result.error, result.producer_id, result.epoch)
+        meta = writes[0].meta
+        generation = self._generation
+
+        def start(answer: Callable[[object], None]) -> None:
+            def written(error: Errors) -> None:
+                if error is not Errors.NONE:
+                    answer(EndTxnResponse(cid, error))
+                    return
+                self.probe.hit("coordinator.prepare_persisted", self.node)
+                if generation != self._generation:
+                    return  # crashed at the probe point: no answer
+                self._write_markers(meta)
+                if generation != self._generation:
+                    return
+                answer(EndTxnResponse(cid, Errors.NONE, result.producer_id, result.epoch))
+
+            self._write(writes[0], written)
+
+        return self._answer(start)
 
     # -- markers -----------------------------------------------------------------------
     def _write_markers(self, meta: TransactionMetadata) -> None:
@@ -335,6 +698,7 @@ class CoordinatorRuntime:
         commit = meta.state is S.PREPARE_COMMIT
         partition = internal_partition(txn_id, "transaction")
         generation = self._generation
+        coordinator_epoch = self._loaded[partition]
 
         def done() -> None:
             if generation != self._generation or not self.alive:
@@ -342,46 +706,98 @@ class CoordinatorRuntime:
             current = self.txn.transactions.get(txn_id)
             if current is not meta or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 return
-            if self.partition_error(partition) is not Errors.NONE:
-                return
-            self.txn.complete(txn_id, self.env.now)
-            self.probe.hit("coordinator.complete_persisted", self.node)
+            if self._loaded.get(partition) != coordinator_epoch:
+                return  # the next leader completes it when it loads
+            self._complete(meta, coordinator_epoch)
 
         self.markers.send_markers(
             txn_id,
             meta.producer_id,
             self.txn.marker_epoch(meta),
             commit,
-            self._coordinator_epochs[partition],
+            coordinator_epoch,
             tuple(meta.partitions),
             done,
         )
         self.probe.hit("coordinator.markers_sent", self.node)
+
+    def _complete(self, meta: TransactionMetadata, coordinator_epoch: int) -> None:
+        """Write Complete* (TransactionMarkerChannelManager.tryAppendToLog): tried again
+        while the log is not available, left to the next leader when leadership moved."""
+        txn_id = meta.transactional_id
+        partition = internal_partition(txn_id, "transaction")
+        generation = self._generation
+        _result, writes = self._run(lambda: self.txn.complete(txn_id, self.env.now))
+
+        def written(error: Errors) -> None:
+            if error is Errors.NONE:
+                self.probe.hit("coordinator.complete_persisted", self.node)
+            elif error is Errors.COORDINATOR_NOT_AVAILABLE:
+                timer = self.env.timeout(self.settings.marker_retry_backoff_ms)
+                timer.callbacks.append(lambda _ev: retry())
+
+        def retry() -> None:
+            if generation != self._generation or self._loaded.get(partition) != coordinator_epoch:
+                return
+            self._pending.pop(txn_id, None)
+            if self.txn.transactions.get(txn_id) is meta and meta.state in (
+                S.PREPARE_COMMIT,
+                S.PREPARE_ABORT,
+            ):
+                self._complete(meta, coordinator_epoch)
+
+        self._write(writes[0], written, retry_unavailable=True)
 
     # -- periodic work -----------------------------------------------------------------
     def _abort_timed_out(self) -> None:
         if not self.alive:
             return
         for txn_id in self.txn.expired(self.env.now):
+            if txn_id in self._pending:
+                continue  # abortTimedOutTransactions skips a pending transition
             meta = self.txn.transactions[txn_id]
             if self.partition_error(internal_partition(txn_id, "transaction")) is not Errors.NONE:
                 continue
             old = (meta.producer_id, meta.epoch)
-            fence = self.txn.fence_and_abort(meta, self.env.now)
-            if (meta.producer_id, meta.epoch) != old:
-                self._fenced(meta, old)
+            fence, writes = self._run(
+                lambda meta=meta: self.txn.fence_and_abort(meta, self.env.now)
+            )
             if fence.error is not Errors.NONE:
                 # The epoch cannot be bumped (32767): Kafka's prepareFenceProducerEpoch (or,
                 # under transaction version 2, the abort's bump) throws, which ends this round
                 # of TransactionCoordinator.abortTimedOutTransactions; the transaction stays
                 # Ongoing and is tried again at the next check.
                 return
-            self._write_markers(meta)
+
+            def written(
+                error: Errors, meta: TransactionMetadata = meta, old: tuple[int, int] = old
+            ) -> None:
+                if error is not Errors.NONE:
+                    return
+                if (meta.producer_id, meta.epoch) != old:
+                    self._fenced(meta, old)
+                self._write_markers(meta)
+
+            self._write(writes[0], written)
             if not self.alive:
                 return
 
     def _expire_ids(self) -> None:
-        if self.alive:
-            self.txn.expire_transactional_ids(
-                self.env.now, self.settings.transactional_id_expiration_ms
+        if not self.alive:
+            return
+        candidates = {t: m for t, m in self.txn.transactions.items() if t not in self._pending}
+        everything = self.txn.transactions
+        self.txn.transactions = candidates
+        try:
+            _expired, writes = self._run(
+                lambda: self.txn.expire_transactional_ids(
+                    self.env.now, self.settings.transactional_id_expiration_ms
+                )
             )
+        finally:
+            for txn_id in list(everything):
+                if txn_id not in self._pending and txn_id not in candidates:
+                    del everything[txn_id]
+            self.txn.transactions = everything
+        for write in writes:
+            self._write(write, lambda _error: None)

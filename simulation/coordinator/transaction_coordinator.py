@@ -89,7 +89,7 @@ class FenceResult:
 class TransactionCoordinator:
     def __init__(
         self,
-        log: TransactionLog,
+        log: TransactionLog | None,
         next_producer_id: Callable[[], int],
         rules: ProtocolRules,
     ) -> None:
@@ -97,6 +97,9 @@ class TransactionCoordinator:
         self.next_producer_id = next_producer_id
         self.rules = rules
         self.transactions: dict[str, TransactionMetadata] = {}
+        # Called with the metadata and its record just before a write is applied (the
+        # coordinator runtime appends the record to its partition and reverts on failure).
+        self.before_write: Callable[[TransactionMetadata, TransactionLogRecord], None] | None = None
 
     @property
     def epoch_bump_per_transaction(self) -> bool:
@@ -119,25 +122,35 @@ class TransactionCoordinator:
             "started_ms": meta.started_ms,
             **changes,
         }
-        self.log.append(
-            TransactionLogRecord(
-                meta.transactional_id,
-                view["producer_id"],  # type: ignore[arg-type]
-                view["epoch"],  # type: ignore[arg-type]
-                view["timeout_ms"],  # type: ignore[arg-type]
-                target,
-                tuple(view["partitions"]),  # type: ignore[arg-type]
-                view["started_ms"],  # type: ignore[arg-type]
-                now,
-            )
+        record = TransactionLogRecord(
+            meta.transactional_id,
+            view["producer_id"],  # type: ignore[arg-type]
+            view["epoch"],  # type: ignore[arg-type]
+            view["timeout_ms"],  # type: ignore[arg-type]
+            target,
+            tuple(view["partitions"]),  # type: ignore[arg-type]
+            view["started_ms"],  # type: ignore[arg-type]
+            now,
         )
+        if self.log is not None:
+            self.log.append(record)
+        if self.before_write is not None:
+            self.before_write(meta, record)
         for name, value in changes.items():
             setattr(meta, name, value)
         meta.transition_to(target)
         meta.updated_ms = now
 
     def load(self, partition: int | None = None) -> list[TransactionMetadata]:
-        """Rebuild state from the log (coordinator failover): every id, or one partition's.
+        """Rebuild state from the shared log (every id, or one partition's); see
+        :meth:`load_records`."""
+        assert self.log is not None
+        return self.load_records(self.log.load(partition), partition)
+
+    def load_records(
+        self, latest: dict[str, TransactionLogRecord], partition: int | None = None
+    ) -> list[TransactionMetadata]:
+        """Rebuild state from the latest record of each id (coordinator failover).
 
         Only what the log records comes back: the last producer epoch and the previous and
         next producer ids start unset, as in Kafka's ``TransactionLog.readTxnRecordValue``.
@@ -154,7 +167,7 @@ class TransactionCoordinator:
                 r.started_ms,
                 updated_ms=r.time,
             )
-            for txn_id, r in self.log.load(partition).items()
+            for txn_id, r in latest.items()
             if r.state is not S.DEAD
         }
         if partition is None:
@@ -362,7 +375,14 @@ class TransactionCoordinator:
 
     def verify_partition(self, txn_id: str, pid: int, epoch: int, tp: TopicPartition) -> Errors:
         """KIP-890 part 1: is ``tp`` in the open transaction of this producer and epoch?"""
-        meta = self.transactions.get(txn_id)
+        return self.verify_against(self.transactions.get(txn_id), pid, epoch, tp)
+
+    @staticmethod
+    def verify_against(
+        meta: TransactionMetadata | None, pid: int, epoch: int, tp: TopicPartition
+    ) -> Errors:
+        """:meth:`verify_partition` against ``meta`` (the state before a write in flight:
+        ``handleVerifyPartitionsInTransaction`` reads what has been persisted)."""
         if meta is None or meta.producer_id != pid:
             return Errors.INVALID_PRODUCER_ID_MAPPING
         if meta.epoch != epoch:

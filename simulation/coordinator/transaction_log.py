@@ -1,12 +1,14 @@
-"""The transaction log (``__transaction_state``): durable records of every state change.
+"""The transaction log (``__transaction_state``) records: one per state change.
 
-Until replication lands, the log is storage that survives a coordinator crash and that the
-next coordinator loads; each record is the full metadata of one transactional.id after a
-change, and the last record per id wins.
+Each record is the full metadata of one transactional.id after a change, and the last
+record per id wins. In a run the records are batches of the replicated
+``__transaction_state`` partitions (:mod:`simulation.coordinator.runtime` appends them);
+:class:`TransactionLog` is a plain list of them for tests of the coordinator's logic alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from simulation.coordinator.transaction_state import TransactionState
@@ -50,6 +52,17 @@ class TransactionLogRecord:
     time: float
 
 
+def latest_records(
+    records: Iterable[TransactionLogRecord], partition: int | None = None
+) -> dict[str, TransactionLogRecord]:
+    """The latest record of every transactional.id (of one partition, if given)."""
+    latest: dict[str, TransactionLogRecord] = {}
+    for r in records:
+        if partition is None or partition_for(r.transactional_id) == partition:
+            latest[r.transactional_id] = r
+    return latest
+
+
 class TransactionLog:
     def __init__(self) -> None:
         self.records: list[TransactionLogRecord] = []
@@ -59,8 +72,4 @@ class TransactionLog:
 
     def load(self, partition: int | None = None) -> dict[str, TransactionLogRecord]:
         """The latest record of every transactional.id (of one partition, if given)."""
-        latest: dict[str, TransactionLogRecord] = {}
-        for r in self.records:
-            if partition is None or partition_for(r.transactional_id) == partition:
-                latest[r.transactional_id] = r
-        return latest
+        return latest_records(self.records, partition)

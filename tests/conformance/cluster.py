@@ -13,6 +13,7 @@ from simulation.broker.broker import Broker, BrokerSettings
 from simulation.cluster import Cluster as ModelCluster
 from simulation.cluster import ClusterSettings
 from simulation.controller.quorum_controller import ControllerSettings
+from simulation.coordinator.directory import internal_partition
 from simulation.coordinator.runtime import CoordinatorSettings
 from simulation.coordinator.transaction_state import TransactionMetadata
 from simulation.metadata import ClusterMetadata
@@ -82,8 +83,12 @@ class Cluster(ModelCluster):
         self._cid = 0
 
     # -- requests --------------------------------------------------------------------------
-    def coordinator_of(self, txn_id: str) -> str:
-        node = self.directory.coordinator(txn_id, "transaction")
+    def coordinator_of(self, txn_id: str, key_type: str = "transaction") -> str:
+        """The leader of the key's internal partition (activated first, as a FindCoordinator
+        would)."""
+        partition = internal_partition(txn_id, key_type)
+        self.activate(partition)
+        node = self.leader_of(partition)
         assert node is not None
         return node
 
