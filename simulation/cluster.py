@@ -140,6 +140,13 @@ class ClusterSettings:
         )
 
 
+def add_partitions_error(error: Errors) -> Errors:
+    """How AddPartitionsToTxnManager hands a coordinator's answer to the leader or group
+    coordinator that asked: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH (an abortable
+    error for the client, KIP-588); everything else as it is."""
+    return Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
+
+
 class Cluster:
     """Brokers, their coordinators and the state they share (see the module docstring)."""
 
@@ -339,7 +346,7 @@ class Cluster:
         runtime = self.transaction_runtime(txn_id, caller)
         if runtime is None:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        return runtime.verify_partition(txn_id, pid, epoch, tp)
+        return add_partitions_error(runtime.verify_partition(txn_id, pid, epoch, tp))
 
     def add_partition(
         self,
@@ -360,7 +367,9 @@ class Cluster:
         if runtime is None:
             on_done(Errors.COORDINATOR_NOT_AVAILABLE)
             return
-        runtime.add_partitions(txn_id, pid, epoch, (tp,), on_done)
+        runtime.add_partitions(
+            txn_id, pid, epoch, (tp,), lambda error: on_done(add_partitions_error(error))
+        )
 
     # -- faults and the end of a run -----------------------------------------------------
     def fault_targets(self) -> dict[str, FaultTarget]:

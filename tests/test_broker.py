@@ -217,7 +217,7 @@ def test_after_a_bumping_marker_a_batch_not_at_sequence_zero_is_out_of_order():
 @pytest.mark.parametrize(
     ("coordinator_says", "leader_answers"),
     [
-        (Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH),
+        (Errors.INVALID_PRODUCER_EPOCH, Errors.INVALID_PRODUCER_EPOCH),
         (Errors.TRANSACTION_ABORTABLE, Errors.TRANSACTION_ABORTABLE),
         (Errors.INVALID_PRODUCER_ID_MAPPING, Errors.INVALID_PRODUCER_ID_MAPPING),
         (Errors.CONCURRENT_TRANSACTIONS, Errors.NOT_ENOUGH_REPLICAS),
@@ -227,9 +227,10 @@ def test_after_a_bumping_marker_a_batch_not_at_sequence_zero_is_out_of_order():
     ],
 )
 def test_verification_errors_are_mapped_as_kafka_maps_them(coordinator_says, leader_answers):
-    """AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE
-    kept for Produce v11+ clients. ReplicaManager.handleProduceAppend: the retriable coordinator
-    errors -> NOT_ENOUGH_REPLICAS."""
+    """The leader's side (ReplicaManager.handleProduceAppend): the retriable coordinator errors
+    -> NOT_ENOUGH_REPLICAS; TRANSACTION_ABORTABLE kept for Produce v11+ clients; the rest as the
+    AddPartitionsToTxnManager hands them over (it has already turned PRODUCER_FENCED into
+    INVALID_PRODUCER_EPOCH: test_the_manager_maps_producer_fenced)."""
     env, net, broker, inbox = make()
     broker.verify_partition = lambda *_args: coordinator_says
     net.send(
@@ -240,6 +241,19 @@ def test_verification_errors_are_mapped_as_kafka_maps_them(coordinator_says, lea
     env.run(until=10)
     assert inbox[0].results[0].error is leader_answers
     assert broker.logs[TP].log_end_offset == 0
+
+
+def test_the_manager_maps_producer_fenced():
+    """AddPartitionsToTxnManager turns the coordinator's PRODUCER_FENCED into
+    INVALID_PRODUCER_EPOCH for every caller: verification (part 1) and the implicit add."""
+    from simulation.cluster import add_partitions_error
+
+    assert add_partitions_error(Errors.PRODUCER_FENCED) is Errors.INVALID_PRODUCER_EPOCH
+    assert add_partitions_error(Errors.CONCURRENT_TRANSACTIONS) is Errors.CONCURRENT_TRANSACTIONS
+    cl = Cluster(version="3.9", transaction_partition_verification=True)
+    pid = cl.init("tx").producer_id
+    assert cl.add("tx", pid, 0, ("t", 0)) is Errors.NONE
+    assert cl.verify_partition("tx", pid, 1, ("t", 0)) is Errors.INVALID_PRODUCER_EPOCH
 
 
 def test_implicit_add_of_a_stale_epoch_through_the_coordinator():

@@ -76,7 +76,6 @@ _VERDICT_ERRORS = {
 # NOT_ENOUGH_REPLICAS (which every client retries). TRANSACTION_ABORTABLE (a partition not in
 # the transaction) reaches clients that send Produce v11+ (Kafka 3.8+) as is.
 _VERIFICATION_ERRORS = {
-    Errors.PRODUCER_FENCED: Errors.INVALID_PRODUCER_EPOCH,
     Errors.CONCURRENT_TRANSACTIONS: Errors.NOT_ENOUGH_REPLICAS,
     Errors.NETWORK_EXCEPTION: Errors.NOT_ENOUGH_REPLICAS,
     Errors.COORDINATOR_LOAD_IN_PROGRESS: Errors.NOT_ENOUGH_REPLICAS,

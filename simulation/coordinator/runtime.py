@@ -544,8 +544,8 @@ class CoordinatorRuntime:
                 # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
                 # offsets partition to the transaction itself (no AddOffsetsToTxn).
                 def added(error: Errors) -> None:
-                    if error is Errors.PRODUCER_FENCED:
-                        error = Errors.INVALID_PRODUCER_EPOCH
+                    # (PRODUCER_FENCED arrives as INVALID_PRODUCER_EPOCH: the cluster's
+                    # add_partition maps it, as AddPartitionsToTxnManager does.)
                     if error is Errors.NONE:
                         error = self.partition_error(partition)
                     write(error)
