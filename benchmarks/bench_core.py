@@ -4,11 +4,13 @@
                                     [--scenario scenarios/transactional-pipeline.yaml]
 
 Prints records/s, SimPy events/s and runs/s of the model (median of ``--repeat`` runs), the
-ratio of the model's event rate to bare SimPy's, the checkers' time (the base checker, and all
-checks as runs apply them), and peak memory (traced Python allocations of one extra run, plus
-the process's peak RSS). ``--scenario`` measures another scenario the same way ("records" are
-then the operations its applications started). Not a test: figures go to
-docs/performance.md.
+cost per record (SimPy events per record, wall milliseconds per record, with the spread of
+the runs' wall times: min, max and (max - min) / median), the ratio of the model's event rate
+to bare SimPy's, the checkers' time (the base checker, and all checks as runs apply them), and
+peak memory (traced Python allocations of one extra run, plus the process's peak RSS).
+``--scenario`` measures another scenario the same way ("records" are then the operations its
+applications started; ``benchmarks/standard-rf3.yaml`` is the standard scenario at
+replication factor 3). Not a test: figures go to docs/performance.md.
 """
 
 from __future__ import annotations
@@ -94,6 +96,12 @@ def main() -> None:
         "records_per_s": round(records / wall),
         "events_per_s": round(events / wall),
         "runs_per_s": round(1 / wall, 3),
+        "wall_s_runs": [round(w, 3) for w in walls],
+        "wall_s_min": round(min(walls), 3),
+        "wall_s_max": round(max(walls), 3),
+        "wall_spread": round((max(walls) - min(walls)) / wall, 3),
+        "events_per_record": round(events / records, 3) if records else None,
+        "wall_ms_per_record": round(wall * 1000 / records, 5) if records else None,
         "ratio_to_bare_simpy": round(events / wall / bare, 3),
         "check_wall_s_median": round(statistics.median(check_walls), 3),
         "all_checks_wall_s_median": round(statistics.median(all_check_walls), 3),

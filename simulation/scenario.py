@@ -103,11 +103,16 @@ class Topic(_Model):
     @field_validator("config")
     @classmethod
     def _known_topic_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
-        _check_named(config, TOPIC_KEYS, ("config",))
+        for key in config:
+            if key not in TOPIC_KEYS and key in BROKER_KEYS:
+                raise _KeyError(
+                    key, f"{key!r} is a broker config, not a topic config: set it in cluster.config"
+                )
+        _check_named(config, TOPIC_KEYS)
         return config
 
 
-def _check_named(config: Mapping[str, Any], keys: Mapping[str, Any], path: tuple[str, ...]) -> None:
+def _check_named(config: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
     for key, value in config.items():
         spec = keys.get(key)
         if spec is None:
@@ -115,7 +120,7 @@ def _check_named(config: Mapping[str, Any], keys: Mapping[str, Any], path: tuple
         try:
             spec.parse(key, value)
         except ConfigException as exc:
-            raise ValueError(str(exc)) from None
+            raise _KeyError(key, str(exc)) from None
 
 
 class Cluster(_Model):
@@ -151,18 +156,32 @@ class Cluster(_Model):
     @field_validator("config")
     @classmethod
     def _known_broker_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
-        _check_named(config, BROKER_KEYS, ("config",))
+        _check_named(config, BROKER_KEYS)
         return config
 
     @model_validator(mode="after")
     def _replication_fits(self) -> Cluster:
         config = self.broker_config()
-        if config.broker_heartbeat_interval_ms >= config.broker_session_timeout_ms:
-            raise _PathError(
-                ("cluster", "config", "broker.heartbeat.interval.ms"),
-                f"{config.broker_heartbeat_interval_ms} must be below broker.session.timeout.ms "
-                f"({config.broker_session_timeout_ms}), or every broker is fenced between "
-                "heartbeats",
+        self._below(
+            "broker.heartbeat.interval.ms",
+            config.broker_heartbeat_interval_ms,
+            "broker.session.timeout.ms",
+            config.broker_session_timeout_ms,
+            "must be below {other} ({high}), or every broker is fenced between heartbeats",
+            strict=True,
+        )
+        # KafkaConfig.validateValues refuses both (the broker does not start).
+        for other, high in (
+            ("replica.socket.timeout.ms", config.replica_socket_timeout_ms),
+            ("replica.lag.time.max.ms", config.replica_lag_time_max_ms),
+        ):
+            self._below(
+                "replica.fetch.wait.max.ms",
+                config.replica_fetch_wait_max_ms,
+                other,
+                high,
+                "must be at most {other} ({high}); Kafka refuses to start a broker otherwise",
+                strict=False,
             )
         for i, topic in enumerate(self.topics):
             if topic.replication_factor > self.brokers:
@@ -171,6 +190,19 @@ class Cluster(_Model):
                     f"{topic.replication_factor} is more than the {self.brokers} broker(s)",
                 )
         return self
+
+    def _below(
+        self, key: str, value: int, other: str, high: int, reason: str, strict: bool
+    ) -> None:
+        """``key``'s value must be below (``strict``) or at most ``other``'s; the error names
+        the one of the two the scenario sets (``key`` when it sets both)."""
+        if value < high or (value == high and not strict):
+            return
+        if key in self.config or other not in self.config:
+            message = f"{value} " + reason.format(other=other, high=high)
+            raise _PathError(("cluster", "config", key), message)
+        relation = "above" if strict else "at least"
+        raise _PathError(("cluster", "config", other), f"{high} must be {relation} {key} ({value})")
 
     def broker_config(self) -> BrokerConfig:
         """The broker configs, Kafka's defaults where the scenario says nothing."""
@@ -235,6 +267,14 @@ class Producer(_Model):
             if key not in PRODUCER_KEYS:
                 raise _UnknownKey(key, list(PRODUCER_KEYS))
         return config
+
+
+class _KeyError(ValueError):
+    """A bad value of ``key`` inside the mapping being validated (a Kafka config key)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
 
 
 class _UnknownKey(ValueError):
@@ -379,6 +419,8 @@ class Fault(_Model):
             raise ValueError("a delay fault needs a positive 'extra_latency'")
         if self.kind == "loss" and self.probability <= 0:
             raise ValueError("a loss fault needs a positive 'probability'")
+        if self.groups is not None and self.kind != "partition":
+            raise ValueError("'groups' applies to partition faults only")
         if self.links and self.kind not in ("delay", "loss"):
             raise ValueError("'links' applies to delay and loss faults only")
         return self
@@ -567,13 +609,17 @@ class Scenario(_Model):
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
             pausable = set(brokers) | set(names) | {CONTROLLER_NODE}
-            if f.kind == "pause" and any(n not in pausable for n in f.nodes):
-                raise _PathError(
-                    ("faults", i, "nodes"),
-                    "pause applies to brokers, the controller and applications only",
-                )
-            if f.kind == "power_loss" and any(n not in brokers for n in f.nodes):
-                raise _PathError(("faults", i, "nodes"), "power_loss applies to brokers only")
+            for n in f.nodes:
+                if f.kind == "pause" and n not in pausable:
+                    raise _PathError(
+                        ("faults", i, "nodes"),
+                        f"pause applies to brokers, the controller and applications only, "
+                        f"not {n!r}",
+                    )
+                if f.kind == "power_loss" and n not in brokers:
+                    raise _PathError(
+                        ("faults", i, "nodes"), f"power_loss applies to brokers only, not {n!r}"
+                    )
             if f.rate is not None:
                 # Random faults are drawn up front, over [start, end or the duration).
                 window = (f.end if f.end is not None else self.duration) - f.start
@@ -782,7 +828,7 @@ def _format_validation_error(exc: ValidationError, source: str, node: Any) -> st
     inner = ctx.get("error")
     if isinstance(inner, _PathError):
         loc, message = inner.path, str(inner)
-    elif isinstance(inner, _UnknownKey):
+    elif isinstance(inner, _UnknownKey | _KeyError):
         loc, message = (*loc, inner.key), str(inner)
     elif err["type"] == "extra_forbidden":
         message = _unknown_field_message(loc)

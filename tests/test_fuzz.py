@@ -41,10 +41,10 @@ from analysis.sweep.plan import SweepPlan, VarySpec
 from analysis.sweep.runner import SweepError, build_plan
 from eosim import api
 from eosim.cli import main
-from simulation.config import PRODUCER_KEYS
+from simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
 from simulation.probe import POINTS
 from simulation.rules import ProtocolRules
-from simulation.scenario import Scenario
+from simulation.scenario import Cluster, Scenario, Topic
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = settings(
@@ -60,7 +60,14 @@ BASE: dict[str, Any] = yaml.safe_load(
     """
 name: fuzz
 duration: 5s
-cluster: {brokers: 2, topics: [{name: in, partitions: 2}, {name: out, partitions: 2}]}
+cluster:
+  brokers: 2
+  config: {replica.lag.time.max.ms: 1000, log.flush.interval.messages: 50}
+  os_writeback: 1s
+  topics:
+    - {name: in, partitions: 2, replication_factor: 2, config: {min.insync.replicas: 1}}
+    - {name: out, partitions: 2}
+kafka: {rules: {truncation: leader_epoch}}
 network: {request_loss: 0.01, response_loss: 0.01}
 producers:
   - name: src
@@ -85,6 +92,8 @@ faults:
   - {kind: delay, links: [[tx, broker-1]], at: 200ms, duration: 300ms, extra_latency: 50ms}
   - {kind: loss, probability: 0.3, at: 300ms, duration: 100ms}
   - {kind: pause, nodes: [app], at: 400ms, duration: 200ms}
+  - {kind: power_loss, nodes: [broker-1], at: 500ms, duration: 100ms}
+  - {kind: pause, nodes: [controller], at: 600ms, duration: 100ms}
 expect: {duplicate: 0}
 """
 )
@@ -107,13 +116,15 @@ def schema_paths(
     model: type[BaseModel] = Scenario, prefix: tuple[str | int, ...] = ()
 ) -> list[tuple[str | int, ...]]:
     """Every key path of the schema, walked from the pydantic models; a list's items at 0,
-    and the Kafka keys under ``config``, the rules under ``kafka.rules`` and the anomalies
-    under ``expect``."""
+    and the Kafka keys under ``config`` (the broker's under ``cluster.config``, the topic's
+    under ``cluster.topics[].config``, the producer's elsewhere), the rules under
+    ``kafka.rules`` and the anomalies under ``expect``."""
     paths: list[tuple[str | int, ...]] = []
     for name, field in model.model_fields.items():
         path = (*prefix, field.alias or name)
         paths.append(path)
-        leaves = {"config": list(PRODUCER_KEYS), "rules": ProtocolRules.names()}
+        configs = {Cluster: BROKER_KEYS, Topic: TOPIC_KEYS}.get(model, PRODUCER_KEYS)
+        leaves = {"config": list(configs), "rules": ProtocolRules.names()}
         leaves["expect"] = list(ALL_ANOMALIES)
         paths += [(*path, key) for key in leaves.get(name, [])]
         annotation = field.annotation
@@ -136,9 +147,13 @@ def schema_words(model: type[BaseModel] = Scenario) -> list[Any]:
 
 
 PATHS = schema_paths()
-NAMES = ["src", "tx", "app", "reader", "broker-0", "broker-1", "broker-7", "in", "out", "g"]
-WORDS = sorted({str(w) for w in schema_words()} | set(NAMES) | set(POINTS))
+NAMES = ["src", "tx", "app", "reader", "broker-0", "broker-1", "broker-7", "controller", "in"]
+NAMES += ["out", "g"]
+# The values of the rules that take a name (kafka.rules.truncation) are not in the schema.
+RULE_WORDS = ["leader_epoch", "high_watermark"]
+WORDS = sorted({str(w) for w in schema_words()} | set(NAMES) | set(POINTS) | set(RULE_WORDS))
 WORDS += ["", "all", "1s", "-1s", "0ms", "2.5m", "7d", "1e400", ">0", "<=1", "none", "\u2028"]
+WORDS += ["never"]
 
 SCALARS = st.one_of(
     st.none(),

@@ -236,3 +236,220 @@ def test_a_random_fault_drawn_more_than_a_million_times_is_refused():
     assert "faults[0].rate" in error_for(GOOD + fault.replace("RATE", "1.0e15"))
     no_end = fault.replace(", end: 11s", "").replace("RATE", "10")
     assert "faults[0].rate" in error_for(GOOD + no_end, "duration=30d")
+
+
+# -- replicated partitions: cluster.config, topics[].config, replication_factor, faults -------
+REPLICATED = """\
+name: s
+cluster:
+  brokers: 3
+  config:
+    replica.lag.time.max.ms: 10000
+    log.flush.interval.ms: 1000
+  topics:
+    - name: events
+      partitions: 3
+      replication_factor: 3
+      config:
+        unclean.leader.election.enable: false
+        min.insync.replicas: 2
+producers:
+  - name: p
+    config: {acks: all}
+    workload: {topic: events, records: 10}
+"""
+
+
+def test_replicated_scenario_loads_with_its_configs():
+    s = parse_scenario(REPLICATED, "s.yaml")
+    topic = s.cluster.topics[0]
+    assert s.replication_factors() == {"events": 3}
+    assert s.cluster.topic_config(topic).min_insync_replicas == 2
+    assert s.cluster.broker_config().log_flush_interval_ms == 1000
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        # unknown keys: the closest known one
+        (
+            "min.insync.replicas: 2",
+            "min.insync.replica: 2",
+            "s.yaml:13: cluster.topics[0].config.min.insync.replica: unknown key "
+            "'min.insync.replica'; did you mean 'min.insync.replicas'?",
+        ),
+        (
+            "replica.lag.time.max.ms: 10000",
+            "replica.lag.time.ms: 10000",
+            "s.yaml:5: cluster.config.replica.lag.time.ms: unknown key 'replica.lag.time.ms'; "
+            "did you mean 'replica.lag.time.max.ms'?",
+        ),
+        # a broker config under a topic
+        (
+            "min.insync.replicas: 2",
+            "replica.lag.time.max.ms: 2",
+            "s.yaml:13: cluster.topics[0].config.replica.lag.time.max.ms: "
+            "'replica.lag.time.max.ms' is a broker config, not a topic config: "
+            "set it in cluster.config",
+        ),
+        # bad values: the key's own path and line, Kafka's ConfigException text
+        (
+            "min.insync.replicas: 2",
+            "min.insync.replicas: 0",
+            "s.yaml:13: cluster.topics[0].config.min.insync.replicas: Invalid value 0 for "
+            "configuration min.insync.replicas: value must be in [1, 2147483647]",
+        ),
+        (
+            "unclean.leader.election.enable: false",
+            "unclean.leader.election.enable: maybe",
+            "s.yaml:12: cluster.topics[0].config.unclean.leader.election.enable: Invalid value "
+            "maybe for configuration unclean.leader.election.enable: expected true or false",
+        ),
+        (
+            "log.flush.interval.ms: 1000",
+            "log.flush.interval.messages: abc",
+            "s.yaml:6: cluster.config.log.flush.interval.messages: Invalid value abc for "
+            "configuration log.flush.interval.messages: expected an integer in "
+            "[1, 9223372036854775807]",
+        ),
+        (
+            "log.flush.interval.ms: 1000",
+            "min.insync.replicas: 0",
+            "s.yaml:6: cluster.config.min.insync.replicas: Invalid value 0 for configuration "
+            "min.insync.replicas: value must be in [1, 2147483647]",
+        ),
+        # replication factor
+        (
+            "replication_factor: 3",
+            "replication_factor: 0",
+            "s.yaml:10: cluster.topics[0].replication_factor: input should be greater than or "
+            "equal to 1",
+        ),
+        (
+            "replication_factor: 3",
+            "replication_factor: 4",
+            "s.yaml:10: cluster.topics[0].replication_factor: 4 is more than the 3 broker(s)",
+        ),
+        # relations between broker configs
+        (
+            "log.flush.interval.ms: 1000",
+            "broker.heartbeat.interval.ms: 9000",
+            "s.yaml:6: cluster.config.broker.heartbeat.interval.ms: 9000 must be below "
+            "broker.session.timeout.ms (9000), or every broker is fenced between heartbeats",
+        ),
+        (
+            "log.flush.interval.ms: 1000",
+            "broker.session.timeout.ms: 1500",
+            "s.yaml:6: cluster.config.broker.session.timeout.ms: 1500 must be above "
+            "broker.heartbeat.interval.ms (2000)",
+        ),
+        (
+            "log.flush.interval.ms: 1000",
+            "replica.fetch.wait.max.ms: 20000",
+            "s.yaml:6: cluster.config.replica.fetch.wait.max.ms: 20000 must be at most "
+            "replica.lag.time.max.ms (10000); Kafka refuses to start a broker otherwise",
+        ),
+        (
+            "log.flush.interval.ms: 1000",
+            "replica.socket.timeout.ms: 400",
+            "s.yaml:6: cluster.config.replica.socket.timeout.ms: 400 must be at least "
+            "replica.fetch.wait.max.ms (500)",
+        ),
+    ],
+)
+def test_replication_config_errors_name_the_key_and_its_line(old, new, expected):
+    assert old in REPLICATED
+    assert error_for(REPLICATED.replace(old, new)) == expected
+
+
+def test_replica_fetch_wait_may_equal_the_lag_time_and_socket_timeout():
+    """KafkaConfig.validateValues requires replica.fetch.wait.max.ms <= replica.socket.timeout.ms
+    and <= replica.lag.time.max.ms (equal is allowed)."""
+    config = (
+        "config: {replica.fetch.wait.max.ms: 10000, replica.socket.timeout.ms: 10000, "
+        "replica.lag.time.max.ms: 10000}"
+    )
+    parse_scenario(GOOD.replace("brokers: 2", f"brokers: 2\n  {config}"), "s.yaml")
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (
+            "{kind: power_loss, nodes: [p], at: 1s, duration: 1s}",
+            "faults[0].nodes: power_loss applies to brokers only, not 'p'",
+        ),
+        (
+            "{kind: power_loss, nodes: [broker-0, controller], at: 1s, duration: 1s}",
+            "faults[0].nodes: power_loss applies to brokers only, not 'controller'",
+        ),
+        (
+            "{kind: power_loss, nodes: [broker-0], groups: [[broker-1]], at: 1s, duration: 1s}",
+            "faults[0]: 'groups' applies to partition faults only",
+        ),
+        (
+            "{kind: crash, nodes: [controler], at: 1s, duration: 1s}",
+            "faults[0]: unknown node 'controler'; did you mean 'controller'?",
+        ),
+    ],
+)
+def test_power_loss_and_controller_fault_errors(fault, expected):
+    assert error_for(REPLICATED + f"faults:\n  - {fault}\n") == f"s.yaml:19: {expected}"
+
+
+@pytest.mark.parametrize("kind", ["crash", "pause", "partition", "power_loss"])
+def test_faults_on_the_controller_and_brokers_are_accepted(kind):
+    node = "broker-1" if kind == "power_loss" else "controller"
+    fault = f"faults:\n  - {{kind: {kind}, nodes: [{node}], at: 1s, duration: 1s}}\n"
+    s = parse_scenario(REPLICATED + fault, "s.yaml")
+    assert s.faults[0].nodes == [node]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "kafka.rules.truncation=foo",
+            "kafka.rules.truncation: expected one of leader_epoch, high_watermark",
+        ),
+        (
+            "kafka.rules.hw_advances_under_min_isr=maybe",
+            "kafka.rules.hw_advances_under_min_isr: expected true or false",
+        ),
+        ("cluster.os_writeback=-1", "cluster.os_writeback: a duration cannot be negative"),
+        (
+            "cluster.coordinator_failover=true",
+            "cluster.coordinator_failover: unknown key 'coordinator_failover'",
+        ),
+    ],
+)
+def test_replication_rules_and_durations_are_checked(override, expected):
+    assert expected in error_for(REPLICATED, override)
+
+
+def test_set_overrides_reach_dotted_kafka_keys_of_the_cluster_and_its_topics():
+    """apply_override matches a Kafka key with dots whole under cluster.config and
+    cluster.topics[].config, whether or not the file has that mapping."""
+    s = parse_scenario(
+        GOOD,
+        "s.yaml",
+        [
+            "cluster.brokers=3",
+            "cluster.topics.0.replication_factor=3",
+            "cluster.config.min.insync.replicas=2",
+            "cluster.config.log.flush.interval.messages=1",
+            "cluster.topics.events.config.unclean.leader.election.enable=true",
+            "kafka.rules.truncation=high_watermark",
+        ],
+    )
+    assert s.cluster.config == {"min.insync.replicas": 2, "log.flush.interval.messages": 1}
+    assert s.cluster.topics[0].replication_factor == 3
+    assert s.cluster.topics[0].config == {"unclean.leader.election.enable": True}
+    assert s.protocol_rules().truncation == "high_watermark"
+    assert "cluster.topics[0].replication_factor: 3 is more than the 2 broker(s)" in error_for(
+        GOOD, "cluster.topics.0.replication_factor=3"
+    )
+    assert (
+        "cluster.config.min.insync.replicas: Invalid value 0 for configuration "
+        "min.insync.replicas" in error_for(GOOD, "cluster.config.min.insync.replicas=0")
+    )
