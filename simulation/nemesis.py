@@ -2,6 +2,8 @@
 
 Scheduled faults (``at``) happen as written. Random faults (``rate``) are Poisson arrivals in
 their window, each with a target and a duration drawn from the run's ``nemesis`` stream.
+Periodic faults (``every``) recur at fixed intervals in their window, taking their targets in
+turn from ``nodes``; a ``{min, max}`` duration is drawn from the same stream.
 Realisation happens once, before the run starts, so a run's faults are an explicit list of
 :class:`FaultEvent` that can be printed, replayed and shrunk.
 """
@@ -65,8 +67,11 @@ def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> li
         if spec.at is not None:
             events.append(_event(spec, spec.at, tuple(spec.nodes), rng))
             continue
-        assert spec.rate is not None
         end = spec.end if spec.end is not None else horizon
+        if spec.every is not None:
+            events.extend(_periodic(spec, end, rng))
+            continue
+        assert spec.rate is not None
         t = spec.start
         mean_gap = 1000.0 / spec.rate
         while True:
@@ -76,6 +81,21 @@ def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> li
             targets = (rng.choice(spec.nodes),) if spec.nodes else ()
             events.append(_event(spec, t, targets, rng))
     events.sort(key=lambda e: (e.start, e.end, e.kind, e.targets))
+    return events
+
+
+def _periodic(spec: Fault, end: float, rng: RandomStream) -> list[FaultEvent]:
+    """Occurrences at ``start + k * every`` (k = 1, 2, ...) before ``end``, the k-th aimed at
+    the k-th node of ``nodes``, cycling (none named: the fault's node-less form every time).
+    Like a ``rate`` window, the clock starts at ``start`` and the first occurrence comes one
+    period later."""
+    assert spec.every is not None and spec.every > 0
+    events: list[FaultEvent] = []
+    k = 1
+    while (t := spec.start + k * spec.every) < end:
+        targets = (spec.nodes[(k - 1) % len(spec.nodes)],) if spec.nodes else ()
+        events.append(_event(spec, t, targets, rng))
+        k += 1
     return events
 
 

@@ -391,6 +391,9 @@ class Fault(_Model):
     links: list[tuple[str, str]] = Field(default_factory=list, description="[src, dst] pairs")
     at: Duration | None = None
     rate: float | None = Field(default=None, gt=0.0, description="occurrences per second")
+    # Periodic: at start + every, start + 2*every, ... before end, one node of `nodes` each
+    # time, in the listed order (a rolling restart).
+    every: Duration | None = None
     start: Duration = 0.0
     end: Duration | None = None
     duration: Duration | DurationRange
@@ -404,13 +407,18 @@ class Fault(_Model):
         if self.kind == "crash_at":
             if self.point not in POINTS:
                 raise ValueError(f"a crash_at fault needs a 'point', one of: {', '.join(POINTS)}")
-            if self.at is not None or self.rate is not None:
-                raise ValueError("a crash_at fault is triggered by its 'point', not 'at'/'rate'")
+            if self.at is not None or self.rate is not None or self.every is not None:
+                raise ValueError(
+                    "a crash_at fault is triggered by its 'point', not 'at'/'rate'/'every'"
+                )
             return self
         if self.point is not None:
             raise ValueError("'point' applies to crash_at faults only")
-        if (self.at is None) == (self.rate is None):
-            raise ValueError("give exactly one of 'at' (scheduled) or 'rate' (random)")
+        if [self.at, self.rate, self.every].count(None) != 2:
+            raise ValueError(
+                "give exactly one of 'at' (scheduled), 'rate' (random) or 'every' (periodic)"
+            )
+
         if self.kind in ("crash", "pause", "power_loss") and not self.nodes:
             raise ValueError(f"a {self.kind} fault needs 'nodes'")
         if self.kind == "partition" and not self.nodes and not self.groups:
@@ -515,7 +523,8 @@ class ClientConfigs:
         return [f"{name}: {w}" for name, c in self.producers.items() for w in c.warnings]
 
 
-# How many occurrences a random fault may be expected to have (they are drawn before the run).
+# How many occurrences a random fault may be expected to have, and a periodic one may have
+# (they are realised before the run).
 MAX_RANDOM_FAULTS = 1_000_000
 
 _CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
@@ -620,16 +629,31 @@ class Scenario(_Model):
                     raise _PathError(
                         ("faults", i, "nodes"), f"power_loss applies to brokers only, not {n!r}"
                     )
+            # Random and periodic faults are realised up front, over [start, end or the
+            # duration).
+            window = max((f.end if f.end is not None else self.duration) - f.start, 0.0)
             if f.rate is not None:
-                # Random faults are drawn up front, over [start, end or the duration).
-                window = (f.end if f.end is not None else self.duration) - f.start
-                expected = f.rate * max(window, 0.0) / 1000.0
+                expected = f.rate * window / 1000.0
                 if expected > MAX_RANDOM_FAULTS:
                     raise _PathError(
                         ("faults", i, "rate"),
                         f"would fire about {expected:.3g} times over its window; "
                         f"at most {MAX_RANDOM_FAULTS:,} (lower the rate or shorten the window)",
                     )
+            if f.every is not None and f.every <= 0:
+                raise _PathError(("faults", i, "every"), "must be a positive duration")
+            if f.every is not None and f.end is not None and f.start + f.every >= f.end:
+                raise _PathError(
+                    ("faults", i, "every"),
+                    f"never fires: its first occurrence (start + every = {f.start + f.every:g} ms)"
+                    f" is not before its end ({f.end:g} ms)",
+                )
+            if f.every is not None and window / f.every > MAX_RANDOM_FAULTS:
+                raise _PathError(
+                    ("faults", i, "every"),
+                    f"would fire {math.floor(window / f.every):,} times over its window; "
+                    f"at most {MAX_RANDOM_FAULTS:,} (lengthen the period or shorten the window)",
+                )
         return self
 
     @model_validator(mode="after")
@@ -658,7 +682,14 @@ class Scenario(_Model):
         return self.kafka.protocol_rules()
 
     def digest(self) -> str:
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        # Keys added since digests were first recorded are left out while they hold their
+        # defaults, so a scenario that does not use them keeps its digest (and its runs their
+        # history digests).
+        for fault in data["faults"]:
+            if fault["every"] is None:
+                del fault["every"]
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
