@@ -22,6 +22,16 @@ responses are lost. So a request can be written long after its client stopped wa
 idealisation kept for comparison. A broker crash destroys its side of every connection:
 nothing in flight on one arrives.
 
+Packet loss (``packet_loss``, a probability per message, 0 by default) is the loss TCP repairs:
+a lost message is retransmitted, so it is neither dropped nor does it stall its connection; it
+arrives late. Each transmission is lost with ``packet_loss``; the first retransmission goes
+``retransmission_timeout_ms`` after the send and each further one waits twice as long as the
+one before (RFC 6298's exponential back-off, capped at Linux's ``TCP_RTO_MAX``, 120 s). Later
+messages on the same connection wait behind it (head-of-line blocking). A message whose
+original transmission and all ``MAX_RETRANSMISSIONS`` retransmissions are lost is TCP giving
+up (Linux's ``tcp_retries2``): the connection is dead from then on, as under connection loss,
+and its client sees a reset when the last timeout expires.
+
 A partition cuts chosen groups of nodes apart. Messages sent across the cut are held, as TCP
 retransmission would hold them, and delivered when the cut heals unless their connection is
 gone by then.
@@ -40,6 +50,12 @@ from simulation.protocol import Disconnected
 from simulation.rng import RandomStream
 
 Handler = Callable[["Message"], None]
+
+# Linux's include/net/tcp.h: the retransmission timeout never exceeds TCP_RTO_MAX (120 s), and
+# net.ipv4.tcp_retries2 (default 15) retransmissions without an acknowledgement end the
+# connection.
+TCP_RTO_MAX_MS = 120_000.0
+MAX_RETRANSMISSIONS = 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +91,10 @@ class NetworkSettings:
     dead_connection_reset_ms: float = 30_000.0
     # What becomes of requests already sent on a connection the client then closes.
     in_flight_after_close: Literal["deliver", "drop"] = "deliver"
+    # The chance that one transmission of a message is lost and TCP retransmits it, and the
+    # first retransmission timeout (Linux: about the round trip plus its 200 ms minimum).
+    packet_loss: float = 0.0
+    retransmission_timeout_ms: float = 200.0
 
 
 @dataclass(slots=True, eq=False)
@@ -111,6 +131,8 @@ class Message:
     msg_id: int = 0
     # Broker-to-broker and controller traffic: its own random streams, and no ambient loss.
     internal: bool = False
+    # How much later than its latency it arrives, waiting for TCP retransmissions.
+    retransmission_delay: float = 0.0
 
 
 @dataclass(slots=True, eq=False)
@@ -165,6 +187,8 @@ class Network:
         loss_rng: RandomStream | None = None,
         internal_rng: RandomStream | None = None,
         internal_loss_rng: RandomStream | None = None,
+        packet_loss_rng: RandomStream | None = None,
+        internal_packet_loss_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.settings = settings
@@ -175,17 +199,25 @@ class Network:
         # were.
         self.internal_rng = internal_rng or rng
         self.internal_loss_rng = internal_loss_rng or self.loss_rng
+        # Packet-loss draws have streams of their own, so turning packet loss on leaves every
+        # other draw (latencies, connection losses) where it was.
+        self.packet_loss_rng = packet_loss_rng or self.loss_rng
+        self.internal_packet_loss_rng = internal_packet_loss_rng or self.packet_loss_rng
         self.trace: list[TraceEvent] | None = None
         self._handlers: dict[str, Handler] = {}
         self._host: dict[str, str] = {}
         self._paused: dict[str, list[Message]] = {}
         self._is_client: dict[str, bool] = {}
         self._last_arrival: dict[tuple[str, str], float] = {}
+        # With packet loss: when the last message on each direction of each connection (a
+        # link, for messages without one) arrives, so later ones wait behind a retransmission.
+        self._in_order: dict[object, float] = {}
         self._held: dict[tuple[str, str], deque[Message]] = {}
         self._cuts: list[_Window] = []
         self._spikes: list[_Window] = []
         self.messages_sent = 0
         self.messages_lost = 0
+        self.retransmissions = 0
 
     # -- topology ----------------------------------------------------------------------
     def register(
@@ -237,6 +269,8 @@ class Network:
             if conn is not None and self.settings.loss_model == "connection":
                 self._blackhole(conn)
             return
+        if self.settings.packet_loss > 0.0 and not self._retransmitted(msg):
+            return
         if self._cuts and any(c.separates(self.host(src), self.host(dst)) for c in self._cuts):
             if trace is not None:
                 self._record("held", msg)
@@ -269,9 +303,33 @@ class Network:
         rng = self.internal_loss_rng if internal else self.loss_rng
         return rng.random() < p
 
-    def _blackhole(self, conn: Connection) -> None:
+    def _retransmitted(self, msg: Message) -> bool:
+        """Draw how often TCP must retransmit ``msg`` and set its delay; False if TCP gives up
+        on its connection (every transmission lost): the message and connection are dead."""
+        s = self.settings
+        rng = self.internal_packet_loss_rng if msg.internal else self.packet_loss_rng
+        rto = s.retransmission_timeout_ms
+        delay = 0.0
+        for _ in range(MAX_RETRANSMISSIONS + 1):
+            if rng.random() >= s.packet_loss:
+                msg.retransmission_delay = delay
+                return True
+            delay += min(rto, TCP_RTO_MAX_MS)
+            rto *= 2.0
+            self.retransmissions += 1
+        self.retransmissions -= 1  # the last loss is not followed by a retransmission
+        self.messages_lost += 1
+        if self.trace is not None:
+            self._record("lost", msg)
+        if msg.conn is not None:
+            self._blackhole(msg.conn, delay)
+        return False
+
+    def _blackhole(self, conn: Connection, reset_after: float | None = None) -> None:
         conn.blackholed = True
-        ev = self.env.timeout(self.settings.dead_connection_reset_ms)
+        if reset_after is None:
+            reset_after = self.settings.dead_connection_reset_ms
+        ev = self.env.timeout(reset_after)
         ev.callbacks.append(lambda _ev: self._reset(conn))
 
     def _reset(self, conn: Connection) -> None:
@@ -299,6 +357,11 @@ class Network:
         now = self.env.now
         arrival = max(now + delay, self._last_arrival.get(link, 0.0))
         self._last_arrival[link] = arrival
+        if self.settings.packet_loss > 0.0:
+            # A retransmission holds back what follows it on its own connection only.
+            key = link if msg.conn is None else (msg.conn, msg.src)
+            arrival = max(arrival + msg.retransmission_delay, self._in_order.get(key, 0.0))
+            self._in_order[key] = arrival
         ev = self.env.timeout(arrival - now)
         ev.callbacks.append(lambda _ev, m=msg: self._deliver(m))
 

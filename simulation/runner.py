@@ -110,11 +110,15 @@ def build_network(
             n.loss_model,
             n.dead_connection_reset,
             n.in_flight_after_close,
+            n.packet_loss,
+            n.retransmission_timeout,
         ),
         streams.stream("network"),
         streams.stream("network-loss"),
         streams.stream("network-internal"),
         streams.stream("network-internal-loss"),
+        streams.stream("network-packet-loss"),
+        streams.stream("network-internal-packet-loss"),
     )
     if trace:
         network.trace = []

@@ -240,6 +240,11 @@ class NetworkSpec(_Model):
         description="requests already sent on a connection the client closes: "
         "deliver (TCP) or drop",
     )
+    # Loss that TCP repairs: a message is retransmitted, not dropped (see docs/model.md).
+    packet_loss: Probability = 0.0
+    # The first retransmission timeout; Linux's is the round trip plus its 200 ms minimum
+    # (TCP_RTO_MIN), RFC 6298's before any round trip is measured 1 s. It doubles per retry.
+    retransmission_timeout: Duration = Field(default=200.0, gt=0.0, le=120_000.0)
 
 
 # -- producers ------------------------------------------------------------------------------
@@ -689,6 +694,10 @@ class Scenario(_Model):
         for fault in data["faults"]:
             if fault["every"] is None:
                 del fault["every"]
+        network = data["network"]
+        for key, default in (("packet_loss", 0.0), ("retransmission_timeout", 200.0)):
+            if network[key] == default:
+                del network[key]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
