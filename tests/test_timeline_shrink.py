@@ -12,6 +12,7 @@ from analysis import timeline
 from analysis.shrink import ShrinkError, ddmin, shrink
 from eosim import api
 from eosim.cli import main
+from simulation.trace import trace_records
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAOS = str(ROOT / "scenarios" / "at-least-once-chaos.yaml")
@@ -55,6 +56,61 @@ def test_timeline_svg_escapes_text():
     svg = timeline.build("duplicate", example, trace, []).svg()
     assert "<script>" not in svg and "&lt;script&gt;" in svg
     ET.fromstring(svg)
+
+
+def _message(time, event, msg, src, dst, kind, label, values, correlation, connection):
+    return {
+        "time": time,
+        "event": event,
+        "msg": msg,
+        "src": src,
+        "dst": dst,
+        "kind": kind,
+        "label": label,
+        "values": values,
+        "correlation": correlation,
+        "generation": 1,  # a restarted client counts its generations from 1 again
+        "connection": connection,
+    }
+
+
+def test_timeline_pairs_responses_by_connection_not_only_correlation_id():
+    # Two incarnations of one producer: each starts its correlation ids (and connection
+    # generations) at 1, so only the connection tells their responses apart.
+    trace = [
+        _message(1.0, "send", 1, "p", "b", "produce", "Produce #1 v", ["v"], 1, 1),
+        _message(1.5, "deliver", 1, "p", "b", "produce", "Produce #1 v", ["v"], 1, 1),
+        _message(1.6, "send", 2, "b", "p", "produce_response", "Response #1 A", [], 1, 1),
+        _message(2.2, "deliver", 2, "b", "p", "produce_response", "Response #1 A", [], 1, 1),
+        _message(50.0, "send", 3, "p", "b", "produce", "Produce #1 w", ["w"], 1, 2),
+        _message(50.5, "deliver", 3, "p", "b", "produce", "Produce #1 w", ["w"], 1, 2),
+        _message(50.6, "send", 4, "b", "p", "produce_response", "Response #1 B", [], 1, 2),
+        _message(51.0, "deliver", 4, "b", "p", "produce_response", "Response #1 B", [], 1, 2),
+    ]
+    labels = [r.label for r in timeline.build("duplicate", {"value": "v"}, trace, []).rows]
+    assert labels == ["Produce #1 v", "Response #1 A"]
+    labels = [r.label for r in timeline.build("duplicate", {"value": "w"}, trace, []).rows]
+    assert labels == ["Produce #1 w", "Response #1 B"]
+
+
+def test_restarted_producer_timeline_shows_only_its_own_sessions_responses():
+    # idempotent-restart, seed 1: the duplicate's first write went out as Produce #560 of the
+    # first incarnation; a later incarnation sends its own #560 on a connection that also has
+    # generation 1. Its response must stay out of this timeline.
+    outcome = api.run(api.load(ROOT / "scenarios" / "idempotent-restart.yaml"), 1, trace=True)
+    (dup,) = [t for t in api.timelines(outcome) if t.anomaly == "duplicate"]
+    records = trace_records(outcome.run.trace)
+    carriers = [t for t in records if set(dup.values) & set(t["values"])]
+    sessions = {(t["connection"], t["correlation"]) for t in carriers}
+    responses = [r for r in dup.rows if r.kind == "message" and "Response" in r.label]
+    assert responses
+    for row in responses:
+        (sent,) = [
+            t
+            for t in records
+            if t["event"] == "send" and t["time"] == row.time and t["label"] == row.label
+        ]
+        assert (sent["connection"], sent["correlation"]) in sessions, row
 
 
 def test_transactional_examples_name_their_values():
