@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -9,9 +10,17 @@ import pytest
 import yaml
 
 from analysis import timeline
-from analysis.shrink import ShrinkError, ddmin, shrink
+from analysis.shrink import (
+    MIN_WINDOW_MS,
+    ShrinkError,
+    _readable_windows,
+    ddmin,
+    format_ms,
+    shrink,
+)
 from eosim import api
 from eosim.cli import main
+from simulation.scenario import parse_duration_ms
 from simulation.trace import trace_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +156,55 @@ def test_shrink_turns_a_chaotic_run_into_a_handful_of_events(tmp_path):
     outcome = api.run(api.load(out))
     assert outcome.check.anomalies["duplicate"].count > 0 and outcome.expect.met
     assert shrink(CHAOS, 3, "duplicate").yaml() == result.yaml()  # deterministic
+
+
+def test_shrunk_scenario_states_readable_windows_of_at_least_a_millisecond(tmp_path):
+    # at-least-once-chaos seed 3 shrinks to two single lost messages, which the explicit
+    # schedule states as 0.2 us windows; the written scenario must not.
+    result = shrink(CHAOS, 3, "duplicate")
+    text = result.yaml()
+    faults = yaml.safe_load(text)["faults"]
+    assert faults
+    readable = re.compile(r"^\d+(\.\d+)?(ms|s|m)$")
+    for fault in faults:
+        assert isinstance(fault["at"], str) and readable.match(fault["at"]), fault
+        assert isinstance(fault["duration"], str) and readable.match(fault["duration"]), fault
+        assert parse_duration_ms(fault["duration"]) >= MIN_WINDOW_MS, fault
+    assert result.steps[-1] == "fault windows written in whole ms, none under 1ms"
+    out = tmp_path / "shrunk.yaml"
+    out.write_text(text)
+    outcome = api.run(api.load(out))
+    assert outcome.check.anomalies["duplicate"].count == result.count > 0
+
+
+def test_format_ms_reads_back_exactly():
+    assert [format_ms(x) for x in (0, 1, 250, 1500, 4452, 60_000, 120_000, 90_000)] == [
+        "0ms", "1ms", "250ms", "1.5s", "4.452s", "1m", "2m", "90s",
+    ]  # fmt: skip
+    assert format_ms(17.4999) == "17.4999ms"
+    assert format_ms(4452.011) == "4452.011ms"  # 4.452011 s would read back as 4452.011000001
+    for x in (0.0002, 17.4999, 1500.0, 4452.011, 62.560555, 90_000.0):
+        assert parse_duration_ms(format_ms(x)) == x
+
+
+def test_a_window_whose_widening_loses_the_anomaly_keeps_its_exact_value():
+    class Oracle:  # the anomaly needs the second window exactly as it was
+        def fails(self, raw):
+            return raw["faults"][1]["duration"] == "0.0002ms"
+
+    raw = {
+        "faults": [
+            {"kind": "loss", "at": 17.4999, "duration": 0.0002, "probability": 1.0},
+            {"kind": "loss", "at": 62.560555, "duration": 0.0002, "probability": 1.0},
+        ]
+    }
+    steps: list[str] = []
+    out = _readable_windows(raw, Oracle(), steps, steps.append)
+    assert [(f["at"], f["duration"]) for f in out["faults"]] == [
+        ("17ms", "1ms"),
+        ("62.560555ms", "0.0002ms"),
+    ]
+    assert "1 kept exact" in steps[-1] and "loss at 62.560555ms" in steps[-1]
 
 
 def test_shrink_refuses_a_run_without_the_anomaly():
