@@ -104,8 +104,9 @@ def test_timeline_pairs_responses_by_connection_not_only_correlation_id():
 
 def test_restarted_producer_timeline_shows_only_its_own_sessions_responses():
     # idempotent-restart, seed 1: the duplicate's first write went out as Produce #560 of the
-    # first incarnation; a later incarnation sends its own #560 on a connection that also has
-    # generation 1. Its response must stay out of this timeline.
+    # first incarnation; a later incarnation sends its own #560 to the same broker. Its
+    # response must stay out of this timeline. (Generations collide too: the hand-built
+    # trace above covers that.)
     outcome = api.run(api.load(ROOT / "scenarios" / "idempotent-restart.yaml"), 1, trace=True)
     (dup,) = [t for t in api.timelines(outcome) if t.anomaly == "duplicate"]
     records = trace_records(outcome.run.trace)
