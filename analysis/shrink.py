@@ -9,6 +9,13 @@
 3. Shrink, keeping every step that still shows the anomaly: fewer records; delta debugging
    (ddmin) over the fault list; shorter fault windows; fewer partitions; fewer producers;
    fewer records again.
+4. Make the schedule readable: every fault's window is widened outwards to whole
+   milliseconds, at least ``MIN_WINDOW_MS`` long, and written as ``250ms``, ``1.5s`` or
+   ``2m``. Kafka's clients and brokers keep time in whole milliseconds (every timeout and
+   backoff is a ms setting), so a shorter window is no fault one could inject or observe in a
+   real cluster; the model's sub-millisecond times come from its latency draws. The rounded
+   schedule must still show the anomaly; a window whose rounding loses it keeps its exact
+   value, and the shrinker says so.
 
 Every step is deterministic (same input, same output), and every candidate is a complete
 scenario validated like a user's, so the result is a standalone YAML file that
@@ -18,6 +25,7 @@ scenario validated like a user's, so the result is a standalone YAML file that
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +36,8 @@ import yaml
 from analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message
+# The shortest fault window a shrunk scenario states: Kafka's time unit (see the module doc).
+MIN_WINDOW_MS = 1.0
 
 
 class ShrinkError(ValueError):
@@ -175,6 +185,7 @@ def shrink(
     raw = _fewer_partitions(raw, oracle, steps, log)
     raw = _fewer_producers(raw, oracle, steps, log)
     raw = _fewer_records(raw, oracle, steps, log)
+    raw = _readable_windows(raw, oracle, steps, log)
 
     raw["name"] = f"{raw.get('name', 'scenario')}-shrunk"
     raw["description"] = (
@@ -182,6 +193,12 @@ def shrink(
         f"{len(raw['faults'])} explicit faults still produce {anomaly}."
     )
     end_records = sum(p["workload"]["records"] for p in raw["producers"])
+    count = oracle.count(raw)
+    if not count:
+        raise ShrinkError(
+            f"the shrunk scenario no longer reproduces {anomaly}; "
+            "this is a bug in eosim, please report it with the scenario and seed"
+        )
     return ShrinkResult(
         anomaly,
         _ordered(raw),
@@ -190,7 +207,7 @@ def shrink(
         len(raw["faults"]),
         start_records,
         end_records,
-        oracle.count(raw),
+        count,
         steps,
     )
 
@@ -226,7 +243,7 @@ def _shorter_windows(raw, oracle, steps, log):  # type: ignore[no-untyped-def]
     shortened = 0
     for i, fault in enumerate(raw["faults"]):
         duration = float(fault["duration"])
-        while duration > 4 * POINT_MS:
+        while duration / 2 >= MIN_WINDOW_MS:
             candidate = copy.deepcopy(raw)
             candidate["faults"][i]["duration"] = round(duration / 2, 6)
             if not oracle.fails(candidate):
@@ -237,6 +254,61 @@ def _shorter_windows(raw, oracle, steps, log):  # type: ignore[no-untyped-def]
         steps.append(f"fault windows halved {shortened} times")
         log(steps[-1])
     return raw
+
+
+def format_ms(ms: float) -> str:
+    """A time in the scenario's readable units: ``250ms``, ``1.5s``, ``2m``. Seconds and
+    minutes only when they read back as exactly the same number of milliseconds."""
+    if ms >= 60_000 and ms % 60_000 == 0:
+        return f"{int(ms // 60_000)}m"
+    if ms >= 1000:
+        seconds = _trim(ms / 1000, 9)
+        if float(seconds) * 1000 == ms:
+            return f"{seconds}s"
+    return f"{_trim(ms, 6)}ms"
+
+
+def _trim(x: float, places: int) -> str:
+    text = f"{x:.{places}f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _widened(fault: dict[str, Any]) -> dict[str, Any]:
+    """The fault with its window widened outwards to whole milliseconds, at least
+    ``MIN_WINDOW_MS`` long: it still covers every instant the exact window covered."""
+    at = float(fault["at"])
+    start = math.floor(at)
+    end = max(math.ceil(at + float(fault["duration"])), start + MIN_WINDOW_MS)
+    return fault | {"at": format_ms(start), "duration": format_ms(end - start)}
+
+
+def _exact(fault: dict[str, Any]) -> dict[str, Any]:
+    return fault | {"at": format_ms(float(fault["at"])), "duration": format_ms(fault["duration"])}
+
+
+def _readable_windows(raw, oracle, steps, log):  # type: ignore[no-untyped-def]
+    faults = raw["faults"]
+    widened = [_widened(f) for f in faults]
+    candidate = _with(raw, faults=widened)
+    if oracle.fails(candidate):
+        steps.append(f"fault windows written in whole ms, none under {format_ms(MIN_WINDOW_MS)}")
+        log(steps[-1])
+        return candidate
+    # Together they lose the anomaly: widen one window at a time, keeping what still fails.
+    current = [_exact(f) for f in faults]
+    exact = []
+    for i, fault in enumerate(widened):
+        trial = [*current[:i], fault, *current[i + 1 :]]
+        if oracle.fails(_with(raw, faults=trial)):
+            current = trial
+        else:
+            exact.append(f"{faults[i]['kind']} at {current[i]['at']}")
+    steps.append(
+        f"fault windows written in whole ms, except {len(exact)} kept exact because widening "
+        f"them loses the anomaly: {'; '.join(exact)}"
+    )
+    log(steps[-1])
+    return _with(raw, faults=current)
 
 
 def _fewer_partitions(raw, oracle, steps, log):  # type: ignore[no-untyped-def]

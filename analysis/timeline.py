@@ -142,13 +142,17 @@ def build(
     values = values_of(anomaly, example)
     wanted = set(values)
     carriers = [t for t in trace if wanted.intersection(t["values"])]
-    # Requests that carried the values, and every response to them.
-    keys = {(t["src"], t["dst"], t["correlation"]) for t in carriers}
+    # Requests that carried the values, and every response to them. A correlation id is
+    # only unique on one connection: a client counts them from 1 again in each incarnation
+    # (a new KafkaProducer), and so it does its connection generations, so a response is
+    # paired by the connection it came back on as well (Kafka's NetworkClient likewise
+    # correlates a response with the requests in flight on its own channel).
+    keys = {(t["src"], t["dst"], t.get("connection"), t["correlation"]) for t in carriers}
     replies = [
         t
         for t in trace
         if t["correlation"] is not None
-        and (t["dst"], t["src"], t["correlation"]) in keys
+        and (t["dst"], t["src"], t.get("connection"), t["correlation"]) in keys
         and t["kind"].endswith("response")
     ]
     chosen = {(t["msg"], t["event"]): t for t in carriers + replies}
@@ -165,7 +169,7 @@ def build(
         return Timeline(anomaly, values, [])
     low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
     # A dropped message is explained by the loss that black-holed its connection: the last
-    # loss on the same connection (same generation, either direction) before the drop.
+    # loss on the same connection (either direction) before the drop.
     for t in list(chosen.values()):
         if t["event"] != "dropped" or t["generation"] is None:
             continue
@@ -177,7 +181,8 @@ def build(
             if (
                 u["event"] == "lost"
                 and {u["src"], u["dst"]} == pair
-                and (u["generation"] == t["generation"])
+                and u["generation"] == t["generation"]
+                and u.get("connection") == t.get("connection")
             ):
                 cause = u
         if cause is not None:

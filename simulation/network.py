@@ -108,6 +108,8 @@ class Connection:
     blackholed: bool = False
     # Closed by the client, whose requests already sent still arrive (see the module doc).
     client_closed: bool = False
+    # Unique in the run, unlike ``generation``, which a restarted client counts from 1 again.
+    number: int = 0
 
     def close(self) -> None:
         """The client closes the connection."""
@@ -173,6 +175,7 @@ class TraceEvent:
     dst: str
     payload: Any
     generation: int | None
+    connection: int | None = None  # the connection's ``number``
 
 
 class Network:
@@ -218,6 +221,7 @@ class Network:
         self.messages_sent = 0
         self.messages_lost = 0
         self.retransmissions = 0
+        self.connections_opened = 0
 
     # -- topology ----------------------------------------------------------------------
     def register(
@@ -234,7 +238,8 @@ class Network:
         return self._host.get(node, node)
 
     def connect(self, client: str, broker: str, generation: int) -> Connection:
-        return Connection(client, broker, generation)
+        self.connections_opened += 1
+        return Connection(client, broker, generation, number=self.connections_opened)
 
     # -- sending -----------------------------------------------------------------------
     def send(
@@ -280,9 +285,18 @@ class Network:
 
     def _record(self, event: str, msg: Message) -> None:
         assert self.trace is not None
-        generation = msg.conn.generation if msg.conn is not None else None
+        conn = msg.conn
         self.trace.append(
-            TraceEvent(self.env.now, event, msg.msg_id, msg.src, msg.dst, msg.payload, generation)
+            TraceEvent(
+                self.env.now,
+                event,
+                msg.msg_id,
+                msg.src,
+                msg.dst,
+                msg.payload,
+                None if conn is None else conn.generation,
+                None if conn is None else conn.number,
+            )
         )
 
     def _lost(

@@ -69,6 +69,7 @@ def trace_records(trace: list[TraceEvent]) -> list[dict[str, Any]]:
                 "values": values,
                 "correlation": correlation_of(e.payload),
                 "generation": e.generation,
+                "connection": e.connection,
             }
         )
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -9,9 +10,18 @@ import pytest
 import yaml
 
 from analysis import timeline
-from analysis.shrink import ShrinkError, ddmin, shrink
+from analysis.shrink import (
+    MIN_WINDOW_MS,
+    ShrinkError,
+    _readable_windows,
+    ddmin,
+    format_ms,
+    shrink,
+)
 from eosim import api
 from eosim.cli import main
+from simulation.scenario import parse_duration_ms
+from simulation.trace import trace_records
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAOS = str(ROOT / "scenarios" / "at-least-once-chaos.yaml")
@@ -57,6 +67,62 @@ def test_timeline_svg_escapes_text():
     ET.fromstring(svg)
 
 
+def _message(time, event, msg, src, dst, kind, label, values, correlation, connection):
+    return {
+        "time": time,
+        "event": event,
+        "msg": msg,
+        "src": src,
+        "dst": dst,
+        "kind": kind,
+        "label": label,
+        "values": values,
+        "correlation": correlation,
+        "generation": 1,  # a restarted client counts its generations from 1 again
+        "connection": connection,
+    }
+
+
+def test_timeline_pairs_responses_by_connection_not_only_correlation_id():
+    # Two incarnations of one producer: each starts its correlation ids (and connection
+    # generations) at 1, so only the connection tells their responses apart.
+    trace = [
+        _message(1.0, "send", 1, "p", "b", "produce", "Produce #1 v", ["v"], 1, 1),
+        _message(1.5, "deliver", 1, "p", "b", "produce", "Produce #1 v", ["v"], 1, 1),
+        _message(1.6, "send", 2, "b", "p", "produce_response", "Response #1 A", [], 1, 1),
+        _message(2.2, "deliver", 2, "b", "p", "produce_response", "Response #1 A", [], 1, 1),
+        _message(50.0, "send", 3, "p", "b", "produce", "Produce #1 w", ["w"], 1, 2),
+        _message(50.5, "deliver", 3, "p", "b", "produce", "Produce #1 w", ["w"], 1, 2),
+        _message(50.6, "send", 4, "b", "p", "produce_response", "Response #1 B", [], 1, 2),
+        _message(51.0, "deliver", 4, "b", "p", "produce_response", "Response #1 B", [], 1, 2),
+    ]
+    labels = [r.label for r in timeline.build("duplicate", {"value": "v"}, trace, []).rows]
+    assert labels == ["Produce #1 v", "Response #1 A"]
+    labels = [r.label for r in timeline.build("duplicate", {"value": "w"}, trace, []).rows]
+    assert labels == ["Produce #1 w", "Response #1 B"]
+
+
+def test_restarted_producer_timeline_shows_only_its_own_sessions_responses():
+    # idempotent-restart, seed 1: the duplicate's first write went out as Produce #560 of the
+    # first incarnation; a later incarnation sends its own #560 to the same broker. Its
+    # response must stay out of this timeline. (Generations collide too: the hand-built
+    # trace above covers that.)
+    outcome = api.run(api.load(ROOT / "scenarios" / "idempotent-restart.yaml"), 1, trace=True)
+    (dup,) = [t for t in api.timelines(outcome) if t.anomaly == "duplicate"]
+    records = trace_records(outcome.run.trace)
+    carriers = [t for t in records if set(dup.values) & set(t["values"])]
+    sessions = {(t["connection"], t["correlation"]) for t in carriers}
+    responses = [r for r in dup.rows if r.kind == "message" and "Response" in r.label]
+    assert responses
+    for row in responses:
+        (sent,) = [
+            t
+            for t in records
+            if t["event"] == "send" and t["time"] == row.time and t["label"] == row.label
+        ]
+        assert (sent["connection"], sent["correlation"]) in sessions, row
+
+
 def test_transactional_examples_name_their_values():
     torn = {"visible": ["a"], "missing": ["b", "c"]}
     assert timeline.values_of("torn_transaction", torn) == ["a", "b", "c"]
@@ -91,6 +157,55 @@ def test_shrink_turns_a_chaotic_run_into_a_handful_of_events(tmp_path):
     outcome = api.run(api.load(out))
     assert outcome.check.anomalies["duplicate"].count > 0 and outcome.expect.met
     assert shrink(CHAOS, 3, "duplicate").yaml() == result.yaml()  # deterministic
+
+
+def test_shrunk_scenario_states_readable_windows_of_at_least_a_millisecond(tmp_path):
+    # at-least-once-chaos seed 3 shrinks to two single lost messages, which the explicit
+    # schedule states as 0.2 us windows; the written scenario must not.
+    result = shrink(CHAOS, 3, "duplicate")
+    text = result.yaml()
+    faults = yaml.safe_load(text)["faults"]
+    assert faults
+    readable = re.compile(r"^\d+(\.\d+)?(ms|s|m)$")
+    for fault in faults:
+        assert isinstance(fault["at"], str) and readable.match(fault["at"]), fault
+        assert isinstance(fault["duration"], str) and readable.match(fault["duration"]), fault
+        assert parse_duration_ms(fault["duration"]) >= MIN_WINDOW_MS, fault
+    assert result.steps[-1] == "fault windows written in whole ms, none under 1ms"
+    out = tmp_path / "shrunk.yaml"
+    out.write_text(text)
+    outcome = api.run(api.load(out))
+    assert outcome.check.anomalies["duplicate"].count == result.count > 0
+
+
+def test_format_ms_reads_back_exactly():
+    assert [format_ms(x) for x in (0, 1, 250, 1500, 4452, 60_000, 120_000, 90_000)] == [
+        "0ms", "1ms", "250ms", "1.5s", "4.452s", "1m", "2m", "90s",
+    ]  # fmt: skip
+    assert format_ms(17.4999) == "17.4999ms"
+    assert format_ms(4452.011) == "4452.011ms"  # 4.452011 s would read back as 4452.011000001
+    for x in (0.0002, 17.4999, 1500.0, 4452.011, 62.560555, 90_000.0):
+        assert parse_duration_ms(format_ms(x)) == x
+
+
+def test_a_window_whose_widening_loses_the_anomaly_keeps_its_exact_value():
+    class Oracle:  # the anomaly needs the second window exactly as it was
+        def fails(self, raw):
+            return raw["faults"][1]["duration"] == "0.0002ms"
+
+    raw = {
+        "faults": [
+            {"kind": "loss", "at": 17.4999, "duration": 0.0002, "probability": 1.0},
+            {"kind": "loss", "at": 62.560555, "duration": 0.0002, "probability": 1.0},
+        ]
+    }
+    steps: list[str] = []
+    out = _readable_windows(raw, Oracle(), steps, steps.append)
+    assert [(f["at"], f["duration"]) for f in out["faults"]] == [
+        ("17ms", "1ms"),
+        ("62.560555ms", "0.0002ms"),
+    ]
+    assert "1 kept exact" in steps[-1] and "loss at 62.560555ms" in steps[-1]
 
 
 def test_shrink_refuses_a_run_without_the_anomaly():
