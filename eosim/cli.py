@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from analysis.checks import transactional_ops
+from analysis.expect import ExpectResult, parse_expectation
 from analysis.explain import describe
 from analysis.history import History, HistoryError
 from analysis.txn_checker import TXN_ANOMALIES
@@ -128,30 +129,53 @@ def replay(results: str, run_id: str, svg_dir: str | None) -> None:
 
 @cli.command()
 @click.argument("history", type=click.Path(dir_okay=False))
+@click.option(
+    "--expect",
+    "expectations",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="What must hold, as in a scenario's expect: block (duplicate=0, 'acked=>0').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def check(history: str, as_json: bool) -> None:
-    """Check a history file (from eosim or a real cluster) for anomalies."""
+def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
+    """Check a history file (from eosim or a real cluster) for anomalies.
+
+    Exit 0 when every --expect holds (without --expect: when no anomaly is found), 1 when
+    not, 2 on bad input."""
+    expect: dict[str, str] = {}
+    for text in expectations:
+        try:
+            name, condition = parse_expectation(text, api.NOT_IN_A_HISTORY)
+        except ValueError as exc:
+            raise BadInput(f"--expect {text}: {exc}") from None
+        if name in expect:
+            raise BadInput(f"--expect {text}: {name} is already expected ({expect[name]})")
+        expect[name] = condition
     try:
-        loaded, result = api.check_file(history)
-    except HistoryError as exc:
+        checked = api.check(history, expect)
+    except (HistoryError, api.NothingToCheck) as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
         raise BadInput(f"{history}: cannot read: {exc.strerror or exc}") from None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
+        click.echo(json.dumps(checked.to_dict(), separators=(",", ":")))
     else:
+        result = checked.check
         c = result.counts
         click.echo(f"history    {history}")
         click.echo(
             f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
             f"{c['indeterminate']} indeterminate"
         )
-        _print_txns(loaded)
+        _print_txns(checked.history)
+        _print_cut(checked.history)
         for note in result.notes:
             click.echo(f"note       {note}")
-        _print_anomalies(result.anomalies, transactional_ops(loaded))
-    found = any(a.count for a in result.anomalies.values())
-    sys.exit(EXIT_FAILED if found else EXIT_OK)
+        _print_anomalies(result.anomalies, transactional_ops(checked.history))
+        if checked.expected:
+            _print_expect(checked.expect)
+        click.echo(f"verdict    {checked.verdict}")
+    sys.exit(EXIT_OK if checked.expect.met else EXIT_FAILED)
 
 
 @cli.command()
@@ -334,6 +358,25 @@ def _print_anomalies(anomalies: dict[str, Any], txn_ops: int) -> None:
         click.echo(f"  ({quiet} transactional checks found nothing: no txn or process ops)")
 
 
+def _print_expect(expect: ExpectResult) -> None:
+    click.echo("expect")
+    for item in expect.checked:
+        mark = "met" if item["met"] else "NOT MET"
+        click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {item['actual']}: {mark}")
+
+
+def _print_cut(history: History) -> None:
+    """A warning when the run stopped at its duration before its workload finished: its
+    verdict is about part of the work."""
+    end = history.end
+    if end is not None and end.cut_by_duration:
+        limit = "" if end.duration is None else f" ({end.duration / 1000:g} s)"
+        click.echo(
+            f"warning    the run stopped at its duration{limit} before its workload finished: "
+            "the verdict covers only the work done"
+        )
+
+
 def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     r = outcome.run
     c = r.counts
@@ -349,17 +392,15 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
         for f in r.faults:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
+    _print_cut(outcome.history)
     for w in r.warnings:
         click.echo(f"warning    {w}")
     for note in outcome.check.notes:
         click.echo(f"note       {note}")
     _print_anomalies(outcome.check.anomalies, transactional_ops(outcome.history))
     if outcome.expect.checked:
-        click.echo("expect")
-        for item in outcome.expect.checked:
-            mark = "met" if item["met"] else "NOT MET"
-            click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {item['actual']}: {mark}")
-    click.echo(f"verdict    {'expectations met' if outcome.expect.met else 'EXPECTATIONS NOT MET'}")
+        _print_expect(outcome.expect)
+    click.echo(f"verdict    {outcome.verdict}")
     if history_path:
         click.echo(f"history    {history_path}")
     click.echo(f"replay     {outcome.command}")
