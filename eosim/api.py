@@ -16,6 +16,7 @@ from analysis.expect import ExpectResult, evaluate, unknown_expect_key
 from analysis.history import History, history_from_records, load_history
 from analysis.timeline import Timeline
 from simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+from simulation.runner import Progress
 from simulation.scenario import parse_scenario
 from simulation.trace import trace_records
 
@@ -121,9 +122,11 @@ def run(
     source: str = "SCENARIO",
     overrides: Iterable[str] = (),
     trace: bool = False,
+    progress: Progress | None = None,
 ) -> Outcome:
-    """Run and check. ``trace`` also records every message, for :func:`timelines`."""
-    result = run_scenario(scenario, seed, trace=trace)
+    """Run and check. ``trace`` also records every message, for :func:`timelines`;
+    ``progress`` is called as the run goes (:data:`simulation.runner.Progress`)."""
+    result = run_scenario(scenario, seed, trace=trace, progress=progress)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts

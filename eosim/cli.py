@@ -10,12 +10,14 @@ import json
 import os
 import shlex
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
-from analysis.checks import transactional_ops
+from analysis.checks import end_notes, transactional_ops
 from analysis.expect import ExpectResult, parse_expectation
 from analysis.explain import describe
 from analysis.history import History, HistoryError
@@ -63,6 +65,12 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
 @click.option(
     "--svg", "svg_dir", type=click.Path(file_okay=False), help="Also write timelines as SVG here."
 )
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show the simulated time on stderr as the run goes "
+    "(default: when stderr is a terminal; never with --json).",
+)
 def run(
     scenario: str,
     seed: int | None,
@@ -71,13 +79,20 @@ def run(
     history_path: str | None,
     timeline: bool,
     svg_dir: str | None,
+    progress: bool | None,
 ) -> None:
     """Run a scenario once and check its history."""
     s = _load(scenario, overrides)
     if history_path is not None:
         _check_writable(history_path)
     trace = timeline or svg_dir is not None
-    outcome = api.run(s, seed, source=scenario, overrides=overrides, trace=trace)
+    show = not as_json and (sys.stderr.isatty() if progress is None else progress)
+    line = ProgressLine(sys.stderr, s.duration) if show else None
+    try:
+        outcome = api.run(s, seed, source=scenario, overrides=overrides, trace=trace, progress=line)
+    finally:
+        if line is not None:
+            line.close()
     if history_path is not None:
         try:
             api.write_history(outcome.run, history_path)
@@ -168,9 +183,7 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
             f"{c['indeterminate']} indeterminate"
         )
         _print_txns(checked.history)
-        _print_cut(checked.history)
-        for note in result.notes:
-            click.echo(f"note       {note}")
+        _print_notes(result.notes, checked.history)
         _print_anomalies(result.anomalies, transactional_ops(checked.history))
         if checked.expected:
             _print_expect(checked.expect)
@@ -311,6 +324,50 @@ def _emit_timelines(timelines: list[Any], svg_dir: str | None, stem: str, quiet:
 
 
 # -- helpers -------------------------------------------------------------------------------
+PROGRESS_DELAY_S = 2.0  # a run shorter than this shows no progress
+PROGRESS_INTERVAL_S = 0.25
+
+
+class ProgressLine:
+    """A run's progress on one line of a terminal, rewritten in place: simulated time against
+    the scenario's ``duration`` and operations done. Silent for the first
+    :data:`PROGRESS_DELAY_S` seconds; :meth:`close` erases it."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        duration_ms: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream
+        self.duration_ms = duration_ms
+        self.clock = clock
+        self.started = clock()
+        self.last = -float("inf")
+        self.width = 0
+
+    def __call__(self, now_ms: float, counts: dict[str, int]) -> None:
+        t = self.clock()
+        if t - self.started < PROGRESS_DELAY_S or t - self.last < PROGRESS_INTERVAL_S:
+            return
+        self.last = t
+        done = counts["acked"] + counts["failed"] + counts["indeterminate"]
+        share = f" ({100 * now_ms / self.duration_ms:.0f}%)" if now_ms <= self.duration_ms else ""
+        text = (
+            f"simulated {now_ms / 1000:,.1f} s of {self.duration_ms / 1000:,.6g} s{share}, "
+            f"{counts['sent']:,} operations sent, {done:,} done, {t - self.started:.0f} s wall"
+        )
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = max(self.width, len(text))
+
+    def close(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
 def _load(path: str, overrides: tuple[str, ...]) -> Any:
     try:
         return api.load(path, overrides)
@@ -365,16 +422,12 @@ def _print_expect(expect: ExpectResult) -> None:
         click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {item['actual']}: {mark}")
 
 
-def _print_cut(history: History) -> None:
-    """A warning when the run stopped at its duration before its workload finished: its
-    verdict is about part of the work."""
-    end = history.end
-    if end is not None and end.cut_by_duration:
-        limit = "" if end.duration is None else f" ({end.duration / 1000:g} s)"
-        click.echo(
-            f"warning    the run stopped at its duration{limit} before its workload finished: "
-            "the verdict covers only the work done"
-        )
+def _print_notes(notes: list[str], history: History) -> None:
+    """The checker's notes; the one saying the run was cut by its duration is a warning: the
+    verdict covers only the work done before the cut."""
+    cut = end_notes(history)
+    for note in notes:
+        click.echo(f"{'warning' if note in cut else 'note':<11}{note}")
 
 
 def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
@@ -392,11 +445,9 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
         for f in r.faults:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
-    _print_cut(outcome.history)
+    _print_notes(outcome.check.notes, outcome.history)
     for w in r.warnings:
         click.echo(f"warning    {w}")
-    for note in outcome.check.notes:
-        click.echo(f"note       {note}")
     _print_anomalies(outcome.check.anomalies, transactional_ops(outcome.history))
     if outcome.expect.checked:
         _print_expect(outcome.expect)

@@ -139,7 +139,7 @@ def test_check_json_has_the_fields_of_run_json(capsys, tmp_path):
 
 
 def test_check_text_lists_the_anomalies_before_the_verdict(capsys, tmp_path):
-    code, out, _ = run_cli(capsys, "check", duplicated(tmp_path))
+    _code, out, _ = run_cli(capsys, "check", duplicated(tmp_path))
     rows = anomaly_lines(out)
     assert rows["duplicate"] == 1 and sum(rows.values()) == 1
     assert out.rstrip().splitlines()[-1].startswith("verdict")
@@ -147,7 +147,7 @@ def test_check_text_lists_the_anomalies_before_the_verdict(capsys, tmp_path):
 
 def test_json_times_name_their_unit(capsys):
     """Every time key of `run --json` ends in its unit, and the history's times are in ms."""
-    code, out, _ = run_cli(
+    _code, out, _ = run_cli(
         capsys, "run", scenario("at-least-once"), "--json", "--seed", "1", *SMALL
     )
     data = json.loads(out)
@@ -171,7 +171,7 @@ def test_json_times_name_their_unit(capsys):
 
 
 def test_run_json_faults_in_ms(capsys):
-    code, out, _ = run_cli(capsys, "run", scenario("idempotent-restart"), "--json", "--seed", "1")
+    _code, out, _ = run_cli(capsys, "run", scenario("idempotent-restart"), "--json", "--seed", "1")
     faults = json.loads(out)["faults"]
     assert faults and all({"start_ms", "end_ms"} <= set(f) for f in faults)
     assert not any({"start", "end"} & set(f) for f in faults)
