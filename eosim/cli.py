@@ -309,6 +309,23 @@ def report(results: str, out: str | None, fmt: str) -> None:
     click.echo(f"report     {path}")
 
 
+@cli.command()
+@click.option("--out", type=click.Path(dir_okay=False), help="Write it to this file instead.")
+def schema(out: str | None) -> None:
+    """Print the JSON Schema of scenario files (for editors and validators)."""
+    from eosim.schema import schema_text
+
+    text = schema_text()
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"schema     {out}")
+
+
 def _emit_timelines(timelines: list[Any], svg_dir: str | None, stem: str, quiet: bool) -> None:
     if svg_dir is not None:
         Path(svg_dir).mkdir(parents=True, exist_ok=True)
