@@ -71,6 +71,30 @@ def unknown_expect_key(key: str) -> str | None:
     return f"unknown key {key!r}{hint} (valid: {', '.join(EXPECTABLE)})"
 
 
+def parse_expectation(text: str, unavailable: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``name=value`` from the command line (``--expect duplicate=0``, ``--expect 'acked=>0'``)
+    as the key and condition of an ``expect:`` block; ValueError with a one-line reason if the
+    name is not expectable (or is in ``unavailable``, name -> why) or the value not a
+    condition. The grammar is a scenario's: a count or ``==N``, ``!=N``, ``>N``, ``>=N``,
+    ``<N``, ``<=N``."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"{text!r}: expected name=value, such as duplicate=0 or 'acked=>0'")
+    problem = unknown_expect_key(name)
+    if problem is not None:
+        raise ValueError(problem)
+    if unavailable and name in unavailable:
+        raise ValueError(f"{name}: {unavailable[name]}")
+    # `duplicate==0` splits into `duplicate` and `=0`: the second `=` belongs to the value.
+    given = "=" + value if value.startswith("=") and not value.startswith("==") else value
+    try:
+        condition = Condition.parse(given)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return name, str(condition)
+
+
 def evaluate(expect: Mapping[str, int | str], observed: Mapping[str, int]) -> ExpectResult:
     result = ExpectResult(met=True)
     for key, raw in expect.items():

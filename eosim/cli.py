@@ -10,12 +10,15 @@ import json
 import os
 import shlex
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
-from analysis.checks import transactional_ops
+from analysis.checks import end_notes, transactional_ops
+from analysis.expect import ExpectResult, parse_expectation
 from analysis.explain import describe
 from analysis.history import History, HistoryError
 from analysis.txn_checker import TXN_ANOMALIES
@@ -62,6 +65,12 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
 @click.option(
     "--svg", "svg_dir", type=click.Path(file_okay=False), help="Also write timelines as SVG here."
 )
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show the simulated time on stderr as the run goes "
+    "(default: when stderr is a terminal; never with --json).",
+)
 def run(
     scenario: str,
     seed: int | None,
@@ -70,13 +79,20 @@ def run(
     history_path: str | None,
     timeline: bool,
     svg_dir: str | None,
+    progress: bool | None,
 ) -> None:
     """Run a scenario once and check its history."""
     s = _load(scenario, overrides)
     if history_path is not None:
         _check_writable(history_path)
     trace = timeline or svg_dir is not None
-    outcome = api.run(s, seed, source=scenario, overrides=overrides, trace=trace)
+    show = not as_json and (sys.stderr.isatty() if progress is None else progress)
+    line = ProgressLine(sys.stderr, s.duration) if show else None
+    try:
+        outcome = api.run(s, seed, source=scenario, overrides=overrides, trace=trace, progress=line)
+    finally:
+        if line is not None:
+            line.close()
     if history_path is not None:
         try:
             api.write_history(outcome.run, history_path)
@@ -128,30 +144,51 @@ def replay(results: str, run_id: str, svg_dir: str | None) -> None:
 
 @cli.command()
 @click.argument("history", type=click.Path(dir_okay=False))
+@click.option(
+    "--expect",
+    "expectations",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="What must hold, as in a scenario's expect: block (duplicate=0, 'acked=>0').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def check(history: str, as_json: bool) -> None:
-    """Check a history file (from eosim or a real cluster) for anomalies."""
+def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
+    """Check a history file (from eosim or a real cluster) for anomalies.
+
+    Exit 0 when every --expect holds (without --expect: when no anomaly is found), 1 when
+    not, 2 on bad input."""
+    expect: dict[str, str] = {}
+    for text in expectations:
+        try:
+            name, condition = parse_expectation(text, api.NOT_IN_A_HISTORY)
+        except ValueError as exc:
+            raise BadInput(f"--expect {text}: {exc}") from None
+        if name in expect:
+            raise BadInput(f"--expect {text}: {name} is already expected ({expect[name]})")
+        expect[name] = condition
     try:
-        loaded, result = api.check_file(history)
-    except HistoryError as exc:
+        checked = api.check(history, expect)
+    except (HistoryError, api.NothingToCheck) as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
         raise BadInput(f"{history}: cannot read: {exc.strerror or exc}") from None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
+        click.echo(json.dumps(checked.to_dict(), separators=(",", ":")))
     else:
+        result = checked.check
         c = result.counts
         click.echo(f"history    {history}")
         click.echo(
             f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
             f"{c['indeterminate']} indeterminate"
         )
-        _print_txns(loaded)
-        for note in result.notes:
-            click.echo(f"note       {note}")
-        _print_anomalies(result.anomalies, transactional_ops(loaded))
-    found = any(a.count for a in result.anomalies.values())
-    sys.exit(EXIT_FAILED if found else EXIT_OK)
+        _print_txns(checked.history)
+        _print_notes(result.notes, checked.history)
+        _print_anomalies(result.anomalies, transactional_ops(checked.history))
+        if checked.expected:
+            _print_expect(checked.expect)
+        click.echo(f"verdict    {checked.verdict}")
+    sys.exit(EXIT_OK if checked.expect.met else EXIT_FAILED)
 
 
 @cli.command()
@@ -272,6 +309,23 @@ def report(results: str, out: str | None, fmt: str) -> None:
     click.echo(f"report     {path}")
 
 
+@cli.command()
+@click.option("--out", type=click.Path(dir_okay=False), help="Write it to this file instead.")
+def schema(out: str | None) -> None:
+    """Print the JSON Schema of scenario files (for editors and validators)."""
+    from eosim.schema import schema_text
+
+    text = schema_text()
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"schema     {out}")
+
+
 def _emit_timelines(timelines: list[Any], svg_dir: str | None, stem: str, quiet: bool) -> None:
     if svg_dir is not None:
         Path(svg_dir).mkdir(parents=True, exist_ok=True)
@@ -287,6 +341,50 @@ def _emit_timelines(timelines: list[Any], svg_dir: str | None, stem: str, quiet:
 
 
 # -- helpers -------------------------------------------------------------------------------
+PROGRESS_DELAY_S = 2.0  # a run shorter than this shows no progress
+PROGRESS_INTERVAL_S = 0.25
+
+
+class ProgressLine:
+    """A run's progress on one line of a terminal, rewritten in place: simulated time against
+    the scenario's ``duration`` and operations done. Silent for the first
+    :data:`PROGRESS_DELAY_S` seconds; :meth:`close` erases it."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        duration_ms: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream
+        self.duration_ms = duration_ms
+        self.clock = clock
+        self.started = clock()
+        self.last = -float("inf")
+        self.width = 0
+
+    def __call__(self, now_ms: float, counts: dict[str, int]) -> None:
+        t = self.clock()
+        if t - self.started < PROGRESS_DELAY_S or t - self.last < PROGRESS_INTERVAL_S:
+            return
+        self.last = t
+        done = counts["acked"] + counts["failed"] + counts["indeterminate"]
+        share = f" ({100 * now_ms / self.duration_ms:.0f}%)" if now_ms <= self.duration_ms else ""
+        text = (
+            f"simulated {now_ms / 1000:,.1f} s of {self.duration_ms / 1000:,.6g} s{share}, "
+            f"{counts['sent']:,} operations sent, {done:,} done, {t - self.started:.0f} s wall"
+        )
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = max(self.width, len(text))
+
+    def close(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
 def _load(path: str, overrides: tuple[str, ...]) -> Any:
     try:
         return api.load(path, overrides)
@@ -334,6 +432,21 @@ def _print_anomalies(anomalies: dict[str, Any], txn_ops: int) -> None:
         click.echo(f"  ({quiet} transactional checks found nothing: no txn or process ops)")
 
 
+def _print_expect(expect: ExpectResult) -> None:
+    click.echo("expect")
+    for item in expect.checked:
+        mark = "met" if item["met"] else "NOT MET"
+        click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {item['actual']}: {mark}")
+
+
+def _print_notes(notes: list[str], history: History) -> None:
+    """The checker's notes; the one saying the run was cut by its duration is a warning: the
+    verdict covers only the work done before the cut."""
+    cut = end_notes(history)
+    for note in notes:
+        click.echo(f"{'warning' if note in cut else 'note':<11}{note}")
+
+
 def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     r = outcome.run
     c = r.counts
@@ -349,17 +462,13 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
         for f in r.faults:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
+    _print_notes(outcome.check.notes, outcome.history)
     for w in r.warnings:
         click.echo(f"warning    {w}")
-    for note in outcome.check.notes:
-        click.echo(f"note       {note}")
     _print_anomalies(outcome.check.anomalies, transactional_ops(outcome.history))
     if outcome.expect.checked:
-        click.echo("expect")
-        for item in outcome.expect.checked:
-            mark = "met" if item["met"] else "NOT MET"
-            click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {item['actual']}: {mark}")
-    click.echo(f"verdict    {'expectations met' if outcome.expect.met else 'EXPECTATIONS NOT MET'}")
+        _print_expect(outcome.expect)
+    click.echo(f"verdict    {outcome.verdict}")
     if history_path:
         click.echo(f"history    {history_path}")
     click.echo(f"replay     {outcome.command}")

@@ -21,6 +21,7 @@ A run is a short list of phases over one SimPy environment (:func:`run_scenario`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,27 @@ class CountingEnvironment(simpy.Environment):
     def step(self) -> None:
         self.events_processed += 1
         super().step()
+
+
+# A run's progress, for whoever drives it: the simulated time (ms) and the applications' tally
+# so far (``sent``, ``acked``, ``failed``, ``indeterminate``, ``errored``).
+Progress = Callable[[float, dict[str, int]], None]
+PROGRESS_EVERY = 20_000  # events between two progress calls
+
+
+class ReportingEnvironment(CountingEnvironment):
+    """A :class:`CountingEnvironment` that calls ``report`` every ``every`` events. It adds no
+    event and draws nothing: a run reports its progress without changing its course."""
+
+    def __init__(self, report: Callable[[], None], every: int = PROGRESS_EVERY) -> None:
+        super().__init__()
+        self._report = report
+        self._every = every
+
+    def step(self) -> None:
+        super().step()
+        if self.events_processed % self._every == 0:
+            self._report()
 
 
 @dataclass
@@ -83,11 +105,18 @@ def _recovery(scenario: Scenario, configs: dict[str, ProducerConfig]) -> float:
 DRAIN_LIMIT_MS = 60_000.0
 
 
-def run_scenario(scenario: Scenario, seed: int | None = None, *, trace: bool = False) -> RunResult:
+def run_scenario(
+    scenario: Scenario,
+    seed: int | None = None,
+    *,
+    trace: bool = False,
+    progress: Progress | None = None,
+) -> RunResult:
     """Run ``scenario`` with ``seed`` (default: the scenario's). ``trace`` records every
-    message's journey in ``RunResult.trace`` (for timelines and shrinking; slower)."""
+    message's journey in ``RunResult.trace`` (for timelines and shrinking; slower);
+    ``progress`` is called every :data:`PROGRESS_EVERY` events (see :data:`Progress`)."""
     started = time.perf_counter()
-    run = Run(scenario, scenario.seed if seed is None else seed, trace)  # build
+    run = Run(scenario, scenario.seed if seed is None else seed, trace, progress)  # build
     run.run_workload()
     run.heal()
     run.settle()
@@ -129,10 +158,18 @@ class Run:
     """One run being assembled and driven; each public method is a phase of
     :func:`run_scenario`, to be called in that order."""
 
-    def __init__(self, scenario: Scenario, seed: int, trace: bool) -> None:
+    def __init__(
+        self, scenario: Scenario, seed: int, trace: bool, progress: Progress | None = None
+    ) -> None:
         self.scenario = scenario
         self.seed = seed
-        self.env = env = CountingEnvironment()
+        self.env = env = (
+            CountingEnvironment()
+            if progress is None
+            else ReportingEnvironment(
+                lambda: progress(self.env.now, self.apps.counts()), PROGRESS_EVERY
+            )
+        )
         self.streams = streams = RandomStreams(seed)
         self.probe = probe = Probe()
         self.network = network = build_network(scenario, env, streams, trace)
@@ -256,4 +293,12 @@ class Run:
         )
 
 
-__all__ = ["CountingEnvironment", "Run", "RunResult", "run_scenario"]
+__all__ = [
+    "PROGRESS_EVERY",
+    "CountingEnvironment",
+    "Progress",
+    "ReportingEnvironment",
+    "Run",
+    "RunResult",
+    "run_scenario",
+]

@@ -53,7 +53,7 @@ def test_run_writes_history_that_check_reads(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "check", str(history), "--json")
     result = json.loads(out)
     assert code == 1  # the at-least-once history has duplicates
-    assert result["anomalies"]["duplicate"]["count"] > 0
+    assert result["anomalies"]["duplicate"] > 0 and result["examples"]["duplicate"]
 
 
 def test_check_clean_history_exits_0(capsys, tmp_path):
@@ -99,7 +99,7 @@ def test_check_reports_a_torn_transaction_and_exits_1(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "check", path, "--json")
     data = json.loads(out)
     assert code == 1 and list(data["anomalies"]) == list(ALL_ANOMALIES)
-    assert data["anomalies"]["torn_transaction"]["count"] == 1
+    assert data["anomalies"]["torn_transaction"] == 1 and data["examples"]["torn_transaction"]
 
 
 def test_check_whole_transactions_exit_0(capsys, tmp_path):

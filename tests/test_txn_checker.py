@@ -643,4 +643,4 @@ def test_eosim_check_prints_the_note_and_lists_it_in_json(tmp_path, capsys) -> N
         if "--json" in argv:
             assert json.loads(out)["notes"] == check_history(h.history()).notes
         else:
-            assert "note       the run was cut by its duration (3000 ms)" in out
+            assert "warning    the run was cut by its duration (3000 ms)" in out

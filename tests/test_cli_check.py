@@ -1,0 +1,177 @@
+"""`eosim check`: its verdict line, `--expect`, exit codes, and JSON shared with `eosim run`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from histories import Builder
+from test_cli import anomaly_lines, run_cli, scenario, write_lines
+
+from analysis.checks import ALL_ANOMALIES
+
+SMALL = ["--set", "producers.0.workload.records=300"]
+
+
+def duplicated(tmp_path: Path) -> str:
+    """A history with one duplicate: `a` acknowledged once and in the log twice."""
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.send("p/0", "b", offset=2)
+    h.log("t", 0, ["a", "a", "b"])
+    return write_lines(tmp_path / "dup.jsonl", h)
+
+
+def clean(tmp_path: Path) -> str:
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.log("t", 0, ["a"])
+    return write_lines(tmp_path / "clean.jsonl", h)
+
+
+def verdict(out: str) -> str:
+    lines = [line for line in out.splitlines() if line.startswith("verdict ")]
+    assert len(lines) == 1, out
+    return lines[0].split(None, 1)[1]
+
+
+def test_check_prints_a_verdict_line(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "check", duplicated(tmp_path))
+    assert code == 1 and verdict(out) == "anomalies found: duplicate"
+    code, out, _ = run_cli(capsys, "check", clean(tmp_path))
+    assert code == 0 and verdict(out) == "no anomalies"
+
+
+@pytest.mark.parametrize(
+    ("expect", "code", "said"),
+    [
+        (["duplicate=1"], 0, "expectations met"),
+        (["duplicate=>0", "lost_write=0"], 0, "expectations met"),
+        (["duplicate==1"], 0, "expectations met"),
+        (["duplicate=0"], 1, "EXPECTATIONS NOT MET"),
+        (["acked=<2"], 1, "EXPECTATIONS NOT MET"),
+        (["acked=2", "sent=2"], 0, "expectations met"),
+    ],
+)
+def test_check_expect_decides_the_exit_code(capsys, tmp_path, expect, code, said):
+    argv = [a for e in expect for a in ("--expect", e)]
+    got, out, err = run_cli(capsys, "check", duplicated(tmp_path), *argv)
+    assert got == code, (out, err)
+    assert verdict(out) == said
+    block = out.split("expect\n", 1)[1].split("verdict")[0].splitlines()
+    assert [row.split()[0] for row in block] == [e.split("=", 1)[0] for e in expect]
+
+    got, out, _ = run_cli(capsys, "check", duplicated(tmp_path), *argv, "--json")
+    data = json.loads(out)
+    assert got == code and data["verdict"] == said
+    assert data["expect"]["met"] is (code == 0)
+    assert [c["key"] for c in data["expect"]["checked"]] == [e.split("=", 1)[0] for e in expect]
+
+
+def test_check_expect_tolerating_anomalies_exits_0_where_plain_check_exits_1(capsys, tmp_path):
+    path = duplicated(tmp_path)
+    assert run_cli(capsys, "check", path)[0] == 1
+    assert run_cli(capsys, "check", path, "--expect", "duplicate=>=0")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("dupe=0", "did you mean 'duplicate'"),
+        ("duplicate", "expected name=value"),
+        ("=0", "expected name=value"),
+        ("duplicate=-1", "is not a condition"),
+        ("duplicate=some", "is not a condition"),
+        ("errored=0", "a history does not record it"),
+    ],
+)
+def test_check_bad_expect_is_one_line_and_exit_2(capsys, tmp_path, value, message):
+    code, out, err = run_cli(capsys, "check", clean(tmp_path), "--expect", value)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"eosim: error: --expect {value}: ")
+    assert message in lines[0]
+
+
+def test_check_expect_twice_is_bad_input(capsys, tmp_path):
+    argv = ["--expect", "duplicate=0", "--expect", "duplicate=1"]
+    code, _, err = run_cli(capsys, "check", clean(tmp_path), *argv)
+    assert code == 2 and "already expected" in err
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", '{"kind": "meta", "scenario": "x"}\n'])
+def test_a_history_with_nothing_to_check_is_bad_input(capsys, tmp_path, content):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    for argv in (["check", str(path)], ["check", str(path), "--json"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and out == ""
+        assert err.strip().splitlines() == [
+            f"eosim: error: {path}: nothing to check: "
+            + ("the file is empty" if not content else "no op, log or replica line")
+        ]
+
+
+def test_check_json_has_the_fields_of_run_json(capsys, tmp_path):
+    """The same names, the same shapes, the same values for a history written by the run."""
+    history = tmp_path / "h.jsonl"
+    code, out, _ = run_cli(
+        capsys, "run", scenario("at-least-once"), "--history", str(history), "--json", *SMALL
+    )
+    assert code == 0
+    ran = json.loads(out)
+    code, out, _ = run_cli(capsys, "check", str(history), "--json")
+    checked = json.loads(out)
+    assert code == 1
+    shared = ("anomalies", "examples", "notes", "cut_by_duration", "history_sha256")
+    for key in shared:
+        assert checked[key] == ran[key], key
+    assert ran["examples"]["duplicate"] and list(checked["anomalies"]) == list(ALL_ANOMALIES)
+    assert checked["history_sha256"] == hashlib.sha256(history.read_bytes()).hexdigest()
+    # A history's counts are its sends'; `errored` is the run's own.
+    assert checked["counts"] == {k: v for k, v in ran["counts"].items() if k != "errored"}
+    assert set(checked["expect"]) == set(ran["expect"]) == {"met", "failures", "checked"}
+    assert checked["verdict"] == "anomalies found: duplicate, nonmonotonic_send"
+    assert ran["verdict"] == "expectations met"
+    assert checked["history"] == str(history)
+
+
+def test_check_text_lists_the_anomalies_before_the_verdict(capsys, tmp_path):
+    _code, out, _ = run_cli(capsys, "check", duplicated(tmp_path))
+    rows = anomaly_lines(out)
+    assert rows["duplicate"] == 1 and sum(rows.values()) == 1
+    assert out.rstrip().splitlines()[-1].startswith("verdict")
+
+
+def test_json_times_name_their_unit(capsys):
+    """Every time key of `run --json` ends in its unit, and the history's times are in ms."""
+    _code, out, _ = run_cli(
+        capsys, "run", scenario("at-least-once"), "--json", "--seed", "1", *SMALL
+    )
+    data = json.loads(out)
+    assert "sim_time_s" in data and "wall_time_s" in data
+    times = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if "time" in k.split("_") or k in ("start", "end", "at"):
+                    times.append(k)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(data)
+    assert times and all(k.endswith(("_s", "_ms")) for k in times), times
+    example = data["examples"]["duplicate"][0]["sends"][0]
+    assert "invoke_time_ms" in example and "complete_time_ms" in example
+
+
+def test_run_json_faults_in_ms(capsys):
+    _code, out, _ = run_cli(capsys, "run", scenario("idempotent-restart"), "--json", "--seed", "1")
+    faults = json.loads(out)["faults"]
+    assert faults and all({"start_ms", "end_ms"} <= set(f) for f in faults)
+    assert not any({"start", "end"} & set(f) for f in faults)
