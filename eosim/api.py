@@ -14,6 +14,7 @@ from analysis import timeline
 from analysis.checks import ALL_ANOMALIES, CheckResult, check_history
 from analysis.expect import ExpectResult, evaluate, unknown_expect_key
 from analysis.history import History, history_from_records, load_history
+from analysis.jepsen import load_any_history
 from analysis.timeline import Timeline
 from simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
 from simulation.runner import Progress
@@ -202,7 +203,7 @@ def check(path: str | os.PathLike[str], expect: Mapping[str, int | str] | None =
     with open(path, "rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
-    history = load_history(path)
+    history = load_any_history(path)
     if not (history.ops or history.logs or history.replicas):
         empty = Path(path).stat().st_size == 0
         what = "the file is empty" if empty else "no op, log or replica line"

@@ -1,0 +1,402 @@
+"""Read a Jepsen Kafka test's history (EDN) into eosim's `History` (docs/history-format.md,
+"Jepsen histories").
+
+Jepsen's Kafka workload (jepsen.tests.kafka) records ops as EDN maps with `:type` (invoke, ok,
+fail, info), `:f`, `:process`, `:time` (nanoseconds) and `:index`. `:send`, `:poll` and `:txn`
+ops carry a vector of micro-ops: `[:send k v]`, completed as `[:send k [offset v]]` (offset nil
+when unknown), and `[:poll]`, completed as `[:poll {k [[offset v] ...] ...}]`. A key `k` stands
+for one topic-partition. `:assign` and `:subscribe` carry a vector of keys; `:crash` and
+`:debug-topic-partitions` carry nothing this reader uses. Other ops (the nemesis's) are skipped.
+
+The conversion, so that eosim's checks run unchanged:
+
+* every `[:send k v]` micro-op, in a `:send` or a `:txn` op, becomes one `Send` with the op's
+  outcome (an invocation never completed is `info`), topic `jepsen` and partition `k` for an
+  integer key (any other key, such as the `:x` of Jepsen's own tests, is its own topic, written
+  as EDN, with partition 0), value the EDN value as text (an integer as its digits), and the
+  offset of an `ok` completion;
+* every `[:poll ...]` micro-op of an `ok` op becomes a `Poll` of its records that have an
+  offset, completed at the op's completion time;
+* Jepsen resets a process's "last read" and "last sent" positions of the keys that an `ok` or
+  `info` `:assign`/`:subscribe` leaves out. Here such a key starts a new consumer session of
+  the process: its later sends and polls are attributed to `"<process>/<n>"` (n counts the
+  resets of that key), so that eosim's per-process checks compare within a session only.
+
+A `:txn` op's sends and polls are therefore judged as plain sends and polls (eosim's `Txn`
+needs a transactional id and epoch that a Jepsen history does not record).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import edn_format
+from edn_format import EDNDecodeError, Keyword
+
+from analysis.history import (
+    OP_TYPES,
+    History,
+    HistoryError,
+    Op,
+    Poll,
+    PolledRecord,
+    Send,
+    load_history,
+    paused_gc,
+)
+
+TOPIC = "jepsen"
+# Jepsen's Kafka workload ops this reader converts; any other :f is skipped.
+DATA_FS = ("send", "poll", "txn")
+ASSIGN_FS = ("assign", "subscribe")
+KNOWN_FS = (*DATA_FS, *ASSIGN_FS, "crash", "debug-topic-partitions")
+NANOS_PER_MS = 1_000_000
+
+
+def is_edn(path: str | os.PathLike[str]) -> bool:
+    """An `.edn` file, or one whose first form opens an EDN map with a keyword (`{:`), a vector
+    or a list: never a JSON Lines history, whose lines open with `{"`."""
+    if Path(path).suffix.lower() == ".edn":
+        return True
+    with open(path, "rb") as handle:
+        head = handle.read(4096).lstrip()
+    if head[:1] in (b"[", b"("):
+        return True
+    return head[:1] == b"{" and head[1:].lstrip()[:1] == b":"
+
+
+def load_any_history(path: str | os.PathLike[str]) -> History:
+    """A Jepsen EDN history when `is_edn(path)`, else an eosim JSON Lines history."""
+    return load_jepsen_history(path) if is_edn(path) else load_history(path)
+
+
+def load_jepsen_history(path: str | os.PathLike[str]) -> History:
+    source = os.fspath(path)
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise HistoryError(source, line, "line", f"invalid UTF-8: {exc.reason}") from None
+    return parse_jepsen_history(text, source)
+
+
+def parse_jepsen_history(text: str, source: str = "<jepsen history>") -> History:
+    """Parse EDN text: op maps one after another (Jepsen's history.edn, one a line) or one
+    vector of op maps."""
+    ops = list(_read_ops(text, source))
+    with paused_gc():
+        return _Converter(source).convert(ops)
+
+
+def _read_ops(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    """(line, op) pairs. One form a line keeps exact line numbers; otherwise the whole text is
+    read and an op's line is that of its form's start when it is found, else 0."""
+    per_line: list[tuple[int, Any]] = []
+    first_bad: tuple[int, str] | None = None
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or line.lstrip().startswith(";"):
+            continue
+        try:
+            forms = _loads_all(line)
+        except _Unreadable as exc:
+            first_bad = (number, str(exc))
+            break
+        per_line.extend((number, form) for form in forms)
+    if first_bad is None:
+        forms_with_lines = per_line
+    else:
+        try:
+            forms = _loads_all(text)
+        except _Unreadable:
+            number, message = first_bad
+            raise HistoryError(source, number, "line", f"invalid EDN: {message}") from None
+        forms_with_lines = [(0, form) for form in forms]
+    if len(forms_with_lines) == 1 and _is_seq(forms_with_lines[0][1]):
+        line, vector = forms_with_lines[0]
+        forms_with_lines = [(line, form) for form in vector]
+    yield from forms_with_lines
+
+
+class _Unreadable(ValueError):
+    pass
+
+
+def _loads_all(text: str) -> list[Any]:
+    try:
+        return list(edn_format.loads_all(text))
+    except EDNDecodeError as exc:
+        raise _Unreadable(_decode_message(str(exc))) from None
+    except NotImplementedError as exc:  # an unknown #tag
+        raise _Unreadable(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise _Unreadable(f"{type(exc).__name__}: {exc}") from None
+
+
+def _decode_message(message: str) -> str:
+    if message == "EOF Reached":
+        return "unexpected end of input (an unclosed map, vector or string)"
+    if message.startswith("LexToken("):
+        parts = message[len("LexToken(") : -1].rsplit(",", 3)
+        if len(parts) == 4:
+            return f"unexpected {parts[1]}"
+    return message
+
+
+def _is_seq(value: Any) -> bool:
+    """An EDN vector or list (edn_format reads them as ImmutableList and tuple)."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _kw(value: Any) -> str | None:
+    return value.name if isinstance(value, Keyword) else None
+
+
+def render(value: Any) -> str:
+    """A Jepsen value as eosim's record value: an integer's digits, anything else as EDN."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return edn_format.dumps(value)
+
+
+def key_topic_partition(key: Any) -> tuple[str, int]:
+    if isinstance(key, int) and not isinstance(key, bool):
+        return TOPIC, key
+    return render(key), 0
+
+
+class _Converter:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.history = History(meta={"format": "jepsen-kafka"})
+        # process -> (invocation op map, its line)
+        self.open: dict[Any, tuple[dict[Any, Any], int]] = {}
+        # (process, key) -> resets of that key's session; process -> keys it has touched
+        self.sessions: dict[tuple[Any, Any], int] = {}
+        self.touched: dict[Any, list[Any]] = {}
+
+    def fail(self, line: int, where: str, message: str) -> HistoryError:
+        return HistoryError(self.source, line, where, message)
+
+    def convert(self, ops: list[tuple[int, Any]]) -> History:
+        for position, (line, op) in enumerate(ops):
+            self._op(position, line, op)
+        for process in list(self.open):
+            invoked, line = self.open.pop(process)
+            self._complete(invoked, None, line)
+        return self.history
+
+    def _field(self, op: dict[Any, Any], name: str) -> Any:
+        return op.get(Keyword(name))
+
+    def _op(self, position: int, line: int, op: Any) -> None:
+        where = line or position + 1
+        if not isinstance(op, Mapping):
+            raise self.fail(where, "op", f"expected an EDN map, got {render(op)[:60]}")
+        type_ = _kw(self._field(op, "type"))
+        if type_ not in OP_TYPES:
+            got = render(self._field(op, "type"))
+            raise self.fail(where, ":type", f"expected :invoke, :ok, :fail or :info, got {got}")
+        f = _kw(self._field(op, "f"))
+        process = self._field(op, "process")
+        if f not in KNOWN_FS or isinstance(process, Keyword):
+            return  # the nemesis's ops and anything else this reader does not judge
+        if not isinstance(process, int) or isinstance(process, bool):
+            raise self.fail(where, ":process", f"expected an integer, got {render(process)}")
+        time = self._field(op, "time")
+        if time is None:
+            time = self._field(op, "index")
+        if time is None:
+            time = position
+        if not isinstance(time, (int, float)) or isinstance(time, bool):
+            raise self.fail(where, ":time", f"expected a number, got {render(time)}")
+        op = dict(op)
+        op[Keyword("time")] = time / NANOS_PER_MS
+        if type_ == "invoke":
+            if process in self.open:
+                previous = self.open[process][1]
+                raise self.fail(
+                    where,
+                    ":process",
+                    f"{process} invokes again before its op of line {previous} completed",
+                )
+            self.open[process] = (op, where)
+            return
+        invoked, invoke_line = self.open.pop(process, (None, where))
+        if invoked is not None and _kw(self._field(invoked, "f")) != f:
+            raise self.fail(
+                where,
+                ":f",
+                f"completes :{f} but process {process} invoked "
+                f":{_kw(self._field(invoked, 'f'))} (line {invoke_line})",
+            )
+        self._complete(invoked, op, where)
+
+    def _complete(
+        self, invoked: dict[Any, Any] | None, done: dict[Any, Any] | None, line: int
+    ) -> None:
+        op = done if done is not None else invoked
+        assert op is not None
+        f = _kw(self._field(op, "f"))
+        process = self._field(op, "process")
+        outcome = "info" if done is None else _kw(self._field(done, "type"))
+        invoke_time = self._field(invoked if invoked is not None else op, "time")
+        complete_time = None if done is None else self._field(done, "time")
+        index = self._field(invoked if invoked is not None else op, "index")
+        error = None if done is None else self._field(done, "error")
+        self.history.ops.append(
+            Op(
+                id=index if isinstance(index, int) else None,
+                type=outcome or "info",
+                f=f or "",
+                process=str(process),
+                time=complete_time if complete_time is not None else invoke_time,
+                value=None,
+                error=None if error is None else render(error),
+                line=line,
+            )
+        )
+        if f in ASSIGN_FS:
+            if outcome in ("ok", "info"):
+                self._reassign(process, self._field(op, "value"), line)
+            return
+        if f not in DATA_FS:
+            return
+        value = self._field(done, "value") if done is not None else None
+        if not _is_seq(value) and invoked is not None:
+            value = self._field(invoked, "value")
+        if not _is_seq(value):
+            raise self.fail(line, ":value", "expected a vector of micro-ops")
+        for i, mop in enumerate(value):
+            where = f":value[{i}]"
+            kind = _kw(mop[0]) if _is_seq(mop) and mop else None
+            if kind == "send":
+                self._send(
+                    mop, process, outcome, invoke_time, complete_time, index, error, line, where
+                )
+            elif kind == "poll":
+                if outcome == "ok":
+                    self._poll(mop, process, invoke_time, complete_time, line, where)
+            else:
+                raise self.fail(
+                    line, where, f"expected [:send k v] or [:poll ...], got {render(mop)[:60]}"
+                )
+
+    def _label(self, process: Any, key: Any) -> str:
+        touched = self.touched.setdefault(process, [])
+        if key not in touched:
+            touched.append(key)
+        session = self.sessions.get((process, key), 0)
+        return str(process) if session == 0 else f"{process}/{session}"
+
+    def _reassign(self, process: Any, keys: Any, line: int) -> None:
+        if not _is_seq(keys):
+            raise self.fail(line, ":value", "expected a vector of keys")
+        kept = set(keys)
+        for key in self.touched.get(process, []):
+            if key not in kept:
+                self.sessions[process, key] = self.sessions.get((process, key), 0) + 1
+
+    def _send(
+        self,
+        mop: Any,
+        process: Any,
+        outcome: str | None,
+        invoke_time: float,
+        complete_time: float | None,
+        index: Any,
+        error: Any,
+        line: int,
+        where: str,
+    ) -> None:
+        if len(mop) != 3:
+            raise self.fail(line, where, f"expected [:send k v], got {render(mop)[:60]}")
+        _, key, written = mop
+        offset = None
+        if _is_seq(written):
+            if len(written) != 2:
+                raise self.fail(line, where, f"expected [offset value], got {render(written)}")
+            offset, written = written
+            if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool)):
+                raise self.fail(
+                    line, where, f"offset: expected an integer or nil, got {render(offset)}"
+                )
+        topic, partition = key_topic_partition(key)
+        sends = self.history.sends
+        sends.append(
+            Send(
+                id=index if isinstance(index, int) else None,
+                process=self._label(process, key),
+                invoke_index=len(sends),
+                invoke_time=invoke_time,
+                complete_time=complete_time,
+                outcome=outcome or "info",
+                topic=topic,
+                partition=partition,
+                key=None,
+                value=render(written),
+                offset=offset if outcome == "ok" and offset is not None and offset >= 0 else None,
+                error=None if error is None else render(error),
+            )
+        )
+
+    def _poll(
+        self,
+        mop: Any,
+        process: Any,
+        invoke_time: float,
+        complete_time: float | None,
+        line: int,
+        where: str,
+    ) -> None:
+        if len(mop) == 1:
+            return  # [:poll] as invoked: nothing returned
+        if len(mop) != 2 or not isinstance(mop[1], Mapping):
+            raise self.fail(
+                line, where, f"expected [:poll {{k [[offset value] ...]}}], got {render(mop)[:60]}"
+            )
+        by_label: dict[str, list[PolledRecord]] = {}
+        for key, pairs in mop[1].items():
+            if not _is_seq(pairs):
+                raise self.fail(line, where, f"key {render(key)}: expected a vector of pairs")
+            topic, partition = key_topic_partition(key)
+            records = by_label.setdefault(self._label(process, key), [])
+            for pair in pairs:
+                if not _is_seq(pair) or len(pair) != 2:
+                    raise self.fail(
+                        line,
+                        where,
+                        f"key {render(key)}: expected [offset value], got {render(pair)[:60]}",
+                    )
+                offset, read = pair
+                if offset is None:
+                    continue
+                if not isinstance(offset, int) or isinstance(offset, bool):
+                    raise self.fail(
+                        line,
+                        where,
+                        f"key {render(key)}: offset: expected an "
+                        f"integer or nil, got {render(offset)}",
+                    )
+                records.append(PolledRecord(topic, partition, offset, render(read)))
+        time = complete_time if complete_time is not None else invoke_time
+        for label in sorted(by_label):
+            if by_label[label]:
+                self.history.polls.append(
+                    Poll(label, time, by_label[label], invoke_time=invoke_time)
+                )
+
+
+__all__ = [
+    "TOPIC",
+    "is_edn",
+    "key_topic_partition",
+    "load_any_history",
+    "load_jepsen_history",
+    "parse_jepsen_history",
+    "render",
+]

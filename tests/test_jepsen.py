@@ -1,0 +1,157 @@
+"""Jepsen Kafka histories (EDN): the reader (analysis.jepsen) and `eosim check FILE.edn`.
+
+The fixtures are written by hand in the op format of Jepsen's Kafka workload
+(jepsen.tests.kafka, its namespace docstring) and its checker tests (kafka_test.clj)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_cli import run_cli
+
+from analysis.checks import check_history
+from analysis.history import HistoryError
+from analysis.jepsen import is_edn, load_jepsen_history, parse_jepsen_history
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def found(history_text_or_path: str | Path) -> dict[str, int]:
+    if isinstance(history_text_or_path, Path):
+        history = load_jepsen_history(history_text_or_path)
+    else:
+        history = parse_jepsen_history(history_text_or_path)
+    result = check_history(history)
+    return {name: a.count for name, a in result.anomalies.items() if a.count}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("clean", {}),
+        ("duplicate", {"duplicate": 1}),
+        ("lost-write", {"lost_write": 1}),
+        ("nonmonotonic-send", {"nonmonotonic_send": 1}),
+    ],
+)
+def test_each_fixture_gets_its_classification(name, expected):
+    assert found(FIXTURES / f"jepsen-kafka-{name}.edn") == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict", "code"),
+    [
+        ("clean", "no anomalies", 0),
+        ("duplicate", "anomalies found: duplicate", 1),
+        ("lost-write", "anomalies found: lost_write", 1),
+    ],
+)
+def test_check_command_reads_edn(capsys, name, verdict, code):
+    path = str(FIXTURES / f"jepsen-kafka-{name}.edn")
+    got, out, err = run_cli(capsys, "check", path)
+    assert (got, err) == (code, "")
+    assert out.splitlines()[-1] == f"verdict    {verdict}"
+
+
+def test_check_expect_works_on_edn(capsys):
+    path = str(FIXTURES / "jepsen-kafka-duplicate.edn")
+    code, out, _ = run_cli(capsys, "check", path, "--expect", "duplicate=1", "--expect", "acked=3")
+    assert code == 0 and out.splitlines()[-1] == "verdict    expectations met"
+
+
+def test_edn_is_recognised_by_content(tmp_path):
+    path = tmp_path / "history.txt"
+    path.write_text((FIXTURES / "jepsen-kafka-duplicate.edn").read_text())
+    assert is_edn(path)
+    jsonl = tmp_path / "h.jsonl"
+    jsonl.write_text('{"kind": "op", "type": "invoke"}\n')
+    assert not is_edn(jsonl)
+
+
+def test_conversion_of_the_clean_history():
+    h = load_jepsen_history(FIXTURES / "jepsen-kafka-clean.edn")
+    sends = [(s.process, s.partition, s.value, s.outcome, s.offset) for s in h.sends]
+    assert sends == [
+        ("0", 0, "1", "ok", 0),
+        ("0", 1, "2", "ok", 0),
+        ("0", 0, "3", "ok", 1),
+        ("0", 0, "4", "fail", None),
+        ("2", 1, "5", "ok", 2),  # the send of a :txn op
+        ("0", 1, "6", "info", None),
+    ]
+    assert {s.topic for s in h.sends} == {"jepsen"}
+    assert h.sends[0].invoke_time == 3.0 and h.sends[0].complete_time == 4.0  # ns -> ms
+    assert h.sends[0].id == 2  # the invocation's :index
+    polled = [(p.process, [(r.partition, r.offset, r.value) for r in p.records]) for p in h.polls]
+    assert polled[0] == ("1", [(0, 0, "1"), (0, 1, "3"), (1, 0, "2")])
+    # process 3 dropped key 0 by assigning [1], then took it back: a new session of key 0
+    assert polled[-1] == ("3/1", [(0, 0, "1")])
+
+
+RESEEK = """
+{:type :invoke, :process 3, :f :assign, :value [0]}
+{:type :ok, :process 3, :f :assign, :value [0]}
+{:type :invoke, :process 3, :f :poll, :value [[:poll]]}
+{:type :ok, :process 3, :f :poll, :value [[:poll {0 [[0 1] [1 3]]}]]}
+%s
+{:type :invoke, :process 3, :f :assign, :value [0], :seek-to-beginning? true}
+{:type :ok, :process 3, :f :assign, :value [0], :seek-to-beginning? true}
+{:type :invoke, :process 3, :f :poll, :value [[:poll]]}
+{:type :ok, :process 3, :f :poll, :value [[:poll {0 [[0 1]]}]]}
+"""
+
+
+def test_an_assignment_without_a_key_resets_its_poll_position():
+    """As Jepsen's poll-skip+nonmonotonic-cases-per-process: an assign keeps the last reads
+    of the keys it names only. Re-polling offset 0 is nonmonotonic unless key 0 was left out of
+    an assignment in between."""
+    assert found(RESEEK % "") == {"nonmonotonic_poll": 1}
+    dropped = (
+        "{:type :invoke, :process 3, :f :assign, :value [1]}\n"
+        "{:type :ok, :process 3, :f :assign, :value [1]}"
+    )
+    assert found(RESEEK % dropped) == {}
+    failed = (
+        "{:type :invoke, :process 3, :f :assign, :value [1]}\n"
+        "{:type :fail, :process 3, :f :assign, :value [1]}"
+    )
+    assert found(RESEEK % failed) == {"nonmonotonic_poll": 1}
+
+
+def test_a_vector_of_ops_and_keyword_keys_as_in_jepsens_tests():
+    """kafka_test.clj's g1a-test: a failed send of 2 to :x, read by an ok poll."""
+    text = """[{:index 0, :time 0, :type :invoke, :process 0, :f :send,
+                 :value [[:send :x 2] [:send :y 3]]}
+                {:index 1, :time 1, :type :fail, :process 0, :f :send,
+                 :value [[:send :x 2] [:send :y 3]]}
+                {:index 2, :time 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+                {:index 3, :time 3, :type :ok, :process 1, :f :poll,
+                 :value [[:poll {:x [[0 2]]}]]}]"""
+    h = parse_jepsen_history(text)
+    assert [(s.topic, s.partition) for s in h.sends] == [(":x", 0), (":y", 0)]
+    assert found(text) == {"aborted_read": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("{:type :ok, :f :poll}\n{:type :ok, :f :send, :value [}\n", 2, "invalid EDN"),
+        ("{:type :ok, :process 0, :f :poll, :value [[:poll\n", 1, "unexpected end of input"),
+        ("{:type :done, :process 0, :f :poll}\n", 1, ":type: expected :invoke"),
+        ("{:type :ok, :process 0, :f :send, :value [[:get 1]]}\n", 1, "expected [:send k v]"),
+        ("{:type :ok, :process 0, :f :send, :value [[:send 1 [x 2]]]}\n", 1, "offset"),
+        ("{:type :ok, :process 0, :f :poll, :value [[:poll {1 [[0]]}]]}\n", 1, "[offset value]"),
+        ("{:type :ok, :process 0, :f :poll, :value #foo [1]}\n", 1, "invalid EDN"),
+    ],
+)
+def test_malformed_edn_is_one_line_and_exit_2(capsys, tmp_path, text, line, message):
+    path = tmp_path / "bad.edn"
+    path.write_text(text)
+    with pytest.raises(HistoryError) as exc:
+        load_jepsen_history(path)
+    assert exc.value.line == line and message in str(exc.value)
+    code, out, err = run_cli(capsys, "check", str(path))
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"eosim: error: {path}:{line}: ")
