@@ -57,14 +57,12 @@ NANOS_PER_MS = 1_000_000
 
 
 def is_edn(path: str | os.PathLike[str]) -> bool:
-    """An `.edn` file, or one whose first form opens an EDN map with a keyword (`{:`), a vector
-    or a list: never a JSON Lines history, whose lines open with `{"`."""
+    """An `.edn` file, or one whose first form opens an EDN map with a keyword (`{:`): never a
+    JSON Lines history, whose lines open with `{"`. (A vector of ops needs the `.edn` name.)"""
     if Path(path).suffix.lower() == ".edn":
         return True
     with open(path, "rb") as handle:
         head = handle.read(4096).lstrip()
-    if head[:1] in (b"[", b"("):
-        return True
     return head[:1] == b"{" and head[1:].lstrip()[:1] == b":"
 
 
