@@ -158,7 +158,10 @@ def render(value: Any) -> str:
     """A Jepsen value as eosim's record value: an integer's digits, anything else as EDN."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    return edn_format.dumps(value)
+    try:
+        return edn_format.dumps(value)
+    except RecursionError:
+        return "(a form nested too deeply)"
 
 
 def key_topic_partition(key: Any) -> tuple[str, int]:

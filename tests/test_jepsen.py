@@ -143,6 +143,7 @@ def test_a_vector_of_ops_and_keyword_keys_as_in_jepsens_tests():
         ("{:type :ok, :process 0, :f :send, :value [[:send 1 [x 2]]]}\n", 1, "offset"),
         ("{:type :ok, :process 0, :f :poll, :value [[:poll {1 [[0]]}]]}\n", 1, "[offset value]"),
         ("{:type :ok, :process 0, :f :poll, :value #foo [1]}\n", 1, "invalid EDN"),
+        ("[" * 5000 + "]" * 5000 + "\n", 1, "expected an EDN map"),
     ],
 )
 def test_malformed_edn_is_one_line_and_exit_2(capsys, tmp_path, text, line, message):
