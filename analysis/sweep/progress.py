@@ -1,7 +1,8 @@
 """Per-run progress of a chunk, from the Spark tasks to the driver.
 
 Spark tells the driver about a task only when it ends, and one task executes many runs. So
-after every run a task writes its count of finished runs to a small file named
+after a run (at most every 0.2 s, see ``task.REPORT_INTERVAL_S``) a task writes its count of
+finished runs to a small file named
 ``PARTITION-ATTEMPT`` in the chunk's progress directory under ``_staging/`` (a sweep's
 results directory is one that the driver and every executor see), replacing the file
 atomically. A thread of the driver reads the directory a few times a second and moves the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,10 @@ from analysis.sweep.plan import SweepPlan, param_column, render, run_seed
 from analysis.sweep.progress import report_progress
 
 ROWS_PER_BATCH = 16
+# A task reports its finished runs after a run when this long has passed since its last
+# report: a file replaced costs a few milliseconds on some filesystems, a run about 100 ms,
+# and the driver polls every 0.25 s.
+REPORT_INTERVAL_S = 0.2
 
 SCHEMA = pa.schema(
     [
@@ -153,8 +158,8 @@ def make_batch_runner(
 
     ``inject_failures`` holds (chunk, partition, attempt) triples on which the Python worker
     kills itself, for testing that Spark's retries keep the accounting exactly-once.
-    ``progress_dir``, when given, receives the task's count of finished runs after every run
-    (see :mod:`analysis.sweep.progress`).
+    ``progress_dir``, when given, receives the task's count of finished runs after a run, at
+    most every :data:`REPORT_INTERVAL_S` (see :mod:`analysis.sweep.progress`).
     """
     schema = run_schema(plan)
 
@@ -171,12 +176,15 @@ def make_batch_runner(
         task = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (os.getpid(), 0)
         rows: list[dict[str, Any]] = []
         done = 0
+        reported = -REPORT_INTERVAL_S
         for batch in batches:
             for run_id in batch.column("id").to_pylist():
                 rows.append(execute_run(plan, sweep_id, version, run_id))
                 done += 1
-                if progress_dir is not None:
+                now = time.monotonic()
+                if progress_dir is not None and now - reported >= REPORT_INTERVAL_S:
                     report_progress(progress_dir, task, done)
+                    reported = now
                 if len(rows) >= ROWS_PER_BATCH:
                     yield pa.RecordBatch.from_pylist(rows, schema=schema)
                     rows = []
