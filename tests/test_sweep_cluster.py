@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -76,7 +77,6 @@ def test_ctrl_c_prints_one_line_and_the_sweep_resumes_without_jvm_noise(spark, t
     first_chunk = out / "runs" / "chunk=00000"
     try:
         wait_for(lambda: first_chunk.exists() or proc.poll() is not None, 240, "chunk 0")
-        time.sleep(1.0)  # into the next chunk
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         _, err = proc.communicate(timeout=120)
     finally:
@@ -90,7 +90,8 @@ def test_ctrl_c_prints_one_line_and_the_sweep_resumes_without_jvm_noise(spark, t
         [*CLI, *ARGS, "--out", str(out)], capture_output=True, text=True, timeout=600
     )
     assert again.returncode in (0, 1), again.stderr[-2000:]
-    assert "resumed 1 committed chunk" in again.stdout
+    # Chunk 0, perhaps 1, was committed before Ctrl-C; never all three.
+    assert re.search(r"resumed [12] committed chunk", again.stdout), again.stdout
     for noise in ("incubator modules", "Setting default log level", "sc.setLogLevel"):
         assert noise not in again.stderr
     assert again.stderr == ""
