@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -91,13 +92,13 @@ def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
         assert entry["txns"] == 0 and entry["commit_p50_ms"] is None
         assert all(f"runs_{a}" in entry and f"total_{a}" in entry for a in ALL_ANOMALIES)
     text = format_table(result)
-    assert "ack p50/p99 ms" in text and "commit" not in text and "torn_transaction" not in text
+    assert "ack p50 / p99" in text and "commit" not in text and "torn_transaction" not in text
 
 
 def synthetic_run(variant: int, run: int, **fields) -> dict:
     from analysis.checks import ALL_ANOMALIES
     from analysis.expect import COUNTS
-    from analysis.stats import N_BUCKETS
+    from analysis.stats import N_BUCKETS, sketch
 
     row = {"sweep_id": "s", "variant": variant, "run": run, "seed": run, "params": "{}"}
     row |= dict.fromkeys((*ALL_ANOMALIES, *COUNTS), 0) | {"sent": 10, "acked": 10, "txns": 0}
@@ -106,28 +107,43 @@ def synthetic_run(variant: int, run: int, **fields) -> dict:
     ack = [0] * N_BUCKETS
     ack[40] = 10
     row |= {"ack_latency_hist": ack, "commit_latency_hist": [0] * N_BUCKETS}
+    row |= {"ack_latency_sketch": sketch([1.0] * 10), "commit_latency_sketch": None}
     return row | fields
 
 
 def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
     import pyarrow as pa
 
-    from analysis.stats import N_BUCKETS, bucket_of, bucket_upper_ms
+    from analysis.stats import N_BUCKETS, bucket_of, format_duration, sketch
     from analysis.sweep.aggregate import aggregate
     from analysis.sweep.runner import SweepResult, format_table
     from analysis.sweep.task import SCHEMA
 
     runs = [synthetic_run(0, r) for r in range(4)]
+    every: list[float] = []
     for r in range(4):
         commit = [0] * N_BUCKETS
         commit[bucket_of(20.0)] = 3
+        latencies = [20.0, 20.1, 19.9]
         if r == 3:
             commit[bucket_of(200.0)] = 1
+            latencies += [200.0, 210.0]
+        every += latencies
         torn = {0: 2, 1: 1}.get(r, 0)
-        runs.append(synthetic_run(1, r, txns=5, torn_transaction=torn, commit_latency_hist=commit))
+        runs.append(
+            synthetic_run(
+                1,
+                r,
+                txns=5,
+                torn_transaction=torn,
+                commit_latency_hist=commit,
+                commit_latency_sketch=sketch(latencies),
+            )
+        )
     frame = spark.createDataFrame(pa.Table.from_pylist(runs, schema=SCHEMA).to_pandas())
 
-    table = aggregate(spark, frame, [{"x": 0}, {"x": 1}], {"torn_transaction": 0}, 8)
+    columns = [{"p_x": 0}, {"p_x": 1}]
+    table = aggregate(spark, frame, [{"x": 0}, {"x": 1}], {"torn_transaction": 0}, 8, columns)
 
     plain, txn = table
     assert (plain["txns"], txn["txns"]) == (0, 20)
@@ -137,19 +153,27 @@ def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
         wilson_interval(2, 4)
     )
     assert plain["commit_p50_ms"] is None and plain["commit_p99_ms"] is None
-    # 13 commits: twelve at about 20 ms, one at about 200 ms.
-    assert txn["commit_p50_ms"] == bucket_upper_ms(bucket_of(20.0))
-    assert txn["commit_p99_ms"] == bucket_upper_ms(bucket_of(200.0))
+    # 14 commits: twelve at about 20 ms, two at 200 and 210 ms. The sketches merged across
+    # runs give the (lower) quantiles of all of them within their 1% relative accuracy.
+    for q in (50, 99):
+        exact = float(np.quantile(every, q / 100, method="lower"))
+        assert txn[f"commit_p{q}_ms"] == pytest.approx(exact, rel=0.01)
+    assert txn["commit_p99_ms"] == pytest.approx(200.0, rel=0.01)
     assert sum(txn["commit_latency_hist"]) == 13
-    assert txn["ack_p50_ms"] == plain["ack_p50_ms"] == bucket_upper_ms(40)
+    assert txn["ack_p50_ms"] == pytest.approx(1.0, rel=0.01)
+    assert plain["ack_p50_ms"] == txn["ack_p50_ms"]
+    assert (plain["p_x"], txn["p_x"]) == (0, 1)
     assert plain["expect_met"] and not txn["expect_met"]
     assert txn["expect_failures"] == "torn_transaction 0: broken in 2 of 4 runs"
 
     text = format_table(SweepResult(Path("."), "s", 8, table, 0, 0.0, 0.0, ["x"])).splitlines()
-    assert text[0].split()[:6] == ["variant", "x", "runs", "torn_transaction", "ack", "p50/p99"]
-    assert "commit p50/p99 ms" in text[0]
+    head = ["variant", "x", "runs", "torn_transaction", "ack", "p50", "/", "p99"]
+    assert text[0].split()[:8] == head
+    assert "commit p50 / p99" in text[0]
     assert text[1].split()[-2] == "-"  # no commits in variant 0
-    assert f"{bucket_upper_ms(bucket_of(20.0)):.3g}/" in text[2]
+    ack = format_duration(plain["ack_p50_ms"])
+    assert ack in ("990 µs", "1 ms", "1.01 ms") and f"{ack} / {ack}" in text[1]
+    assert f"{txn['commit_p50_ms']:.3g} ms / {txn['commit_p99_ms']:.3g} ms" in text[2]
 
 
 def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
@@ -339,7 +363,7 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
 
     text = write_report(old, tmp_path / "old.md", "md").read_text()
     assert "no duplicates" in text and "✗" in text
-    assert "no partial commits" not in text and "commit p50/p99" not in text
+    assert "no partial commits" not in text and "commit p50 / p99" not in text
     assert "replay did not reproduce" not in text
 
 

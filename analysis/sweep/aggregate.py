@@ -2,8 +2,9 @@
 
 For each variant: runs, runs with each anomaly (delivery and transactional) and its rate with
 a Wilson 95% interval, the number of transactional ops (``txns``), acknowledgement and commit
-latency p50/p99 from the merged histograms, and the verdict on the scenario's ``expect:``
-block. Only per-variant rows ever reach the driver.
+latency p50/p99 from the merged DDSketches (and the merged histograms the report draws), and
+the verdict on the scenario's ``expect:`` block. Only per-variant rows, and per partition of
+the run table one sketch per variant, ever reach the driver.
 
 A sweep judges an expectation across runs. A bound that must *hold* (``0``, ``<N``,
 ``<=N``) must hold in every run. A condition that must be *shown* (``>N``, ``>=N``,
@@ -18,11 +19,12 @@ from typing import Any
 
 from analysis.checks import ALL_ANOMALIES
 from analysis.expect import Condition
-from analysis.stats import N_BUCKETS, quantile, wilson_interval
+from analysis.stats import N_BUCKETS, merge_sketches, sketch_quantile, wilson_interval
 
 MUST_HOLD = ("==", "<", "<=")
-# Latency histograms of the run table (``PREFIX_latency_hist``), merged into PREFIX_p50_ms and
-# PREFIX_p99_ms: acknowledged sends and committed transactions.
+# Latencies of the run table: acknowledged sends and committed transactions. Each has a sketch
+# (``PREFIX_latency_sketch``), merged into PREFIX_p50_ms and PREFIX_p99_ms, and a histogram
+# (``PREFIX_latency_hist``), merged for the report's curves.
 LATENCIES = ("ack", "commit")
 
 
@@ -75,15 +77,65 @@ def _merged_histograms(
     return hists
 
 
+def _partial_merge(columns: tuple[str, ...]) -> Any:
+    """The ``mapInArrow`` function merging, within one partition of the run table, each
+    variant's sketches: one row per variant present, one merged sketch per column."""
+    import pyarrow as pa
+
+    def merge(batches: Any) -> Any:
+        per_variant: dict[int, dict[str, list[bytes | None]]] = {}
+        for batch in batches:
+            data = batch.to_pydict()
+            for i, variant in enumerate(data["variant"]):
+                held = per_variant.setdefault(variant, {c: [] for c in columns})
+                for c in columns:
+                    held[c].append(data[c][i])
+                    if len(held[c]) >= 64:  # keep a task's memory flat
+                        held[c] = [merge_sketches(held[c])]
+        rows = [
+            {"variant": v, **{c: merge_sketches(held[c]) for c in columns}}
+            for v, held in sorted(per_variant.items())
+        ]
+        schema = pa.schema([("variant", pa.int32()), *((c, pa.binary()) for c in columns)])
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return merge
+
+
+def _merged_sketches(runs_df: Any, columns: tuple[str, ...]) -> dict[str, dict[int, bytes]]:
+    """Per sketch column and variant, the merge of the runs' sketches.
+
+    Executors merge the sketches of each partition of the run table (``mapInArrow``); the
+    driver merges the few partial sketches, one per partition and variant, each a few KB.
+    A grouped aggregation would need a user-defined aggregate over bytes; this two-level
+    merge needs none, and what reaches the driver grows with partitions, not runs.
+    """
+    ddl = ", ".join(["variant int", *(f"`{c}` binary" for c in columns)])
+    parts = runs_df.select("variant", *columns).mapInArrow(_partial_merge(columns), ddl)
+    collected: dict[str, dict[int, list[bytes | None]]] = {c: {} for c in columns}
+    for row in parts.collect():
+        for c in columns:
+            collected[c].setdefault(row["variant"], []).append(row[c])
+    merged: dict[str, dict[int, bytes]] = {c: {} for c in columns}
+    for c in columns:
+        for variant, blobs in collected[c].items():
+            blob = merge_sketches(bytes(b) if b is not None else None for b in blobs)
+            if blob is not None:
+                merged[c][variant] = blob
+    return merged
+
+
 def aggregate(
     spark: Any,
     runs_df: Any,
     variants: list[dict[str, Any]],
     expect: Mapping[str, int | str],
     expected_runs: int,
+    variant_columns: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The per-variant table; raises :class:`AccountingError` unless every planned run is
-    present exactly once."""
+    present exactly once. ``variant_columns`` holds each variant's typed parameter columns
+    (name -> value), placed after ``params``."""
     from pyspark.sql import functions as F
 
     conditions = {key: Condition.parse(value) for key, value in expect.items()}
@@ -101,6 +153,7 @@ def aggregate(
     }
 
     hists = _merged_histograms(F, runs_df, tuple(f"{p}_latency_hist" for p in LATENCIES))
+    sketches = _merged_sketches(runs_df, tuple(f"{p}_latency_sketch" for p in LATENCIES))
 
     table = []
     for variant in sorted(per_variant):
@@ -109,6 +162,7 @@ def aggregate(
         out: dict[str, Any] = {
             "variant": variant,
             "params": json.dumps(variants[variant], sort_keys=True),
+            **(variant_columns[variant] if variant_columns is not None else {}),
             "runs": runs,
             "txns": int(row["txns"]),
         }
@@ -121,10 +175,13 @@ def aggregate(
             out[f"ci_high_{a}"] = high
             out[f"total_{a}"] = int(row[f"total_{a}"])
         for prefix in LATENCIES:
-            hist = hists[f"{prefix}_latency_hist"].get(variant, [0] * N_BUCKETS)
-            out[f"{prefix}_p50_ms"] = quantile(hist, 0.50)
-            out[f"{prefix}_p99_ms"] = quantile(hist, 0.99)
-            out[f"{prefix}_latency_hist"] = hist
+            blob = sketches[f"{prefix}_latency_sketch"].get(variant)
+            out[f"{prefix}_p50_ms"] = sketch_quantile(blob, 0.50)
+            out[f"{prefix}_p99_ms"] = sketch_quantile(blob, 0.99)
+            out[f"{prefix}_latency_hist"] = hists[f"{prefix}_latency_hist"].get(
+                variant, [0] * N_BUCKETS
+            )
+            out[f"{prefix}_latency_sketch"] = blob
         failures = []
         for key, c in conditions.items():
             meeting = int(row[f"meet_{key}"])

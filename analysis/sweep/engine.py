@@ -12,21 +12,28 @@ code runs where RDDs are unavailable (Spark Connect).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from analysis.sweep.task import SCHEMA
-
 LOG4J = Path(__file__).with_name("log4j2.properties")
+# Lines the JVM and Spark print on every start, which say nothing to a sweep's user: the JVM's
+# note on the incubator module Spark enables, and Spark's note on its default log level (it
+# prints that for any PySpark driver, whatever its log4j configuration says).
+JVM_NOISE = re.compile(
+    r"WARNING: Using incubator modules|Setting default log level to|"
+    r"To adjust logging level use sc\.setLogLevel"
+)
 
 
 class EngineError(ValueError):
@@ -41,6 +48,7 @@ def spark_ddl(schema: pa.Schema) -> str:
         pa.float64(): "double",
         pa.bool_(): "boolean",
         pa.list_(pa.int64()): "array<bigint>",
+        pa.binary(): "binary",
     }
     return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
 
@@ -90,6 +98,61 @@ def preflight(master: str | None) -> None:
         check_master(master)
 
 
+class _StderrFilter:
+    """Copies the JVM's standard error to ours, less :data:`JVM_NOISE`; :meth:`mute` drops
+    everything, for an interrupted sweep whose shutdown only produces tracebacks."""
+
+    def __init__(self, stream: Any) -> None:
+        self.muted = False
+        self._stream = stream
+        threading.Thread(target=self._copy, name="jvm-stderr", daemon=True).start()
+
+    def _copy(self) -> None:
+        for raw in iter(self._stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            if self.muted or JVM_NOISE.search(line):
+                continue
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # our stderr is gone
+                pass
+
+    def mute(self) -> None:
+        self.muted = True
+
+
+_jvm_stderr: _StderrFilter | None = None
+
+
+def _launch_gateway(options: dict[str, str]) -> None:
+    """Start the JVM as PySpark would, but with its standard error through a filter.
+
+    PySpark launches the JVM on the first SparkContext and keeps it for the process; once
+    launched here, ``getOrCreate`` uses it. Under ``spark-submit`` the JVM already exists.
+    """
+    global _jvm_stderr
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or under_spark_submit():
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in options.items():
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    _jvm_stderr = _StderrFilter(gateway.proc.stderr)
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
+def silence_shutdown() -> None:
+    """Drop what the JVM and Py4J print from now on (an interrupted sweep shutting down)."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    if _jvm_stderr is not None:
+        _jvm_stderr.mute()
+
+
 def start_session(master: str | None, app_name: str) -> tuple[Any, float]:
     """A SparkSession and the seconds it took to start (after :func:`preflight`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -97,14 +160,17 @@ def start_session(master: str | None, app_name: str) -> tuple[Any, float]:
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    options = {"spark.app.name": app_name}
     if master is not None:
-        builder = builder.master(master)
+        options["spark.master"] = master
     elif not under_spark_submit():
-        builder = builder.master("local[*]")
-    for key, value in session_conf().items():
+        options["spark.master"] = "local[*]"
+    options.update(session_conf())
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     try:
+        _launch_gateway(options)
         spark = builder.getOrCreate()
     except Exception as exc:  # Spark reports start-up failures with many exception types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -157,9 +223,16 @@ def default_partitions(spark: Any) -> int:
 
 
 def write_chunk(
-    spark: Any, runner: Any, start: int, end: int, partitions: int, target: Path
+    spark: Any,
+    runner: Any,
+    schema: pa.Schema,
+    start: int,
+    end: int,
+    partitions: int,
+    target: Path,
 ) -> None:
-    """Run ids [start, end) through ``runner`` and write them as Parquet under ``target``."""
+    """Run ids [start, end) through ``runner``, whose rows have ``schema``, and write them as
+    Parquet under ``target``."""
     n = max(1, min(partitions, end - start))
-    df = spark.range(start, end, numPartitions=n).mapInArrow(runner, spark_ddl(SCHEMA))
+    df = spark.range(start, end, numPartitions=n).mapInArrow(runner, spark_ddl(schema))
     df.write.mode("errorifexists").partitionBy("variant").parquet(str(target))

@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,48 @@ def render(value: Any) -> str:
     return str(value)
 
 
+# Typed columns: every swept parameter gets a column of its own in the run table (grid and
+# --vary) and in the aggregate (grid), typed from its values. These are the names of the types
+# in Arrow terms.
+COLUMN_TYPES = ("bool", "int64", "double", "string")
+
+
+def param_column(path: str) -> str:
+    """The typed column of a swept parameter: ``p_`` and the path, every character other than
+    a letter, digit or underscore replaced by ``_`` (``network.response_loss`` ->
+    ``p_network_response_loss``), so that SQL needs no quoting."""
+    return "p_" + re.sub(r"[^A-Za-z0-9_]", "_", path)
+
+
+def column_type(values: Sequence[Any]) -> str:
+    """The column type that holds every value: ``bool`` when all are booleans, ``int64`` when
+    all are integers, ``double`` when all are numbers, else ``string`` (each value as written
+    after ``--set``). A null (``~``) fits any type; all nulls make a string column."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "string"
+    if all(isinstance(v, bool) for v in present):
+        return "bool"
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in present):
+        return "string"
+    if all(isinstance(v, int) and -(2**63) <= v < 2**63 for v in present):
+        return "int64"
+    return "double"
+
+
+def typed(value: Any, kind: str) -> Any:
+    """``value`` as a cell of a column of type ``kind`` (see :func:`column_type`)."""
+    if value is None:
+        return None
+    if kind == "bool":
+        return bool(value)
+    if kind == "int64":
+        return int(value)
+    if kind == "double":
+        return float(value)
+    return render(value)
+
+
 def run_seed(sweep_seed: int, variant: int, run: int) -> int:
     seq = np.random.SeedSequence(sweep_seed, spawn_key=(variant, run))
     return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
@@ -191,6 +234,31 @@ class SweepPlan:
             {a.path: v for a, v in zip(self.grid, combo, strict=True)} for combo in combos
         )
         object.__setattr__(self, "variants", variants)
+        columns: dict[str, str] = {}
+        for p in paths:
+            # Spark resolves column names case-insensitively.
+            other = columns.setdefault(param_column(p).lower(), p)
+            if other != p:
+                raise PlanError(
+                    f"parameters {other} and {p} would share the column {param_column(p)}"
+                )
+
+    def column_types(self) -> dict[str, str]:
+        """The type of every swept parameter's column, by path: a grid axis from its values,
+        a --vary parameter from its distribution (``randint``: int64; ``uniform``,
+        ``loguniform``, ``normal``: double; ``choice``: from its values)."""
+        types = {a.path: column_type(a.values) for a in self.grid}
+        for spec in self.vary:
+            if spec.distribution == "choice":
+                types[spec.path] = column_type(spec.args)
+            else:
+                types[spec.path] = "int64" if spec.distribution == "randint" else "double"
+        return types
+
+    def typed_columns(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` (path -> value) as typed columns (column name -> cell)."""
+        types = self.column_types()
+        return {param_column(p): typed(v, types[p]) for p, v in params.items()}
 
     @property
     def total_runs(self) -> int:

@@ -9,12 +9,14 @@ present exactly once. It writes the aggregate table and marks the manifest compl
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-import json
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from analysis.checks import ALL_ANOMALIES
+from analysis.stats import format_duration
 from analysis.sweep import engine
 from analysis.sweep.aggregate import LATENCIES, AccountingError, aggregate
 from analysis.sweep.plan import (
@@ -33,9 +36,14 @@ from analysis.sweep.plan import (
     VarySpec,
     chunk_bounds,
     default_chunk_runs,
+    param_column,
 )
+from analysis.sweep.progress import ProgressPoller
 from analysis.sweep.store import FORMAT, StoreError, SweepStore
-from analysis.sweep.task import make_batch_runner
+from analysis.sweep.task import make_batch_runner, run_schema
+
+# pandas dtypes that write each typed parameter column with its Arrow type.
+PANDAS_DTYPES = {"bool": "boolean", "int64": "Int64", "double": "Float64", "string": "string"}
 
 
 class SweepError(ValueError):
@@ -107,7 +115,13 @@ def run_sweep(
     command: str | None = None,
     spark: Any = None,
     inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+    on_progress: Callable[[int], None] | None = None,
+    progress_interval: float = 0.25,
 ) -> SweepResult:
+    """Run a sweep. ``on_progress(runs done)`` is called, from a driver thread too, each time
+    the count of finished runs grows (see :mod:`analysis.sweep.progress`). On Ctrl-C the sweep
+    stops Spark quietly and raises KeyboardInterrupt; the committed chunks stay, and the same
+    command resumes."""
     from eosim import __version__
 
     started = time.perf_counter()
@@ -152,47 +166,94 @@ def run_sweep(
     except StoreError as exc:
         raise SweepError(str(exc)) from None
 
+    schema = run_schema(plan)
+    found = dict.fromkeys(ALL_ANOMALIES, 0)
+    for c in sorted(done):
+        _count_into(found, store.chunk_dir(c), schema.names)
+    bar = _progress(plan.total_runs, quiet)
+    committed = sum(chunks[c][1] - chunks[c][0] for c in done)
+
+    def advance(n: int) -> None:
+        if bar.n != n:
+            bar.update(n - bar.n)
+        if on_progress is not None:
+            on_progress(n)
+
     startup = 0.0
-    if own_session:
-        try:
-            spark, startup = engine.start_session(master, f"eosim-sweep-{scenario.name}")
-        except engine.EngineError as exc:
-            if fresh:
-                shutil.rmtree(root, ignore_errors=True)
-            raise SweepError(str(exc)) from None
+    interrupted = False
+    interrupt = _Interrupt()
     try:
-        n_partitions = partitions or engine.default_partitions(spark)
-        bar = _progress(plan.total_runs, quiet)
-        found = dict.fromkeys(ALL_ANOMALIES, 0)
-        for c in sorted(done):
-            _count_into(found, store.chunk_dir(c))
-            start, end = chunks[c]
-            bar.update(end - start)
+        if own_session:
+            bar.set_description_str("starting Spark", refresh=True)
+            try:
+                spark, startup = engine.start_session(master, f"eosim-sweep-{scenario.name}")
+            except engine.EngineError as exc:
+                if fresh:
+                    shutil.rmtree(root, ignore_errors=True)
+                raise SweepError(str(exc)) from None
+        bar.set_description_str("sweep", refresh=False)
         bar.set_postfix_str(_found_text(found), refresh=False)
-        for c, (start, end) in enumerate(chunks):
-            if c in done:
-                continue
-            staging = store.new_staging(c)
-            runner = make_batch_runner(plan, sweep_id, __version__, c, inject_failures)
-            engine.write_chunk(spark, runner, start, end, n_partitions, staging)
-            store.commit(staging, c)
-            _count_into(found, store.chunk_dir(c))
-            bar.update(end - start)
-            bar.set_postfix_str(_found_text(found))
+        n_partitions = partitions or engine.default_partitions(spark)
+        interrupt.install(spark)
+        with ProgressPoller(advance, progress_interval) as poller:
+            poller.set_done(committed)
+            for c, (start, end) in enumerate(chunks):
+                if c in done:
+                    continue
+                staging = store.new_staging(c)
+                progress_dir = store.progress_dir(c)
+                runner = make_batch_runner(
+                    plan, sweep_id, __version__, c, inject_failures, str(progress_dir)
+                )
+                poller.watch(progress_dir, committed, committed + end - start)
+                interrupt.check()
+                try:
+                    engine.write_chunk(spark, runner, schema, start, end, n_partitions, staging)
+                except Exception:
+                    interrupt.check()  # the job failed because Ctrl-C cancelled it
+                    raise
+                store.commit(staging, c)
+                shutil.rmtree(progress_dir, ignore_errors=True)
+                committed += end - start
+                _count_into(found, store.chunk_dir(c), schema.names)
+                bar.set_postfix_str(_found_text(found), refresh=False)
+                poller.set_done(committed)
         bar.close()
 
         runs_df = spark.read.option("basePath", str(store.runs_dir)).parquet(
             *(str(store.chunk_dir(c)) for c in range(len(chunks)))
         )
+        variant_columns = [plan.typed_columns(v) for v in plan.variants]
+        interrupt.check()
         try:
-            table = aggregate(spark, runs_df, list(plan.variants), scenario.expect, plan.total_runs)
+            table = aggregate(
+                spark,
+                runs_df,
+                list(plan.variants),
+                scenario.expect,
+                plan.total_runs,
+                variant_columns,
+            )
         except AccountingError as exc:
             raise SweepError(str(exc)) from None
+        except Exception:
+            interrupt.check()
+            raise
+    except KeyboardInterrupt:
+        interrupted = True
+        bar.close()
+        engine.silence_shutdown()
+        raise
     finally:
-        if own_session:
-            spark.stop()
+        interrupt.restore()
+        if own_session and spark is not None:
+            _stop(spark, interrupted)
 
     frame = pd.DataFrame(table)
+    types = plan.column_types()
+    for axis in plan.grid:
+        column = param_column(axis.path)
+        frame[column] = frame[column].astype(PANDAS_DTYPES[types[axis.path]])
     frame.to_parquet(root / "aggregate.parquet", index=False)
     frame.to_csv(root / "aggregate.csv", index=False)
     manifest["complete"] = True
@@ -211,10 +272,65 @@ def run_sweep(
     )
 
 
-def _count_into(found: dict[str, int], chunk_dir: Path) -> None:
-    """Add a committed chunk's runs-with-anomaly counts (reads only those columns)."""
+class _Interrupt:
+    """Ctrl-C during the chunks: cancel Spark's jobs from another thread, and let the main
+    thread, which waits in a Py4J call, see its job fail and raise KeyboardInterrupt.
+
+    PySpark's own handler cancels the jobs from inside the signal handler, on the main
+    thread's Py4J connection while a call on it is in progress. That breaks the connection
+    and prints hundreds of lines of tracebacks. A second Ctrl-C interrupts at once.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._spark: Any = None
+        self._previous: Any = None
+
+    def install(self, spark: Any) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._spark = spark
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        engine.silence_shutdown()
+        threading.Thread(target=self._cancel, name="sweep-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        with contextlib.suppress(Exception):  # the session may be going away already
+            self._spark.sparkContext.cancelAllJobs()
+
+
+def _stop(spark: Any, interrupted: bool) -> None:
+    """Stop the session; after Ctrl-C, cancel the running jobs first and swallow what the
+    dying JVM connection raises."""
+    if not interrupted:
+        spark.stop()
+        return
+    try:
+        spark.sparkContext.cancelAllJobs()
+        spark.stop()
+    except Exception:  # Py4J errors of a connection being torn down
+        pass
+
+
+def _count_into(found: dict[str, int], chunk_dir: Path, expected: Sequence[str]) -> None:
+    """Add a committed chunk's runs-with-anomaly counts (reads only those columns), after
+    checking that the chunk has every column of this version's run table."""
     names = ds.dataset(chunk_dir, format="parquet", partitioning="hive").schema.names
-    missing = [name for name in ALL_ANOMALIES if name not in names]
+    missing = [name for name in expected if name not in names]
     if missing:
         raise SweepError(
             f"{chunk_dir}: written by an older eosim without the {missing[0]} column; "
@@ -243,6 +359,12 @@ def _progress(total: int, quiet: bool) -> Any:
     )
 
 
+def _cell(value: Any) -> str:
+    from analysis.sweep.plan import render
+
+    return render(value)
+
+
 def format_table(result: SweepResult) -> str:
     """The aggregate table as aligned text: the anomalies some run showed (duplicate and
     lost_write if none), acknowledgement and commit latency when some run measured them
@@ -253,11 +375,14 @@ def format_table(result: SweepResult) -> str:
     latencies = [p for p in LATENCIES if any(r[f"{p}_p50_ms"] is not None for r in result.table)]
     latencies = latencies or ["ack"]
     head = ["variant", *result.params, "runs", *shown]
-    head += [f"{p} p50/p99 ms" for p in latencies] + ["expect"]
+    head += [f"{p} p50 / p99" for p in latencies] + ["expect"]
     rows = []
     for r in result.table:
-        params = json.loads(r["params"])
-        cells = [str(r["variant"]), *(str(params.get(p)) for p in result.params), str(r["runs"])]
+        cells = [
+            str(r["variant"]),
+            *(_cell(r[param_column(p)]) for p in result.params),
+            str(r["runs"]),
+        ]
         for a in shown:
             cells.append(
                 f"{r[f'runs_{a}']} ({100 * r[f'rate_{a}']:.1f}% "
@@ -265,7 +390,7 @@ def format_table(result: SweepResult) -> str:
             )
         for p in latencies:
             p50, p99 = r[f"{p}_p50_ms"], r[f"{p}_p99_ms"]
-            cells.append("-" if p50 is None else f"{p50:.3g}/{p99:.3g}")
+            cells.append("-" if p50 is None else f"{format_duration(p50)} / {format_duration(p99)}")
         cells.append("met" if r["expect_met"] else "NOT MET: " + r["expect_failures"])
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]

@@ -5,7 +5,8 @@ Layout under ``results/NAME/``::
     manifest.json              what was run, with the exact command (written first)
     runs/chunk=00000/variant=0/part-*.parquet
     runs/chunk=00001/...       one directory per committed chunk, partitioned by variant
-    _staging/                  chunks being written; never read as results
+    _staging/                  chunks being written, and their tasks' progress counts;
+                               never read as results
     aggregate.parquet, aggregate.csv
 
 A chunk is written by Spark into ``_staging`` and becomes visible by one directory rename.
@@ -92,6 +93,12 @@ class SweepStore:
     def new_staging(self, chunk: int) -> Path:
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         return self.staging_dir / f"chunk={chunk:05d}-{uuid.uuid4().hex[:8]}"
+
+    def progress_dir(self, chunk: int) -> Path:
+        """Where the tasks of a chunk report finished runs (see analysis.sweep.progress)."""
+        path = self.staging_dir / f"progress-{chunk:05d}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def commit(self, staging: Path, chunk: int) -> None:
         self.runs_dir.mkdir(parents=True, exist_ok=True)

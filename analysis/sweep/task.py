@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,10 +19,15 @@ import pyarrow as pa
 from analysis.checks import ALL_ANOMALIES, transactional_ops
 from analysis.expect import COUNTS
 from analysis.history import History
-from analysis.stats import histogram
-from analysis.sweep.plan import SweepPlan, render, run_seed
+from analysis.stats import histogram, sketch
+from analysis.sweep.plan import SweepPlan, param_column, render, run_seed
+from analysis.sweep.progress import report_progress
 
 ROWS_PER_BATCH = 16
+# A task reports its finished runs after a run when this long has passed since its last
+# report: a file replaced costs a few milliseconds on some filesystems, a run about 100 ms,
+# and the driver polls every 0.25 s.
+REPORT_INTERVAL_S = 0.2
 
 SCHEMA = pa.schema(
     [
@@ -40,11 +46,29 @@ SCHEMA = pa.schema(
         ("expect_met", pa.bool_()),
         ("ack_latency_hist", pa.list_(pa.int64())),
         ("commit_latency_hist", pa.list_(pa.int64())),
+        ("ack_latency_sketch", pa.binary()),
+        ("commit_latency_sketch", pa.binary()),
         ("eosim_version", pa.string()),
         ("scenario_sha256", pa.string()),
         ("replay", pa.string()),
     ]
 )
+ARROW_TYPES = {
+    "bool": pa.bool_(),
+    "int64": pa.int64(),
+    "double": pa.float64(),
+    "string": pa.string(),
+}
+
+
+def run_schema(plan: SweepPlan) -> pa.Schema:
+    """:data:`SCHEMA` with the typed column of every swept parameter after ``params``."""
+    at = SCHEMA.get_field_index("params") + 1
+    fields = list(SCHEMA)
+    typed = [pa.field(param_column(p), ARROW_TYPES[t]) for p, t in plan.column_types().items()]
+    return pa.schema(fields[:at] + typed + fields[at:])
+
+
 # Columns that differ between two executions of the same run.
 NONDETERMINISTIC = ("wall_time_s",)
 
@@ -94,6 +118,7 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
     seed = run_seed(plan.seed, variant, run)
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
     outcome = api.run(scenario, seed)
+    acks, commits = ack_latencies(outcome.history), commit_latencies(outcome.history)
     anomalies = {name: a.count for name, a in outcome.check.anomalies.items()}
     failing = not outcome.expect.met or any(anomalies.values())
     return {
@@ -102,6 +127,7 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "run": run,
         "seed": seed,
         "params": json.dumps({p: render(v) for p, v in params.items()}, sort_keys=True),
+        **plan.typed_columns(params),
         **anomalies,
         **outcome.run.counts,
         "txns": transactional_ops(outcome.history),
@@ -110,8 +136,10 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "events": outcome.run.events,
         "history_sha256": outcome.run.history.digest(),
         "expect_met": outcome.expect.met,
-        "ack_latency_hist": histogram(ack_latencies(outcome.history)),
-        "commit_latency_hist": histogram(commit_latencies(outcome.history)),
+        "ack_latency_hist": histogram(acks),
+        "commit_latency_hist": histogram(commits),
+        "ack_latency_sketch": sketch(acks),
+        "commit_latency_sketch": sketch(commits),
         "eosim_version": version,
         "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
         "replay": replay_command(plan, seed, params) if failing else None,
@@ -124,31 +152,43 @@ def make_batch_runner(
     version: str,
     chunk: int,
     inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+    progress_dir: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function for one chunk.
 
     ``inject_failures`` holds (chunk, partition, attempt) triples on which the Python worker
     kills itself, for testing that Spark's retries keep the accounting exactly-once.
+    ``progress_dir``, when given, receives the task's count of finished runs after a run, at
+    most every :data:`REPORT_INTERVAL_S` (see :mod:`analysis.sweep.progress`).
     """
+    schema = run_schema(plan)
 
     def run_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if inject_failures:
-            from pyspark import TaskContext
+        from pyspark import TaskContext
 
-            ctx = TaskContext.get()
-            if (
-                ctx is not None
-                and (chunk, ctx.partitionId(), ctx.attemptNumber()) in inject_failures
-            ):
-                os._exit(17)
+        ctx = TaskContext.get()
+        if (
+            inject_failures
+            and ctx is not None
+            and (chunk, ctx.partitionId(), ctx.attemptNumber()) in inject_failures
+        ):
+            os._exit(17)
+        task = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (os.getpid(), 0)
         rows: list[dict[str, Any]] = []
+        done = 0
+        reported = -REPORT_INTERVAL_S
         for batch in batches:
             for run_id in batch.column("id").to_pylist():
                 rows.append(execute_run(plan, sweep_id, version, run_id))
+                done += 1
+                now = time.monotonic()
+                if progress_dir is not None and now - reported >= REPORT_INTERVAL_S:
+                    report_progress(progress_dir, task, done)
+                    reported = now
                 if len(rows) >= ROWS_PER_BATCH:
-                    yield pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
                     rows = []
         if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     return run_batches
