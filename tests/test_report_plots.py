@@ -18,7 +18,7 @@ from analysis.report.render import (
     render_html,
     render_markdown,
 )
-from analysis.stats import N_BUCKETS, bucket_upper_ms
+from analysis.stats import N_BUCKETS, bucket_upper_ms, format_duration
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -135,23 +135,27 @@ def test_report_tables_show_transactional_guarantees_and_commit_latency(tmp_path
     md = render_markdown(Content(txn), tmp_path / "txn_files")
     for text in (html, md):
         assert "no partial commits" in text and "no hanging transactions" in text
-        assert "commit p50/p99 ms" in text and "ack p50/p99 ms" in text
+        assert "commit p50 / p99" in text and "ack p50 / p99" in text
     assert "✗ 1/10" in html  # variant 1 tore a transaction
     head, rows = latency_table(txn)
-    assert head == ["variant", "a.loss", "ack p50/p99 ms", "commit p50/p99 ms"]
+    assert head == ["variant", "a.loss", "ack p50 / p99", "commit p50 / p99"]
     commit = bucket_upper_ms(61)
-    assert rows[1][3] == f"{commit:.3g}/{commit:.3g}"
+    assert (
+        rows[1][3]
+        == f"{format_duration(commit)} / {format_duration(commit)}"
+        == "11.2 ms / 11.2 ms"
+    )
 
     plain = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0)
     html = render_html(Content(plain))
     md = render_markdown(Content(plain), tmp_path / "plain_files")
     for text in (html, md):
-        assert "no duplicates" in text and "ack p50/p99 ms" in text
+        assert "no duplicates" in text and "ack p50 / p99" in text
         assert "no partial commits" not in text and "commit p50/p99" not in text
     lines = md.splitlines()
     verdicts = lines[lines.index("## Verdicts") + 2]
     assert verdicts.count(" | ") == 1 + 1 + 5  # variant, a.loss, five guarantees, expect
-    assert lines[lines.index("## Latency") + 4] == "| variant | a.loss | ack p50/p99 ms |"
+    assert lines[lines.index("## Latency") + 4] == "| variant | a.loss | ack p50 / p99 |"
 
 
 def test_commit_latency_cdf_renders():
@@ -168,7 +172,7 @@ def test_latencies_shown_are_the_measured_ones():
     commits_only = table(["a.loss"], GRID, ALL_ANOMALIES, txns=4, commits=True, acks=False)
     assert latencies(commits_only) == ["commit"]
     head, rows = latency_table(commits_only)
-    assert head == ["variant", "a.loss", "commit p50/p99 ms"] and len(rows) == 2
+    assert head == ["variant", "a.loss", "commit p50 / p99"] and len(rows) == 2
     # Nothing measured at all: the acknowledgement column stays, empty.
     nothing = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0, acks=False)
-    assert latency_table(nothing)[1][0][-1] == "-/-"
+    assert latency_table(nothing)[1][0][-1] == "- / -"

@@ -21,6 +21,7 @@ import pandas as pd
 
 from analysis.report import plots
 from analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
+from analysis.stats import format_duration
 
 
 class ReportError(ValueError):
@@ -60,7 +61,8 @@ def _verdict(row: Any, anomaly: str) -> tuple[bool, str]:
 
 
 def _ms(value: Any) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.3g}"
+    """A latency with its unit and at most three significant digits, as the CLI prints it."""
+    return "-" if value is None or pd.isna(value) else format_duration(float(value))
 
 
 def latencies(data: SweepData) -> list[str]:
@@ -74,12 +76,12 @@ def latency_table(data: SweepData) -> tuple[list[str], list[list[str]]]:
     path) and rows of text."""
     prefixes = latencies(data)
     head = ["variant", *data.params]
-    head += [f"{p} p50/p99 ms" for p in prefixes]
+    head += [f"{p} p50 / p99" for p in prefixes]
     rows = []
     for _, row in data.table.iterrows():
         params = json.loads(row["params"])
         cells = [str(row["variant"]), *(show(params[p]) for p in data.params)]
-        cells += [f"{_ms(row[f'{p}_p50_ms'])}/{_ms(row[f'{p}_p99_ms'])}" for p in prefixes]
+        cells += [f"{_ms(row[f'{p}_p50_ms'])} / {_ms(row[f'{p}_p99_ms'])}" for p in prefixes]
         rows.append(cells)
     return head, rows
 
@@ -204,7 +206,10 @@ def render_html(content: Content) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table></div>")
     head, rows = latency_table(d)
-    out.append("<h2>Latency</h2><p>Simulated milliseconds, p50/p99 per variant.</p>")
+    out.append(
+        "<h2>Latency</h2><p>Simulated time, p50 / p99 per variant (DDSketch, 1% relative "
+        "error).</p>"
+    )
     out.append("<table><tr>" + "".join(_th(h, d.params) for h in head) + "</tr>")
     out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
     out.append("</table><h2>How risk moves with the settings</h2>")
@@ -286,7 +291,13 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         cells.append("met" if row["expect_met"] else _md(f"NOT MET: {row['expect_failures']}"))
         out.append("| " + " | ".join(cells) + " |")
     head, rows = latency_table(d)
-    out += ["", "## Latency", "", "Simulated milliseconds, p50/p99 per variant.", ""]
+    out += [
+        "",
+        "## Latency",
+        "",
+        "Simulated time, p50 / p99 per variant (DDSketch, 1% relative error).",
+        "",
+    ]
     out.append("| " + " | ".join(_md(h) for h in head) + " |")
     out.append("|---" * len(head) + "|")
     out += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
