@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
+from analysis.expect import Condition
 from analysis.report import plots
 from analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
 from analysis.stats import format_duration
+from analysis.sweep.aggregate import MUST_HOLD
+from simulation.scenario import ScenarioError, apply_override
 
 
 class ReportError(ValueError):
@@ -51,13 +55,96 @@ class Content:
     stories: list[Story] = field(default_factory=list)
 
 
-def _verdict(row: Any, anomaly: str) -> tuple[bool, str]:
+def expectations(data: SweepData) -> list[dict[str, Condition]]:
+    """Per variant (in table order), the scenario's ``expect:`` block as conditions: the
+    sweep's scenario text with its ``--set`` overrides and the variant's own parameters that
+    touch ``expect.``; empty when the text cannot be read."""
+    m = data.manifest
+    try:
+        raw = yaml.safe_load(m.get("scenario_yaml") or "") or {}
+    except yaml.YAMLError:
+        raw = {}
+    out = []
+    for params_text in data.table["params"]:
+        variant = dict(raw) if isinstance(raw, dict) else {}
+        variant["expect"] = dict(variant.get("expect") or {})
+        params = json.loads(params_text)
+        sets = [*m.get("set", []), *(f"{p}={show(v)}" for p, v in params.items())]
+        for text in sets:
+            if text.startswith("expect."):
+                try:
+                    apply_override(variant, text)
+                except ScenarioError:
+                    continue
+        conditions = {}
+        for key, value in variant["expect"].items():
+            try:
+                conditions[str(key)] = Condition.parse(value)
+            except ValueError:
+                continue
+        out.append(conditions)
+    return out
+
+
+def _failed_keys(row: Any) -> set[str]:
+    """The expect keys a variant failed, from the aggregate's ``expect_failures`` (each entry
+    starts with its key)."""
+    text = row.get("expect_failures") or ""
+    return {part.split(" ", 1)[0] for part in str(text).split("; ") if part}
+
+
+def _verdict(row: Any, anomaly: str, expect: dict[str, Condition] | None = None) -> tuple[str, str]:
+    """A verdict cell: its style (``ok``, ``expected``: an anomaly the scenario expects to be
+    shown and that was, or ``bad``) and its text."""
     k, n = int(row[f"runs_{anomaly}"]), int(row["runs"])
     high = 100 * row[f"ci_high_{anomaly}"]
+    condition = (expect or {}).get(anomaly)
+    failed = condition is not None and anomaly in _failed_keys(row)
     if k == 0:
-        return True, f"✓ 0/{n} (≤{high:.2g}%)"
+        if failed and condition.op not in MUST_HOLD:
+            return "bad", f"✗ not shown (expected {condition}) 0/{n}"
+        return "ok", f"✓ 0/{n} (≤{high:.2g}%)"
     low, rate = 100 * row[f"ci_low_{anomaly}"], 100 * row[f"rate_{anomaly}"]
-    return False, f"✗ {k}/{n} {rate:.1f}% [{low:.1f}–{high:.1f}]"
+    counts = f"{k}/{n} {rate:.1f}% [{low:.1f}–{high:.1f}]"
+    if condition is not None and condition.op not in MUST_HOLD and not failed:
+        return "expected", f"shown, as expected ({condition}): {counts}"
+    return "bad", f"✗ {counts}"
+
+
+def banner(data: SweepData) -> tuple[bool, str]:
+    """The report's verdict in one sentence, and whether every variant met its
+    expectations."""
+    n = len(data.table)
+    missed = [row for _, row in data.table.iterrows() if not row["expect_met"]]
+    if not missed:
+        if not any(expectations(data)):
+            return True, f"The scenario sets no expectations; {n} variant(s) ran."
+        if n == 1:
+            return True, "The variant met its expectations."
+        return True, f"Every variant ({n}) met its expectations."
+    groups: dict[str, list[int]] = {}
+    for row in missed:
+        groups.setdefault(str(row["expect_failures"]), []).append(int(row["variant"]))
+    parts = [f"{_spans(variants)} ({why})" for why, variants in groups.items()]
+    if len(parts) > BANNER_REASONS:
+        rest = len(parts) - BANNER_REASONS
+        parts = [*parts[:BANNER_REASONS], f"and {rest} more (see the expect column)"]
+    which = ", ".join(parts)
+    return False, f"{len(missed)} of {n} variants did not meet their expectations: {which}."
+
+
+BANNER_REASONS = 4
+
+
+def _spans(numbers: list[int]) -> str:
+    """Variant numbers, consecutive ones as a range: ``0–3, 7``."""
+    spans: list[list[int]] = []
+    for k in numbers:
+        if spans and k == spans[-1][1] + 1:
+            spans[-1][1] = k
+        else:
+            spans.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
 def _ms(value: Any) -> str:
@@ -156,17 +243,26 @@ def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
 
 # -- HTML ----------------------------------------------------------------------------------
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1200px;margin:2em auto;
 padding:0 1em;color:#222}
 h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
-table{border-collapse:collapse;margin:1em 0;font-size:14px}
-td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;white-space:nowrap}
+.banner{padding:.6em 1em;border-radius:4px;font-size:17px;font-weight:600;margin:.8em 0}
+.banner.met{background:#eaf7ea;border:1px solid #9c9} .banner.unmet{background:#fbe5e5;
+border:1px solid #d99}
+table{border-collapse:collapse;margin:1em 0;font-size:14px;max-width:100%}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;
+overflow-wrap:break-word}
+table.verdicts{table-layout:fixed;width:100%;font-size:12px}
+table.verdicts td,table.verdicts th{padding:3px 4px;hyphens:auto}
+table.verdicts th{font-size:11px} table.verdicts th.expect{width:12%}
+table.verdicts th.variant{width:4.5em}
 th{background:#f5f5f5} .ok{background:#eaf7ea} .bad{background:#fbe5e5;font-weight:600}
+.expected{background:#eef3fb}
 figure{display:inline-block;margin:1em 1em 1em 0;max-width:100%}
 figcaption{color:#555;font-size:13px}
 img{max-width:100%} pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:12px}
 code{background:#f2f2f2;padding:1px 4px} td code{white-space:normal;word-break:break-all}
-.scroll{overflow-x:auto} .timeline{overflow:auto;border:1px solid #eee}
+.timeline{overflow:auto;border:1px solid #eee}
 .note{color:#a00}
 """
 
@@ -175,6 +271,7 @@ def render_html(content: Content) -> str:
     d = content.data
     m = d.manifest
     e = escape
+    met, sentence = banner(d)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -185,26 +282,28 @@ def render_html(content: Content) -> str:
         f"{len(d.table)} variant(s) · eosim {e(m['eosim_version'])} · "
         f"finished {e(str(m.get('finished', '')))}</p>",
         f"<p>Command: <code>{e(m['command'])}</code></p>",
+        f'<p class="banner {"met" if met else "unmet"}" id="verdict">{e(sentence)}</p>',
         "<h2>Verdicts</h2>",
         "<p>✓: no run of the variant showed the anomaly; the bound is the upper end of the "
-        "Wilson 95% interval on its rate. ✗: runs with the anomaly, the rate and its 95% "
-        "interval.</p>",
-        '<div class="scroll"><table><tr><th>variant</th>',
+        "Wilson 95% interval on its rate. ✗: runs with the anomaly (or, for one the scenario "
+        "expects, no run showing it), the rate and its 95% interval. <i>shown, as "
+        "expected</i>: the scenario expects the anomaly and runs showed it.</p>",
+        '<table class="verdicts"><tr><th class="variant">variant</th>',
         *(f'<th title="{e(p)}">{e(short(p))}</th>' for p in d.params),
         *(f'<th title="{e(a)}">{e(GUARANTEES[a])}</th>' for a in d.guarantees),
-        "<th>expect</th></tr>",
+        '<th class="expect">expect</th></tr>',
     ]
-    for _, row in d.table.iterrows():
+    for (_, row), expect in zip(d.table.iterrows(), expectations(d), strict=True):
         params = json.loads(row["params"])
         cells = [f"<td>{row['variant']}</td>"]
         cells += [f"<td>{e(show(params[p]))}</td>" for p in d.params]
         for anomaly in d.guarantees:
-            ok, text = _verdict(row, anomaly)
-            cells.append(f'<td class="{"ok" if ok else "bad"}">{e(text)}</td>')
-        expect = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
-        cells.append(f'<td class="{"ok" if row["expect_met"] else "bad"}">{e(expect)}</td>')
+            style, text = _verdict(row, anomaly, expect)
+            cells.append(f'<td class="{style}">{e(text)}</td>')
+        expect_text = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
+        cells.append(f'<td class="{"ok" if row["expect_met"] else "bad"}">{e(expect_text)}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table></div>")
+    out.append("</table>")
     head, rows = latency_table(d)
     out.append(
         "<h2>Latency</h2><p>Simulated time, p50 / p99 per variant (DDSketch, 1% relative "
@@ -267,6 +366,7 @@ def render_markdown(content: Content, files_dir: Path) -> str:
     m = d.manifest
     files_dir.mkdir(parents=True, exist_ok=True)
     rel = files_dir.name
+    met, sentence = banner(d)
     out = [
         f"# Reliability report: {_md(m['scenario'])}",
         "",
@@ -274,6 +374,8 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         f"eosim {m['eosim_version']}",
         "",
         f"Command: `{m['command']}`",
+        "",
+        f"**{'✓' if met else '✗'} {_md(sentence)}**",
         "",
         "## Verdicts",
         "",
@@ -284,10 +386,10 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         + " | expect |",
         "|---" * (2 + len(d.params) + len(d.guarantees)) + "|",
     ]
-    for _, row in d.table.iterrows():
+    for (_, row), expect in zip(d.table.iterrows(), expectations(d), strict=True):
         params = json.loads(row["params"])
         cells = [str(row["variant"])] + [_md(show(params[p])) for p in d.params]
-        cells += [_md(_verdict(row, a)[1]) for a in d.guarantees]
+        cells += [_md(_verdict(row, a, expect)[1]) for a in d.guarantees]
         cells.append("met" if row["expect_met"] else _md(f"NOT MET: {row['expect_failures']}"))
         out.append("| " + " | ".join(cells) + " |")
     head, rows = latency_table(d)
