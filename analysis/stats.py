@@ -1,4 +1,18 @@
-"""Statistics for reliability tables: Wilson intervals, latency sketches and histograms.
+"""Statistics for reliability tables: Wilson intervals, per-record rates with run-clustered
+intervals, latency sketches and histograms.
+
+A per-record rate (anomalous records per million records) treats the *run* as the unit of
+independence: one run's records share its faults, so they are not independent draws.
+:func:`ratio_interval` is the ratio estimator r = sum(y) / sum(x) over runs i (y_i the
+anomalous records, x_i the records of run i) with its linearised (delta-method) variance,
+the cluster-robust variance of a ratio estimator (Cochran, *Sampling Techniques*, 3rd ed.,
+section 6.3):
+
+    var(r) = n / (n - 1) * sum((y_i - r * x_i) ** 2) / sum(x) ** 2
+
+and the normal interval r +- 1.96 se, clipped at 0. It needs only the sums of x, y, x*x, x*y
+and y*y per variant, which Spark computes exactly, and no random draws (a cluster bootstrap
+would need both every run on the driver and a random stream).
 
 Latency quantiles come from DDSketch (Datadog's ``ddsketch`` package): a run's latencies go
 into a sketch with a relative accuracy of 1% (:data:`RELATIVE_ACCURACY`), serialised with the
@@ -13,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 # DDSketch's guarantee: a quantile it returns is within this fraction of the exact one.
@@ -32,6 +47,75 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 
     ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
     return (float(ci.low), float(ci.high))
+
+
+# The 95% upper bound on a Poisson mean when no event was seen: -ln(0.05), "the rule of three".
+ZERO_COUNT_UPPER = -math.log(0.05)
+Z95 = 1.959963984540054
+PER_MILLION = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RatioSums:
+    """What :func:`ratio_interval` needs of a set of runs: their number and the sums of x, y,
+    x*x, x*y and y*y (exact integers)."""
+
+    n: int
+    x: int
+    y: int
+    xx: int
+    xy: int
+    yy: int
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]]) -> RatioSums:
+        """The sums of (x_i, y_i) pairs: records and anomalous records per run."""
+        n = x = y = xx = xy = yy = 0
+        for xi, yi in pairs:
+            n += 1
+            x, y = x + xi, y + yi
+            xx, xy, yy = xx + xi * xi, xy + xi * yi, yy + yi * yi
+        return cls(n, x, y, xx, xy, yy)
+
+
+def ratio_interval(
+    sums: RatioSums, scale: float = PER_MILLION
+) -> tuple[float | None, float | None, float | None]:
+    """The ratio sum(y) / sum(x) times ``scale`` and its 95% interval treating each run as a
+    cluster (see the module docstring): (estimate, low, high).
+
+    * no records at all (sum(x) == 0): (None, None, None), the rate is undefined;
+    * no anomalous record (sum(y) == 0): the variance is zero and the interval would collapse
+      to [0, 0], so the upper bound is the rule of three, -ln(0.05) / sum(x): the bound for
+      independent records, the only one zero events allow;
+    * a single run with anomalies: (r, 0, inf), one cluster gives no variance.
+    """
+    if sums.x <= 0:
+        return (None, None, None)
+    r = sums.y / sums.x
+    if sums.y == 0:
+        return (0.0, 0.0, scale * ZERO_COUNT_UPPER / sums.x)
+    if sums.n < 2:
+        return (scale * r, 0.0, math.inf)
+    # sum((y - r x)^2) * X^2 = yy X^2 - 2 Y X xy + Y^2 xx, exactly in integers.
+    residual = sums.yy * sums.x**2 - 2 * sums.y * sums.x * sums.xy + sums.y**2 * sums.xx
+    variance = sums.n / (sums.n - 1) * (residual / sums.x**2) / sums.x**2
+    se = math.sqrt(max(variance, 0.0))
+    return (scale * r, scale * max(r - Z95 * se, 0.0), scale * (r + Z95 * se))
+
+
+def format_ppm(value: float | None) -> str:
+    """A rate per million: whole numbers with thousands separators from 100 on, three
+    significant digits below (``1,150``, ``52.3``, ``0.41``), ``∞`` and ``-`` for none."""
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "∞"
+    if value >= 99.95:
+        return f"{value:,.0f}"
+    if value == 0:
+        return "0"
+    return f"{float(f'{value:.3g}'):g}"
 
 
 def bucket_of(latency_ms: float) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import wilson_interval
+from analysis.stats import RatioSums, ratio_interval, wilson_interval
 from analysis.sweep import SweepError, run_sweep
 from analysis.sweep.task import NONDETERMINISTIC
 from eosim import api
@@ -72,10 +72,18 @@ def test_aggregate_matches_the_run_table(clean):
             assert (entry[f"ci_low_{name}"], entry[f"ci_high_{name}"]) == pytest.approx(
                 wilson_interval(k, len(mine))
             )
+            # Per record: the run-clustered ratio over the runs' own counts.
+            pairs = list(zip(mine["sent"], mine[name], strict=True))
+            per_record = ratio_interval(RatioSums.of((int(x), int(y)) for x, y in pairs))
+            got = (entry[f"ppm_{name}"], entry[f"ppm_{name}_low"], entry[f"ppm_{name}_high"])
+            assert got == pytest.approx(per_record)
+            assert entry[f"total_{name}"] == int(mine[name].sum())
+        assert entry["sent"] == int(mine["sent"].sum()) > 0
     # Response loss makes duplicates more common: the table must show it.
     by_variant = {e["variant"]: e for e in result.table}
     assert by_variant[1]["runs_duplicate"] >= by_variant[0]["runs_duplicate"]
     assert by_variant[1]["runs_duplicate"] > 0
+    assert by_variant[1]["ppm_duplicate"] > 0 and by_variant[0]["ppm_duplicate_low"] == 0
 
 
 def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
