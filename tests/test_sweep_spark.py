@@ -175,8 +175,8 @@ def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
     assert txn["expect_failures"] == "torn_transaction 0: broken in 2 of 4 runs"
 
     text = format_table(SweepResult(Path("."), "s", 8, table, 0, 0.0, 0.0, ["x"])).splitlines()
-    head = ["variant", "x", "runs", "torn_transaction", "ack", "p50", "/", "p99"]
-    assert text[0].split()[:8] == head
+    head = ["variant", "x", "runs", "torn_transaction", "runs", "·", "ppm", "ack", "p50", "/"]
+    assert text[0].split()[:10] == head
     assert "commit p50 / p99" in text[0]
     assert text[1].split()[-2] == "-"  # no commits in variant 0
     ack = format_duration(plain["ack_p50_ms"])

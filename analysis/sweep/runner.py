@@ -368,7 +368,8 @@ def _cell(value: Any) -> str:
 def anomaly_cell(row: dict[str, Any], a: str) -> str:
     """Anomaly ``a`` of an aggregate row, per run and per record side by side: runs with it,
     their share and its Wilson interval, then its records per million records sent and their
-    run-clustered interval, e.g. ``24 (60.0% [44.6-73.7]) · 1,150 ppm [980-1,320]``."""
+    run-clustered interval, e.g. ``24 (60.0% [44.6-73.7]) · 1,150 [980-1,320]``; the column's
+    title says ``runs · ppm``."""
     text = (
         f"{row[f'runs_{a}']} ({100 * row[f'rate_{a}']:.1f}% "
         f"[{100 * row[f'ci_low_{a}']:.1f}-{100 * row[f'ci_high_{a}']:.1f}])"
@@ -376,7 +377,7 @@ def anomaly_cell(row: dict[str, Any], a: str) -> str:
     if row.get(f"ppm_{a}") is None:  # no records, or an aggregate from before the rates
         return text
     low, high = format_ppm(row[f"ppm_{a}_low"]), format_ppm(row[f"ppm_{a}_high"])
-    return f"{text} · {format_ppm(row[f'ppm_{a}'])} ppm [{low}-{high}]"
+    return f"{text} · {format_ppm(row[f'ppm_{a}'])} [{low}-{high}]"
 
 
 def format_table(result: SweepResult) -> str:
@@ -389,7 +390,7 @@ def format_table(result: SweepResult) -> str:
     shown = shown or ["duplicate", "lost_write"]
     latencies = [p for p in LATENCIES if any(r[f"{p}_p50_ms"] is not None for r in result.table)]
     latencies = latencies or ["ack"]
-    head = ["variant", *result.params, "runs", *shown]
+    head = ["variant", *result.params, "runs", *(f"{a} runs · ppm" for a in shown)]
     head += [f"{p} p50 / p99" for p in latencies] + ["expect"]
     rows = []
     for r in result.table:
