@@ -375,6 +375,23 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
     assert "replay did not reproduce" not in text
 
 
+def test_report_data_exposes_the_per_record_rates(clean, tmp_path):
+    import shutil
+
+    from analysis.report.data import load
+
+    _, out = clean
+    data = load(out)
+    assert data.per_record
+    assert data.table["ppm_duplicate"].iloc[1] > 0
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    aggregate = pd.read_parquet(old / "aggregate.parquet")
+    ppm = [c for c in aggregate.columns if c.startswith("ppm_")]
+    aggregate.drop(columns=ppm).to_parquet(old / "aggregate.parquet", index=False)
+    assert not load(old).per_record
+
+
 def test_report_refuses_an_unfinished_sweep(tmp_path, clean):
     import shutil
 
