@@ -1,4 +1,21 @@
-"""Statistics for reliability tables: Wilson intervals, latency sketches and histograms.
+"""Statistics for reliability tables: Wilson intervals, per-record rates with run-clustered
+intervals, latency sketches and histograms.
+
+A per-record rate (anomalous records per million records) treats the *run* as the unit of
+independence: one run's records share its faults, so they are not independent draws.
+:func:`ratio_interval` is the ratio estimator r = sum(y) / sum(x) over runs i (y_i the
+anomalous records, x_i the records of run i) with its linearised (delta-method) variance,
+the cluster-robust variance of a ratio estimator (Cochran, *Sampling Techniques*, 3rd ed.,
+ch. 6, ratio estimators, applied with each run as one cluster):
+
+    var(r) = n / (n - 1) * sum((y_i - r * x_i) ** 2) / sum(x) ** 2
+
+and the normal interval r +- 1.96 se, clipped at 0, widened to hold the exact Poisson
+interval for independent records when that one is wider (so that the interval never
+collapses to a point when runs happen to agree, nor to [0, 0] when no record was anomalous).
+The delta method needs only the sums of x, y, x*x, x*y and y*y per variant, which Spark
+computes exactly, and no random draws (a cluster bootstrap would need both every run on the
+driver and a random stream).
 
 Latency quantiles come from DDSketch (Datadog's ``ddsketch`` package): a run's latencies go
 into a sketch with a relative accuracy of 1% (:data:`RELATIVE_ACCURACY`), serialised with the
@@ -13,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 # DDSketch's guarantee: a quantile it returns is within this fraction of the exact one.
@@ -32,6 +50,92 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 
     ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
     return (float(ci.low), float(ci.high))
+
+
+Z95 = 1.959963984540054
+PER_MILLION = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RatioSums:
+    """What :func:`ratio_interval` needs of a set of runs: their number and the sums of x, y,
+    x*x, x*y and y*y (exact integers)."""
+
+    n: int
+    x: int
+    y: int
+    xx: int
+    xy: int
+    yy: int
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]]) -> RatioSums:
+        """The sums of (x_i, y_i) pairs: records and anomalous records per run."""
+        n = x = y = xx = xy = yy = 0
+        for xi, yi in pairs:
+            n += 1
+            x, y = x + xi, y + yi
+            xx, xy, yy = xx + xi * xi, xy + xi * yi, yy + yi * yi
+        return cls(n, x, y, xx, xy, yy)
+
+
+def clustered_ratio_interval(sums: RatioSums) -> tuple[float, float, float]:
+    """The ratio sum(y) / sum(x) and its 95% delta-method interval with runs as clusters
+    (see the module docstring), clipped at 0: (estimate, low, high). ``sums.x`` must be
+    positive; with fewer than two runs the variance is unknown and ``high`` is infinite."""
+    r = sums.y / sums.x
+    if sums.n < 2:
+        return (r, 0.0, math.inf)
+    # sum((y - r x)^2) * X^2 = yy X^2 - 2 Y X xy + Y^2 xx, exactly in integers.
+    residual = sums.yy * sums.x**2 - 2 * sums.y * sums.x * sums.xy + sums.y**2 * sums.xx
+    variance = sums.n / (sums.n - 1) * (residual / sums.x**2) / sums.x**2
+    se = math.sqrt(max(variance, 0.0))
+    return (r, max(r - Z95 * se, 0.0), r + Z95 * se)
+
+
+def poisson_rate_interval(events: int, exposure: int) -> tuple[float, float]:
+    """The exact (Garwood) 95% interval of a Poisson rate: ``events`` seen over ``exposure``
+    independent records. For 0 events the upper bound is -ln(0.025) / exposure."""
+    if events == 0:
+        return (0.0, -math.log(0.025) / exposure)
+    from scipy.stats import chi2  # only the driver needs scipy
+
+    low = float(chi2.ppf(0.025, 2 * events)) / 2
+    high = float(chi2.ppf(0.975, 2 * events + 2)) / 2
+    return (low / exposure, high / exposure)
+
+
+def ratio_interval(
+    sums: RatioSums, scale: float = PER_MILLION
+) -> tuple[float | None, float | None, float | None]:
+    """Anomalous records per ``scale`` records over a set of runs, with a 95% interval:
+    (estimate, low, high); (None, None, None) when the runs have no record at all.
+
+    The interval is the run-clustered one of :func:`clustered_ratio_interval`, widened where
+    needed to hold the exact Poisson interval of :func:`poisson_rate_interval`: never narrower
+    than if every record were an independent draw. The delta method alone collapses to a
+    point when the runs show no variation, most visibly when no record was anomalous (it
+    would claim [0, 0]); then the Poisson bound, -ln(0.025) / sum(x), is the upper bound.
+    With a single run (no variance between runs) the upper bound is infinite.
+    """
+    if sums.x <= 0:
+        return (None, None, None)
+    r, low, high = clustered_ratio_interval(sums)
+    p_low, p_high = poisson_rate_interval(sums.y, sums.x)
+    return (scale * r, scale * min(low, p_low), scale * max(high, p_high))
+
+
+def format_ppm(value: float | None) -> str:
+    """A rate per million with three significant digits, thousands separated (``37,700``,
+    ``1,150``, ``52.3``, ``0.412``); ``∞``, and ``-`` for none."""
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "∞"
+    rounded = float(f"{value:.3g}")
+    if rounded >= 100:
+        return f"{rounded:,.0f}"
+    return f"{rounded:g}"
 
 
 def bucket_of(latency_ms: float) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import wilson_interval
+from analysis.stats import RatioSums, ratio_interval, wilson_interval
 from analysis.sweep import SweepError, run_sweep
 from analysis.sweep.task import NONDETERMINISTIC
 from eosim import api
@@ -72,10 +72,18 @@ def test_aggregate_matches_the_run_table(clean):
             assert (entry[f"ci_low_{name}"], entry[f"ci_high_{name}"]) == pytest.approx(
                 wilson_interval(k, len(mine))
             )
+            # Per record: the run-clustered ratio over the runs' own counts.
+            pairs = list(zip(mine["sent"], mine[name], strict=True))
+            per_record = ratio_interval(RatioSums.of((int(x), int(y)) for x, y in pairs))
+            got = (entry[f"ppm_{name}"], entry[f"ppm_{name}_low"], entry[f"ppm_{name}_high"])
+            assert got == pytest.approx(per_record)
+            assert entry[f"total_{name}"] == int(mine[name].sum())
+        assert entry["sent"] == int(mine["sent"].sum()) > 0
     # Response loss makes duplicates more common: the table must show it.
     by_variant = {e["variant"]: e for e in result.table}
     assert by_variant[1]["runs_duplicate"] >= by_variant[0]["runs_duplicate"]
     assert by_variant[1]["runs_duplicate"] > 0
+    assert by_variant[1]["ppm_duplicate"] > 0 and by_variant[0]["ppm_duplicate_low"] == 0
 
 
 def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
@@ -167,8 +175,8 @@ def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
     assert txn["expect_failures"] == "torn_transaction 0: broken in 2 of 4 runs"
 
     text = format_table(SweepResult(Path("."), "s", 8, table, 0, 0.0, 0.0, ["x"])).splitlines()
-    head = ["variant", "x", "runs", "torn_transaction", "ack", "p50", "/", "p99"]
-    assert text[0].split()[:8] == head
+    head = ["variant", "x", "runs", "torn_transaction", "runs", "·", "ppm", "ack", "p50", "/"]
+    assert text[0].split()[:10] == head
     assert "commit p50 / p99" in text[0]
     assert text[1].split()[-2] == "-"  # no commits in variant 0
     ack = format_duration(plain["ack_p50_ms"])
@@ -367,6 +375,23 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
     assert "no duplicates" in text and "✗" in text
     assert "no partial commits" not in text and "commit p50 / p99" not in text
     assert "replay did not reproduce" not in text
+
+
+def test_report_data_exposes_the_per_record_rates(clean, tmp_path):
+    import shutil
+
+    from analysis.report.data import load
+
+    _, out = clean
+    data = load(out)
+    assert data.per_record
+    assert data.table["ppm_duplicate"].iloc[1] > 0
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    aggregate = pd.read_parquet(old / "aggregate.parquet")
+    ppm = [c for c in aggregate.columns if c.startswith("ppm_")]
+    aggregate.drop(columns=ppm).to_parquet(old / "aggregate.parquet", index=False)
+    assert not load(old).per_record
 
 
 def test_report_refuses_an_unfinished_sweep(tmp_path, clean):

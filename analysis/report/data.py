@@ -69,6 +69,15 @@ class SweepData:
 
         return [a for a in GUARANTEES if f"runs_{a}" in self.table and shown(a)]
 
+    @property
+    def per_record(self) -> bool:
+        """Whether the aggregate has the per-record rates ``ppm_<name>``, ``ppm_<name>_low`` and
+        ``ppm_<name>_high`` (anomalous records per million records sent, see
+        `analysis.stats.ratio_interval`) for every shown anomaly; False for sweeps made before
+        them."""
+        suffixes = ("", "_low", "_high")
+        return all(f"ppm_{a}{s}" in self.table for a in self.guarantees for s in suffixes)
+
     def has_latency(self, prefix: str) -> bool:
         """Whether the aggregate has a non-empty `PREFIX_latency_hist` (ack, commit)."""
         column = f"{prefix}_latency_hist"

@@ -1,7 +1,11 @@
 """The per-variant reliability table, computed by Spark from the run table.
 
 For each variant: runs, runs with each anomaly (delivery and transactional) and its rate with
-a Wilson 95% interval, the number of transactional ops (``txns``), acknowledgement and commit
+a Wilson 95% interval, the anomaly's records per million records (``ppm_A``, with
+``ppm_A_low`` / ``ppm_A_high``: the run-clustered ratio interval of
+:func:`analysis.stats.ratio_interval`) over ``sent``, the records the run's applications sent
+or processed (the run table has no separate processed count, so every anomaly, processing
+ones included, uses it), the number of transactional ops (``txns``), acknowledgement and commit
 latency p50/p99 from the merged DDSketches (and the merged histograms the report draws), and
 the verdict on the scenario's ``expect:`` block. Only per-variant rows, and per partition of
 the run table one sketch per variant, ever reach the driver.
@@ -19,7 +23,14 @@ from typing import Any
 
 from analysis.checks import ALL_ANOMALIES
 from analysis.expect import Condition
-from analysis.stats import N_BUCKETS, merge_sketches, sketch_quantile, wilson_interval
+from analysis.stats import (
+    N_BUCKETS,
+    RatioSums,
+    merge_sketches,
+    ratio_interval,
+    sketch_quantile,
+    wilson_interval,
+)
 
 MUST_HOLD = ("==", "<", "<=")
 # Latencies of the run table: acknowledged sends and committed transactions. Each has a sketch
@@ -39,6 +50,21 @@ def _condition_column(F: Any, key: str, condition: Condition) -> Any:
         "<": col < condition.bound,
     }
     return ops[condition.op]
+
+
+def _ratio_sums(F: Any, records: str, anomalies: tuple[str, ...]) -> list[Any]:
+    """The sums of squares and products :class:`analysis.stats.RatioSums` needs beyond the
+    plain sums: ``sq_RECORDS``, ``sq_RECORDS_A`` and ``sq_A``, as exact decimals (a long sum
+    of squares could overflow)."""
+
+    def exact(name: str) -> Any:
+        return F.col(name).cast("decimal(38,0)")
+
+    exprs = [F.sum(exact(records) * exact(records)).alias(f"sq_{records}")]
+    for a in anomalies:
+        exprs.append(F.sum(exact(records) * exact(a)).alias(f"sq_{records}_{a}"))
+        exprs.append(F.sum(exact(a) * exact(a)).alias(f"sq_{a}"))
+    return exprs
 
 
 class AccountingError(ValueError):
@@ -147,6 +173,7 @@ def aggregate(
         for key, c in conditions.items()
     ]
     exprs += [F.sum("sent").alias("sent"), F.sum("acked").alias("acked")]
+    exprs += _ratio_sums(F, "sent", ALL_ANOMALIES)
     exprs += [F.sum("txns").alias("txns")]
     per_variant = {
         row["variant"]: row.asDict() for row in runs_df.groupBy("variant").agg(*exprs).collect()
@@ -165,6 +192,7 @@ def aggregate(
             **(variant_columns[variant] if variant_columns is not None else {}),
             "runs": runs,
             "txns": int(row["txns"]),
+            "sent": int(row["sent"]),
         }
         for a in ALL_ANOMALIES:
             k = int(row[f"runs_{a}"])
@@ -174,6 +202,18 @@ def aggregate(
             out[f"ci_low_{a}"] = low
             out[f"ci_high_{a}"] = high
             out[f"total_{a}"] = int(row[f"total_{a}"])
+            sums = RatioSums(
+                runs,
+                int(row["sent"]),
+                int(row[f"total_{a}"]),
+                int(row["sq_sent"]),
+                int(row[f"sq_sent_{a}"]),
+                int(row[f"sq_{a}"]),
+            )
+            ppm, ppm_low, ppm_high = ratio_interval(sums)
+            out[f"ppm_{a}"] = ppm
+            out[f"ppm_{a}_low"] = ppm_low
+            out[f"ppm_{a}_high"] = ppm_high
         for prefix in LATENCIES:
             blob = sketches[f"{prefix}_latency_sketch"].get(variant)
             out[f"{prefix}_p50_ms"] = sketch_quantile(blob, 0.50)
