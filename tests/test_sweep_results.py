@@ -136,9 +136,11 @@ def test_the_documented_pandas_example(typed):
 
 def test_progress_advances_per_run_not_per_chunk(typed):
     result, _, seen = typed
-    # One chunk of 20 runs: a bar moved per chunk would only have seen 0 and 20.
+    # One chunk of 20 runs: a bar moved per chunk would only have seen 0 and 20. A task
+    # reports after its first run and then at most every REPORT_INTERVAL_S, so how many
+    # values fall between depends on how fast the runs are; at least one always does.
     assert seen == sorted(set(seen)) and seen[0] == 0 and seen[-1] == result.total_runs == 20
-    assert len([n for n in seen if 0 < n < 20]) >= 3, seen
+    assert [n for n in seen if 0 < n < 20], seen
 
 
 def test_latency_quantiles_come_from_the_merged_sketches(typed):
