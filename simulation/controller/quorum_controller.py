@@ -198,35 +198,29 @@ class QuorumController:
         self._reply(broker, BrokerHeartbeatResponse(request.correlation_id, Errors.NONE, True))
 
     def _fence(self, broker: str) -> None:
-        self.fenced[broker] = True
-        unclean = self._unclean
-        changed = {}
-        for tp in sorted(self.registrations):
-            reg = self.registrations[tp]
-            if broker not in reg.replicas:
-                continue
-            new = on_broker_fenced(reg, broker, self._alive, unclean(tp))  # type: ignore[arg-type]
-            if new is not reg:
-                self.registrations[tp] = new
-                changed[tp] = self.state(tp)
-        self._publish(changed, force=True)
-        for listener in self.listeners:
-            listener(broker, True)
+        self._set_fenced(broker, True)
 
     def _unfence(self, broker: str) -> None:
-        self.fenced[broker] = False
+        self._set_fenced(broker, False)
+
+    def _set_fenced(self, broker: str, fenced: bool) -> None:
+        """Fence or unfence ``broker``: each of its partitions changes as
+        ``on_broker_fenced`` / ``on_broker_unfenced`` says, the changes (and the broker's new
+        state) are published, and the listeners hear of it."""
+        self.fenced[broker] = fenced
+        change = on_broker_fenced if fenced else on_broker_unfenced
         changed = {}
         for tp in sorted(self.registrations):
             reg = self.registrations[tp]
             if broker not in reg.replicas:
                 continue
-            new = on_broker_unfenced(reg, broker, self._alive, self._unclean(tp))  # type: ignore[arg-type]
+            new = change(reg, broker, self._alive, self._unclean(tp))  # type: ignore[arg-type]
             if new is not reg:
                 self.registrations[tp] = new
                 changed[tp] = self.state(tp)
         self._publish(changed, force=True)
         for listener in self.listeners:
-            listener(broker, False)
+            listener(broker, fenced)
 
     def _unclean(self, tp: TopicPartition) -> bool:
         return self.topics.get(tp[0], TopicSettings()).unclean_leader_election_enable

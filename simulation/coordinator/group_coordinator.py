@@ -84,6 +84,11 @@ class GroupCoordinator:
             epoch, self.store.producer_epochs.get(producer_id, epoch)
         )
         self.store.coordinator_epochs[producer_id] = coordinator_epoch
+        self._settle(partition, producer_id, commit)
+
+    def _settle(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker settles the producer's pending offsets of every group on ``partition``:
+        COMMIT makes them the group's committed offsets, ABORT drops them."""
         for group, pid in list(self.store.pending):
             if pid != producer_id or offsets_partition(group)[1] != partition:
                 continue
@@ -166,10 +171,5 @@ class GroupCoordinator:
             return Errors.TRANSACTION_COORDINATOR_FENCED
         self.store.producer_epochs[producer_id] = epoch
         self.store.coordinator_epochs[producer_id] = coordinator_epoch
-        for group, pid in list(self.store.pending):
-            if pid != producer_id or offsets_partition(group)[1] != partition:
-                continue
-            offsets = self.store.pending.pop((group, pid))
-            if commit:
-                self.store.committed.setdefault(group, {}).update(offsets)
+        self._settle(partition, producer_id, commit)
         return Errors.NONE

@@ -234,6 +234,21 @@ class CoordinatorRuntime:
         # Partitions are loaded again when the controller's metadata makes this broker
         # their leader.
 
+    def _append_record(self, part: Partition, record: object) -> LogBatch:
+        """Append one coordinator record (a transaction log record, an offset commit) to the
+        leader replica ``part`` of its internal partition, as a batch carrying it."""
+        batch = part.log.append(
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            NO_SEQUENCE,
+            ("",),
+            self.env.now,
+            False,
+            part.leader_epoch,
+        )
+        batch.payload = record
+        return batch
+
     def coordinator_epoch(self, partition: InternalPartition) -> int | None:
         """The coordinator epoch ``partition`` is loaded (or loading) at; None if neither."""
         loaded = self._loaded.get(partition)
@@ -349,17 +364,7 @@ class CoordinatorRuntime:
         self._pending[txn_id] = write.before
 
         def make(part: Partition) -> LogBatch:
-            batch = part.log.append(
-                NO_PRODUCER_ID,
-                NO_PRODUCER_EPOCH,
-                NO_SEQUENCE,
-                ("",),
-                self.env.now,
-                False,
-                part.leader_epoch,
-            )
-            batch.payload = write.record
-            return batch
+            return self._append_record(part, write.record)
 
         def done(append_error: Errors) -> None:
             if generation != self._generation:
@@ -566,17 +571,7 @@ class CoordinatorRuntime:
             return ErrorResponse(cid, error)
 
         def make(part: Partition) -> LogBatch:
-            batch = part.log.append(
-                NO_PRODUCER_ID,
-                NO_PRODUCER_EPOCH,
-                NO_SEQUENCE,
-                ("",),
-                self.env.now,
-                False,
-                part.leader_epoch,
-            )
-            batch.payload = OffsetCommitRecord(request.group, request.offsets)
-            return batch
+            return self._append_record(part, OffsetCommitRecord(request.group, request.offsets))
 
         def start(answer: Callable[[object], None]) -> None:
             def written(append_error: Errors) -> None:
