@@ -400,6 +400,10 @@ class ReplicaFetchResponse:
 
 
 # -- the controller (KRaft) -----------------------------------------------------------------
+# The controller's node name: the address brokers send to, and a fault target in scenarios.
+CONTROLLER = "controller"
+
+
 @dataclass(slots=True)
 class BrokerRegistrationRequest:
     correlation_id: int

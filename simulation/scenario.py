@@ -45,7 +45,7 @@ from simulation.config import (
     parse_producer_config,
 )
 from simulation.probe import POINTS
-from simulation.protocol import TopicPartition
+from simulation.protocol import CONTROLLER, TopicPartition
 from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
 
@@ -535,7 +535,7 @@ MAX_RANDOM_FAULTS = 1_000_000
 _CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
 ExpectValue = int | str
 # The controller's node name, a fault target like the brokers.
-CONTROLLER_NODE = "controller"
+CONTROLLER_NODE = CONTROLLER
 
 
 class Scenario(_Model):

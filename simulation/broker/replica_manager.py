@@ -30,7 +30,7 @@ object and dropped by :meth:`shutdown` (a crash).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ from simulation.coordinator.directory import is_internal
 from simulation.network import Connection, Message, Network
 from simulation.probe import Probe
 from simulation.protocol import (
+    CONTROLLER,
     AlterPartitionRequest,
     AlterPartitionResponse,
     Disconnected,
@@ -55,8 +56,6 @@ from simulation.protocol import (
     TopicPartition,
 )
 from simulation.rules import ProtocolRules
-
-CONTROLLER = "controller"
 
 
 @dataclass(frozen=True, slots=True)
@@ -737,8 +736,3 @@ class ReplicaManager:
                     part.durability.tick(part.log_end_offset, now)
 
         self.env.process(loop())
-
-
-def ordered(names: Iterable[str], order: tuple[str, ...]) -> tuple[str, ...]:
-    wanted = set(names)
-    return tuple(n for n in order if n in wanted)

@@ -40,6 +40,7 @@ from simulation.controller.partition_change import (
 )
 from simulation.network import Message, Network
 from simulation.protocol import (
+    CONTROLLER,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -51,7 +52,6 @@ from simulation.protocol import (
     TopicPartition,
 )
 
-CONTROLLER = "controller"
 # Called with (broker, fenced) whenever a broker is fenced or unfenced.
 FenceListener = Callable[[str, bool], None]
 
