@@ -1,26 +1,34 @@
-"""Every check eosim has, in one place: the delivery checker, the transactional one and the
-replication ones.
+"""Every check eosim has, in one place: the delivery checker, the transactional one, the
+replication ones and, for histories read from Jepsen, Jepsen's version-order and cycle checks.
 
 `check_history` runs `analysis.checker.check`, `analysis.txn_checker.check_transactions`,
-`analysis.replica_checker.check_replicas` and `analysis.rewrite_checker.check_rewrites` on one
+`analysis.replica_checker.check_replicas`, `analysis.rewrite_checker.check_rewrites`,
+`analysis.version_order.check_version_orders` and `analysis.cycle_checker.check_cycles` on one
 history and returns a single `CheckResult` whose `anomalies` hold every name in
-`ALL_ANOMALIES`: base names first, then transactional, then replication ones. Everything that
-reports on a run (the CLI, the API, sweeps, reports, shrinking) goes through here;
-`analysis.checker.check` stays for code that only wants the delivery checks.
+`ALL_ANOMALIES`: base names first, then transactional, replication, within-op and cycle ones.
+A history with client ops (read from Jepsen: no final log) has the names of
+`analysis.version_order.REPLACED_ANOMALIES` judged from its version orders instead of by the
+log-based checks. Everything that reports on a run (the CLI, the API, sweeps, reports,
+shrinking) goes through here; `analysis.checker.check` stays for code that only wants the
+delivery checks.
 """
 
 from __future__ import annotations
 
 from analysis.checker import ANOMALIES, CheckResult, check
+from analysis.cycle_checker import CYCLE_ANOMALIES, check_cycles
 from analysis.history import History
 from analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
 from analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
 from analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
+from analysis.version_order import INTERNAL_ANOMALIES, REPLACED_ANOMALIES, check_version_orders
 
 # Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
 # judged by its own module.
 REPLICATION_ANOMALIES = (*REPLICA_ANOMALIES, *REWRITE_ANOMALIES)
-ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES)
+# Jepsen's within-op checks and dependency cycles (histories read from Jepsen only; 0 otherwise).
+JEPSEN_ANOMALIES = (*INTERNAL_ANOMALIES, *CYCLE_ANOMALIES)
+ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES)
 
 
 def check_history(history: History) -> CheckResult:
@@ -28,12 +36,18 @@ def check_history(history: History) -> CheckResult:
     summarises the sends as in `analysis.checker.check`, and `notes` says when the run was cut
     by its duration."""
     base = check(history)
-    anomalies = {
+    found = {
         **base.anomalies,
         **check_transactions(history),
         **check_replicas(history),
         **check_rewrites(history),
     }
+    ordered = check_version_orders(history)
+    if not history.client_ops:
+        ordered = {name: ordered[name] for name in INTERNAL_ANOMALIES}
+    found.update(ordered)
+    found.update(check_cycles(history))
+    anomalies = {name: found[name] for name in ALL_ANOMALIES}
     return CheckResult(anomalies, base.counts, end_notes(history))
 
 
@@ -65,6 +79,8 @@ def transactional_ops(history: History) -> int:
 __all__ = [
     "ALL_ANOMALIES",
     "ANOMALIES",
+    "JEPSEN_ANOMALIES",
+    "REPLACED_ANOMALIES",
     "REPLICATION_ANOMALIES",
     "TXN_ANOMALIES",
     "CheckResult",

@@ -214,6 +214,39 @@ class Replica:
     line: int
 
 
+class MicroOp(NamedTuple):
+    """One read or write inside a client op, as Jepsen's Kafka workload records it: `kind`
+    "send" or "poll", the partition it names, the offset (None when unknown) and the value.
+    A poll of several records is one `MicroOp` per record; `mop` is the position of the micro-op
+    in the op's value, so that records of one `[:poll ...]` share it."""
+
+    kind: str
+    topic: str
+    partition: int
+    offset: int | None
+    value: str
+    mop: int
+
+
+@dataclass(slots=True)
+class ClientOp:
+    """A completed client op of a history read from Jepsen (`analysis.jepsen`), kept whole so
+    that checks can reason per op: `position` is its rank among client ops in completion
+    order, `id` the invocation's `:index`, `process` Jepsen's process number as text, `type`
+    ok/fail/info (info also for an op never completed), `f` send/poll/txn/assign/subscribe,
+    `mops` its sends and polled records in op order, `keys` the partitions an assign or
+    subscribe names."""
+
+    position: int
+    id: int | None
+    process: str
+    type: str
+    f: str
+    time: float
+    mops: list[MicroOp] = field(default_factory=list)
+    keys: list[tuple[str, int]] = field(default_factory=list)
+
+
 @dataclass
 class History:
     """A loaded history. `ops` are in file order, `sends` in invocation order and `polls` (the
@@ -226,7 +259,9 @@ class History:
 
     Replication additions: `replicas` are the `replica` lines in file order; `leaders` and
     `high_watermarks` hold a `log` line's `leader` (None: the partition was offline) and
-    `high_watermark`, for the partitions whose `log` line has them."""
+    `high_watermark`, for the partitions whose `log` line has them.
+
+    `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`)."""
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
@@ -244,6 +279,8 @@ class History:
     replicas: list[Replica] = field(default_factory=list)
     leaders: dict[tuple[str, int], str | None] = field(default_factory=dict)
     high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Histories read from Jepsen: every client op whole (eosim's own histories have none).
+    client_ops: list[ClientOp] = field(default_factory=list)
 
 
 def load_history(path: str | os.PathLike[str]) -> History:

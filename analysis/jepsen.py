@@ -38,8 +38,10 @@ from edn_format import EDNDecodeError, Keyword
 
 from analysis.history import (
     OP_TYPES,
+    ClientOp,
     History,
     HistoryError,
+    MicroOp,
     Op,
     Poll,
     PolledRecord,
@@ -261,9 +263,21 @@ class _Converter:
                 line=line,
             )
         )
+        client = ClientOp(
+            position=len(self.history.client_ops),
+            id=index if isinstance(index, int) else None,
+            process=str(process),
+            type=outcome or "info",
+            f=f or "",
+            time=complete_time if complete_time is not None else invoke_time,
+        )
         if f in ASSIGN_FS:
+            keys = self._field(op, "value")
             if outcome in ("ok", "info"):
-                self._reassign(process, self._field(op, "value"), line)
+                self._reassign(process, keys, line)
+            if _is_seq(keys):
+                client.keys = [key_topic_partition(key) for key in keys]
+            self.history.client_ops.append(client)
             return
         if f not in DATA_FS:
             return
@@ -272,6 +286,7 @@ class _Converter:
             value = self._field(invoked, "value")
         if not _is_seq(value):
             raise self.fail(line, ":value", "expected a vector of micro-ops")
+        self.history.client_ops.append(client)
         for i, mop in enumerate(value):
             where = f":value[{i}]"
             kind = _kw(mop[0]) if _is_seq(mop) and mop else None
@@ -279,13 +294,45 @@ class _Converter:
                 self._send(
                     mop, process, outcome, invoke_time, complete_time, index, error, line, where
                 )
+                client.mops.append(self._sent(mop, i))
             elif kind == "poll":
                 if outcome == "ok":
                     self._poll(mop, process, invoke_time, complete_time, line, where)
+                client.mops.extend(self._polled(mop, i))
             else:
                 raise self.fail(
                     line, where, f"expected [:send k v] or [:poll ...], got {render(mop)[:60]}"
                 )
+
+    def _sent(self, mop: Any, i: int) -> MicroOp:
+        """The send as a micro-op (its shape already checked by `_send`): any reported offset,
+        whatever the op's outcome (Jepsen's version orders take an info op's offsets once one
+        of its writes was read)."""
+        _, key, written = mop
+        offset = None
+        if _is_seq(written):
+            offset, written = written
+        topic, partition = key_topic_partition(key)
+        return MicroOp("send", topic, partition, offset, render(written), i)
+
+    def _polled(self, mop: Any, i: int) -> list[MicroOp]:
+        """Every [offset value] pair of a poll, of any outcome (shapes checked by `_poll` for
+        ok ops; other ops' malformed pairs are passed over)."""
+        if len(mop) != 2 or not isinstance(mop[1], Mapping):
+            return []
+        found = []
+        for key, pairs in mop[1].items():
+            if not _is_seq(pairs):
+                continue
+            topic, partition = key_topic_partition(key)
+            for pair in pairs:
+                if not _is_seq(pair) or len(pair) != 2:
+                    continue
+                offset, read = pair
+                if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool)):
+                    continue
+                found.append(MicroOp("poll", topic, partition, offset, render(read), i))
+        return found
 
     def _label(self, process: Any, key: Any) -> str:
         touched = self.touched.setdefault(process, [])
