@@ -25,6 +25,7 @@ history order, so the result is deterministic. eosim's own histories record no c
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import networkx as nx
@@ -126,7 +127,7 @@ def _g1c(graph: nx.DiGraph, anomaly: Anomaly) -> None:
         cycle = [u, *back]
         kinds = ["wr"] + [
             "wr" if "wr" in inside.edges[x, y]["steps"] else "ww"
-            for x, y in zip(back, back[1:], strict=False)
+            for x, y in itertools.pairwise(back)
         ]
         anomaly.add({"type": "G1c", **_example(graph, cycle, kinds)})
 

@@ -35,6 +35,7 @@ Two values without a known index are never compared. Every list is in history or
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,9 +212,7 @@ def _duplicates(a: Analysis, anomaly: Anomaly) -> None:
         for value, offsets in at.items():
             if len(offsets) > 1:
                 positions = [{**_key(key), "offset": o} for o in offsets[:MAX_LISTED]]
-                anomaly.add(
-                    {"value": value, "positions": positions, "times_landed": len(offsets)}
-                )
+                anomaly.add({"value": value, "positions": positions, "times_landed": len(offsets)})
 
 
 def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
@@ -317,16 +316,14 @@ def _internal(a: Analysis, anomalies: dict[str, Anomaly]) -> None:
         for kind, values_by_key in (("poll", reads(op)), ("send", writes(op))):
             for key, values in values_by_key.items():
                 order = a.order(key)
-                for before, after in zip(values, values[1:], strict=False):
+                for before, after in itertools.pairwise(values):
                     delta = order.delta(before, after)
                     example = {**_pair(kind, key, before, after, delta), "op": op_summary(op)}
                     if delta < 1:
                         anomalies[f"int_nonmonotonic_{kind}"].add(example)
                     elif delta > 1 and kind == "poll":
                         skipped = order.between(before, after)
-                        anomalies["int_poll_skip"].add(
-                            {**example, "skipped": skipped[:MAX_LISTED]}
-                        )
+                        anomalies["int_poll_skip"].add({**example, "skipped": skipped[:MAX_LISTED]})
 
 
 def _precommitted_reads(a: Analysis, anomaly: Anomaly) -> None:

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import click
 
-from analysis.checks import end_notes, transactional_ops
+from analysis.checks import JEPSEN_ANOMALIES, end_notes, transactional_ops
 from analysis.expect import ExpectResult, parse_expectation
 from analysis.explain import describe
 from analysis.history import History, HistoryError
@@ -136,7 +136,11 @@ def replay(results: str, run_id: str, svg_dir: str | None) -> None:
         sys.exit(EXIT_FAILED)
     click.echo("replay     identical to the recorded outcome (history digest matches)")
     _print_txns(r.outcome.history)
-    _print_anomalies(r.outcome.check.anomalies, transactional_ops(r.outcome.history))
+    _print_anomalies(
+        r.outcome.check.anomalies,
+        transactional_ops(r.outcome.history),
+        bool(r.outcome.history.client_ops),
+    )
     target = svg_dir or str(Path(results) / "timelines")
     _emit_timelines(api.timelines(r.outcome), target, f"run-{r.variant}-{r.run}", False)
     click.echo(f"command    {r.command}")
@@ -184,7 +188,9 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
         )
         _print_txns(checked.history)
         _print_notes(result.notes, checked.history)
-        _print_anomalies(result.anomalies, transactional_ops(checked.history))
+        _print_anomalies(
+            result.anomalies, transactional_ops(checked.history), bool(checked.history.client_ops)
+        )
         if checked.expected:
             _print_expect(checked.expect)
         click.echo(f"verdict    {checked.verdict}")
@@ -415,12 +421,15 @@ def _print_txns(history: History) -> None:
     click.echo("txns       " + ", ".join(parts))
 
 
-def _print_anomalies(anomalies: dict[str, Any], txn_ops: int) -> None:
+def _print_anomalies(anomalies: dict[str, Any], txn_ops: int, client_ops: bool = False) -> None:
     """Every anomaly with its count. Without txn or process ops in the history, the
-    transactional checks that found nothing are summed up in one line."""
+    transactional checks that found nothing are summed up in one line; without client ops (a
+    history not read from Jepsen), the checks only such histories have are left out."""
     click.echo("anomalies")
     quiet = 0
     for name, a in anomalies.items():
+        if not client_ops and not a.count and name in JEPSEN_ANOMALIES:
+            continue
         if not txn_ops and not a.count and name in TXN_ANOMALIES:
             quiet += 1
             continue

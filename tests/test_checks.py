@@ -12,6 +12,7 @@ from histories import Builder
 from analysis.checker import ANOMALIES, check
 from analysis.checks import (
     ALL_ANOMALIES,
+    JEPSEN_ANOMALIES,
     REPLICATION_ANOMALIES,
     check_history,
     transactional_ops,
@@ -54,10 +55,17 @@ def counts(history: History) -> dict[str, int]:
 # -- check_history ---------------------------------------------------------------------------
 
 
-def test_all_anomalies_are_base_then_transactional_then_replication() -> None:
-    assert (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES) == ALL_ANOMALIES
+def test_all_anomalies_are_base_then_transactional_then_replication_then_jepsen() -> None:
+    assert (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES) == ALL_ANOMALIES
     assert REPLICATION_ANOMALIES == ("replica_divergence", "offset_rewrite")
-    assert len(set(ALL_ANOMALIES)) == len(ALL_ANOMALIES) == 16
+    assert JEPSEN_ANOMALIES == (
+        "int_poll_skip",
+        "int_nonmonotonic_poll",
+        "int_nonmonotonic_send",
+        "G0",
+        "G1c",
+    )
+    assert len(set(ALL_ANOMALIES)) == len(ALL_ANOMALIES) == 21
 
 
 def test_check_history_reports_every_name_in_order() -> None:

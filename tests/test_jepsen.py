@@ -31,7 +31,8 @@ def found(history_text_or_path: str | Path) -> dict[str, int]:
     [
         ("clean", {}),
         ("duplicate", {"duplicate": 1}),
-        ("lost-write", {"lost_write": 1}),
+        # the poll of offsets 0 and 2 skips the acknowledged 11 at 1 (Jepsen's int-poll-skip)
+        ("lost-write", {"lost_write": 1, "int_poll_skip": 1}),
         ("nonmonotonic-send", {"nonmonotonic_send": 1}),
     ],
 )
@@ -44,7 +45,7 @@ def test_each_fixture_gets_its_classification(name, expected):
     [
         ("clean", "no anomalies", 0),
         ("duplicate", "anomalies found: duplicate", 1),
-        ("lost-write", "anomalies found: lost_write", 1),
+        ("lost-write", "anomalies found: lost_write, int_poll_skip", 1),
     ],
 )
 def test_check_command_reads_edn(capsys, name, verdict, code):
