@@ -13,6 +13,10 @@ def _at(d: dict[str, Any]) -> str:
 def describe(name: str, example: dict[str, Any]) -> str:
     """A sentence for one example of anomaly ``name`` (falls back to its keys)."""
     try:
+        if "delta" in example and "kind" in example:
+            return _order_pair(example)
+        if name in ("G0", "G1c"):
+            return _cycle(example)
         if name == "duplicate":
             where = ", ".join(_at(p) for p in example["positions"])
             return f"{example['value']} landed {example['times_landed']} times: {where}"
@@ -44,6 +48,44 @@ def describe(name: str, example: dict[str, Any]) -> str:
     except (KeyError, TypeError, IndexError):
         pass
     return ", ".join(f"{k}={v}" for k, v in example.items())
+
+
+def _op(op: dict[str, Any]) -> str:
+    return f"op {op['id']} ({op['type']} {op['f']}, process {op['process']})"
+
+
+def _order_pair(e: dict[str, Any]) -> str:
+    """A Jepsen-style comparison of two positions in a key's version order
+    (analysis.version_order): between two ops of a process, or within one op."""
+    done = "read" if e["kind"] == "poll" else "sent"
+    first, then = e["values"]
+    where = f"{e['topic']}-{e['partition']}"
+    if "ops" in e:
+        before, after = e["ops"]
+        text = (
+            f"{_op(before)} {done} {first} last, then {_op(after)} {done} {then} first on "
+            f"{where}: {e['delta']:+d} positions"
+        )
+    else:
+        text = f"{_op(e['op'])} {done} {first} then {then} on {where}: {e['delta']:+d} positions"
+    if e.get("skipped"):
+        text += f", skipping {', '.join(map(str, e['skipped']))}"
+    return text
+
+
+def _cycle(e: dict[str, Any]) -> str:
+    ops = e["cycle"]
+    steps = []
+    for a, b, step in zip(ops, ops[1:], e["steps"], strict=False):
+        where = f"{step['topic']}-{step['partition']}"
+        if step["type"] == "ww":
+            steps.append(
+                f"op {a['id']} sent {step['value']} to {where} before op {b['id']} sent "
+                f"{step['value_after']}"
+            )
+        else:
+            steps.append(f"op {b['id']} read {step['value']} from {where}, sent by op {a['id']}")
+    return f"cycle of ok ops {', '.join(str(op['id']) for op in ops)}: " + "; ".join(steps)
 
 
 def _txn(t: dict[str, Any]) -> str:

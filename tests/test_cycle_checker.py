@@ -92,3 +92,25 @@ def test_a_read_of_a_value_nobody_sent_draws_no_edge():
 
 def test_eosim_histories_have_no_client_ops_and_report_zero():
     assert {name: a.count for name, a in check_cycles(History()).items()} == {"G0": 0, "G1c": 0}
+
+
+def test_a_cycle_and_a_skip_read_as_sentences():
+    from analysis.explain import describe
+
+    found = judged(
+        send(0, 0, "ok", "[[:send :x [0 :a]] [:send :y [1 :a]]]"),
+        send(2, 1, "ok", "[[:send :x [1 :b]] [:send :y [0 :b]]]"),
+    ).anomalies["G0"]
+    assert describe("G0", found.examples[0]) == (
+        "cycle of ok ops 0, 2, 0: op 0 sent :a to :x-0 before op 2 sent :b; "
+        "op 2 sent :b to :y-0 before op 0 sent :a"
+    )
+    skip = judged(
+        send(0, 9, "ok", "[[:send 1 [0 :a]] [:send 1 [1 :b]]]"),
+        poll(2, 0, "ok", "[[:poll {1 [[0 :a]]}]]"),
+        poll(4, 0, "ok", "[[:poll {1 [[1 :b]]}]]"),
+        poll(6, 1, "ok", "[[:poll {1 [[0 :a] [2 :c]]}]]"),
+    ).anomalies["int_poll_skip"]
+    assert describe("int_poll_skip", skip.examples[0]) == (
+        "op 6 (ok poll, process 1) read :a then :c on jepsen-1: +2 positions, skipping :b"
+    )
