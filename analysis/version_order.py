@@ -29,6 +29,7 @@ From these (each count is of Jepsen's error maps):
   successive values it read / sent on a key. (Jepsen's int-send-skip, writes interleaving
   within a transaction, is normal in Kafka and Jepsen always allows it: not reported.)
 * precommitted_read: an op that read a value it sent itself to the same key.
+* aborted_read (G1a): an `ok` poll or txn op read a value that a failed op sent to the key.
 
 Two values without a known index are never compared. Every list is in history order.
 """
@@ -54,6 +55,7 @@ REPLACED_ANOMALIES = (
     "poll_skip",
     "nonmonotonic_poll",
     "precommitted_read",
+    "aborted_read",
 )
 INTERNAL_ANOMALIES = ("int_poll_skip", "int_nonmonotonic_poll", "int_nonmonotonic_send")
 DATA_FS = ("send", "poll", "txn")
@@ -188,6 +190,7 @@ def check_version_orders(history: History) -> dict[str, Anomaly]:
     _nonmonotonic_sends(a, anomalies["nonmonotonic_send"])
     _internal(a, anomalies)
     _precommitted_reads(a, anomalies["precommitted_read"])
+    _aborted_reads(a, anomalies["aborted_read"])
     return anomalies
 
 
@@ -335,6 +338,35 @@ def _precommitted_reads(a: Analysis, anomaly: Anomaly) -> None:
             if own:
                 anomaly.add({"value": own[0], **_key(key), "op": op_summary(op)})
                 break
+
+
+def _aborted_reads(a: Analysis, anomaly: Anomaly) -> None:
+    """Jepsen's G1a: an `ok` poll or txn op read, from a key, a value that a failed op sent to
+    that key."""
+    failed: dict[Key, set[str]] = defaultdict(set)
+    for op in a.ops:
+        if op.type == "fail":
+            for key, placed in writes(op).items():
+                failed[key].update(value for value, _ in placed)
+    if not failed:
+        return
+    for op in a.ops:
+        if op.type != "ok" or op.f not in READ_FS:
+            continue
+        for m in op.mops:
+            if m.kind == "poll" and m.value in failed.get((m.topic, m.partition), ()):
+                writer = a.writer_of[m.topic, m.partition][m.value]
+                anomaly.add(
+                    {
+                        "value": m.value,
+                        "topic": m.topic,
+                        "partition": m.partition,
+                        "offset": m.offset,
+                        "process": op.process,
+                        "reader": op_summary(op),
+                        "writer": op_summary(writer),
+                    }
+                )
 
 
 __all__ = [

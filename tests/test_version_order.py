@@ -203,3 +203,15 @@ def test_the_new_names_are_registered_and_zero_for_eosim_histories():
     result = check_history(History())
     assert list(result.anomalies) == list(ALL_ANOMALIES)
     assert all(a.count == 0 for a in result.anomalies.values())
+
+
+def test_an_aborted_read_is_judged_per_key():
+    """Jepsen's g1a-cases: the failed write of :a to key 1 is read; the same value sent to key
+    2 by an ok op does not make the read of key 1 fine, nor is the read of key 2 aborted."""
+    failed = send(0, 0, "fail", "[[:send 1 :a]]")
+    ok = send(2, 1, "ok", "[[:send 2 [0 :a]]]")
+    aborted = judged(failed, ok, poll(4, 2, "ok", "[[:poll {1 [[0 :a]]}]]")).anomalies
+    assert aborted["aborted_read"].count == 1
+    assert aborted["aborted_read"].examples[0]["partition"] == 1
+    fine = counts(failed, ok, poll(4, 2, "ok", "[[:poll {2 [[0 :a]]}]]"))
+    assert fine == {}
