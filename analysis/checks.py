@@ -1,27 +1,27 @@
 """Every check eosim has, in one place: the delivery checker, the transactional one, the
 replication ones and, for histories read from Jepsen, Jepsen's version-order and cycle checks.
 
-`check_history` runs `analysis.checker.check`, `analysis.txn_checker.check_transactions`,
-`analysis.replica_checker.check_replicas`, `analysis.rewrite_checker.check_rewrites`,
-`analysis.version_order.check_version_orders` and `analysis.cycle_checker.check_cycles` on one
+`check_history` runs `eosim.analysis.checker.check`, `eosim.analysis.txn_checker.check_transactions`,
+`eosim.analysis.replica_checker.check_replicas`, `eosim.analysis.rewrite_checker.check_rewrites`,
+`eosim.analysis.version_order.check_version_orders` and `eosim.analysis.cycle_checker.check_cycles` on one
 history and returns a single `CheckResult` whose `anomalies` hold every name in
 `ALL_ANOMALIES`: base names first, then transactional, replication, within-op and cycle ones.
 A history with client ops (read from Jepsen: no final log) has the names of
-`analysis.version_order.REPLACED_ANOMALIES` judged from its version orders instead of by the
+`eosim.analysis.version_order.REPLACED_ANOMALIES` judged from its version orders instead of by the
 log-based checks. Everything that reports on a run (the CLI, the API, sweeps, reports,
-shrinking) goes through here; `analysis.checker.check` stays for code that only wants the
+shrinking) goes through here; `eosim.analysis.checker.check` stays for code that only wants the
 delivery checks.
 """
 
 from __future__ import annotations
 
-from analysis.checker import ANOMALIES, CheckResult, check
-from analysis.cycle_checker import CYCLE_ANOMALIES, check_cycles
-from analysis.history import History
-from analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
-from analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
-from analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
-from analysis.version_order import INTERNAL_ANOMALIES, REPLACED_ANOMALIES, check_version_orders
+from eosim.analysis.checker import ANOMALIES, CheckResult, check
+from eosim.analysis.cycle_checker import CYCLE_ANOMALIES, check_cycles
+from eosim.analysis.history import History
+from eosim.analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
+from eosim.analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
+from eosim.analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
+from eosim.analysis.version_order import INTERNAL_ANOMALIES, REPLACED_ANOMALIES, check_version_orders
 
 # Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
 # judged by its own module.
@@ -33,7 +33,7 @@ ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANO
 
 def check_history(history: History) -> CheckResult:
     """All checks; `anomalies` has every name in `ALL_ANOMALIES`, in that order, `counts`
-    summarises the sends as in `analysis.checker.check`, and `notes` says when the run was cut
+    summarises the sends as in `eosim.analysis.checker.check`, and `notes` says when the run was cut
     by its duration."""
     base = check(history)
     found = {

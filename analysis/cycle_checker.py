@@ -3,7 +3,7 @@ checker finds them with Elle), for histories that keep their client ops whole
 (`History.client_ops`, read from Jepsen).
 
 The graph's nodes are the `ok` send, poll and txn ops. Its edges, from the version orders of
-`analysis.version_order`:
+`eosim.analysis.version_order`:
 
 * ww: T2 sent v2 to a key, the value just before v2 in the key's version order is v1 (v2
   placed at the offset T2 was told, else by its value), and T1 is the writer of v1 (the last
@@ -30,9 +30,9 @@ from typing import Any
 
 import networkx as nx
 
-from analysis.checker import Anomaly
-from analysis.history import ClientOp, History, paused_gc
-from analysis.version_order import Analysis, op_summary, reads, writes
+from eosim.analysis.checker import Anomaly
+from eosim.analysis.history import ClientOp, History, paused_gc
+from eosim.analysis.version_order import Analysis, op_summary, reads, writes
 
 CYCLE_ANOMALIES = ("G0", "G1c")
 DATA_FS = ("send", "poll", "txn")

@@ -56,7 +56,7 @@ def _op(op: dict[str, Any]) -> str:
 
 def _order_pair(e: dict[str, Any]) -> str:
     """A Jepsen-style comparison of two positions in a key's version order
-    (analysis.version_order): between two ops of a process, or within one op."""
+    (eosim.analysis.version_order): between two ops of a process, or within one op."""
     done = "read" if e["kind"] == "poll" else "sent"
     first, then = e["values"]
     where = f"{e['topic']}-{e['partition']}"

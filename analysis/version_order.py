@@ -1,7 +1,7 @@
 """Checks for a history without final logs, reasoned as Jepsen's Kafka checker does
 (jepsen.tests.kafka): from per-partition *version orders* built out of what clients were told.
 
-A history read from Jepsen (`analysis.jepsen`) keeps every client op whole
+A history read from Jepsen (`eosim.analysis.jepsen`) keeps every client op whole
 (`History.client_ops`). Here a *key* is a (topic, partition) and a value is identified per key
 (the same value written to two keys is two values, as in Jepsen). From the ops:
 
@@ -41,8 +41,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.checker import MAX_LISTED, Anomaly
-from analysis.history import ClientOp, History
+from eosim.analysis.checker import MAX_LISTED, Anomaly
+from eosim.analysis.history import ClientOp, History
 
 Key = tuple[str, int]
 

@@ -1,4 +1,4 @@
-"""G0 and G1c dependency cycles (analysis.cycle_checker), modelled on Jepsen's kafka_test.clj
+"""G0 and G1c dependency cycles (eosim.analysis.cycle_checker), modelled on Jepsen's kafka_test.clj
 g0-test, g1c-pure-wr-test and g1c-ww-wr-test: each on a history with the cycle and one
 without."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from test_version_order import judged, poll, send, txn
 
-from analysis.cycle_checker import check_cycles, dependency_graph
-from analysis.history import History
-from analysis.jepsen import parse_jepsen_history
-from analysis.version_order import Analysis
+from eosim.analysis.cycle_checker import check_cycles, dependency_graph
+from eosim.analysis.history import History
+from eosim.analysis.jepsen import parse_jepsen_history
+from eosim.analysis.version_order import Analysis
 
 
 def cycles(*ops: list[str]) -> dict[str, int]:
@@ -95,7 +95,7 @@ def test_eosim_histories_have_no_client_ops_and_report_zero():
 
 
 def test_a_cycle_and_a_skip_read_as_sentences():
-    from analysis.explain import describe
+    from eosim.analysis.explain import describe
 
     found = judged(
         send(0, 0, "ok", "[[:send :x [0 :a]] [:send :y [1 :a]]]"),

@@ -1,4 +1,4 @@
-"""Jepsen-style checks on histories without a final log (analysis.version_order): version
+"""Jepsen-style checks on histories without a final log (eosim.analysis.version_order): version
 orders from acknowledged offsets and every poll, and the checks judged against them. Each
 check on a history with the anomaly and one without; the rules are those of Jepsen's Kafka
 checker (jepsen.tests.kafka: version-orders, poll-skip+nonmonotonic-cases,
@@ -6,9 +6,9 @@ int-poll-skip+nonmonotonic-cases, lost-write-cases)."""
 
 from __future__ import annotations
 
-from analysis.checks import ALL_ANOMALIES, check_history
-from analysis.jepsen import parse_jepsen_history
-from analysis.version_order import Analysis
+from eosim.analysis.checks import ALL_ANOMALIES, check_history
+from eosim.analysis.jepsen import parse_jepsen_history
+from eosim.analysis.version_order import Analysis
 
 
 def op(index: int, process: int, type_: str, f: str, value: str) -> str:
@@ -198,7 +198,7 @@ def test_sends_out_of_order_inside_one_op():
 def test_the_new_names_are_registered_and_zero_for_eosim_histories():
     for name in ("int_poll_skip", "int_nonmonotonic_poll", "int_nonmonotonic_send", "G0", "G1c"):
         assert name in ALL_ANOMALIES
-    from analysis.history import History
+    from eosim.analysis.history import History
 
     result = check_history(History())
     assert list(result.anomalies) == list(ALL_ANOMALIES)
