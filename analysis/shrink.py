@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from analysis.checks import ALL_ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message
 # The shortest fault window a shrunk scenario states: Kafka's time unit (see the module doc).
@@ -71,8 +70,8 @@ class _Oracle:
         self._memo: dict[str, int] = {}
 
     def count(self, raw: dict[str, Any]) -> int:
-        from eosim import api
-        from simulation.scenario import ScenarioError, validate_scenario
+        from eosim.analysis import outcome as checked
+        from eosim.simulation.scenario import ScenarioError, validate_scenario
 
         key = yaml.safe_dump(raw, sort_keys=True)
         if key in self._memo:
@@ -83,7 +82,7 @@ class _Oracle:
             self._memo[key] = 0
             return 0
         self.runs += 1
-        outcome = api.run(scenario, self.seed)
+        outcome = checked.run(scenario, self.seed)
         found = outcome.check.anomalies[self.anomaly].count
         self._memo[key] = found
         return found
@@ -93,7 +92,7 @@ class _Oracle:
 
 
 def explicit_faults(outcome: Any) -> list[dict[str, Any]]:
-    from simulation.trace import lost_messages
+    from eosim.simulation.trace import lost_messages
 
     faults = [event.to_spec() for event in outcome.run.faults]
     for time, src, dst in lost_messages(outcome.run.trace):
@@ -141,13 +140,13 @@ def shrink(
     overrides: tuple[str, ...] = (),
     log: Callable[[str], None] = lambda _msg: None,
 ) -> ShrinkResult:
-    from eosim import api
-    from simulation.scenario import apply_override
+    from eosim.analysis import outcome as checked
+    from eosim.simulation.scenario import apply_override
 
     if anomaly is not None and anomaly not in ALL_ANOMALIES:
         raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ALL_ANOMALIES)}")
-    scenario = api.load(scenario_path, overrides)
-    outcome = api.run(scenario, seed, trace=True)
+    scenario = checked.load(scenario_path, overrides)
+    outcome = checked.run(scenario, seed, trace=True)
     found = [n for n, a in outcome.check.anomalies.items() if a.count]
     if anomaly is None:
         if not found:

@@ -22,18 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-
-from simulation.config import (
+from eosim.simulation.config import (
     BROKER_KEYS,
     MAX_INT,
     PRODUCER_KEYS,
@@ -44,9 +33,19 @@ from simulation.config import (
     Unsafe,
     parse_producer_config,
 )
-from simulation.probe import POINTS
-from simulation.protocol import CONTROLLER, TopicPartition
-from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from eosim.simulation.probe import POINTS
+from eosim.simulation.protocol import CONTROLLER, TopicPartition
+from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ScenarioError(ValueError):
