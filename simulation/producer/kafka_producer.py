@@ -42,6 +42,7 @@ class KafkaProducer:
         rules: ProtocolRules | None = None,
         probe: Probe | None = None,
         host: str | None = None,
+        metadata_rng: RandomStream | None = None,
     ) -> None:
         rules = rules or ProtocolRules()
         self.probe = probe or Probe()
@@ -85,6 +86,7 @@ class KafkaProducer:
             self.transaction_manager,
             rng,
             self._on_batches_done,
+            metadata_rng,
         )
         network.register(node, self.sender.receive, client=True, host=host)
         if self.transactions is not None:
