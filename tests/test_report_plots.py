@@ -63,7 +63,11 @@ def table(
                 f"total_{a}": k,
             }
             if ppm:
-                row |= {f"ppm_{a}": 100.0 * k, f"ppm_{a}_low": 0.0, f"ppm_{a}_high": 100.0 * k + 368}
+                row |= {
+                    f"ppm_{a}": 100.0 * k,
+                    f"ppm_{a}_low": 0.0,
+                    f"ppm_{a}_high": 100.0 * k + 368,
+                }
         hist = [0] * N_BUCKETS
         hist[40 + i] = 5 if acks else 0
         row |= {"ack_latency_hist": hist, "expect_met": True, "expect_failures": ""}

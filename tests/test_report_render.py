@@ -213,7 +213,7 @@ def test_per_record_rates_beside_the_runs_or_not_recorded(tmp_path):
     data = table(["a.loss"], GRID, ppm=True)
     html = render_html(Content(data))
     assert '<td class="bad">✗ 1/10 10.0% [0.0–30.0]<br><span class="sub2">100 ppm [0–468]' in html
-    assert "✓ 0/10 (≤20%)<br><span class=\"sub2\">0 ppm [0–368]" in html
+    assert '✓ 0/10 (≤20%)<br><span class="sub2">0 ppm [0–368]' in html
     assert "Per-record rates: not recorded" not in html
     md = render_markdown(Content(data), tmp_path / "r_files")
     assert "✗ 1/10 10.0% [0.0–30.0] · 100 ppm [0–468]" in md
