@@ -124,7 +124,10 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
     for ax, (col, low_col, high_col, _kind, scale, ylabel) in zip(axes[0], measures, strict=True):
         for k, (key, rows) in enumerate(series.items()):
             rows = sorted(rows, key=lambda i: _sortable(values[i][param]))
-            x = np.array([xs_all.index(values[i][param]) for i in rows], dtype=float)
+            if bars:
+                x = np.array([xs_all.index(values[i][param]) for i in rows], dtype=float)
+            else:
+                x = np.array([float(values[i][param]) for i in rows])
             y = _finite(t[col].to_numpy()[rows].astype(float)) * scale
             low = _finite(t[low_col].to_numpy()[rows].astype(float)) * scale
             high = _finite(t[high_col].to_numpy()[rows].astype(float)) * scale
@@ -132,7 +135,19 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
             if bars:
                 width = 0.8 / n
                 offset = (k - (n - 1) / 2) * width
-                ax.bar(x + offset, y, width * 0.9, label=key, zorder=2, alpha=0.85)
+                # An edge in the bar's own colour: a bar of height 0 still shows, as a line.
+                color = f"C{k % 10}"
+                ax.bar(
+                    x + offset,
+                    y,
+                    width * 0.9,
+                    label=key,
+                    zorder=2,
+                    color=color,
+                    alpha=0.85,
+                    edgecolor=color,
+                    linewidth=2.0,
+                )
                 ax.errorbar(
                     x + offset,
                     y,
@@ -145,7 +160,8 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
             else:
                 # Coinciding series (all at zero, often) stay visible: each is shifted a
                 # little sideways and has its own marker and line style.
-                shift = (k - (n - 1) / 2) * min(0.08, 0.3 / max(n, 1))
+                span = float(max(xs_all)) - float(min(xs_all)) or 1.0
+                shift = (k - (n - 1) / 2) * span * min(0.012, 0.05 / max(n, 1))
                 line = ax.plot(
                     x + shift,
                     y,
@@ -155,7 +171,10 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
                     **style,
                 )[0]
                 ax.fill_between(x + shift, low, high, color=line.get_color(), alpha=0.12, zorder=2)
-        ax.set_xticks(range(len(xs_all)), [show(x) for x in xs_all])
+        if bars:
+            ax.set_xticks(range(len(xs_all)), [show(x) for x in xs_all])
+        else:
+            ax.set_xticks([float(x) for x in xs_all], [show(x) for x in xs_all])
         ax.set_xlabel(short(param))
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)

@@ -293,7 +293,7 @@ def fit(table: Table) -> Table:
 
 
 def _param_head(data: SweepData) -> list[Cell]:
-    return [Cell(short(p), title=p) for p in data.params]
+    return [Cell(short(p), cls="param", title=p) for p in data.params]
 
 
 def _param_cells(data: SweepData, row: Any) -> list[Cell]:
@@ -339,7 +339,8 @@ def fault_table(data: SweepData) -> Table | None:
                 cells.append(Cell("-"))
                 continue
             total, runs = int(faults.loc[v, c]), int(faults.loc[v, "runs"])
-            cells.append(Cell(f"{total:,}", cls="num", sub=f"{total / max(runs, 1):.3g} / run"))
+            mean = f"{total / max(runs, 1):.3g}"
+            cells.append(Cell(f"{total:,} ({mean} / run)", cls="num"))
         rows.append(cells)
     return fit(Table(head, rows))
 
@@ -387,7 +388,7 @@ FEATURE_NAMES = {
 }
 
 
-def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, str]], str]:
+def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[str]]], str]:
     """The features the sweep's scenario uses in any variant (with the sweep's overrides, each
     variant's grid values and each --vary parameter at a sample value), and the model's
     departures from Kafka for them (``simulation.limits``); and a note when the scenario could
@@ -417,7 +418,7 @@ def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, str]], 
     names = [f for f in DEPARTURES if f in used]
     return (
         [FEATURE_NAMES.get(f, f) for f in names],
-        [(FEATURE_NAMES.get(f, f), line) for f in names for line in DEPARTURES[f]],
+        [(FEATURE_NAMES.get(f, f), list(DEPARTURES[f])) for f in names],
         note,
     )
 
@@ -540,7 +541,7 @@ def render_markdown(content: Content, files_dir: Path) -> str:
     if note:
         out += [f"> {_md(note)}", ""]
     out += [f"Features used: {', '.join(used)}.", ""]
-    out += [f"- **{feature}**: {line}" for feature, line in limits]
+    out += [f"- **{feature}**: {' '.join(lines)}" for feature, lines in limits]
     head, rows = latency_table(d)
     out += [
         "",
