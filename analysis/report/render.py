@@ -425,7 +425,8 @@ def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[st
 
 # -- HTML ----------------------------------------------------------------------------------
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("analysis.report", "templates"),
+    # The templates ship inside the package (package data), beside this module.
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=jinja2.select_autoescape(["html"], default=True),
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
