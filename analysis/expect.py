@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from analysis.checks import ALL_ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES
 
 COUNTS = ("sent", "acked", "failed", "indeterminate", "errored")
 EXPECTABLE = (*ALL_ANOMALIES, *COUNTS)

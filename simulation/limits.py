@@ -8,7 +8,7 @@ report on a sweep shows the limits that bear on it and no others.
 
 from __future__ import annotations
 
-from simulation.scenario import Scenario
+from eosim.simulation.scenario import Scenario
 
 # Feature -> departures from Kafka that bear on it, in the order the report lists them.
 DEPARTURES: dict[str, tuple[str, ...]] = {

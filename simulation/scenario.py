@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from simulation.config import (
+from eosim.simulation.config import (
     BROKER_KEYS,
     MAX_INT,
     PRODUCER_KEYS,
@@ -44,9 +44,9 @@ from simulation.config import (
     Unsafe,
     parse_producer_config,
 )
-from simulation.probe import POINTS
-from simulation.protocol import CONTROLLER, TopicPartition
-from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from eosim.simulation.probe import POINTS
+from eosim.simulation.protocol import CONTROLLER, TopicPartition
+from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
 
 class ScenarioError(ValueError):

@@ -9,8 +9,8 @@ from histories import Builder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.checker import ANOMALIES, CheckResult, check
-from analysis.history import History, LogRecord
+from eosim.analysis.checker import ANOMALIES, CheckResult, check
+from eosim.analysis.history import History, LogRecord
 
 
 def counts(result: CheckResult) -> dict[str, int]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from histories import Builder
 
-from analysis.checks import ALL_ANOMALIES
-from analysis.txn_checker import TXN_ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.txn_checker import TXN_ANOMALIES
 from eosim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import pytest
 from histories import Builder
 from test_cli import anomaly_lines, run_cli, scenario, write_lines
 
-from analysis.checks import ALL_ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES
 
 SMALL = ["--set", "producers.0.workload.records=300"]
 

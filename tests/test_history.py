@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from histories import Builder
 
-from analysis.history import (
+from eosim.analysis.history import (
     HistoryError,
     LogRecord,
     Poll,

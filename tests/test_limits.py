@@ -3,8 +3,8 @@ them (simulation/limits.py, summarising docs/model.md's departures)."""
 
 from __future__ import annotations
 
-from simulation.limits import DEPARTURES, departures, features
-from simulation.scenario import load_scenario
+from eosim.simulation.limits import DEPARTURES, departures, features
+from eosim.simulation.scenario import load_scenario
 
 TXN_LIMIT = "The transaction version is one rule for the whole run"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from histories import Builder
 
-from analysis.history import (
+from eosim.analysis.history import (
     HistoryError,
     LogRecord,
     Marker,

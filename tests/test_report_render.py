@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from test_report_plots import GRID, table
 
-from analysis.checks import ALL_ANOMALIES
-from analysis.report.render import (
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.report.render import (
     Cell,
     Content,
     Table,
@@ -27,8 +27,8 @@ from analysis.report.render import (
     render_markdown,
     scenario_limits,
 )
-from analysis.sweep.task import FAULT_KINDS
-from simulation.limits import DEPARTURES
+from eosim.analysis.sweep.task import FAULT_KINDS
+from eosim.simulation.limits import DEPARTURES
 
 EXPECT_YAML = 'name: s\nexpect:\n  duplicate: ">0"\n  lost_write: 0\n'
 

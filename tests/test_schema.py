@@ -14,7 +14,7 @@ from test_cli import run_cli
 
 from eosim import api
 from eosim.schema import SCHEMA_PATH, schema_text
-from simulation import ScenarioError
+from eosim.simulation import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

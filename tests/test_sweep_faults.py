@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from analysis.sweep.runner import build_plan
-from analysis.sweep.task import FAULT_KINDS, SCHEMA, execute_run, fault_counts
-from simulation.nemesis import FaultEvent
+from eosim.analysis.sweep.runner import build_plan
+from eosim.analysis.sweep.task import FAULT_KINDS, SCHEMA, execute_run, fault_counts
+from eosim.simulation.nemesis import FaultEvent
 
 CHAOS = str(Path(__file__).resolve().parents[1] / "scenarios" / "at-least-once-chaos.yaml")
 SMALL = ("producers.0.workload.records=300", "producers.0.workload.rate=300")
@@ -24,7 +24,7 @@ def test_fault_counts_cover_every_kind():
 
 def test_a_run_row_counts_its_realised_faults():
     from eosim import api
-    from simulation.scenario import parse_scenario
+    from eosim.simulation.scenario import parse_scenario
 
     plan, _ = build_plan(CHAOS, 1, (), (), 4, SMALL)
     row = execute_run(plan, plan.sweep_id(), "test", 0)

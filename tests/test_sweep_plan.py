@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from analysis.stats import bucket_of, bucket_upper_ms, histogram, quantile, wilson_interval
-from analysis.sweep.plan import (
+from eosim.analysis.stats import bucket_of, bucket_upper_ms, histogram, quantile, wilson_interval
+from eosim.analysis.sweep.plan import (
     GridAxis,
     PlanError,
     SweepPlan,

@@ -12,8 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from analysis.report.data import SweepData, label, short, show
-from analysis.stats import bucket_upper_ms, format_ppm
+from eosim.analysis.report.data import SweepData, label, short, show
+from eosim.analysis.stats import bucket_upper_ms, format_ppm
 
 
 def _png(fig: Any) -> bytes:
@@ -196,8 +196,8 @@ def rate_vs_drawn(data: SweepData, path: str, anomaly: str) -> bytes:
     """The share of runs with ``anomaly`` against a `--vary` parameter's drawn value, in
     quantile bins of the draws (a few distinct values are their own bins), with Wilson 95%
     intervals per bin; one series per variant, or all variants pooled when there are many."""
-    from analysis.stats import wilson_interval
-    from analysis.sweep.plan import param_column
+    from eosim.analysis.stats import wilson_interval
+    from eosim.analysis.sweep.plan import param_column
 
     runs = data.runs
     column = param_column(path)

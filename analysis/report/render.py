@@ -22,14 +22,14 @@ import pandas as pd
 import yaml
 from markupsafe import Markup
 
-from analysis.expect import Condition
-from analysis.report import plots
-from analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
-from analysis.stats import format_duration, format_ppm
-from analysis.sweep.aggregate import MUST_HOLD
-from analysis.sweep.task import FAULT_KINDS
-from simulation.limits import DEPARTURES, features
-from simulation.scenario import ScenarioError, apply_override, parse_scenario
+from eosim.analysis.expect import Condition
+from eosim.analysis.report import plots
+from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
+from eosim.analysis.stats import format_duration, format_ppm
+from eosim.analysis.sweep.aggregate import MUST_HOLD
+from eosim.analysis.sweep.task import FAULT_KINDS
+from eosim.simulation.limits import DEPARTURES, features
+from eosim.simulation.scenario import ScenarioError, apply_override, parse_scenario
 
 
 class ReportError(ValueError):
@@ -235,7 +235,7 @@ def build(root: str | Path) -> Content:
 
 
 def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
-    from analysis.sweep.replay import ReplayError, replay
+    from eosim.analysis.sweep.replay import ReplayError, replay
     from eosim import api
 
     story = Story(anomaly, runs)
@@ -391,9 +391,9 @@ FEATURE_NAMES = {
 def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[str]]], str]:
     """The features the sweep's scenario uses in any variant (with the sweep's overrides, each
     variant's grid values and each --vary parameter at a sample value), and the model's
-    departures from Kafka for them (``simulation.limits``); and a note when the scenario could
+    departures from Kafka for them (``eosim.simulation.limits``); and a note when the scenario could
     not be read."""
-    from analysis.sweep.plan import PlanError, VarySpec
+    from eosim.analysis.sweep.plan import PlanError, VarySpec
 
     m = data.manifest
     text = m.get("scenario_yaml") or ""
@@ -454,7 +454,7 @@ def render_html(content: Content) -> str:
             "anomaly": s.anomaly,
             "runs": s.runs,
             "note": s.note,
-            # Drawn by eosim (analysis.timeline), which escapes every text it puts in.
+            # Drawn by eosim (eosim.analysis.timeline), which escapes every text it puts in.
             "timeline_svg": Markup(s.timeline_svg),
             "timeline_text": s.timeline_text,
         }

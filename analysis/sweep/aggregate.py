@@ -3,7 +3,7 @@
 For each variant: runs, runs with each anomaly (delivery and transactional) and its rate with
 a Wilson 95% interval, the anomaly's records per million records (``ppm_A``, with
 ``ppm_A_low`` / ``ppm_A_high``: the run-clustered ratio interval of
-:func:`analysis.stats.ratio_interval`) over ``sent``, the records the run's applications sent
+:func:`eosim.analysis.stats.ratio_interval`) over ``sent``, the records the run's applications sent
 or processed (the run table has no separate processed count, so every anomaly, processing
 ones included, uses it), the number of transactional ops (``txns``), acknowledgement and commit
 latency p50/p99 from the merged DDSketches (and the merged histograms the report draws), and
@@ -21,9 +21,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.checks import ALL_ANOMALIES
-from analysis.expect import Condition
-from analysis.stats import (
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.expect import Condition
+from eosim.analysis.stats import (
     N_BUCKETS,
     RatioSums,
     merge_sketches,
@@ -53,7 +53,7 @@ def _condition_column(F: Any, key: str, condition: Condition) -> Any:
 
 
 def _ratio_sums(F: Any, records: str, anomalies: tuple[str, ...]) -> list[Any]:
-    """The sums of squares and products :class:`analysis.stats.RatioSums` needs beyond the
+    """The sums of squares and products :class:`eosim.analysis.stats.RatioSums` needs beyond the
     plain sums: ``sq_RECORDS``, ``sq_RECORDS_A`` and ``sq_A``, as exact decimals (a long sum
     of squares could overflow)."""
 
