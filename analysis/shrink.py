@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from eosim.analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message
@@ -71,8 +70,9 @@ class _Oracle:
         self._memo: dict[str, int] = {}
 
     def count(self, raw: dict[str, Any]) -> int:
-        from eosim import api
         from eosim.simulation.scenario import ScenarioError, validate_scenario
+
+        from eosim import api
 
         key = yaml.safe_dump(raw, sort_keys=True)
         if key in self._memo:
@@ -141,8 +141,9 @@ def shrink(
     overrides: tuple[str, ...] = (),
     log: Callable[[str], None] = lambda _msg: None,
 ) -> ShrinkResult:
-    from eosim import api
     from eosim.simulation.scenario import apply_override
+
+    from eosim import api
 
     if anomaly is not None and anomaly not in ALL_ANOMALIES:
         raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ALL_ANOMALIES)}")

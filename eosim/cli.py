@@ -17,12 +17,12 @@ from typing import Any, TextIO
 
 import click
 
+from eosim import __version__, api
 from eosim.analysis.checks import end_notes, transactional_ops
 from eosim.analysis.expect import ExpectResult, parse_expectation
 from eosim.analysis.explain import describe
 from eosim.analysis.history import History, HistoryError
 from eosim.analysis.txn_checker import TXN_ANOMALIES
-from eosim import __version__, api
 from eosim.simulation import ScenarioError
 from eosim.simulation.config import ConfigException
 

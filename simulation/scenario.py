@@ -22,17 +22,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-
 from eosim.simulation.config import (
     BROKER_KEYS,
     MAX_INT,
@@ -47,6 +36,16 @@ from eosim.simulation.config import (
 from eosim.simulation.probe import POINTS
 from eosim.simulation.protocol import CONTROLLER, TopicPartition
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ScenarioError(ValueError):

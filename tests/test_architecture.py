@@ -129,9 +129,8 @@ def test_every_request_type_has_a_handler() -> None:
     coordinator runtime's, and an unknown one is refused by name."""
     import dataclasses
 
-    from conformance.cluster import Cluster
-
     import eosim.simulation.protocol as protocol
+    from conformance.cluster import Cluster
 
     requests = sorted(
         (

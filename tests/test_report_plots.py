@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pandas as pd
-
 from eosim.analysis.checker import ANOMALIES
 from eosim.analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.report import plots

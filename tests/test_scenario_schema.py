@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from eosim.simulation.scenario import (
     ConsumerSettings,
     ScenarioError,

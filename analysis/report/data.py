@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-
 from eosim.analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.txn_checker import TXN_ANOMALIES

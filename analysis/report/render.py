@@ -20,8 +20,6 @@ from typing import Any
 import jinja2
 import pandas as pd
 import yaml
-from markupsafe import Markup
-
 from eosim.analysis.expect import Condition
 from eosim.analysis.report import plots
 from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
@@ -30,6 +28,7 @@ from eosim.analysis.sweep.aggregate import MUST_HOLD
 from eosim.analysis.sweep.task import FAULT_KINDS
 from eosim.simulation.limits import DEPARTURES, features
 from eosim.simulation.scenario import ScenarioError, apply_override, parse_scenario
+from markupsafe import Markup
 
 
 class ReportError(ValueError):
@@ -236,6 +235,7 @@ def build(root: str | Path) -> Content:
 
 def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
     from eosim.analysis.sweep.replay import ReplayError, replay
+
     from eosim import api
 
     story = Story(anomaly, runs)

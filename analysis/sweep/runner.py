@@ -24,7 +24,6 @@ from typing import Any
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep import engine
@@ -74,8 +73,9 @@ def build_plan(
     seed: int | None,
     overrides: Sequence[str],
 ) -> tuple[SweepPlan, Any]:
-    from eosim import api
     from eosim.simulation.scenario import ScenarioError
+
+    from eosim import api
 
     try:
         scenario = api.load(scenario_path, overrides)

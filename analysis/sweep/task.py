@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import pyarrow as pa
-
 from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
 from eosim.analysis.expect import COUNTS
 from eosim.analysis.history import History
@@ -125,8 +124,9 @@ def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
 
 def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
     """One run of the sweep, as a result row."""
-    from eosim import api
     from eosim.simulation.scenario import parse_scenario
+
+    from eosim import api
 
     variant, run = plan.locate(run_id)
     params = plan.run_parameters(variant, run)

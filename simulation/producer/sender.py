@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
-
 from eosim.simulation.config import ProducerConfig
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
 from eosim.simulation.network import Connection, Message, Network
