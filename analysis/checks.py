@@ -1,16 +1,17 @@
 """Every check eosim has, in one place: the delivery checker, the transactional one, the
 replication ones and, for histories read from Jepsen, Jepsen's version-order and cycle checks.
 
-`check_history` runs `eosim.analysis.checker.check`, `eosim.analysis.txn_checker.check_transactions`,
-`eosim.analysis.replica_checker.check_replicas`, `eosim.analysis.rewrite_checker.check_rewrites`,
-`eosim.analysis.version_order.check_version_orders` and `eosim.analysis.cycle_checker.check_cycles` on one
-history and returns a single `CheckResult` whose `anomalies` hold every name in
-`ALL_ANOMALIES`: base names first, then transactional, replication, within-op and cycle ones.
-A history with client ops (read from Jepsen: no final log) has the names of
-`eosim.analysis.version_order.REPLACED_ANOMALIES` judged from its version orders instead of by the
-log-based checks. Everything that reports on a run (the CLI, the API, sweeps, reports,
-shrinking) goes through here; `eosim.analysis.checker.check` stays for code that only wants the
-delivery checks.
+`check_history` runs `eosim.analysis.checker.check`,
+`eosim.analysis.txn_checker.check_transactions`, `eosim.analysis.replica_checker.check_replicas`,
+`eosim.analysis.rewrite_checker.check_rewrites`,
+`eosim.analysis.version_order.check_version_orders` and
+`eosim.analysis.cycle_checker.check_cycles` on one history and returns a single `CheckResult`
+whose `anomalies` hold every name in `ALL_ANOMALIES`: base names first, then transactional,
+replication, within-op and cycle ones. A history with client ops (read from Jepsen: no final
+log) has the names of `eosim.analysis.version_order.REPLACED_ANOMALIES` judged from its version
+orders instead of by the log-based checks. Everything that reports on a run (the CLI, the API,
+sweeps, reports, shrinking) goes through here; `eosim.analysis.checker.check` stays for code
+that only wants the delivery checks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from eosim.analysis.history import History
 from eosim.analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
 from eosim.analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
 from eosim.analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
-from eosim.analysis.version_order import INTERNAL_ANOMALIES, REPLACED_ANOMALIES, check_version_orders
+from eosim.analysis.version_order import (
+    INTERNAL_ANOMALIES,
+    REPLACED_ANOMALIES,
+    check_version_orders,
+)
 
 # Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
 # judged by its own module.

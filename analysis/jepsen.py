@@ -35,7 +35,6 @@ from typing import Any
 
 import edn_format
 from edn_format import EDNDecodeError, Keyword
-
 from eosim.analysis.history import (
     OP_TYPES,
     ClientOp,

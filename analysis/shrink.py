@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from eosim.analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message
@@ -71,7 +70,7 @@ class _Oracle:
         self._memo: dict[str, int] = {}
 
     def count(self, raw: dict[str, Any]) -> int:
-        from eosim import api
+        from eosim.analysis import outcome as checked
         from eosim.simulation.scenario import ScenarioError, validate_scenario
 
         key = yaml.safe_dump(raw, sort_keys=True)
@@ -83,7 +82,7 @@ class _Oracle:
             self._memo[key] = 0
             return 0
         self.runs += 1
-        outcome = api.run(scenario, self.seed)
+        outcome = checked.run(scenario, self.seed)
         found = outcome.check.anomalies[self.anomaly].count
         self._memo[key] = found
         return found
@@ -141,13 +140,13 @@ def shrink(
     overrides: tuple[str, ...] = (),
     log: Callable[[str], None] = lambda _msg: None,
 ) -> ShrinkResult:
-    from eosim import api
+    from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import apply_override
 
     if anomaly is not None and anomaly not in ALL_ANOMALIES:
         raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ALL_ANOMALIES)}")
-    scenario = api.load(scenario_path, overrides)
-    outcome = api.run(scenario, seed, trace=True)
+    scenario = checked.load(scenario_path, overrides)
+    outcome = checked.run(scenario, seed, trace=True)
     found = [n for n, a in outcome.check.anomalies.items() if a.count]
     if anomaly is None:
         if not found:

@@ -17,12 +17,13 @@ from typing import Any, TextIO
 
 import click
 
+from eosim import __version__, api
 from eosim.analysis.checks import JEPSEN_ANOMALIES, end_notes, transactional_ops
 from eosim.analysis.expect import ExpectResult, parse_expectation
 from eosim.analysis.explain import describe
 from eosim.analysis.history import History, HistoryError
+from eosim.analysis.replica_checker import REPLICA_ANOMALIES
 from eosim.analysis.txn_checker import TXN_ANOMALIES
-from eosim import __version__, api
 from eosim.simulation import ScenarioError
 from eosim.simulation.config import ConfigException
 
@@ -136,11 +137,7 @@ def replay(results: str, run_id: str, svg_dir: str | None) -> None:
         sys.exit(EXIT_FAILED)
     click.echo("replay     identical to the recorded outcome (history digest matches)")
     _print_txns(r.outcome.history)
-    _print_anomalies(
-        r.outcome.check.anomalies,
-        transactional_ops(r.outcome.history),
-        bool(r.outcome.history.client_ops),
-    )
+    _print_anomalies(r.outcome.check.anomalies, r.outcome.history)
     target = svg_dir or str(Path(results) / "timelines")
     _emit_timelines(api.timelines(r.outcome), target, f"run-{r.variant}-{r.run}", False)
     click.echo(f"command    {r.command}")
@@ -188,9 +185,7 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
         )
         _print_txns(checked.history)
         _print_notes(result.notes, checked.history)
-        _print_anomalies(
-            result.anomalies, transactional_ops(checked.history), bool(checked.history.client_ops)
-        )
+        _print_anomalies(result.anomalies, checked.history)
         if checked.expected:
             _print_expect(checked.expect)
         click.echo(f"verdict    {checked.verdict}")
@@ -421,17 +416,23 @@ def _print_txns(history: History) -> None:
     click.echo("txns       " + ", ".join(parts))
 
 
-def _print_anomalies(anomalies: dict[str, Any], txn_ops: int, client_ops: bool = False) -> None:
+def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
     """Every anomaly with its count. Without txn or process ops in the history, the
-    transactional checks that found nothing are summed up in one line; without client ops (a
-    history not read from Jepsen), the checks only such histories have are left out."""
+    transactional checks that found nothing are summed up in one line; without replica lines
+    (partitions of one replica, or a history from a real cluster), the replica checks say they
+    had nothing to compare rather than 0; without client ops (a history not read from Jepsen),
+    the checks only such histories have are left out."""
     click.echo("anomalies")
+    txn_ops = transactional_ops(history)
     quiet = 0
     for name, a in anomalies.items():
-        if not client_ops and not a.count and name in JEPSEN_ANOMALIES:
+        if not history.client_ops and not a.count and name in JEPSEN_ANOMALIES:
             continue
         if not txn_ops and not a.count and name in TXN_ANOMALIES:
             quiet += 1
+            continue
+        if not history.replicas and not a.count and name in REPLICA_ANOMALIES:
+            click.echo(f"  {name:<22}{'-':>7}   not checked: no replica lines in the history")
             continue
         line = f"  {name:<22}{a.count:>7}"
         if a.count and a.examples:
@@ -474,7 +475,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     _print_notes(outcome.check.notes, outcome.history)
     for w in r.warnings:
         click.echo(f"warning    {w}")
-    _print_anomalies(outcome.check.anomalies, transactional_ops(outcome.history))
+    _print_anomalies(outcome.check.anomalies, outcome.history)
     if outcome.expect.checked:
         _print_expect(outcome.expect)
     click.echo(f"verdict    {outcome.verdict}")

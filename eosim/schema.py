@@ -21,7 +21,13 @@ from pydantic_core import core_schema
 from eosim.analysis.expect import EXPECTABLE
 from eosim.simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
-from eosim.simulation.scenario import _DURATION, _RULE_CHOICES, _RULE_RANGES, Scenario, parse_duration_ms
+from eosim.simulation.scenario import (
+    _DURATION,
+    _RULE_CHOICES,
+    _RULE_RANGES,
+    Scenario,
+    parse_duration_ms,
+)
 
 SCHEMA_PATH = Path(__file__).with_name("scenario.schema.json")
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

@@ -23,7 +23,6 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 import simpy
-
 from eosim.simulation.apps.processor import ProcessorApp
 from eosim.simulation.apps.reader import ReaderApp
 from eosim.simulation.apps.store import ExternalStore
@@ -107,6 +106,7 @@ class BuildContext:
                 self.rules,
                 self.probe,
                 host=name,
+                metadata_rng=self.streams.stream(f"metadata:{node}"),
             )
 
         return make
@@ -125,6 +125,7 @@ class BuildContext:
             host=host,
             auto_commit_interval_ms=settings.auto_commit_interval_ms,
             auto_offset_reset=settings.auto_offset_reset,
+            metadata_rng=self.streams.stream(f"metadata:{node}"),
         )
 
 
@@ -237,6 +238,7 @@ class ReaderKind(ApplicationKind):
             ctx.metadata,
             isolation=settings.isolation,
             auto_offset_reset=settings.auto_offset_reset,
+            metadata_rng=ctx.streams.stream(f"metadata:{spec.name}"),
         )
         consumer.assign(list(settings.partitions))
         return ReaderApp(

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import simpy
-
 from eosim.simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
 from eosim.simulation.broker.log import PartitionLog
 from eosim.simulation.broker.partition import Partition, TopicSettings

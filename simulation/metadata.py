@@ -14,14 +14,17 @@ knows the cluster as built (its bootstrap happens before the clock starts); one 
 new Kafka client does. The cache changes only through metadata responses
 the client asked a broker for, ignoring any answer older than what it knows (a lower leader
 epoch). :meth:`ClientMetadata.request_update` asks for a refresh, which the client's network
-layer sends at its next chance (after ``retry.backoff.ms`` since the last one); every
+layer sends at its next chance (an exponential backoff from ``retry.backoff.ms`` to
+``retry.backoff.max.ms`` after the last response or failure, as Kafka 3.7+ does); every
 ``metadata.max.age.ms`` the cache is refreshed anyway.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS, INTERNAL_TOPICS
 from eosim.simulation.protocol import PartitionLeader, TopicPartition
@@ -74,15 +77,49 @@ class ClusterMetadata:
         return [tp for tp in self.partitions() if broker in self.replicas(tp)]
 
 
+class Jitter(Protocol):
+    """Where a client's backoff jitter comes from (a ``RandomStream`` of the run)."""
+
+    def uniform(self, low: float, high: float) -> float: ...
+
+
+# Kafka's CommonClientConfigs.RETRY_BACKOFF_EXP_BASE and RETRY_BACKOFF_JITTER.
+BACKOFF_BASE = 2.0
+BACKOFF_JITTER = 0.2
+
+
+def exponential_backoff(initial_ms: float, max_ms: float, attempts: int, factor: float) -> float:
+    """Kafka's ``ExponentialBackoff.backoff(attempts)``: ``initial * 2**attempts`` (the
+    exponent capped where it reaches ``max``), times a jitter ``factor`` in [0.8, 1.2), then
+    capped at ``max``."""
+    exp_max = math.log(max_ms / initial_ms, BACKOFF_BASE) if max_ms > initial_ms > 0 else 0.0
+    term = initial_ms * BACKOFF_BASE ** min(attempts, exp_max)
+    return min(term * factor, max_ms) if max_ms > 0 else term * factor
+
+
 class ClientMetadata:
-    """A client's view of partition leadership (see the module docstring)."""
+    """A client's view of partition leadership (see the module docstring).
+
+    When a refresh may go out follows Kafka's ``Metadata.timeToNextUpdate`` (KIP-580,
+    Kafka 3.7+): a requested update waits ``retry.backoff.ms`` after the last response or
+    failure, growing exponentially (up to ``retry.backoff.max.ms``, with 20% jitter) with
+    consecutive failed requests, and with consecutive responses that taught nothing new (no
+    leader epoch rose: "equivalent" responses, as while a partition waits for an election).
+    Every ``metadata.max.age.ms`` the cache is refreshed anyway, which also ends the backoff
+    for equivalent responses. The jitter is drawn once per response or failure (Kafka draws
+    it each time it computes the delay)."""
 
     __slots__ = (
+        "_factor",
+        "attempts",
         "brokers",
-        "last_attempt",
+        "equivalent_responses",
+        "jitter",
         "last_refresh",
+        "last_successful_refresh",
         "leaders",
         "max_age_ms",
+        "refresh_backoff_max_ms",
         "refresh_backoff_ms",
         "topics",
         "update_requested",
@@ -94,6 +131,9 @@ class ClientMetadata:
         max_age_ms: float = 300_000.0,
         refresh_backoff_ms: float = 100.0,
         now: float = 0.0,
+        *,
+        refresh_backoff_max_ms: float = 1_000.0,
+        jitter: Jitter | None = None,
     ) -> None:
         self.brokers = cluster.brokers
         self.topics = cluster.topics
@@ -105,8 +145,15 @@ class ClientMetadata:
             }
         self.max_age_ms = max_age_ms
         self.refresh_backoff_ms = refresh_backoff_ms
-        self.last_refresh = now
-        self.last_attempt = float("-inf")
+        self.refresh_backoff_max_ms = max(refresh_backoff_max_ms, refresh_backoff_ms)
+        self.jitter = jitter
+        # Kafka's lastRefreshMs (last response or failure) and lastSuccessfulRefreshMs. A
+        # client created mid-run has never asked: its first request goes out at once.
+        self.last_refresh = now if now <= 0.0 else float("-inf")
+        self.last_successful_refresh = now
+        self.attempts = 0
+        self.equivalent_responses = 0
+        self._factor = 1.0
         self.update_requested = now > 0.0
 
     def leader(self, tp: TopicPartition) -> str | None:
@@ -117,28 +164,56 @@ class ClientMetadata:
         return [(t, p) for t, n in self.topics.items() for p in range(n)]
 
     def request_update(self) -> None:
+        """Kafka's ``requestUpdate(false)``: every caller eosim models (the Sender, the fetcher,
+        a disconnection) keeps the backoff for equivalent responses."""
         self.update_requested = True
 
+    def _backoff(self, n: int) -> float:
+        return exponential_backoff(
+            self.refresh_backoff_ms, self.refresh_backoff_max_ms, n, self._factor
+        )
+
     def time_to_update(self, now: float) -> float:
-        """0 when a metadata request should go out now; else how long until one should."""
-        due = self.last_refresh + self.max_age_ms
-        if self.update_requested:
-            due = min(due, self.last_attempt + self.refresh_backoff_ms)
-        else:
-            due = max(due, self.last_attempt + self.refresh_backoff_ms)
-        return max(due - now, 0.0)
+        """0 when a metadata request should go out now; else how long until one should
+        (``Metadata.timeToNextUpdate``)."""
+        expires = self.last_successful_refresh + self.max_age_ms
+        if expires <= now:
+            self.equivalent_responses = 0  # a periodic refresh is not backed off
+        allow = self.last_refresh + self._backoff(max(self.attempts - 1, 0))
+        if self.equivalent_responses > 0:
+            allow = max(allow, self.last_refresh + self._backoff(self.equivalent_responses - 1))
+        due = now if self.update_requested else expires
+        return max(due - now, allow - now, 0.0)
 
     def attempt(self, now: float) -> None:
-        """A metadata request was sent at ``now``."""
-        self.last_attempt = now
+        """A metadata request was sent at ``now`` (the backoff counts from its outcome)."""
+
+    def failed(self, now: float) -> None:
+        """The metadata request failed: no answer before its timeout, or its connection
+        closed (``Metadata.failedUpdate``)."""
+        self.last_refresh = now
+        self.attempts += 1
+        self.equivalent_responses = 0
+        self._draw()
 
     def update(self, partitions: Mapping[TopicPartition, PartitionLeader], now: float) -> None:
-        """A metadata response arrived (Metadata.updateLatestMetadata: an entry with an older
-        leader epoch than the cache's is stale and ignored)."""
+        """A metadata response arrived (``Metadata.update``): an entry with an older leader
+        epoch than the cache's is stale and ignored (``updateLatestMetadata``); a response in
+        which no leader epoch rose and no partition was new counts as equivalent."""
+        self.equivalent_responses += 1
         for tp in sorted(partitions):
             fresh = partitions[tp]
             known = self.leaders.get(tp)
+            if known is None or fresh.leader_epoch > known.leader_epoch:
+                self.equivalent_responses = 0
             if known is None or fresh.leader_epoch >= known.leader_epoch:
                 self.leaders[tp] = fresh
         self.last_refresh = now
+        self.last_successful_refresh = now
+        self.attempts = 0
         self.update_requested = False
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.jitter is not None:
+            self._factor = self.jitter.uniform(1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER)

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import simpy
-
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
-
 from eosim.simulation.applications import Applications, BuildContext, workload_horizon
 from eosim.simulation.apps.reader import drain
 from eosim.simulation.cluster import Cluster
@@ -242,7 +241,14 @@ class Run:
         if not self.apps.final_drain:
             return
         env, metadata = self.env, self.cluster.metadata
-        drainer = KafkaConsumer(env, "drain", self.network, metadata, isolation="read_committed")
+        drainer = KafkaConsumer(
+            env,
+            "drain",
+            self.network,
+            metadata,
+            isolation="read_committed",
+            metadata_rng=self.streams.stream("metadata:drain"),
+        )
         drainer.assign(metadata.partitions())
         drained = env.process(drain(env, drainer, self.history, "drain/0"))
         env.run(until=simpy.AnyOf(env, [drained, env.timeout(DRAIN_LIMIT_MS)]))

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from histories import Builder
-
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES
 from eosim.analysis.txn_checker import TXN_ANOMALIES
+from histories import Builder
+
 from eosim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,15 +68,19 @@ def write_lines(path: Path, builder: Builder) -> str:
     return str(path)
 
 
-def anomaly_lines(out: str) -> dict[str, int]:
-    """The `name  count` rows under `anomalies`."""
+def anomaly_lines(out: str) -> dict[str, int | None]:
+    """The `name  count` rows under `anomalies` (None for a check shown as not checked)."""
     rows = out.split("anomalies\n", 1)[1].splitlines()
-    found = {}
+    found: dict[str, int | None] = {}
     for row in rows:
         parts = row.split()
-        if not row.startswith("  ") or len(parts) < 2 or not parts[1].isdigit():
+        if (
+            not row.startswith("  ")
+            or len(parts) < 2
+            or not (parts[1].isdigit() or parts[1] == "-")
+        ):
             break
-        found[parts[0]] = int(parts[1])
+        found[parts[0]] = None if parts[1] == "-" else int(parts[1])
     return found
 
 
@@ -95,7 +99,11 @@ def test_check_reports_a_torn_transaction_and_exits_1(capsys, tmp_path):
     # a transactional history shows every check but those of histories read from Jepsen
     shown = [name for name in ALL_ANOMALIES if name not in JEPSEN_ANOMALIES]
     assert list(rows) == shown
-    assert rows == {name: int(name == "torn_transaction") for name in shown}
+    # No replica lines: replica_divergence is shown as not checked (None), not as 0.
+    assert rows == {
+        name: None if name == "replica_divergence" else int(name == "torn_transaction")
+        for name in shown
+    }
     assert "e.g. txn 0 of tx (ok, p/0), 2 values: a visible, b missing" in out
 
     code, out, _ = run_cli(capsys, "check", path, "--json")
@@ -112,7 +120,7 @@ def test_check_whole_transactions_exit_0(capsys, tmp_path):
     assert code == 0
     # the checks of histories read from Jepsen are left out of an eosim history's table
     shown = [name for name in ALL_ANOMALIES if name not in JEPSEN_ANOMALIES]
-    assert anomaly_lines(out) == dict.fromkeys(shown, 0)
+    assert anomaly_lines(out) == dict.fromkeys(shown, 0) | {"replica_divergence": None}
 
 
 def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp_path):
@@ -138,6 +146,20 @@ def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp
     assert rows["nonmonotonic_poll"] == 1
     quiet = len(TXN_ANOMALIES) - 1
     assert f"({quiet} transactional checks found nothing: no txn or process ops)" in out
+    # No replica lines: the replica check had nothing to compare, which is not "0 found".
+    assert rows["replica_divergence"] is None
+    assert "not checked: no replica lines in the history" in out
+
+
+def test_check_counts_replica_divergence_when_the_history_has_replica_lines(capsys, tmp_path):
+    h = Builder()
+    h.send("p/0", "a", offset=0)
+    h.log("t", 0, ["a"], leader="broker-0", high_watermark=1)
+    h.replica("t", 0, "broker-0", ["a"], leader=True)
+    h.replica("t", 0, "broker-1", ["a"])
+    code, out, _ = run_cli(capsys, "check", write_lines(tmp_path / "rf.jsonl", h))
+    assert code == 0 and anomaly_lines(out)["replica_divergence"] == 0, out
+    assert "not checked" not in out
 
 
 @pytest.mark.parametrize(
@@ -314,7 +336,7 @@ def test_validate_finds_every_config_error_run_would_hit(
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"eosim: error: {scenario(name)}:")
+    assert lines[0].startswith(f"eosim: error: {scenario(name)} (--set {override}): ")
     assert message in lines[0]
     assert "Traceback" not in err and out == ""
     assert list(tmp_path.iterdir()) == []

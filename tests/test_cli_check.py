@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from eosim.analysis.checks import ALL_ANOMALIES
 from histories import Builder
 from test_cli import anomaly_lines, run_cli, scenario, write_lines
-
-from eosim.analysis.checks import ALL_ANOMALIES
 
 SMALL = ["--set", "producers.0.workload.records=300"]
 
@@ -141,7 +140,7 @@ def test_check_json_has_the_fields_of_run_json(capsys, tmp_path):
 def test_check_text_lists_the_anomalies_before_the_verdict(capsys, tmp_path):
     _code, out, _ = run_cli(capsys, "check", duplicated(tmp_path))
     rows = anomaly_lines(out)
-    assert rows["duplicate"] == 1 and sum(rows.values()) == 1
+    assert rows["duplicate"] == 1 and sum(v or 0 for v in rows.values()) == 1
     assert out.rstrip().splitlines()[-1].startswith("verdict")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from eosim.simulation.config import ConfigException, Unsafe, parse_producer_config
 from eosim.simulation.rules import VERSIONS
 

@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 import simpy
-
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
-from eosim import api
 from eosim.simulation.broker.broker import Broker, BrokerSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from eosim.simulation.consumer.kafka_consumer import (
@@ -31,6 +29,8 @@ from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import VERSIONS
 from eosim.simulation.runner import run_scenario
 from eosim.simulation.scenario import ScenarioError, load_scenario, parse_scenario
+
+from eosim import api
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import simpy
-
 from eosim.simulation.broker.broker import BrokerSettings
 from eosim.simulation.broker.partition import TopicSettings
 from eosim.simulation.broker.replica_manager import ReplicationSettings

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pandas as pd
-
 from eosim.analysis.checker import ANOMALIES
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.report import plots
@@ -41,12 +40,16 @@ def table(
     found: tuple[str, ...] = ("duplicate",),
     commits: bool = False,
     acks: bool = True,
+    ppm: bool = False,
 ) -> SweepData:
     """A synthetic aggregate: variant i has i runs with each anomaly in `found`. Without
-    `txns` the table looks like one from before the transactional checks."""
+    `txns` the table looks like one from before the transactional checks; without `ppm`,
+    like one from before the per-record rates (with it, 1,000 records sent per run)."""
     rows = []
     for i, values in enumerate(grid):
         row = {"variant": i, "params": json.dumps(values), "runs": 10}
+        if ppm:
+            row["sent"] = 10_000
         if txns is not None:
             row["txns"] = txns
         for a in anomalies:
@@ -58,6 +61,12 @@ def table(
                 f"ci_high_{a}": min(1.0, k / 10 + 0.2),
                 f"total_{a}": k,
             }
+            if ppm:
+                row |= {
+                    f"ppm_{a}": 100.0 * k,
+                    f"ppm_{a}_low": 0.0,
+                    f"ppm_{a}_high": 100.0 * k + 368,
+                }
         hist = [0] * N_BUCKETS
         hist[40 + i] = 5 if acks else 0
         row |= {"ack_latency_hist": hist, "expect_met": True, "expect_failures": ""}
@@ -179,3 +188,31 @@ def test_latencies_shown_are_the_measured_ones():
     # Nothing measured at all: the acknowledgement column stays, empty.
     nothing = table(["a.loss"], GRID, ALL_ANOMALIES, txns=0, acks=False)
     assert latency_table(nothing)[1][0][-1] == "- / -"
+
+
+def test_categorical_parameters_are_bars_and_numeric_ones_lines():
+    assert plots.categorical([False, True]) and plots.categorical(["2s", "4s", "6s"])
+    assert plots.categorical([1, 5])  # only two values
+    assert not plots.categorical([0, 0.01, 0.02, 0.05])
+    grid = [{"a.loss": x, "b.idem": y} for x in (0, 0.01, 0.02) for y in (False, True)]
+    data = table(["a.loss", "b.idem"], grid, ppm=True)
+    for param in data.params:  # one of each kind, each with its per-record panel
+        assert plots.rate_vs_param(data, param, "duplicate").startswith(PNG)
+    assert plots.heatmap(data, "duplicate").startswith(PNG)
+
+
+def test_rate_against_a_drawn_parameter_in_bins():
+    data = table(["a.loss"], GRID)
+    n = 60
+    data.vary = ["producers.0.config.retries", "network.mode"]
+    data.runs = pd.DataFrame(
+        {
+            "variant": [i % 2 for i in range(n)],
+            "sent": [100] * n,
+            "duplicate": [int(i % 7 == 0) for i in range(n)],
+            "p_producers_0_config_retries": list(range(n)),
+            "p_network_mode": ["a", "b", "c"] * (n // 3),
+        }
+    )
+    for path in data.vary:
+        assert plots.rate_vs_drawn(data, path, "duplicate").startswith(PNG)

@@ -10,11 +10,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
-from test_report_plots import GRID, table
-
 from eosim.analysis.checks import ALL_ANOMALIES
-from eosim.analysis.report.render import Content, banner, expectations, render_html, render_markdown
+from eosim.analysis.report.render import (
+    Cell,
+    Content,
+    Table,
+    banner,
+    expectations,
+    fault_table,
+    fit,
+    render_html,
+    render_markdown,
+    scenario_limits,
+)
+from eosim.analysis.sweep.task import FAULT_KINDS
+from eosim.simulation.limits import DEPARTURES
+from test_report_plots import GRID, table
 
 EXPECT_YAML = 'name: s\nexpect:\n  duplicate: ">0"\n  lost_write: 0\n'
 
@@ -91,21 +104,27 @@ def test_an_anomaly_nobody_expected_stays_a_failure():
     assert '<td class="bad">✗ 1/10' in render_html(Content(data))
 
 
-def wide_sweep():
-    """Sixteen variants over two parameters with long values, every guarantee shown and
-    broken somewhere, every variant failing its expectations."""
+def wide_sweep(variants: int = 16):
+    """Variants over three parameters with long values, every guarantee shown and broken
+    somewhere with its per-record rate, every fault kind applied, every variant but the first
+    failing its expectations."""
     grid = [
         {
             "producers.0.config.max.in.flight.requests.per.connection": i % 4 + 1,
-            "network.response_loss": round(0.0125 * (i // 4), 4),
+            "network.response_loss": round(0.0125 * (i // 4 % 4), 4),
+            "kafka.rules.transaction_partition_verification": i // 16 % 2 == 0,
         }
-        for i in range(16)
+        for i in range(variants)
     ]
-    data = table(list(grid[0]), grid, ALL_ANOMALIES, txns=3, found=ALL_ANOMALIES)
+    data = table(list(grid[0]), grid, ALL_ANOMALIES, txns=3, found=ALL_ANOMALIES, ppm=True)
+    for a in ALL_ANOMALIES:  # seven-digit per-record rates
+        data.table[f"ppm_{a}_high"] = 1_234_567.0
     data.manifest["scenario_yaml"] = EXPECT_YAML
-    for i in range(1, 16):
+    for i in range(1, variants):
         data.table.loc[i, "expect_met"] = False
         data.table.loc[i, "expect_failures"] = "lost_write 0: broken in 3 of 10 runs"
+    faults = {f"faults_{k}": [1_000_000 + i for i in range(variants)] for k in FAULT_KINDS}
+    data.faults = pd.DataFrame({"runs": [10] * variants, **faults, "messages_lost": 12_345_678})
     return data
 
 
@@ -150,11 +169,11 @@ def open_report(page: Path, tmp_path: Path) -> Iterator[Any]:
 def page_fits(browser: Any) -> None:
     """The verdict banner is on the first screen, and neither the page nor any table is wider
     than the window (nothing, least of all a pass/fail, behind a horizontal scrollbar)."""
-    top, height = browser.execute_script(
-        "const b = document.getElementById('verdict');"
-        "return [b.getBoundingClientRect().top, window.innerHeight];"
+    top, bottom, height = browser.execute_script(
+        "const r = document.getElementById('verdict').getBoundingClientRect();"
+        "return [r.top, r.bottom, window.innerHeight];"
     )
-    assert 0 <= top < height
+    assert 0 <= top < bottom <= height  # the whole banner, on the first screen
     width = browser.execute_script("return document.documentElement.clientWidth;")
     assert browser.execute_script("return document.documentElement.scrollWidth;") <= width
     overflowing = browser.execute_script(
@@ -166,8 +185,99 @@ def page_fits(browser: Any) -> None:
     assert overflowing == []
 
 
-def test_verdict_table_fits_1280px_in_a_real_browser(tmp_path):
+@pytest.mark.parametrize("variants", [4, 16, 48])
+def test_every_table_fits_1280px_in_a_real_browser(tmp_path, variants):
+    data = wide_sweep(variants)
+    html = render_html(Content(data))
+    assert html.count("<table") == 3  # verdicts, fault load, latency
     page = tmp_path / "wide.html"
-    page.write_text(render_html(Content(wide_sweep())), encoding="utf-8")
+    page.write_text(html, encoding="utf-8")
     with open_report(page, tmp_path) as browser:
         page_fits(browser)
+        assert browser.execute_script("return document.querySelectorAll('table').length") == 3
+
+
+def test_names_and_values_from_the_sweep_are_escaped():
+    evil = "<script>alert(1)</script>"
+    data = table(["a.mode"], [{"a.mode": evil}, {"a.mode": "ok"}])
+    data.manifest["scenario"] = evil
+    data.manifest["scenario_yaml"] = f"name: '{evil}'\n"
+    data.manifest["set"] = [f"a.x={evil}"]
+    html = render_html(Content(data))
+    assert "<script" not in html
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
+
+
+def test_per_record_rates_beside_the_runs_or_not_recorded(tmp_path):
+    data = table(["a.loss"], GRID, ppm=True)
+    html = render_html(Content(data))
+    assert '<td class="bad">✗ 1/10 10.0% [0.0–30.0]<br><span class="sub2">100 ppm [0–468]' in html
+    assert '✓ 0/10 (≤20%)<br><span class="sub2">0 ppm [0–368]' in html
+    assert "Per-record rates: not recorded" not in html
+    md = render_markdown(Content(data), tmp_path / "r_files")
+    assert "✗ 1/10 10.0% [0.0–30.0] · 100 ppm [0–468]" in md
+
+    old = table(["a.loss"], GRID)  # made before the ppm columns existed
+    html = render_html(Content(old))
+    assert "Per-record rates: not recorded" in html and "ppm not recorded" in html
+
+
+def test_fault_load_per_variant_or_not_recorded():
+    data = table(["a.loss"], GRID)
+    html = render_html(Content(data))
+    assert "before eosim recorded each run's faults" in html
+    kinds = {f"faults_{k}": [0, 0] for k in FAULT_KINDS}
+    kinds["faults_crash"] = [0, 25]
+    data.faults = pd.DataFrame({"runs": [10, 10], **kinds, "messages_lost": [3, 40]})
+    fault_cells = fault_table(data)
+    assert [c.text for c in fault_cells.head] == ["variant", "loss", "crash", "messages lost"]
+    assert [[c.text for c in r] for r in fault_cells.rows] == [
+        ["0", "0", "0 (0 / run)", "3 (0.3 / run)"],
+        ["1", "0.01", "25 (2.5 / run)", "40 (4 / run)"],
+    ]
+    html = render_html(Content(data))
+    assert "Fault load applied" in html and "25 (2.5 / run)" in html
+
+
+TXN_YAML = """name: t
+cluster: {brokers: 1, topics: [{name: t, partitions: 1}]}
+transactional_producers:
+  - name: tp
+    workload: {topic: t, transactions: 5}
+"""
+PLAIN_YAML = """name: p
+cluster: {brokers: 1, topics: [{name: t, partitions: 1}]}
+producers:
+  - name: p
+    config: {enable.idempotence: false}
+    workload: {topic: t, records: 5}
+"""
+
+
+def test_the_model_limits_listed_are_those_of_the_features_used():
+    txn = table(["network.request_loss"], [{"network.request_loss": 0}])
+    txn.manifest["scenario_yaml"] = TXN_YAML
+    used, limits, note = scenario_limits(txn)
+    assert note == "" and "transactions" in used
+    assert any(f == "transactions" for f, _lines in limits)
+    html = render_html(Content(txn))
+    assert DEPARTURES["transactions"][1] in html
+
+    plain = table(["network.response_loss"], [{"network.response_loss": 0.01}])
+    plain.manifest["scenario_yaml"] = PLAIN_YAML
+    used, limits, note = scenario_limits(plain)
+    assert note == "" and "transactions" not in used and "idempotence" not in used
+    assert "network loss" in used  # from the variant's grid value
+    assert DEPARTURES["transactions"][1] not in render_html(Content(plain))
+
+
+def test_wide_tables_are_transposed_or_wrapped():
+    head = [Cell(f"h{i}") for i in range(12)]
+    short_table = fit(Table(head, [[Cell(f"{r}:{i}") for i in range(12)] for r in range(2)]))
+    assert [c.text for c in short_table.head] == ["h0", "0:0", "1:0"]
+    assert [c.text for c in short_table.rows[0]] == ["h1", "0:1", "1:1"]
+    assert short_table.rows[0][0].header
+    long_table = fit(Table(head, [[Cell(f"{r}:{i}") for i in range(12)] for r in range(20)]))
+    assert long_table.css == "wide" and len(long_table.head) == 12
+    narrow = Table(head[:4], [])
+    assert fit(narrow) is narrow

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from eosim.analysis.stats import RatioSums, ratio_interval, wilson_interval
 from eosim.analysis.sweep import SweepError, run_sweep
 from eosim.analysis.sweep.task import NONDETERMINISTIC
+
 from eosim import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +121,6 @@ def synthetic_run(variant: int, run: int, **fields) -> dict:
 
 def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
     import pyarrow as pa
-
     from eosim.analysis.stats import N_BUCKETS, bucket_of, format_duration, sketch
     from eosim.analysis.sweep.aggregate import aggregate
     from eosim.analysis.sweep.runner import SweepResult, format_table
@@ -356,7 +355,6 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
     import shutil
 
     import pyarrow.parquet as pq
-
     from eosim.analysis.report import write_report
     from eosim.analysis.txn_checker import TXN_ANOMALIES
 
@@ -410,9 +408,8 @@ def test_report_refuses_an_unfinished_sweep(tmp_path, clean):
 
 
 def test_report_renders_in_a_real_browser(clean, tmp_path):
-    from test_report_render import open_report, page_fits
-
     from eosim.analysis.report import write_report
+    from test_report_render import open_report, page_fits
 
     _, out = clean
     page = write_report(out, tmp_path / "report.html")
@@ -430,3 +427,34 @@ def test_report_renders_in_a_real_browser(clean, tmp_path):
         assert "expectations" in banner
         page_fits(browser)
         browser.save_screenshot(str(tmp_path / "report.png"))
+
+
+def test_report_reads_the_fault_load_and_the_drawn_values(clean, spark, tmp_path):
+    import shutil
+
+    import pyarrow.parquet as pq
+    from eosim.analysis.report.data import load
+    from eosim.analysis.report.render import build, render_html
+
+    _, out = clean
+    data = load(out)
+    frame = rows(out)
+    assert data.faults is not None and list(data.faults["runs"]) == [6, 6]
+    lost = frame.groupby("variant")["messages_lost"].sum()
+    assert list(data.faults["messages_lost"]) == list(lost)
+    assert lost[1] > 0  # response_loss 0.05
+    # Results from before runs recorded their faults.
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    for part in (old / "runs").rglob("*.parquet"):
+        table = pq.read_table(part)
+        drop = [c for c in table.column_names if c.startswith("faults_") or c == "messages_lost"]
+        pq.write_table(table.drop_columns(drop), part)
+    assert load(old).faults is None
+
+    drawn = tmp_path / "drawn"
+    sweep(spark, drawn, runs=6, grid=(), vary=("producers.0.config.retries=randint(3,9)",))
+    content = build(drawn)
+    assert content.data.vary == ["producers.0.config.retries"]
+    assert any(f.name.startswith("drawn-") for f in content.figures)
+    assert "Drawn per run" in render_html(content)

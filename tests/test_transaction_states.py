@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from eosim.simulation.coordinator.transaction_state import (
     IllegalStateTransition,
     TransactionMetadata,

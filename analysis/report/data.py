@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.txn_checker import TXN_ANOMALIES
@@ -51,6 +50,13 @@ class SweepData:
     table: pd.DataFrame
     params: list[str]
     failing: dict[str, list[dict[str, Any]]]
+    # Per variant (index), the fault load its runs had: `runs` and the sums of every
+    # `faults_<kind>` and `messages_lost` column; None for sweeps made before runs recorded it.
+    faults: pd.DataFrame | None = None
+    # The `--vary` parameters (paths), and one row per run with what their plots need: variant,
+    # sent, the anomaly counts and the typed `p_<path>` columns of the drawn values.
+    vary: list[str] = field(default_factory=list)
+    runs: pd.DataFrame | None = None
 
     @property
     def transactional(self) -> bool:
@@ -95,6 +101,11 @@ class SweepData:
         return [label(json.loads(params), self.params) for params in self.table["params"]]
 
 
+def vary_paths(manifest: dict[str, Any]) -> list[str]:
+    """The `--vary` parameters of a sweep, from the manifest's ``path=distribution(...)``."""
+    return [str(v).split("=", 1)[0] for v in manifest.get("vary") or []]
+
+
 def short(path: str) -> str:
     """A parameter path's last word, as a column or legend title."""
     if path.endswith("max.in.flight.requests.per.connection"):
@@ -136,4 +147,23 @@ def load(root: str | Path) -> SweepData:
         if hits.num_rows:
             rows = hits.sort_by([("variant", "ascending"), ("run", "ascending")])
             failing[name] = rows.slice(0, FAILING_RUNS_SHOWN).to_pylist()
-    return SweepData(root, manifest, table.reset_index(drop=True), params, failing)
+    names = dataset.schema.names
+    fault_columns = [c for c in names if c.startswith("faults_")]
+    faults = None
+    if fault_columns and "messages_lost" in names:
+        columns = ["variant", *fault_columns, "messages_lost"]
+        frame = dataset.to_table(columns=columns).to_pandas()
+        frame["variant"] = frame["variant"].astype(int)
+        grouped = frame.groupby("variant")
+        faults = grouped.sum()
+        faults.insert(0, "runs", grouped.size())
+    vary = vary_paths(manifest)
+    runs = None
+    if vary:
+        from eosim.analysis.sweep.plan import param_column
+
+        wanted = ["variant", "sent", *anomalies, *(param_column(p) for p in vary)]
+        runs = dataset.to_table(columns=[c for c in wanted if c in names]).to_pandas()
+    return SweepData(
+        root, manifest, table.reset_index(drop=True), params, failing, faults, vary, runs
+    )

@@ -11,21 +11,24 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import math
 import os
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pandas as pd
 import yaml
-
 from eosim.analysis.expect import Condition
 from eosim.analysis.report import plots
 from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
-from eosim.analysis.stats import format_duration
+from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep.aggregate import MUST_HOLD
-from eosim.simulation.scenario import ScenarioError, apply_override
+from eosim.analysis.sweep.task import FAULT_KINDS
+from eosim.simulation.limits import DEPARTURES, features
+from eosim.simulation.scenario import ScenarioError, apply_override, parse_scenario
+from markupsafe import Markup
 
 
 class ReportError(ValueError):
@@ -95,7 +98,8 @@ def _failed_keys(row: Any) -> set[str]:
 
 def _verdict(row: Any, anomaly: str, expect: dict[str, Condition] | None = None) -> tuple[str, str]:
     """A verdict cell: its style (``ok``, ``expected``: an anomaly the scenario expects to be
-    shown and that was, or ``bad``) and its text."""
+    shown and that was, or ``bad``) and its text (the runs that showed the anomaly, their
+    share and its Wilson 95% interval)."""
     k, n = int(row[f"runs_{anomaly}"]), int(row["runs"])
     high = 100 * row[f"ci_high_{anomaly}"]
     condition = (expect or {}).get(anomaly)
@@ -109,6 +113,30 @@ def _verdict(row: Any, anomaly: str, expect: dict[str, Condition] | None = None)
     if condition is not None and condition.op not in MUST_HOLD and not failed:
         return "expected", f"shown, as expected ({condition}): {counts}"
     return "bad", f"✗ {counts}"
+
+
+NOT_RECORDED = "not recorded"
+
+
+def _number(value: Any) -> float | None:
+    """A float, or None for a missing value (None, NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def per_record(row: Any, anomaly: str) -> str:
+    """The per-record rate of a verdict cell: anomalous records per million records sent and
+    its 95% interval (``11,400 ppm [5,720–17,100]``); ``not recorded`` for sweeps made before
+    the aggregate had it, ``no records sent`` when the variant sent none."""
+    if f"ppm_{anomaly}" not in row or f"ppm_{anomaly}_high" not in row:
+        return f"ppm {NOT_RECORDED}"
+    ppm = _number(row[f"ppm_{anomaly}"])
+    if ppm is None:
+        return "no records sent"
+    low, high = _number(row[f"ppm_{anomaly}_low"]), _number(row[f"ppm_{anomaly}_high"])
+    return f"{format_ppm(ppm)} ppm [{format_ppm(low)}–{format_ppm(high)}]"
 
 
 def banner(data: SweepData) -> tuple[bool, str]:
@@ -147,6 +175,175 @@ def _spans(numbers: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
+def build(root: str | Path) -> Content:
+    try:
+        data = load(root)
+    except DataError as exc:
+        raise ReportError(str(exc)) from None
+    content = Content(data)
+    for anomaly in plots.shown_anomalies(data):
+        for param in data.params:
+            content.figures.append(
+                Figure(
+                    f"rate-{anomaly}-{param}",
+                    f"{anomaly} against {param}: the share of runs (Wilson 95%)"
+                    + (
+                        " and anomalous records per million sent (95%)."
+                        if data.per_record
+                        else "; per-record rates not recorded."
+                    ),
+                    plots.rate_vs_param(data, param, anomaly),
+                )
+            )
+        if len(data.params) == 2:
+            content.figures.append(
+                Figure(
+                    f"heatmap-{anomaly}",
+                    f"{anomaly} over the two-parameter grid: share of runs"
+                    + (" and per million records." if data.per_record else "."),
+                    plots.heatmap(data, anomaly),
+                )
+            )
+        for path in data.vary:
+            if data.runs is not None and anomaly in data.runs:
+                content.figures.append(
+                    Figure(
+                        f"drawn-{anomaly}-{path}",
+                        f"{anomaly} against the drawn value of {path} (--vary), in quantile "
+                        "bins of the draws, with Wilson 95% intervals per bin.",
+                        plots.rate_vs_drawn(data, path, anomaly),
+                    )
+                )
+    content.figures.append(
+        Figure("breakdown", "Runs with each anomaly type, by variant.", plots.breakdown(data))
+    )
+    if "ack" in latencies(data):
+        content.figures.append(
+            Figure("latency", "Acknowledgement latency by variant.", plots.latency(data))
+        )
+    if "commit" in latencies(data):
+        content.figures.append(
+            Figure(
+                "commit-latency",
+                "Transaction commit latency (invocation to ok completion) by variant.",
+                plots.latency(data, "commit"),
+            )
+        )
+    content.stories = [_story(data, anomaly, runs) for anomaly, runs in data.failing.items()]
+    return content
+
+
+def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
+    from eosim.analysis import outcome as checked
+    from eosim.analysis.sweep.replay import ReplayError, replay
+
+    story = Story(anomaly, runs)
+    first = runs[0]
+    try:
+        r = replay(data.root, f"{first['variant']}:{first['run']}")
+    except ReplayError as exc:
+        story.note = f"could not replay run {first['variant']}:{first['run']}: {exc}"
+        return story
+    if r.mismatches:
+        story.note = "replay did not reproduce the recorded outcome: " + "; ".join(r.mismatches)
+    for t in checked.timelines(r.outcome):
+        if t.anomaly == anomaly:
+            story.timeline_text, story.timeline_svg = t.text(), t.svg()
+    return story
+
+
+# -- tables --------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    text: str
+    cls: str = ""
+    title: str = ""
+    sub: str = ""  # a second line, smaller
+    header: bool = False  # a row header (a transposed table's first column)
+
+
+@dataclass
+class Table:
+    head: list[Cell]
+    rows: list[list[Cell]]
+    css: str = ""
+
+
+# A table with more columns than this is transposed when it has fewer rows than columns, and
+# otherwise laid out to the page width with wrapping cells, so it never needs a scrollbar.
+WIDE_COLUMNS = 9
+
+
+def fit(table: Table) -> Table:
+    """``table`` as it fits the page: unchanged when narrow; transposed (columns become rows)
+    when wide and short; laid out to the page width (cells wrap) when wide and long."""
+    if len(table.head) <= WIDE_COLUMNS:
+        return table
+    if len(table.rows) + 1 < len(table.head):
+        head = [table.head[0], *(Cell(r[0].text, title=r[0].title) for r in table.rows)]
+        rows = [
+            [Cell(h.text, title=h.title, header=True), *(r[j] for r in table.rows)]
+            for j, h in enumerate(table.head)
+            if j > 0
+        ]
+        out = Table(head, rows, "wide" if len(head) > WIDE_COLUMNS else table.css)
+        return out
+    return Table(table.head, table.rows, "wide")
+
+
+def _param_head(data: SweepData) -> list[Cell]:
+    return [Cell(short(p), cls="param", title=p) for p in data.params]
+
+
+def _param_cells(data: SweepData, row: Any) -> list[Cell]:
+    params = json.loads(row["params"])
+    return [Cell(show(params[p])) for p in data.params]
+
+
+def verdict_table(data: SweepData) -> Table:
+    """Per variant and guarantee: the runs that broke it (share, Wilson 95%) and, below, the
+    per-record rate; then whether the variant met the scenario's expectations."""
+    head = [Cell("variant", cls="variant"), *_param_head(data)]
+    head += [Cell(GUARANTEES[a], title=a) for a in data.guarantees]
+    head.append(Cell("expect", cls="expect"))
+    rows = []
+    for (_, row), expect in zip(data.table.iterrows(), expectations(data), strict=True):
+        cells = [Cell(str(row["variant"])), *_param_cells(data, row)]
+        for anomaly in data.guarantees:
+            style, text = _verdict(row, anomaly, expect)
+            cells.append(Cell(text, cls=style, sub=per_record(row, anomaly)))
+        met = bool(row["expect_met"])
+        text = "met" if met else f"NOT MET: {row['expect_failures']}"
+        cells.append(Cell(text, cls="ok" if met else "bad"))
+        rows.append(cells)
+    return Table(head, rows, "verdicts")
+
+
+def fault_table(data: SweepData) -> Table | None:
+    """Per variant, the fault load its runs had: each fault kind that occurred in some run
+    (total, and mean per run below) and the messages lost; None when not recorded."""
+    faults = data.faults
+    if faults is None:
+        return None
+    kinds = [k for k in FAULT_KINDS if f"faults_{k}" in faults and faults[f"faults_{k}"].sum()]
+    columns = [*(f"faults_{k}" for k in kinds), "messages_lost"]
+    head = [Cell("variant"), *_param_head(data), *(Cell(k) for k in kinds)]
+    head.append(Cell("messages lost"))
+    rows = []
+    for _, row in data.table.iterrows():
+        v = int(row["variant"])
+        cells = [Cell(str(v)), *_param_cells(data, row)]
+        for c in columns:
+            if v not in faults.index:
+                cells.append(Cell("-"))
+                continue
+            total, runs = int(faults.loc[v, c]), int(faults.loc[v, "runs"])
+            mean = f"{total / max(runs, 1):.3g}"
+            cells.append(Cell(f"{total:,} ({mean} / run)", cls="num"))
+        rows.append(cells)
+    return fit(Table(head, rows))
+
+
 def _ms(value: Any) -> str:
     """A latency with its unit and at most three significant digits, as the CLI prints it."""
     return "-" if value is None or pd.isna(value) else format_duration(float(value))
@@ -173,192 +370,131 @@ def latency_table(data: SweepData) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _th(text: str, params: list[str]) -> str:
-    """A header cell; a parameter shows its last word, with the full path as a tooltip."""
-    if text in params:
-        return f'<th title="{escape(text)}">{escape(short(text))}</th>'
-    return f"<th>{escape(text)}</th>"
+def _latency_cells(data: SweepData) -> Table:
+    head, rows = latency_table(data)
+    cells = [Cell(short(h), title=h) if h in data.params else Cell(h) for h in head]
+    return fit(Table(cells, [[Cell(c) for c in r] for r in rows]))
 
 
-def build(root: str | Path) -> Content:
-    try:
-        data = load(root)
-    except DataError as exc:
-        raise ReportError(str(exc)) from None
-    content = Content(data)
-    for anomaly in plots.shown_anomalies(data):
-        for param in data.params:
-            content.figures.append(
-                Figure(
-                    f"rate-{anomaly}-{param}",
-                    f"Share of runs with {anomaly} against {param}, with Wilson 95% intervals.",
-                    plots.rate_vs_param(data, param, anomaly),
-                )
-            )
-        if len(data.params) == 2:
-            content.figures.append(
-                Figure(
-                    f"heatmap-{anomaly}",
-                    f"Share of runs with {anomaly} over the two-parameter grid.",
-                    plots.heatmap(data, anomaly),
-                )
-            )
-    content.figures.append(
-        Figure("breakdown", "Runs with each anomaly type, by variant.", plots.breakdown(data))
+FEATURE_NAMES = {
+    "producers": "producers and brokers",
+    "network_loss": "network loss",
+    "packet_loss": "packet loss",
+    "replication": "replication",
+    "idempotence": "idempotence",
+    "transactions": "transactions",
+    "consumers": "consumers and processors",
+}
+
+
+def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[str]]], str]:
+    """The features the sweep's scenario uses in any variant (with the sweep's overrides, each
+    variant's grid values and each --vary parameter at a sample value), and the model's
+    departures from Kafka for them (``eosim.simulation.limits``); and a note when the scenario could
+    not be read."""
+    from eosim.analysis.sweep.plan import PlanError, VarySpec
+
+    m = data.manifest
+    text = m.get("scenario_yaml") or ""
+    drawn: list[str] = []
+    for spec in m.get("vary") or []:
+        try:
+            v = VarySpec.parse(str(spec))
+        except PlanError:
+            continue
+        drawn.append(f"{v.path}={show(v.sample())}")
+    used: set[str] = set()
+    note = ""
+    for params_text in data.table["params"]:
+        params = json.loads(params_text)
+        sets = [*m.get("set", []), *(f"{p}={show(v)}" for p, v in params.items()), *drawn]
+        try:
+            used.update(features(parse_scenario(text, m.get("scenario", "scenario"), sets)))
+        except (ScenarioError, ValueError) as exc:
+            note = f"The scenario could not be read ({exc}); the general limits are listed."
+    if not used:
+        used = {"producers"}
+    names = [f for f in DEPARTURES if f in used]
+    return (
+        [FEATURE_NAMES.get(f, f) for f in names],
+        [(FEATURE_NAMES.get(f, f), list(DEPARTURES[f])) for f in names],
+        note,
     )
-    if "ack" in latencies(data):
-        content.figures.append(
-            Figure("latency", "Acknowledgement latency by variant.", plots.latency(data))
-        )
-    if "commit" in latencies(data):
-        content.figures.append(
-            Figure(
-                "commit-latency",
-                "Transaction commit latency (invocation to ok completion) by variant.",
-                plots.latency(data, "commit"),
-            )
-        )
-    content.stories = [_story(data, anomaly, runs) for anomaly, runs in data.failing.items()]
-    return content
-
-
-def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
-    from eosim.analysis.sweep.replay import ReplayError, replay
-    from eosim import api
-
-    story = Story(anomaly, runs)
-    first = runs[0]
-    try:
-        r = replay(data.root, f"{first['variant']}:{first['run']}")
-    except ReplayError as exc:
-        story.note = f"could not replay run {first['variant']}:{first['run']}: {exc}"
-        return story
-    if r.mismatches:
-        story.note = "replay did not reproduce the recorded outcome: " + "; ".join(r.mismatches)
-    for t in api.timelines(r.outcome):
-        if t.anomaly == anomaly:
-            story.timeline_text, story.timeline_svg = t.text(), t.svg()
-    return story
 
 
 # -- HTML ----------------------------------------------------------------------------------
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1200px;margin:2em auto;
-padding:0 1em;color:#222}
-h1{margin-bottom:.2em} .sub{color:#666;margin-top:0}
-.banner{padding:.6em 1em;border-radius:4px;font-size:17px;font-weight:600;margin:.8em 0}
-.banner.met{background:#eaf7ea;border:1px solid #9c9} .banner.unmet{background:#fbe5e5;
-border:1px solid #d99}
-table{border-collapse:collapse;margin:1em 0;font-size:14px;max-width:100%}
-td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;
-overflow-wrap:break-word}
-table.verdicts{table-layout:fixed;width:100%;font-size:12px}
-table.verdicts td,table.verdicts th{padding:3px 4px;hyphens:auto}
-table.verdicts th{font-size:11px} table.verdicts th.expect{width:12%}
-table.verdicts th.variant{width:4.5em}
-th{background:#f5f5f5} .ok{background:#eaf7ea} .bad{background:#fbe5e5;font-weight:600}
-.expected{background:#eef3fb}
-figure{display:inline-block;margin:1em 1em 1em 0;max-width:100%}
-figcaption{color:#555;font-size:13px}
-img{max-width:100%} pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:12px}
-code{background:#f2f2f2;padding:1px 4px} td code{white-space:normal;word-break:break-all}
-.timeline{overflow:auto;border:1px solid #eee}
-.note{color:#a00}
-"""
+_ENV = jinja2.Environment(
+    # The templates ship inside the package (package data), beside this module.
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=jinja2.select_autoescape(["html"], default=True),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def render_html(content: Content) -> str:
     d = content.data
-    m = d.manifest
-    e = escape
+    m = dict(d.manifest)
     met, sentence = banner(d)
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>eosim reliability report: {e(m['scenario'])}</title>",
-        f"<style>{CSS}</style></head><body>",
-        f"<h1>Reliability report: {e(m['scenario'])}</h1>",
-        f'<p class="sub">sweep {e(m["sweep_id"])} · {m["total_runs"]} runs · '
-        f"{len(d.table)} variant(s) · eosim {e(m['eosim_version'])} · "
-        f"finished {e(str(m.get('finished', '')))}</p>",
-        f"<p>Command: <code>{e(m['command'])}</code></p>",
-        f'<p class="banner {"met" if met else "unmet"}" id="verdict">{e(sentence)}</p>',
-        "<h2>Verdicts</h2>",
-        "<p>✓: no run of the variant showed the anomaly; the bound is the upper end of the "
-        "Wilson 95% interval on its rate. ✗: runs with the anomaly (or, for one the scenario "
-        "expects, no run showing it), the rate and its 95% interval. <i>shown, as "
-        "expected</i>: the scenario expects the anomaly and runs showed it.</p>",
-        '<table class="verdicts"><tr><th class="variant">variant</th>',
-        *(f'<th title="{e(p)}">{e(short(p))}</th>' for p in d.params),
-        *(f'<th title="{e(a)}">{e(GUARANTEES[a])}</th>' for a in d.guarantees),
-        '<th class="expect">expect</th></tr>',
+    used, limits, note = scenario_limits(d)
+    faults = fault_table(d)
+    fault_kinds_none = (
+        faults is not None
+        and d.faults is not None
+        and not any(d.faults[f"faults_{k}"].sum() for k in FAULT_KINDS if f"faults_{k}" in d.faults)
+    )
+    figures = [
+        {"caption": f.caption, "data": base64.b64encode(f.png).decode("ascii")}
+        for f in content.figures
     ]
-    for (_, row), expect in zip(d.table.iterrows(), expectations(d), strict=True):
-        params = json.loads(row["params"])
-        cells = [f"<td>{row['variant']}</td>"]
-        cells += [f"<td>{e(show(params[p]))}</td>" for p in d.params]
-        for anomaly in d.guarantees:
-            style, text = _verdict(row, anomaly, expect)
-            cells.append(f'<td class="{style}">{e(text)}</td>')
-        expect_text = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
-        cells.append(f'<td class="{"ok" if row["expect_met"] else "bad"}">{e(expect_text)}</td>')
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table>")
-    head, rows = latency_table(d)
-    out.append(
-        "<h2>Latency</h2><p>Simulated time, p50 / p99 per variant (DDSketch, 1% relative "
-        "error).</p>"
+    stories = [
+        {
+            "anomaly": s.anomaly,
+            "runs": s.runs,
+            "note": s.note,
+            # Drawn by eosim (eosim.analysis.timeline), which escapes every text it puts in.
+            "timeline_svg": Markup(s.timeline_svg),
+            "timeline_text": s.timeline_text,
+        }
+        for s in content.stories
+    ]
+    m.setdefault("set", [])
+    m.setdefault("finished", "")
+    return _ENV.get_template("report.html").render(
+        m=m,
+        variants=len(d.table),
+        met=met,
+        sentence=sentence,
+        per_record=d.per_record,
+        verdicts=verdict_table(d),
+        faults=faults,
+        fault_kinds_none=fault_kinds_none,
+        features=used,
+        limits=limits,
+        limits_note=note,
+        latency=_latency_cells(d),
+        figures=figures,
+        stories=stories,
+        vary=[str(v) for v in m.get("vary") or []],
+        root=str(d.root),
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
-    out.append("<table><tr>" + "".join(_th(h, d.params) for h in head) + "</tr>")
-    out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
-    out.append("</table><h2>How risk moves with the settings</h2>")
-    for f in content.figures:
-        data_uri = base64.b64encode(f.png).decode("ascii")
-        out.append(
-            f'<figure><img alt="{e(f.caption)}" src="data:image/png;base64,{data_uri}">'
-            f"<figcaption>{e(f.caption)}</figcaption></figure>"
-        )
-    out.append("<h2>How it happened</h2>")
-    if not content.stories:
-        out.append("<p>No run showed any anomaly.</p>")
-    for s in content.stories:
-        out.append(
-            f"<h3>{e(s.anomaly)}</h3><table><tr><th>variant</th><th>run</th>"
-            "<th>count</th><th>replay</th></tr>"
-        )
-        for r in s.runs:
-            out.append(
-                f"<tr><td>{r['variant']}</td><td>{r['run']}</td><td>{r[s.anomaly]}</td>"
-                f"<td><code>{e(r['replay'] or '')}</code></td></tr>"
-            )
-        out.append("</table>")
-        if s.note:
-            out.append(f'<p class="note">{e(s.note)}</p>')
-        if s.timeline_svg:
-            first = s.runs[0]
-            out.append(
-                f"<p>Minimal timeline of run {first['variant']}:{first['run']} "
-                f"(<code>eosim replay {e(str(d.root))} --run "
-                f"{first['variant']}:{first['run']}</code>):</p>"
-            )
-            out.append(f'<div class="timeline">{s.timeline_svg}</div>')
-            out.append(
-                f"<details><summary>as text</summary><pre>{e(s.timeline_text)}</pre></details>"
-            )
-    out.append("<h2>Scenario</h2>")
-    out.append(f"<pre>{e(m['scenario_yaml'])}</pre>")
-    if m.get("set"):
-        out.append("<p>With overrides: " + ", ".join(f"<code>{e(s)}</code>" for s in m["set"]))
-    out.append(
-        f'<p class="sub">Generated {e(dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))} '
-        f"by <code>eosim report {e(str(d.root))}</code>.</p></body></html>"
-    )
-    return "\n".join(out)
 
 
 # -- Markdown ------------------------------------------------------------------------------
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(table: Table) -> list[str]:
+    def text(c: Cell) -> str:
+        return _md(f"{c.text} ({c.sub})" if c.sub else c.text)
+
+    lines = ["| " + " | ".join(text(c) for c in table.head) + " |"]
+    lines.append("|---" * len(table.head) + "|")
+    lines += ["| " + " | ".join(text(c) for c in r) + " |" for r in table.rows]
+    return lines
 
 
 def render_markdown(content: Content, files_dir: Path) -> str:
@@ -389,9 +525,23 @@ def render_markdown(content: Content, files_dir: Path) -> str:
     for (_, row), expect in zip(d.table.iterrows(), expectations(d), strict=True):
         params = json.loads(row["params"])
         cells = [str(row["variant"])] + [_md(show(params[p])) for p in d.params]
-        cells += [_md(_verdict(row, a, expect)[1]) for a in d.guarantees]
+        cells += [
+            _md(f"{_verdict(row, a, expect)[1]} · {per_record(row, a)}") for a in d.guarantees
+        ]
         cells.append("met" if row["expect_met"] else _md(f"NOT MET: {row['expect_failures']}"))
         out.append("| " + " | ".join(cells) + " |")
+    out += ["", "## Fault load applied", ""]
+    faults = fault_table(d)
+    if faults is None:
+        out.append("Not recorded: the sweep was made before eosim recorded each run's faults.")
+    else:
+        out += _md_table(faults)
+    used, limits, note = scenario_limits(d)
+    out += ["", "## The model's limits for this scenario", ""]
+    if note:
+        out += [f"> {_md(note)}", ""]
+    out += [f"Features used: {', '.join(used)}.", ""]
+    out += [f"- **{feature}**: {' '.join(lines)}" for feature, lines in limits]
     head, rows = latency_table(d)
     out += [
         "",

@@ -5,7 +5,8 @@ The pieces, each in its own module:
 * :mod:`~eosim.analysis.sweep.plan` expands a scenario, a grid and per-run random parameters into
   variants and runs, and derives every run's seed from (sweep seed, variant, run).
 * :mod:`~eosim.analysis.sweep.task` is what a Spark task executes: one run, one result row. It
-  knows only the public :mod:`eosim.api`, never the model's internals.
+  knows only :mod:`eosim.analysis.outcome` (the model's entry point and the checks), never the
+  model's internals.
 * :mod:`~eosim.analysis.sweep.store` owns the results directory: manifest, atomic chunk commits,
   resume.
 * :mod:`~eosim.analysis.sweep.engine` starts Spark (embedded, or a real cluster) and runs chunks.

@@ -24,7 +24,6 @@ from typing import Any
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep import engine
@@ -74,11 +73,11 @@ def build_plan(
     seed: int | None,
     overrides: Sequence[str],
 ) -> tuple[SweepPlan, Any]:
-    from eosim import api
+    from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import ScenarioError
 
     try:
-        scenario = api.load(scenario_path, overrides)
+        scenario = checked.load(scenario_path, overrides)
         text = Path(scenario_path).read_text(encoding="utf-8")
         plan = SweepPlan(
             scenario_text=text,
@@ -91,7 +90,7 @@ def build_plan(
         )
         for what, variant_overrides in plan.validation_overrides():
             try:
-                api.parse(text, scenario_path, variant_overrides)
+                checked.parse(text, scenario_path, variant_overrides)
             except ScenarioError as exc:
                 raise SweepError(f"{what}: {exc}" if what else str(exc)) from None
     except (ScenarioError, PlanError) as exc:

@@ -2,7 +2,7 @@
 
 The function shipped to executors is :func:`make_batch_runner`'s closure. It carries the
 plan (scenario text included, so executors need no access to the scenario file) and reaches
-the model only through :mod:`eosim.api`. Rows leave as Arrow record batches
+the model only through :mod:`eosim.analysis.outcome`. Rows leave as Arrow record batches
 (``mapInArrow``), a few runs at a time, so a task's memory does not grow with its run count.
 """
 
@@ -11,23 +11,29 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import pyarrow as pa
-
 from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
 from eosim.analysis.expect import COUNTS
 from eosim.analysis.history import History
 from eosim.analysis.stats import histogram, sketch
 from eosim.analysis.sweep.plan import SweepPlan, param_column, render, run_seed
 from eosim.analysis.sweep.progress import report_progress
+from eosim.simulation.scenario import FaultKind
 
 ROWS_PER_BATCH = 16
 # A task reports its finished runs after a run when this long has passed since its last
 # report: a file replaced costs a few milliseconds on some filesystems, a run about 100 ms,
 # and the driver polls every 0.25 s.
 REPORT_INTERVAL_S = 0.2
+# The fault load a run actually had: per fault kind, the occurrences of its realised schedule
+# (`RunResult.faults`: scheduled, random and periodic faults and every crash_at that fired, as a
+# crash), in `faults_<kind>` columns; and `messages_lost`, every message the network lost or
+# dropped (ambient loss, loss faults, dead connections).
+FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
 SCHEMA = pa.schema(
     [
@@ -42,6 +48,8 @@ SCHEMA = pa.schema(
         ("sim_time_s", pa.float64()),
         ("wall_time_s", pa.float64()),
         ("events", pa.int64()),
+        *((f"faults_{kind}", pa.int64()) for kind in FAULT_KINDS),
+        ("messages_lost", pa.int64()),
         ("history_sha256", pa.string()),
         ("expect_met", pa.bool_()),
         ("ack_latency_hist", pa.list_(pa.int64())),
@@ -103,6 +111,12 @@ def commit_latencies(history: History) -> list[float]:
     return latencies
 
 
+def fault_counts(faults: list[Any]) -> dict[str, int]:
+    """``faults_<kind>`` -> occurrences, for every kind of :data:`FAULT_KINDS`."""
+    counts = Counter(f.kind for f in faults)
+    return {f"faults_{kind}": counts.get(kind, 0) for kind in FAULT_KINDS}
+
+
 def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
     sets = "".join(f" --set {o}" for o in plan.overrides(params))
     return f"eosim run {plan.scenario_source} --seed {seed}{sets}"
@@ -110,14 +124,14 @@ def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
 
 def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
     """One run of the sweep, as a result row."""
-    from eosim import api
+    from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import parse_scenario
 
     variant, run = plan.locate(run_id)
     params = plan.run_parameters(variant, run)
     seed = run_seed(plan.seed, variant, run)
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
-    outcome = api.run(scenario, seed)
+    outcome = checked.run(scenario, seed)
     acks, commits = ack_latencies(outcome.history), commit_latencies(outcome.history)
     anomalies = {name: a.count for name, a in outcome.check.anomalies.items()}
     failing = not outcome.expect.met or any(anomalies.values())
@@ -134,6 +148,8 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "sim_time_s": outcome.run.sim_time_s,
         "wall_time_s": outcome.run.wall_time_s,
         "events": outcome.run.events,
+        **fault_counts(outcome.run.faults),
+        "messages_lost": outcome.run.stats.get("messages_lost", 0),
         "history_sha256": outcome.run.history.digest(),
         "expect_met": outcome.expect.met,
         "ack_latency_hist": histogram(acks),

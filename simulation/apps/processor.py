@@ -34,12 +34,15 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
-
 from eosim.simulation.apps.lifecycle import new_counts, tally
 from eosim.simulation.apps.reader import record_failed_poll
 from eosim.simulation.apps.store import ExternalStore
 from eosim.simulation.apps.transactional import wait
-from eosim.simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
+from eosim.simulation.consumer.kafka_consumer import (
+    ConsumerException,
+    ConsumerRecord,
+    KafkaConsumer,
+)
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe

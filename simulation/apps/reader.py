@@ -10,8 +10,11 @@ stable offset.
 from __future__ import annotations
 
 import simpy
-
-from eosim.simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
+from eosim.simulation.consumer.kafka_consumer import (
+    ConsumerException,
+    ConsumerRecord,
+    KafkaConsumer,
+)
 from eosim.simulation.history import HistoryRecorder
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
-
 from eosim.simulation.broker.log import PartitionLog
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
@@ -58,6 +57,7 @@ from eosim.simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from eosim.simulation.request_channel import RequestChannel
 from eosim.simulation.rules import ProtocolRules
 
 # KIP-890 part 1: (transactional id, producer id, epoch, partition) -> error or NONE
@@ -137,13 +137,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(allocator)
         self.alive = True
         self.paused = False
-        self._queue: deque[Message] = deque()
+        self.requests = RequestChannel(env, self, settings.request_time_ms)
         self._internal: deque[Message] = deque()
         # Connections with a request being handled (or held), and what waits behind it.
         self._muted: set[int] = set()
         self._stalled: dict[int, deque[Message]] = {}
         self._held = False
-        self._wakeup = env.event()
         self._connections: dict[int, Connection] = {}
         self.requests_handled = 0
         self.probe = probe or Probe()
@@ -227,9 +226,7 @@ class Broker:
         self._enqueue(msg)
 
     def _enqueue(self, msg: Message) -> None:
-        self._queue.append(msg)
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
+        self.requests.put(msg)
 
     def _unmute(self, conn: Connection | None) -> None:
         if conn is None or conn.broker != self.name:
@@ -258,17 +255,8 @@ class Broker:
             self.handlers[type(msg.payload)](msg.payload)
 
     def _handler_loop(self):  # type: ignore[no-untyped-def]
-        request_time = self.settings.request_time_ms
         while True:
-            if not self._queue or self.paused or not self.alive:
-                self._wakeup = self.env.event()
-                yield self._wakeup
-                continue
-            msg = self._queue.popleft()
-            if request_time > 0:
-                yield self.env.timeout(request_time)
-            if not self.alive:
-                continue
+            msg = yield from self.requests.take()
             self.requests_handled += 1
             self._current = msg
             self._held = False
@@ -710,7 +698,7 @@ class Broker:
         if self.coordinator is not None:
             self.coordinator.crash()
         self.paused = False
-        self._queue.clear()
+        self.requests.clear()
         self._internal.clear()
         self._muted.clear()
         self._stalled.clear()
@@ -762,8 +750,7 @@ class Broker:
         self.replica_manager.wake_fetchers()
 
     def _kick(self) -> None:
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
+        self.requests.kick()
 
 
 _OWN_THREADS = frozenset(

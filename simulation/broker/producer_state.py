@@ -32,7 +32,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from eosim.simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
+from eosim.simulation.protocol import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    increment_sequence,
+)
 from eosim.simulation.records import LogBatch
 
 NO_COORDINATOR_EPOCH = -1

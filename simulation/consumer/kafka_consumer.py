@@ -33,7 +33,6 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 import simpy
-
 from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 from eosim.simulation.consumer.network_client import ConsumerNetworkClient
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
@@ -54,6 +53,7 @@ from eosim.simulation.protocol import (
     OffsetFetchRequest,
     TopicPartition,
 )
+from eosim.simulation.rng import RandomStream
 
 ConsumerRecord = tuple[TopicPartition, int, str]  # (partition, offset, value)
 Process = Generator[simpy.Event, Any, Any]
@@ -108,13 +108,22 @@ class KafkaConsumer:
         poll_timeout_ms: float = 1_000.0,
         auto_offset_reset: str = "latest",
         metadata_max_age_ms: float = 300_000.0,
+        retry_backoff_max_ms: float = 1_000.0,
+        metadata_rng: RandomStream | None = None,
     ) -> None:
         if auto_offset_reset not in OFFSET_RESET_STRATEGIES:
             raise ValueError(f"auto.offset.reset must be one of {OFFSET_RESET_STRATEGIES}")
         self.env = env
         self.node = node
         # The consumer's metadata cache: partition leaders as this client believes them.
-        self.metadata = ClientMetadata(metadata, metadata_max_age_ms, retry_backoff_ms, env.now)
+        self.metadata = ClientMetadata(
+            metadata,
+            metadata_max_age_ms,
+            retry_backoff_ms,
+            env.now,
+            refresh_backoff_max_ms=retry_backoff_max_ms,
+            jitter=metadata_rng,
+        )
         self._metadata_request: simpy.Event | None = None
         self._metadata_asked = 0
         self.isolation = isolation
@@ -221,6 +230,8 @@ class KafkaConsumer:
                 self._metadata_request = None
             if isinstance(ev.value, MetadataResponse):
                 self.metadata.update(ev.value.partitions, self.env.now)
+            else:  # no answer before the timeout, or the connection closed
+                self.metadata.failed(self.env.now)
 
         event.callbacks.append(answered)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import simpy
-
 from eosim.simulation.network import Connection, Message, Network
 from eosim.simulation.protocol import Disconnected
 

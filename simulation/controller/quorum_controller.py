@@ -23,13 +23,11 @@ as a newly active controller does. The metadata itself is durable (the metadata 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import simpy
-
 from eosim.simulation.broker.partition import TopicSettings
 from eosim.simulation.controller.partition_change import (
     NO_LEADER,
@@ -51,6 +49,7 @@ from eosim.simulation.protocol import (
     PartitionState,
     TopicPartition,
 )
+from eosim.simulation.request_channel import RequestChannel
 
 # Called with (broker, fenced) whenever a broker is fenced or unfenced.
 FenceListener = Callable[[str, bool], None]
@@ -85,8 +84,7 @@ class QuorumController:
         self.last_heartbeat: dict[str, float] = dict.fromkeys(brokers, 0.0)
         self.offset = 0
         self.listeners: list[FenceListener] = []
-        self._queue: deque[Message] = deque()
-        self._wakeup = env.event()
+        self.requests = RequestChannel(env, self, self.settings.request_time_ms)
         # Request type -> handler(sender, request), built once.
         self.handlers: dict[type, Callable[[str, Any], None]] = {
             BrokerHeartbeatRequest: self._heartbeat,
@@ -123,22 +121,11 @@ class QuorumController:
     def receive(self, msg: Message) -> None:
         if not self.alive:
             return
-        self._queue.append(msg)
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
+        self.requests.put(msg)
 
     def _loop(self):  # type: ignore[no-untyped-def]
-        request_time = self.settings.request_time_ms
         while True:
-            if not self._queue or self.paused or not self.alive:
-                self._wakeup = self.env.event()
-                yield self._wakeup
-                continue
-            msg = self._queue.popleft()
-            if request_time > 0:
-                yield self.env.timeout(request_time)
-            if not self.alive:
-                continue
+            msg = yield from self.requests.take()
             handler = self.handlers.get(type(msg.payload))
             if handler is not None:
                 handler(msg.src, msg.payload)
@@ -271,7 +258,7 @@ class QuorumController:
             return
         self.alive = False
         self.paused = False
-        self._queue.clear()
+        self.requests.clear()
 
     def restart(self) -> None:
         if self.alive:
@@ -300,5 +287,4 @@ class QuorumController:
                 self._expect_heartbeat(broker)
 
     def _kick(self) -> None:
-        if not self._wakeup.triggered:
-            self._wakeup.succeed()
+        self.requests.kick()

@@ -13,7 +13,6 @@ from collections import deque
 from collections.abc import Callable
 
 import simpy
-
 from eosim.simulation.config import ProducerConfig
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Network
@@ -43,6 +42,7 @@ class KafkaProducer:
         rules: ProtocolRules | None = None,
         probe: Probe | None = None,
         host: str | None = None,
+        metadata_rng: RandomStream | None = None,
     ) -> None:
         rules = rules or ProtocolRules()
         self.probe = probe or Probe()
@@ -86,6 +86,7 @@ class KafkaProducer:
             self.transaction_manager,
             rng,
             self._on_batches_done,
+            metadata_rng,
         )
         network.register(node, self.sender.receive, client=True, host=host)
         if self.transactions is not None:

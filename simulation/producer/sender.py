@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
-
 from eosim.simulation.config import ProducerConfig
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
 from eosim.simulation.network import Connection, Message, Network
@@ -94,13 +93,19 @@ class Sender:
         transaction_manager: TransactionManager | None,
         rng: RandomStream,
         on_batches_done: Callable[[], None],
+        metadata_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.node = node
         self.network = network
         # The producer's metadata cache: partition leaders as this client believes them.
         self.metadata = ClientMetadata(
-            metadata, config.metadata_max_age_ms, config.retry_backoff_ms, env.now
+            metadata,
+            config.metadata_max_age_ms,
+            config.retry_backoff_ms,
+            env.now,
+            refresh_backoff_max_ms=config.retry_backoff_max_ms,
+            jitter=metadata_rng,
         )
         self._metadata_in_flight = False
         self.accumulator = accumulator
@@ -232,6 +237,7 @@ class Sender:
         for i, request in enumerate(requests):
             if request.metadata:
                 self._metadata_in_flight = False
+                self.metadata.failed(now)  # DefaultMetadataUpdater.handleServerDisconnect
                 continue
             if request.txn is not None:
                 assert self.txn is not None

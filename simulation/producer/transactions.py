@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
-
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.producer.transaction_states import ClientTransactionState, State
 from eosim.simulation.protocol import (

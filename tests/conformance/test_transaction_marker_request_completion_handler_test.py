@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 import simpy
 from conformance.not_modelled import not_modelled
-
 from eosim.simulation.coordinator.marker_channel import (
     TransactionMarkerChannelManager,
     UnexpectedMarkerError,

@@ -1,0 +1,93 @@
+"""The model's stated limits, per feature a scenario can use: one place for the report to read.
+
+Each departure is one line, a summary of the departures listed in docs/model.md ("Departures
+from Kafka, and the switch that shows each" and "Departures (transactions)"); that document
+has the detail and the reasons. :func:`features` says which features a scenario uses, so a
+report on a sweep shows the limits that bear on it and no others.
+"""
+
+from __future__ import annotations
+
+from eosim.simulation.scenario import Scenario
+
+# Feature -> departures from Kafka that bear on it, in the order the report lists them.
+DEPARTURES: dict[str, tuple[str, ...]] = {
+    "producers": (
+        "Brokers handle requests one at a time per broker at a fixed cost "
+        "(cluster.request_time_ms), not with a pool of handler threads.",
+        "Record sizes are estimated (value + key + 8 bytes per record, 61 per batch), "
+        "without compression.",
+        "The sticky partitioner switches partitions uniformly at random, without adaptive "
+        "load weighting.",
+        "No connection handshake: a request to a crashed broker is answered by a reset after "
+        "one network hop.",
+    ),
+    "network_loss": (
+        "A loss black-holes the whole connection until request.timeout.ms or a reset "
+        "(network.loss_model: connection), as TCP does; loss_model: message is not TCP.",
+        "Cluster-internal messages are not subject to the ambient request_loss/response_loss, "
+        "only to faults aimed at nodes or links.",
+    ),
+    "packet_loss": (
+        "A retransmission delay is drawn per message, not per segment; the RTO does not adapt "
+        "to the measured round trip and there is no congestion control.",
+    ),
+    "replication": (
+        "Replicas are placed round robin from a fixed start; no preferred-leader election, "
+        "reassignment, KIP-966 eligible leader replicas or tiered storage.",
+        "The controller is one node, not a quorum.",
+        "Consumers do not validate their position after a leader change (KIP-320), and clients "
+        "refresh metadata instead of taking the new leader from errors (KIP-951).",
+        "A restarted replica keeps its high watermark (Kafka reads its last checkpoint); fetch "
+        "sizes are in records.",
+    ),
+    "idempotence": (
+        "Producer state after a restart is rebuilt by replaying the whole log, not from the "
+        "latest snapshot.",
+        "producer.id.expiration.ms is not modelled (runs are far shorter than a day).",
+        "Renumbering in-flight batches on epoch exhaustion (epoch 32767) is simplified.",
+    ),
+    "transactions": (
+        "KIP-890 verification and the transaction-version-2 implicit add are direct calls to "
+        "the coordinator, not requests over the network.",
+        "The transaction version is one rule for the whole run, not recorded per "
+        "transactional.id.",
+        "Transaction markers travel without a connection, each lost or delayed on its own "
+        "with the response-loss probability.",
+        "Internal topics' replication factor is capped at the broker count (Kafka refuses to "
+        "create them).",
+    ),
+    "consumers": (
+        "No fetch long polling (fetch.min.bytes, fetch.max.wait.ms): a fetch is answered at "
+        "once, and an empty poll waits poll_interval.",
+        "No group membership or rebalancing: a group's members split partitions statically; "
+        "takeover_after stands for a rebalance.",
+        "Logs are never truncated or deleted by retention: ListOffsets EARLIEST is always 0.",
+    ),
+}
+
+def features(scenario: Scenario) -> list[str]:
+    """The features of :data:`DEPARTURES` that ``scenario`` uses, in that order."""
+    used = {"producers"}
+    net = scenario.network
+    if net.request_loss > 0 or net.response_loss > 0:
+        used.add("network_loss")
+    if any(f.kind == "loss" for f in scenario.faults):
+        used.add("network_loss")
+    if net.packet_loss > 0:
+        used.add("packet_loss")
+    if any(t.replication_factor > 1 for t in scenario.cluster.topics):
+        used.add("replication")
+    clients = scenario.clients
+    if any(c.enable_idempotence for c in clients.producers.values()):
+        used.add("idempotence")
+    if scenario.transactional_producers or any(p.transactional for p in scenario.processors):
+        used.add("transactions")
+    if scenario.consumers or scenario.processors:
+        used.add("consumers")
+    return [f for f in DEPARTURES if f in used]
+
+
+def departures(scenario: Scenario) -> list[tuple[str, str]]:
+    """(feature, departure) for every departure that bears on ``scenario``."""
+    return [(f, line) for f in features(scenario) for line in DEPARTURES[f]]

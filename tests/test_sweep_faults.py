@@ -1,0 +1,38 @@
+"""The fault load a sweep's run actually had: `faults_<kind>` counts from the run's realised
+fault schedule, and `messages_lost` (analysis/sweep/task.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from eosim.analysis.sweep.runner import build_plan
+from eosim.analysis.sweep.task import FAULT_KINDS, SCHEMA, execute_run, fault_counts
+from eosim.simulation.nemesis import FaultEvent
+
+CHAOS = str(Path(__file__).resolve().parents[1] / "scenarios" / "at-least-once-chaos.yaml")
+SMALL = ("producers.0.workload.records=300", "producers.0.workload.rate=300")
+
+
+def test_fault_counts_cover_every_kind():
+    events = [FaultEvent(0, 1, "crash"), FaultEvent(2, 3, "crash"), FaultEvent(4, 5, "loss")]
+    counts = fault_counts(events)
+    assert list(counts) == [f"faults_{k}" for k in FAULT_KINDS]
+    assert counts["faults_crash"] == 2 and counts["faults_loss"] == 1
+    assert counts["faults_partition"] == 0
+
+
+def test_a_run_row_counts_its_realised_faults():
+    from eosim.simulation.scenario import parse_scenario
+
+    from eosim import api
+
+    plan, _ = build_plan(CHAOS, 1, (), (), 4, SMALL)
+    row = execute_run(plan, plan.sweep_id(), "test", 0)
+    assert list(row) == SCHEMA.names
+    scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides({}))
+    realised = Counter(f.kind for f in api.run(scenario, row["seed"]).run.faults)
+    assert realised["crash"] > 0 and realised["pause"] > 0  # one second of 2/s and 1/s
+    for kind in FAULT_KINDS:
+        assert row[f"faults_{kind}"] == realised.get(kind, 0)
+    assert row["messages_lost"] >= 0
