@@ -12,7 +12,15 @@ from typing import Any
 
 from analysis import timeline
 from analysis.checks import ALL_ANOMALIES, CheckResult, check_history
-from analysis.expect import ExpectResult, evaluate, unknown_expect_key
+from analysis.expect import (
+    EXPECTABLE,
+    SWEEP_EXPECTABLE,
+    Condition,
+    ExpectResult,
+    evaluate,
+    rate_key_problem,
+    unknown_expect_key,
+)
 from analysis.history import History, history_from_records, load_history
 from analysis.jepsen import load_any_history
 from analysis.timeline import Timeline
@@ -33,10 +41,17 @@ def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def _expectable(scenario: Scenario, source: str) -> Scenario:
-    for key in scenario.expect:
-        problem = unknown_expect_key(key)
-        if problem is not None:
-            raise ScenarioError(f"{source}: expect.{key}: {problem}")
+    blocks = (
+        ("expect", scenario.expect, EXPECTABLE),
+        ("expect_sweep", scenario.expect_sweep, SWEEP_EXPECTABLE),
+    )
+    for block, expect, valid in blocks:
+        for key, value in expect.items():
+            problem = unknown_expect_key(key, valid) or rate_key_problem(
+                key, Condition.parse(value)
+            )
+            if problem is not None:
+                raise ScenarioError(f"{source}: {block}.{key}: {problem}")
     return scenario
 
 

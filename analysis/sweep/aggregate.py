@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from analysis.checks import ALL_ANOMALIES
@@ -31,6 +32,7 @@ from analysis.stats import (
     sketch_quantile,
     wilson_interval,
 )
+from simulation.conditions import RECORD
 
 MUST_HOLD = ("==", "<", "<=")
 # Latencies of the run table: acknowledged sends and committed transactions. Each has a sketch
@@ -40,15 +42,24 @@ LATENCIES = ("ack", "commit")
 
 
 def _condition_column(F: Any, key: str, condition: Condition) -> Any:
-    col = F.col(key)
+    """Whether a run meets ``condition`` on ``key``, as :func:`analysis.expect.evaluate`
+    judges it: a rate per record compares count * q with p * sent exactly (the bound is
+    p / q), and a run without a record sent does not meet it."""
+    col, bound = F.col(key), F.lit(condition.bound)
+    if condition.unit == RECORD:
+        fraction = Fraction(condition.bound)
+        col = F.col(key).cast("decimal(38,0)") * F.lit(fraction.denominator)
+        bound = F.col("sent").cast("decimal(38,0)") * F.lit(fraction.numerator)
     ops = {
-        "==": col == condition.bound,
-        "!=": col != condition.bound,
-        ">=": col >= condition.bound,
-        "<=": col <= condition.bound,
-        ">": col > condition.bound,
-        "<": col < condition.bound,
+        "==": col == bound,
+        "!=": col != bound,
+        ">=": col >= bound,
+        "<=": col <= bound,
+        ">": col > bound,
+        "<": col < bound,
     }
+    if condition.unit == RECORD:
+        return (F.col("sent") > 0) & ops[condition.op]
     return ops[condition.op]
 
 
