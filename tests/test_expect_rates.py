@@ -273,7 +273,13 @@ def test_a_run_meets_a_per_record_bound_in_the_aggregate_exactly(spark):
 
 
 # -- a real sweep ---------------------------------------------------------------------------
-SWEEP_SET = ("producers.0.workload.records=150", "producers.0.workload.rate=3000")
+SWEEP_SET = (
+    "producers.0.workload.records=150",
+    "producers.0.workload.rate=3000",
+    # The scenario wants duplicates shown; the variant without loss has none.
+    "expect.duplicate='>=0'",
+    "expect.nonmonotonic_send='>=0'",
+)
 
 
 @pytest.fixture(scope="module")
@@ -312,16 +318,20 @@ def test_a_real_sweep_writes_its_verdict(swept):
         assert stored["checks"][1] == {**stored["checks"][1], "verdict": MET, "estimate": 0}
     assert list(aggregate["expect_sweep"]) == [v.verdict for v in result.sweep_verdict.variants]
     assert all(aggregate["expect_sweep_detail"].str.startswith("duplicate <1%/record: "))
-    # 450 records without loss and no duplicate: at most 8,200 ppm, under 1%; with 5% loss
-    # the producer duplicates far more than 1% of its records.
-    assert [v.verdict for v in result.sweep_verdict.variants] == [MET, NOT_MET]
-    assert result.met is False
+    # 450 records without loss and no duplicate: at most 8,200 ppm, under 1%. With 5% loss
+    # the producer duplicates far more than 1% of its records: not met, or with 3 runs, whose
+    # duplicates vary a lot, inconclusive; either way not a pass.
+    clean, lossy = result.sweep_verdict.variants
+    assert clean.verdict == MET and clean.checks[0].high < 0.01
+    assert lossy.verdict != MET and lossy.checks[0].point_met is False
+    assert result.met is False and result.runs_met is True
 
 
 def test_sweep_cli_prints_the_verdicts_and_exits_1(swept, spark, capsys, monkeypatch):
     import analysis.sweep
 
-    _, out = swept
+    result, out = swept
+    lossy = result.sweep_verdict.variants[1].verdict
     monkeypatch.setattr(
         analysis.sweep, "run_sweep", functools.partial(analysis.sweep.run_sweep, spark=spark)
     )
@@ -330,9 +340,10 @@ def test_sweep_cli_prints_the_verdicts_and_exits_1(swept, spark, capsys, monkeyp
     code, text, _ = run_cli(capsys, *base, "--expect", "duplicate=<1%/record")
     lines = text.splitlines()
     assert code == 1
-    assert lines[-3].startswith("sweep      variant 0: MET: duplicate <1%/record: met: 0 ppm [0-")
-    assert lines[-2] == "sweep      sweep: NOT MET: not met in variant 1"
-    assert lines[-1] == "verdict    every variant meets expect; expect_sweep NOT MET"
+    assert lines[-4].startswith("sweep      variant 0: MET: duplicate <1%/record: met: 0 ppm [0-")
+    assert lines[-3].startswith("sweep      variant 1: ")
+    assert lines[-2] == f"sweep      sweep: {lossy.upper()}: {lossy} in variant 1"
+    assert lines[-1] == f"verdict    every variant meets expect; expect_sweep {lossy.upper()}"
     code, text, _ = run_cli(capsys, *base, "--expect", "duplicate=<=100%/runs")
     assert (
         code == 0

@@ -45,11 +45,12 @@ def _condition_column(F: Any, key: str, condition: Condition) -> Any:
     """Whether a run meets ``condition`` on ``key``, as :func:`analysis.expect.evaluate`
     judges it: a rate per record compares count * q with p * sent exactly (the bound is
     p / q), and a run without a record sent does not meet it."""
-    col, bound = F.col(key), F.lit(condition.bound)
     if condition.unit == RECORD:
         fraction = Fraction(condition.bound)
         col = F.col(key).cast("decimal(38,0)") * F.lit(fraction.denominator)
         bound = F.col("sent").cast("decimal(38,0)") * F.lit(fraction.numerator)
+    else:
+        col, bound = F.col(key), F.lit(condition.bound)
     ops = {
         "==": col == bound,
         "!=": col != bound,
