@@ -711,6 +711,8 @@ class Scenario(_Model):
         for key, default in (("packet_loss", 0.0), ("retransmission_timeout", 200.0)):
             if network[key] == default:
                 del network[key]
+        if not data["expect_sweep"]:
+            del data["expect_sweep"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

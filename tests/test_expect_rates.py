@@ -366,3 +366,13 @@ def test_bad_sweep_expectations_exit_2_before_spark(capsys, tmp_path, expect, me
     )
     assert code == 2 and text == "" and len(err.strip().splitlines()) == 1
     assert message in err and not out.exists()
+
+
+def test_an_empty_expect_sweep_keeps_the_scenario_digest():
+    """Histories carry the scenario's digest: a scenario without expect_sweep: keeps the one
+    it had before the block existed (so history digests stay byte-identical)."""
+    from eosim import api
+
+    before = "44eab60705f0fd2e0546e534ccfb1755eae24e3d1389095e3826e100fe247eb4"  # main, b3a9565
+    assert api.load(IDEMPOTENT).digest() == before
+    assert api.load(IDEMPOTENT, ["expect_sweep.duplicate=<1%/runs"]).digest() != before
