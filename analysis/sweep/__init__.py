@@ -10,6 +10,8 @@ The pieces, each in its own module:
   resume.
 * :mod:`~analysis.sweep.engine` starts Spark (embedded, or a real cluster) and runs chunks.
 * :mod:`~analysis.sweep.aggregate` turns the run table into the per-variant reliability table.
+* :mod:`~analysis.sweep.verdict` judges the sweep's own expectations (``expect_sweep:``,
+  ``--expect``) on that table: met, not met or inconclusive.
 * :mod:`~analysis.sweep.runner` ties them together behind :func:`run_sweep`.
 """
 

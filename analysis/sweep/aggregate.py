@@ -11,8 +11,10 @@ the verdict on the scenario's ``expect:`` block. Only per-variant rows, and per 
 the run table one sketch per variant, ever reach the driver.
 
 A sweep judges an expectation across runs. A bound that must *hold* (``0``, ``<N``,
-``<=N``) must hold in every run. A condition that must be *shown* (``>N``, ``>=N``,
-``!=N``) must be shown by at least one run, because a sweep's job is to find it.
+``<=N``, ``<X/record``, ``<=X/record``) must hold in every run. A condition that must be
+*shown* (``>N``, ``>=N``, ``!=N``, ``>X/record``, ``>=X/record``) must be shown by at least one
+run, because a sweep's job is to find it. The sweep's own ``expect_sweep:`` is judged on this
+table afterwards (:mod:`analysis.sweep.verdict`).
 """
 
 from __future__ import annotations
