@@ -279,6 +279,8 @@ SWEEP_SET = (
     # The scenario wants duplicates shown; the variant without loss has none.
     "expect.duplicate='>=0'",
     "expect.nonmonotonic_send='>=0'",
+    # The scenario's own block; --expect adds to it.
+    "expect_sweep.lost_write=0",
 )
 
 
@@ -297,7 +299,7 @@ def swept(spark, tmp_path_factory):
         quiet=True,
         spark=spark,
         out=out,
-        expect={"duplicate": "<1%/record", "lost_write": "0"},
+        expect={"duplicate": "<1%/record"},
     )
     return result, out
 
@@ -307,23 +309,24 @@ def test_a_real_sweep_writes_its_verdict(swept):
     aggregate = pd.read_parquet(out / "aggregate.parquet").sort_values("variant")
     saved = json.loads((out / "expect_sweep.json").read_text(encoding="utf-8"))
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert saved["expect_sweep"] == {"duplicate": "<1%/record", "lost_write": "0"}
+    assert saved["expect_sweep"] == {"lost_write": "0", "duplicate": "<1%/record"}
     assert manifest["expect_sweep_verdict"] == saved["verdict"] == result.sweep_verdict.verdict
     for variant, stored in zip(result.sweep_verdict.variants, saved["variants"], strict=True):
         r = next(x for x in result.table if x["variant"] == variant.variant)
         # Judged on the aggregate's own columns.
         check = judge_row(r, "duplicate", Condition.parse("<1%/record"))
-        assert stored["checks"][0]["verdict"] == check.verdict
-        assert stored["checks"][0]["high"] == pytest.approx(r["ppm_duplicate_high"] / 1e6)
-        assert stored["checks"][1] == {**stored["checks"][1], "verdict": MET, "estimate": 0}
+        lost, duplicate = stored["checks"]
+        assert duplicate["verdict"] == check.verdict
+        assert duplicate["high"] == pytest.approx(r["ppm_duplicate_high"] / 1e6)
+        assert (lost["key"], lost["verdict"], lost["estimate"]) == ("lost_write", MET, 0)
     assert list(aggregate["expect_sweep"]) == [v.verdict for v in result.sweep_verdict.variants]
-    assert all(aggregate["expect_sweep_detail"].str.startswith("duplicate <1%/record: "))
+    assert all(aggregate["expect_sweep_detail"].str.contains("; duplicate <1%/record: "))
     # 450 records without loss and no duplicate: at most 8,200 ppm, under 1%. With 5% loss
     # the producer duplicates far more than 1% of its records: not met, or with 3 runs, whose
     # duplicates vary a lot, inconclusive; either way not a pass.
     clean, lossy = result.sweep_verdict.variants
-    assert clean.verdict == MET and clean.checks[0].high < 0.01
-    assert lossy.verdict != MET and lossy.checks[0].point_met is False
+    assert clean.verdict == MET and clean.checks[1].high < 0.01
+    assert lossy.verdict != MET and lossy.checks[1].point_met is False
     assert result.met is False and result.runs_met is True
 
 
@@ -340,7 +343,8 @@ def test_sweep_cli_prints_the_verdicts_and_exits_1(swept, spark, capsys, monkeyp
     code, text, _ = run_cli(capsys, *base, "--expect", "duplicate=<1%/record")
     lines = text.splitlines()
     assert code == 1
-    assert lines[-4].startswith("sweep      variant 0: MET: duplicate <1%/record: met: 0 ppm [0-")
+    assert lines[-4].startswith("sweep      variant 0: MET: lost_write 0: met: 0 across 3 runs; ")
+    assert "; duplicate <1%/record: met: 0 ppm [0-" in lines[-4]
     assert lines[-3].startswith("sweep      variant 1: ")
     assert lines[-2] == f"sweep      sweep: {lossy.upper()}: {lossy} in variant 1"
     assert lines[-1] == f"verdict    every variant meets expect; expect_sweep {lossy.upper()}"
