@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.history import History, LogRecord, Marker, Send, paused_gc
+from eosim.analysis.history import History, LogRecord, Marker, Send, paused_gc
 
 ANOMALIES = ("duplicate", "lost_write", "nonmonotonic_send", "inconsistent_offsets", "unseen")
 MAX_EXAMPLES = 3

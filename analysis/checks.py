@@ -1,21 +1,21 @@
 """Every check eosim has, in one place: the delivery checker, the transactional one and the
 replication ones.
 
-`check_history` runs `analysis.checker.check`, `analysis.txn_checker.check_transactions`,
-`analysis.replica_checker.check_replicas` and `analysis.rewrite_checker.check_rewrites` on one
+`check_history` runs `eosim.analysis.checker.check`, `eosim.analysis.txn_checker.check_transactions`,
+`eosim.analysis.replica_checker.check_replicas` and `eosim.analysis.rewrite_checker.check_rewrites` on one
 history and returns a single `CheckResult` whose `anomalies` hold every name in
 `ALL_ANOMALIES`: base names first, then transactional, then replication ones. Everything that
 reports on a run (the CLI, the API, sweeps, reports, shrinking) goes through here;
-`analysis.checker.check` stays for code that only wants the delivery checks.
+`eosim.analysis.checker.check` stays for code that only wants the delivery checks.
 """
 
 from __future__ import annotations
 
-from analysis.checker import ANOMALIES, CheckResult, check
-from analysis.history import History
-from analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
-from analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
-from analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
+from eosim.analysis.checker import ANOMALIES, CheckResult, check
+from eosim.analysis.history import History
+from eosim.analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
+from eosim.analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
+from eosim.analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
 
 # Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
 # judged by its own module.
@@ -25,7 +25,7 @@ ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES)
 
 def check_history(history: History) -> CheckResult:
     """All checks; `anomalies` has every name in `ALL_ANOMALIES`, in that order, `counts`
-    summarises the sends as in `analysis.checker.check`, and `notes` says when the run was cut
+    summarises the sends as in `eosim.analysis.checker.check`, and `notes` says when the run was cut
     by its duration."""
     base = check(history)
     anomalies = {

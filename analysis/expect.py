@@ -4,8 +4,8 @@ Each key names an anomaly (``duplicate``, or a transactional one such as ``torn_
 or an operation count (``acked``). Each value is a
 count (``0`` means "exactly 0"), a condition (``">0"``, ``"<=3"``, ``"!=0"``) or, for an
 anomaly, a rate per record sent (``"<1e-4/record"``, ``"<100ppm"``). The ``expect_sweep:``
-block (judged by a sweep, :mod:`analysis.sweep.verdict`) also takes a share of runs
-(``"<1%/runs"``). The grammar is :mod:`simulation.conditions`.
+block (judged by a sweep, :mod:`eosim.analysis.sweep.verdict`) also takes a share of runs
+(``"<1%/runs"``). The grammar is :mod:`eosim.simulation.conditions`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from analysis.checks import ALL_ANOMALIES
-from simulation.conditions import COUNT, RECORD, RUNS, Condition
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.simulation.conditions import COUNT, RECORD, RUNS, Condition
 
 __all__ = [
     "COUNTS",
@@ -76,7 +76,7 @@ def parse_expectation(
     ``--expect 'duplicate=<1e-4/record'``) as the key and condition of an ``expect:`` block
     (``sweep``: of an ``expect_sweep:`` block); ValueError with a one-line reason if the name
     is not expectable (or is in ``unavailable``, name -> why) or the value not a condition.
-    The grammar is a scenario's (:mod:`simulation.conditions`): a count or ``==N``, ``!=N``,
+    The grammar is a scenario's (:mod:`eosim.simulation.conditions`): a count or ``==N``, ``!=N``,
     ``>N``, ``>=N``, ``<N``, ``<=N``, a rate per record sent (``<1e-4/record``,
     ``<100ppm``) or, for a sweep only, a share of runs (``<1%/runs``)."""
     name, sep, value = text.partition("=")

@@ -13,7 +13,7 @@ completion has one, otherwise with the single open invocation of the same proces
 Each producer `send` then becomes one `Send` (outcome `info` if it never completed) and each
 successful `poll` one `Poll`. These, together with the final logs, are what the checker reads.
 Transactional histories add `txn` and `process` ops (each becomes one `Txn` or `Step`) and
-`offsets`, `fence`, `lso` and `end` lines, which `analysis.txn_checker` reads.
+`offsets`, `fence`, `lso` and `end` lines, which `eosim.analysis.txn_checker` reads.
 
 `history_from_records` is the fast path used by the simulator on its in-memory history; the two
 text readers decode JSON and delegate to it.

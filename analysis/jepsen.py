@@ -35,8 +35,7 @@ from typing import Any
 
 import edn_format
 from edn_format import EDNDecodeError, Keyword
-
-from analysis.history import (
+from eosim.analysis.history import (
     OP_TYPES,
     History,
     HistoryError,

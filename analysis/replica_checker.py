@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from analysis.checker import MAX_LISTED, Anomaly
-from analysis.history import History, LogRecord, Marker, Replica
+from eosim.analysis.checker import MAX_LISTED, Anomaly
+from eosim.analysis.history import History, LogRecord, Marker, Replica
 
 REPLICA_ANOMALIES = ("replica_divergence",)
 

@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from analysis.checks import ALL_ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message
 # The shortest fault window a shrunk scenario states: Kafka's time unit (see the module doc).
@@ -71,8 +70,9 @@ class _Oracle:
         self._memo: dict[str, int] = {}
 
     def count(self, raw: dict[str, Any]) -> int:
+        from eosim.simulation.scenario import ScenarioError, validate_scenario
+
         from eosim import api
-        from simulation.scenario import ScenarioError, validate_scenario
 
         key = yaml.safe_dump(raw, sort_keys=True)
         if key in self._memo:
@@ -93,7 +93,7 @@ class _Oracle:
 
 
 def explicit_faults(outcome: Any) -> list[dict[str, Any]]:
-    from simulation.trace import lost_messages
+    from eosim.simulation.trace import lost_messages
 
     faults = [event.to_spec() for event in outcome.run.faults]
     for time, src, dst in lost_messages(outcome.run.trace):
@@ -141,8 +141,9 @@ def shrink(
     overrides: tuple[str, ...] = (),
     log: Callable[[str], None] = lambda _msg: None,
 ) -> ShrinkResult:
+    from eosim.simulation.scenario import apply_override
+
     from eosim import api
-    from simulation.scenario import apply_override
 
     if anomaly is not None and anomaly not in ALL_ANOMALIES:
         raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ALL_ANOMALIES)}")

@@ -1,6 +1,6 @@
 """Check a history for transactional and consumer anomalies (the shared anomaly reference).
 
-As in `analysis.checker`, a record value identifies what the application wrote. A value's
+As in `eosim.analysis.checker`, a record value identifies what the application wrote. A value's
 *writers* are the `txn` ops and plain `send`s that carried it. A value is *aborted* when it has
 writers and every one of them is `fail`. A final `log` record is *aborted* when the partition's
 control markers say so: the first marker of the record's producer id after its offset is an
@@ -35,8 +35,8 @@ from bisect import bisect_left
 from collections import defaultdict
 from typing import Any
 
-from analysis.checker import MAX_LISTED, Anomaly, Position, first_markers_after, position_dict
-from analysis.history import (
+from eosim.analysis.checker import MAX_LISTED, Anomaly, Position, first_markers_after, position_dict
+from eosim.analysis.history import (
     History,
     Marker,
     OpenTxn,

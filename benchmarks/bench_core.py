@@ -30,11 +30,11 @@ import simpy
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.checker import check  # noqa: E402
-from analysis.checks import check_history  # noqa: E402
-from analysis.history import history_from_records  # noqa: E402
-from simulation import load_scenario, run_scenario  # noqa: E402
-from simulation.runner import CountingEnvironment  # noqa: E402
+from eosim.analysis.checker import check  # noqa: E402
+from eosim.analysis.checks import check_history  # noqa: E402
+from eosim.analysis.history import history_from_records  # noqa: E402
+from eosim.simulation import load_scenario, run_scenario  # noqa: E402
+from eosim.simulation.runner import CountingEnvironment  # noqa: E402
 
 STANDARD = ROOT / "benchmarks" / "standard.yaml"
 

@@ -31,8 +31,8 @@ def python_peak_mib() -> float:
 
 
 def one_mode(mode: str, runs: int) -> dict:
-    from analysis.sweep.plan import SweepPlan, default_chunk_runs
-    from analysis.sweep.task import execute_run
+    from eosim.analysis.sweep.plan import SweepPlan, default_chunk_runs
+    from eosim.analysis.sweep.task import execute_run
 
     if mode == "serial":
         plan = SweepPlan(Path(SCENARIO).read_text(), SCENARIO, runs, 1)
@@ -48,7 +48,7 @@ def one_mode(mode: str, runs: int) -> dict:
             "python_peak_mib": python_peak_mib(),
         }
 
-    from analysis.sweep import engine, run_sweep
+    from eosim.analysis.sweep import engine, run_sweep
 
     master = {"local1": "local[1]", "local2": "local[2]"}[mode]
     spark, startup = engine.start_session(master, "eosim-bench")

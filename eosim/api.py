@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis import timeline
-from analysis.checks import ALL_ANOMALIES, CheckResult, check_history
-from analysis.expect import (
+from eosim.analysis import timeline
+from eosim.analysis.checks import ALL_ANOMALIES, CheckResult, check_history
+from eosim.analysis.expect import (
     EXPECTABLE,
     SWEEP_EXPECTABLE,
     Condition,
@@ -21,13 +21,13 @@ from analysis.expect import (
     rate_key_problem,
     unknown_expect_key,
 )
-from analysis.history import History, history_from_records, load_history
-from analysis.jepsen import load_any_history
-from analysis.timeline import Timeline
-from simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
-from simulation.runner import Progress
-from simulation.scenario import parse_scenario
-from simulation.trace import trace_records
+from eosim.analysis.history import History, history_from_records, load_history
+from eosim.analysis.jepsen import load_any_history
+from eosim.analysis.timeline import Timeline
+from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+from eosim.simulation.runner import Progress
+from eosim.simulation.scenario import parse_scenario
+from eosim.simulation.trace import trace_records
 
 
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
@@ -141,7 +141,7 @@ def run(
     progress: Progress | None = None,
 ) -> Outcome:
     """Run and check. ``trace`` also records every message, for :func:`timelines`;
-    ``progress`` is called as the run goes (:data:`simulation.runner.Progress`)."""
+    ``progress`` is called as the run goes (:data:`eosim.simulation.runner.Progress`)."""
     result = run_scenario(scenario, seed, trace=trace, progress=progress)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)

@@ -17,14 +17,14 @@ from typing import Any, TextIO
 
 import click
 
-from analysis.checks import end_notes, transactional_ops
-from analysis.expect import ExpectResult, parse_expectation
-from analysis.explain import describe
-from analysis.history import History, HistoryError
-from analysis.txn_checker import TXN_ANOMALIES
 from eosim import __version__, api
-from simulation import ScenarioError
-from simulation.config import ConfigException
+from eosim.analysis.checks import end_notes, transactional_ops
+from eosim.analysis.expect import ExpectResult, parse_expectation
+from eosim.analysis.explain import describe
+from eosim.analysis.history import History, HistoryError
+from eosim.analysis.txn_checker import TXN_ANOMALIES
+from eosim.simulation import ScenarioError
+from eosim.simulation.config import ConfigException
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -120,8 +120,8 @@ def run(
 )
 def replay(results: str, run_id: str, svg_dir: str | None) -> None:
     """Re-run one run of a sweep, confirm its outcome, and draw its anomalies."""
-    from analysis.sweep.replay import ReplayError, describe_params
-    from analysis.sweep.replay import replay as do_replay
+    from eosim.analysis.sweep.replay import ReplayError, describe_params
+    from eosim.analysis.sweep.replay import replay as do_replay
 
     try:
         r = do_replay(results, run_id)
@@ -229,9 +229,9 @@ def sweep(
 
     Exit 0 when every variant meets the scenario's expect: and the sweep's expect_sweep:
     (with --expect) is met, 1 when not (an inconclusive rate included), 2 on bad input."""
-    from analysis.sweep import SweepError, run_sweep
-    from analysis.sweep.runner import format_table
-    from analysis.sweep.verdict import verdict_lines
+    from eosim.analysis.sweep import SweepError, run_sweep
+    from eosim.analysis.sweep.runner import format_table
+    from eosim.analysis.sweep.verdict import verdict_lines
 
     if runs <= 0:
         raise BadInput(f"--runs must be at least 1, got {runs}")
@@ -300,8 +300,8 @@ def shrink(
     scenario: str, seed: int, anomaly: str | None, overrides: tuple[str, ...], out: str | None
 ) -> None:
     """Shrink a failing run to a minimal scenario with an explicit fault schedule."""
-    from analysis.shrink import ShrinkError
-    from analysis.shrink import shrink as do_shrink
+    from eosim.analysis.shrink import ShrinkError
+    from eosim.analysis.shrink import shrink as do_shrink
 
     _load(scenario, overrides)
     try:
@@ -335,7 +335,7 @@ def shrink(
 )
 def report(results: str, out: str | None, fmt: str) -> None:
     """Write a reliability report of a finished sweep."""
-    from analysis.report import ReportError, write_report
+    from eosim.analysis.report import ReportError, write_report
 
     try:
         path = write_report(results, out, fmt)

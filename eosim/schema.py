@@ -1,5 +1,5 @@
 """The JSON Schema of a scenario file, generated from the pydantic models of
-:mod:`simulation.scenario` and shipped as ``eosim/scenario.schema.json`` (``eosim schema``
+:mod:`eosim.simulation.scenario` and shipped as ``eosim/scenario.schema.json`` (``eosim schema``
 prints it). Editors that speak the YAML language server complete and check a scenario with
 ``# yaml-language-server: $schema=PATH/eosim/scenario.schema.json`` as its first line.
 
@@ -18,12 +18,18 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from analysis.checks import ALL_ANOMALIES
-from analysis.expect import EXPECTABLE, SWEEP_EXPECTABLE
-from simulation.conditions import PATTERN_COUNT, PATTERN_RECORD, PATTERN_RUNS, pattern
-from simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
-from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
-from simulation.scenario import _DURATION, _RULE_CHOICES, _RULE_RANGES, Scenario, parse_duration_ms
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.expect import EXPECTABLE, SWEEP_EXPECTABLE
+from eosim.simulation.conditions import PATTERN_COUNT, PATTERN_RECORD, PATTERN_RUNS, pattern
+from eosim.simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
+from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from eosim.simulation.scenario import (
+    _DURATION,
+    _RULE_CHOICES,
+    _RULE_RANGES,
+    Scenario,
+    parse_duration_ms,
+)
 
 SCHEMA_PATH = Path(__file__).with_name("scenario.schema.json")
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

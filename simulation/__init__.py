@@ -5,11 +5,11 @@ The model knows nothing about checkers: a run produces a history (see
 
 Public entry points::
 
-    from simulation import load_scenario, run_scenario
+    from eosim.simulation import load_scenario, run_scenario
     result = run_scenario(load_scenario("scenarios/at-least-once.yaml"), seed=7)
 """
 
-from simulation.runner import RunResult, run_scenario
-from simulation.scenario import Scenario, ScenarioError, load_scenario
+from eosim.simulation.runner import RunResult, run_scenario
+from eosim.simulation.scenario import Scenario, ScenarioError, load_scenario
 
 __all__ = ["RunResult", "Scenario", "ScenarioError", "load_scenario", "run_scenario"]

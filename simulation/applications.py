@@ -23,21 +23,20 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 import simpy
-
-from simulation.apps.processor import ProcessorApp
-from simulation.apps.reader import ReaderApp
-from simulation.apps.store import ExternalStore
-from simulation.apps.transactional import TransactionalProducerApp
-from simulation.consumer.kafka_consumer import KafkaConsumer
-from simulation.history import HistoryRecorder
-from simulation.metadata import ClusterMetadata
-from simulation.nemesis import FaultTarget
-from simulation.network import Network
-from simulation.probe import Probe
-from simulation.producer.kafka_producer import KafkaProducer
-from simulation.rng import RandomStreams
-from simulation.rules import ProtocolRules
-from simulation.scenario import (
+from eosim.simulation.apps.processor import ProcessorApp
+from eosim.simulation.apps.reader import ReaderApp
+from eosim.simulation.apps.store import ExternalStore
+from eosim.simulation.apps.transactional import TransactionalProducerApp
+from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.nemesis import FaultTarget
+from eosim.simulation.network import Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.producer.kafka_producer import KafkaProducer
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.scenario import (
     ClientConfigs,
     Consumer,
     ConsumerSettings,
@@ -46,7 +45,7 @@ from simulation.scenario import (
     Scenario,
     TransactionalProducer,
 )
-from simulation.workload import ProducerApp
+from eosim.simulation.workload import ProducerApp
 
 
 class Application(FaultTarget, Protocol):
@@ -57,7 +56,7 @@ class Application(FaultTarget, Protocol):
     ``indeterminate``, ``errored``), ``incarnation`` (restarts so far; below 0 before the
     first start) and ``abandon_open_ops(error)``, which completes every operation still open
     at the end of the run ``info`` with ``error`` and returns how many there were.
-    :class:`simulation.apps.lifecycle.ClientApplication` provides all but the last.
+    :class:`eosim.simulation.apps.lifecycle.ClientApplication` provides all but the last.
     """
 
     done: simpy.Event

@@ -40,43 +40,42 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import simpy
-
-from simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
-from simulation.broker.log import PartitionLog
-from simulation.broker.partition import Partition, TopicSettings
-from simulation.broker.producer_id_manager import ProducerIdBlockAllocator
-from simulation.broker.replica_manager import ReplicationSettings
-from simulation.controller.partition_change import NO_LEADER, PartitionRegistration
-from simulation.controller.quorum_controller import (
+from eosim.simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
+from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.partition import Partition, TopicSettings
+from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
+from eosim.simulation.broker.replica_manager import ReplicationSettings
+from eosim.simulation.controller.partition_change import NO_LEADER, PartitionRegistration
+from eosim.simulation.controller.quorum_controller import (
     CONTROLLER,
     ControllerSettings,
     QuorumController,
 )
-from simulation.coordinator.directory import (
+from eosim.simulation.coordinator.directory import (
     CONSUMER_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
     InternalPartition,
     internal_partition,
     is_internal,
 )
-from simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
-from simulation.coordinator.runtime import (
+from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
+from eosim.simulation.coordinator.runtime import (
     AddPartition,
     CoordinatorRuntime,
     CoordinatorSettings,
     Done,
     FenceListener,
 )
-from simulation.metadata import ClusterMetadata
-from simulation.nemesis import FaultTarget
-from simulation.network import Network
-from simulation.probe import Probe
-from simulation.protocol import Errors, TopicPartition
-from simulation.rules import ProtocolRules
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.nemesis import FaultTarget
+from eosim.simulation.network import Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.protocol import Errors, TopicPartition
+from eosim.simulation.rules import ProtocolRules
 
 if TYPE_CHECKING:
-    from simulation.history import HistoryRecorder
-    from simulation.scenario import Scenario
+    from eosim.simulation.history import HistoryRecorder
+    from eosim.simulation.scenario import Scenario
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The grammar of an expectation's value, in a scenario's ``expect:`` and ``expect_sweep:``
 blocks and after ``--expect``. It belongs to the scenario format, so the scenario loader
-checks it; :mod:`analysis.expect` and the sweep's aggregation judge it.
+checks it; :mod:`eosim.analysis.expect` and the sweep's aggregation judge it.
 
     VALUE := N | OP N                 a count (N alone means == N); OP: == != > >= < <=
            | ROP X/record             anomalies per record sent: <1e-4/record, <0.01%/record

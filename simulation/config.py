@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulation.rules import ProtocolRules
+from eosim.simulation.rules import ProtocolRules
 
 MAX_INT = 2**31 - 1
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from simulation.coordinator.directory import INTERNAL_PARTITIONS, INTERNAL_TOPICS
-from simulation.protocol import PartitionLeader, TopicPartition
+from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS, INTERNAL_TOPICS
+from eosim.simulation.protocol import PartitionLeader, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

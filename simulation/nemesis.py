@@ -15,12 +15,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import simpy
-
-from simulation.history import HistoryRecorder
-from simulation.network import Network
-from simulation.probe import Probe
-from simulation.rng import RandomStream
-from simulation.scenario import DurationRange, Fault
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.network import Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.rng import RandomStream
+from eosim.simulation.scenario import DurationRange, Fault
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +120,8 @@ class FaultTarget(Protocol):
 
     To make a new component a target, give it these four methods (each idempotent, as a
     second crash of a dead node must be harmless) and list it in the ``fault_targets()`` of
-    the object that owns it (:meth:`simulation.cluster.Cluster.fault_targets`,
-    :meth:`simulation.applications.Applications.fault_targets`).
+    the object that owns it (:meth:`eosim.simulation.cluster.Cluster.fault_targets`,
+    :meth:`eosim.simulation.applications.Applications.fault_targets`).
     """
 
     def crash(self) -> None: ...

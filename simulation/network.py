@@ -45,9 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import simpy
-
-from simulation.protocol import Disconnected
-from simulation.rng import RandomStream
+from eosim.simulation.protocol import Disconnected
+from eosim.simulation.rng import RandomStream
 
 Handler = Callable[["Message"], None]
 

@@ -11,10 +11,10 @@ from enum import Enum
 from typing import Any
 
 # The record vocabulary (Kafka's common.record) is re-exported: requests speak it.
-from simulation.records import MAX_SEQUENCE as MAX_SEQUENCE
-from simulation.records import NO_PRODUCER_EPOCH as NO_PRODUCER_EPOCH
-from simulation.records import NO_PRODUCER_ID as NO_PRODUCER_ID
-from simulation.records import NO_SEQUENCE, AbortedTransaction, LogBatch, increment_sequence
+from eosim.simulation.records import MAX_SEQUENCE as MAX_SEQUENCE
+from eosim.simulation.records import NO_PRODUCER_EPOCH as NO_PRODUCER_EPOCH
+from eosim.simulation.records import NO_PRODUCER_ID as NO_PRODUCER_ID
+from eosim.simulation.records import NO_SEQUENCE, AbortedTransaction, LogBatch, increment_sequence
 
 TopicPartition = tuple[str, int]
 

@@ -1,6 +1,6 @@
 """Record batches as they sit in a partition log and travel in fetch responses.
 
-This is the vocabulary the broker's log, the wire (:mod:`simulation.protocol`) and the
+This is the vocabulary the broker's log, the wire (:mod:`eosim.simulation.protocol`) and the
 consumer share, as Kafka's ``org.apache.kafka.common.record`` package is: the producer-id,
 epoch and sequence sentinels of a batch header, sequence arithmetic, a written batch
 (:class:`LogBatch`) and an entry of the aborted-transaction index

@@ -2,9 +2,9 @@
 
 A run is a short list of phases over one SimPy environment (:func:`run_scenario`):
 
-1. **build**: the network, the history, the :class:`~simulation.cluster.Cluster` (brokers,
+1. **build**: the network, the history, the :class:`~eosim.simulation.cluster.Cluster` (brokers,
    coordinators and what they share), the applications of every registered kind
-   (:mod:`simulation.applications`) and the nemesis with the realised fault schedule;
+   (:mod:`eosim.simulation.applications`) and the nemesis with the realised fault schedule;
 2. **workload**: run until every application has sent and flushed all its records, or the
    scenario's ``duration``;
 3. **heal**: if the workload finished, wait for the last scheduled fault to end (a paused
@@ -26,18 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
-
-from simulation.applications import Applications, BuildContext, workload_horizon
-from simulation.apps.reader import drain
-from simulation.cluster import Cluster
-from simulation.config import ProducerConfig
-from simulation.consumer.kafka_consumer import KafkaConsumer
-from simulation.history import HistoryRecorder
-from simulation.nemesis import CrashAtNemesis, FaultEvent, Nemesis, Targets, realize_faults
-from simulation.network import LatencyModel, Network, NetworkSettings, TraceEvent
-from simulation.probe import Probe
-from simulation.rng import RandomStreams
-from simulation.scenario import Scenario
+from eosim.simulation.applications import Applications, BuildContext, workload_horizon
+from eosim.simulation.apps.reader import drain
+from eosim.simulation.cluster import Cluster
+from eosim.simulation.config import ProducerConfig
+from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.nemesis import CrashAtNemesis, FaultEvent, Nemesis, Targets, realize_faults
+from eosim.simulation.network import LatencyModel, Network, NetworkSettings, TraceEvent
+from eosim.simulation.probe import Probe
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.scenario import Scenario
 
 
 class CountingEnvironment(simpy.Environment):

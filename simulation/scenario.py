@@ -22,19 +22,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-
-from simulation.conditions import RUNS, Condition, condition_error
-from simulation.config import (
+from eosim.simulation.conditions import RUNS, Condition, condition_error
+from eosim.simulation.config import (
     BROKER_KEYS,
     MAX_INT,
     PRODUCER_KEYS,
@@ -45,9 +34,19 @@ from simulation.config import (
     Unsafe,
     parse_producer_config,
 )
-from simulation.probe import POINTS
-from simulation.protocol import CONTROLLER, TopicPartition
-from simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from eosim.simulation.probe import POINTS
+from eosim.simulation.protocol import CONTROLLER, TopicPartition
+from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ScenarioError(ValueError):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulation.network import TraceEvent
-from simulation.protocol import (
+from eosim.simulation.network import TraceEvent
+from eosim.simulation.protocol import (
     Disconnected,
     InitProducerIdRequest,
     InitProducerIdResponse,

@@ -17,11 +17,10 @@ the last acknowledged position does. That is how duplicates cross sessions.
 from __future__ import annotations
 
 import simpy
-
-from simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
-from simulation.history import HistoryRecorder
-from simulation.rng import RandomStream
-from simulation.scenario import Workload
+from eosim.simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.rng import RandomStream
+from eosim.simulation.scenario import Workload
 
 
 class ProducerApp(ClientApplication):

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark for the whole run: 2 threads, each task may fail up to 3 times."""
-    from analysis.sweep.engine import preflight, session_conf
+    from eosim.analysis.sweep.engine import preflight, session_conf
 
     preflight(None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from analysis.history import History, history_from_records, parse_history
+from eosim.analysis.history import History, history_from_records, parse_history
 
 
 class Builder:

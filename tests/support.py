@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulation.scenario import Scenario, parse_scenario
+from eosim.simulation.scenario import Scenario, parse_scenario
 
 BASE = """
 name: t

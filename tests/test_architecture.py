@@ -95,11 +95,11 @@ def test_no_import_cycle_among_simulation_modules() -> None:
 
 def test_cycle_finder_sees_type_checking_imports(tmp_path: Path) -> None:
     """The checker itself: an import under TYPE_CHECKING is an edge of the graph."""
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from simulation.b import X\n"
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from eosim.simulation.b import X\n"
     module = tmp_path / "a.py"
     module.write_text(source)
-    edges = imported_names("simulation.a", module)
-    assert "simulation.b" in edges
+    edges = imported_names("eosim.simulation.a", module)
+    assert "eosim.simulation.b" in edges
     assert find_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
     assert find_cycle({"a": ["b"], "b": []}) is None
 
@@ -107,9 +107,9 @@ def test_cycle_finder_sees_type_checking_imports(tmp_path: Path) -> None:
 def test_protocol_imports_nothing_from_broker_or_producer() -> None:
     """The wire vocabulary is shared by clients and brokers; it depends on neither."""
     graph = import_graph()
-    for name in ("simulation.protocol", "simulation.records"):
+    for name in ("eosim.simulation.protocol", "eosim.simulation.records"):
         inside = [
-            m for m in graph[name] if m.startswith(("simulation.broker", "simulation.producer"))
+            m for m in graph[name] if m.startswith(("eosim.simulation.broker", "eosim.simulation.producer"))
         ]
         assert inside == [], f"{name} imports {inside}"
 
@@ -129,9 +129,8 @@ def test_every_request_type_has_a_handler() -> None:
     coordinator runtime's, and an unknown one is refused by name."""
     import dataclasses
 
+    import eosim.simulation.protocol as protocol
     from conformance.cluster import Cluster
-
-    import simulation.protocol as protocol
 
     requests = sorted(
         (
@@ -164,8 +163,8 @@ def test_every_request_type_has_a_handler() -> None:
 def test_application_kinds_cover_every_application_list_of_a_scenario() -> None:
     """Every list of applications a scenario declares is a registered kind (the runner
     builds nothing outside the registry), and a list cannot be registered twice."""
-    from simulation.applications import KINDS, ApplicationKind, register
-    from simulation.scenario import Scenario
+    from eosim.simulation.applications import KINDS, ApplicationKind, register
+    from eosim.simulation.scenario import Scenario
 
     fields = [k.field for k in KINDS]
     assert sorted(fields) == ["consumers", "processors", "producers", "transactional_producers"]
@@ -183,9 +182,9 @@ def test_a_run_is_a_cluster_and_applications_driven_phase_by_phase() -> None:
     """``run_scenario`` is the phases of :class:`Run` in order: driving them by hand gives
     the same history; the nemesis's targets are the cluster's brokers, then the source and
     pipeline applications (readers are not targets), and the controller."""
-    from simulation import load_scenario, run_scenario
-    from simulation.nemesis import Targets
-    from simulation.runner import Run
+    from eosim.simulation import load_scenario, run_scenario
+    from eosim.simulation.nemesis import Targets
+    from eosim.simulation.runner import Run
 
     scenario = load_scenario(str(ROOT / "scenarios" / "transactional-pipeline.yaml"))
     run = Run(scenario, 2, trace=False)

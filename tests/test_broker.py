@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 import simpy
 from conformance.cluster import Cluster
-
-from simulation.broker.broker import Broker, BrokerSettings
-from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
-from simulation.coordinator.group_coordinator import offsets_partition
-from simulation.network import Connection, LatencyModel, Network, NetworkSettings
-from simulation.protocol import (
+from eosim.simulation.broker.broker import Broker, BrokerSettings
+from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
+from eosim.simulation.coordinator.group_coordinator import offsets_partition
+from eosim.simulation.network import Connection, LatencyModel, Network, NetworkSettings
+from eosim.simulation.protocol import (
     BatchData,
     Disconnected,
     Errors,
@@ -21,8 +20,8 @@ from simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from simulation.rng import RandomStreams
-from simulation.rules import VERSIONS
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import VERSIONS
 
 TP = ("t", 0)
 
@@ -246,7 +245,7 @@ def test_verification_errors_are_mapped_as_kafka_maps_them(coordinator_says, lea
 def test_the_manager_maps_producer_fenced():
     """AddPartitionsToTxnManager turns the coordinator's PRODUCER_FENCED into
     INVALID_PRODUCER_EPOCH for every caller: verification (part 1) and the implicit add."""
-    from simulation.cluster import add_partitions_error
+    from eosim.simulation.cluster import add_partitions_error
 
     assert add_partitions_error(Errors.PRODUCER_FENCED) is Errors.INVALID_PRODUCER_EPOCH
     assert add_partitions_error(Errors.CONCURRENT_TRANSACTIONS) is Errors.CONCURRENT_TRANSACTIONS

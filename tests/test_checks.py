@@ -7,23 +7,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from histories import Builder
-
-from analysis.checker import ANOMALIES, check
-from analysis.checks import (
+from eosim.analysis.checker import ANOMALIES, check
+from eosim.analysis.checks import (
     ALL_ANOMALIES,
     REPLICATION_ANOMALIES,
     check_history,
     transactional_ops,
 )
-from analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
-from analysis.explain import describe
-from analysis.history import History, history_from_records
-from analysis.stats import bucket_of, histogram
-from analysis.sweep.task import SCHEMA, ack_latencies, commit_latencies, execute_run
-from analysis.txn_checker import TXN_ANOMALIES, check_transactions
+from eosim.analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
+from eosim.analysis.explain import describe
+from eosim.analysis.history import History, history_from_records
+from eosim.analysis.stats import bucket_of, histogram
+from eosim.analysis.sweep.task import SCHEMA, ack_latencies, commit_latencies, execute_run
+from eosim.analysis.txn_checker import TXN_ANOMALIES, check_transactions
+from eosim.simulation import ScenarioError
+from histories import Builder
+
 from eosim import api
-from simulation import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = str(ROOT / "scenarios" / "at-least-once.yaml")
@@ -291,8 +291,7 @@ def test_transactional_examples_read_as_sentences(name: str, build: Any, phrase:
 
 def test_a_sweep_row_has_every_schema_column_including_transactional_ones() -> None:
     import pyarrow as pa
-
-    from analysis.sweep.runner import build_plan
+    from eosim.analysis.sweep.runner import build_plan
 
     plan, _ = build_plan(SCENARIO, 2, (), (), 5, SMALL)
     row = execute_run(plan, plan.sweep_id(), "test", 0)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import json
 
+import eosim.simulation.runner
 import pytest
+from eosim.simulation import run_scenario
 from test_cli import run_cli, scenario
 
-import simulation.runner
 from eosim import api, cli
-from simulation import run_scenario
 
 SMALL = ["--set", "producers.0.workload.records=2000"]
 
@@ -18,7 +18,7 @@ SMALL = ["--set", "producers.0.workload.records=2000"]
 def test_progress_is_called_and_changes_nothing(monkeypatch):
     """The hook sees the simulated time grow and the tally fill up; the run it watches is the
     run without it: same history, same events."""
-    monkeypatch.setattr(simulation.runner, "PROGRESS_EVERY", 500)
+    monkeypatch.setattr(eosim.simulation.runner, "PROGRESS_EVERY", 500)
     s = api.load(scenario("at-least-once"), ["producers.0.workload.records=2000"])
     calls: list[tuple[float, dict[str, int]]] = []
     watched = run_scenario(s, 3, progress=lambda now, counts: calls.append((now, dict(counts))))
@@ -68,7 +68,7 @@ def test_progress_line_waits_then_rewrites_one_line_then_erases_it():
 def eager(monkeypatch):
     monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
     monkeypatch.setattr(cli, "PROGRESS_INTERVAL_S", 0.0)
-    monkeypatch.setattr(simulation.runner, "PROGRESS_EVERY", 200)
+    monkeypatch.setattr(eosim.simulation.runner, "PROGRESS_EVERY", 200)
 
 
 def test_run_progress_on_stderr_with_the_flag(capsys, eager):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from simulation.config import ConfigException, Unsafe, parse_producer_config
-from simulation.rules import VERSIONS
+from eosim.simulation.config import ConfigException, Unsafe, parse_producer_config
+from eosim.simulation.rules import VERSIONS
 
 V40, V39 = VERSIONS["4.0"], VERSIONS["3.9"]
 

@@ -6,31 +6,31 @@ from pathlib import Path
 
 import pytest
 import simpy
-
-from analysis.checks import check_history
-from analysis.history import history_from_records
-from eosim import api
-from simulation.broker.broker import Broker, BrokerSettings
-from simulation.broker.producer_id_manager import ProducerIdBlockAllocator
-from simulation.consumer.kafka_consumer import (
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation.broker.broker import Broker, BrokerSettings
+from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
+from eosim.simulation.consumer.kafka_consumer import (
     ConsumerException,
     KafkaConsumer,
     NoOffsetForPartitionException,
     OffsetOutOfRangeException,
 )
-from simulation.metadata import ClusterMetadata
-from simulation.network import LatencyModel, Network, NetworkSettings
-from simulation.protocol import (
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.network import LatencyModel, Network, NetworkSettings
+from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     Errors,
     FetchRequest,
     ListOffsetsRequest,
 )
-from simulation.rng import RandomStreams
-from simulation.rules import VERSIONS
-from simulation.runner import run_scenario
-from simulation.scenario import ScenarioError, load_scenario, parse_scenario
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import VERSIONS
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import ScenarioError, load_scenario, parse_scenario
+
+from eosim import api
 
 ROOT = Path(__file__).resolve().parents[1]
 

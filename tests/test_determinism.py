@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simulation import load_scenario, run_scenario
+from eosim.simulation import load_scenario, run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "idempotent-restart.yaml"

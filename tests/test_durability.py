@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulation.broker.durability import LogDurability
+from eosim.simulation.broker.durability import LogDurability
 
 
 def test_by_default_only_what_the_os_wrote_back_survives():

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from eosim.analysis.expect import evaluate, parse_expectation
+from eosim.analysis.stats import RatioSums, ratio_interval, wilson_interval
+from eosim.analysis.sweep.verdict import INCONCLUSIVE, MET, NOT_MET, judge, judge_row
+from eosim.simulation.conditions import RECORD, RUNS, Condition
 from test_cli import run_cli
-
-from analysis.expect import evaluate, parse_expectation
-from analysis.stats import RatioSums, ratio_interval, wilson_interval
-from analysis.sweep.verdict import INCONCLUSIVE, MET, NOT_MET, judge, judge_row
-from simulation.conditions import RECORD, RUNS, Condition
 
 ROOT = Path(__file__).resolve().parent.parent
 AT_LEAST_ONCE = str(ROOT / "scenarios" / "at-least-once.yaml")
@@ -252,10 +251,9 @@ def test_a_run_meets_a_per_record_bound_in_the_aggregate_exactly(spark):
     """The scenario's expect: with a /record form, judged per run by Spark as by evaluate():
     1 in 100 meets <=1%/record exactly, 2 in 100 breaks it, a run without records too."""
     import pyarrow as pa
+    from eosim.analysis.sweep.aggregate import aggregate
+    from eosim.analysis.sweep.task import SCHEMA
     from test_sweep_spark import synthetic_run
-
-    from analysis.sweep.aggregate import aggregate
-    from analysis.sweep.task import SCHEMA
 
     runs = [
         synthetic_run(0, 0, sent=100, duplicate=1),
@@ -288,7 +286,7 @@ SWEEP_SET = (
 def swept(spark, tmp_path_factory):
     """3 runs per variant of at-least-once.yaml, without and with response loss, and the
     sweep's expectations from --expect."""
-    from analysis.sweep import run_sweep
+    from eosim.analysis.sweep import run_sweep
 
     out = tmp_path_factory.mktemp("expect-sweep") / "s"
     result = run_sweep(
@@ -331,12 +329,12 @@ def test_a_real_sweep_writes_its_verdict(swept):
 
 
 def test_sweep_cli_prints_the_verdicts_and_exits_1(swept, spark, capsys, monkeypatch):
-    import analysis.sweep
+    import eosim.analysis.sweep
 
     result, out = swept
     lossy = result.sweep_verdict.variants[1].verdict
     monkeypatch.setattr(
-        analysis.sweep, "run_sweep", functools.partial(analysis.sweep.run_sweep, spark=spark)
+        eosim.analysis.sweep, "run_sweep", functools.partial(eosim.analysis.sweep.run_sweep, spark=spark)
     )
     base = ["sweep", AT_LEAST_ONCE, "--runs", "3", "--grid", "network.response_loss=0,0.05"]
     base += [a for s in SWEEP_SET for a in ("--set", s)] + ["--out", str(out), "-q"]

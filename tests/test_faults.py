@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from eosim.simulation import run_scenario
+from eosim.simulation.nemesis import realize_faults
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.scenario import Fault
 from support import scenario_with
-
-from simulation import run_scenario
-from simulation.nemesis import realize_faults
-from simulation.rng import RandomStreams
-from simulation.scenario import Fault
 
 
 def test_random_faults_are_poisson_and_seeded():

@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from analysis.checks import check_history
-from analysis.history import history_from_records
-from simulation.runner import run_scenario
-from simulation.scenario import load_scenario
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "hanging-transaction.yaml"
 VERIFY = "kafka.rules.transaction_partition_verification=true"

@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from histories import Builder
-
-from analysis.history import (
+from eosim.analysis.history import (
     HistoryError,
     LogRecord,
     Poll,
@@ -18,6 +16,7 @@ from analysis.history import (
     load_history,
     parse_history,
 )
+from histories import Builder
 
 
 def op(type: str, process: str = "p/0", f: str = "send", **fields: Any) -> dict[str, Any]:

@@ -15,11 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.cluster import FAILOVER_MS, Cluster
-
-from simulation.coordinator.directory import internal_partition
-from simulation.coordinator.group_coordinator import offsets_partition
-from simulation.coordinator.transaction_state import TransactionState as S
-from simulation.protocol import (
+from eosim.simulation.coordinator.directory import internal_partition
+from eosim.simulation.coordinator.group_coordinator import offsets_partition
+from eosim.simulation.coordinator.transaction_state import TransactionState as S
+from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,

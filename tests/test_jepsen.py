@@ -1,4 +1,4 @@
-"""Jepsen Kafka histories (EDN): the reader (analysis.jepsen) and `eosim check FILE.edn`.
+"""Jepsen Kafka histories (EDN): the reader (eosim.analysis.jepsen) and `eosim check FILE.edn`.
 
 The fixtures are written by hand in the op format of Jepsen's Kafka workload
 (jepsen.tests.kafka, its namespace docstring) and its checker tests (kafka_test.clj)."""
@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import HistoryError
+from eosim.analysis.jepsen import is_edn, load_jepsen_history, parse_jepsen_history
 from test_cli import run_cli
-
-from analysis.checks import check_history
-from analysis.history import HistoryError
-from analysis.jepsen import is_edn, load_jepsen_history, parse_jepsen_history
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

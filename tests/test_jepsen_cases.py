@@ -5,9 +5,8 @@ each case with Jepsen's classification, and why eosim's differs where it does.""
 from __future__ import annotations
 
 import pytest
-
-from analysis.checks import check_history
-from analysis.jepsen import parse_jepsen_history
+from eosim.analysis.checks import check_history
+from eosim.analysis.jepsen import parse_jepsen_history
 
 
 def o(index: int, process: int, type_: str, f: str, value: str) -> str:

@@ -19,15 +19,14 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.test_transaction_manager import write
-
-from analysis.checks import check_history
-from analysis.history import history_from_records
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.producer.transaction_states import State
-from simulation.producer.transactions import Transactions
-from simulation.protocol import AddPartitionsToTxnRequest, Errors, InitProducerIdRequest
-from simulation.runner import run_scenario
-from simulation.scenario import parse_scenario
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.producer.transaction_states import State
+from eosim.simulation.producer.transactions import Transactions
+from eosim.simulation.protocol import AddPartitionsToTxnRequest, Errors, InitProducerIdRequest
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import parse_scenario
 
 TP = ("t", 0)
 

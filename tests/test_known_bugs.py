@@ -1,4 +1,4 @@
-"""Known Kafka bugs, each a switch on one rule (simulation.rules.KNOWN_BUGS).
+"""Known Kafka bugs, each a switch on one rule (eosim.simulation.rules.KNOWN_BUGS).
 
 Every bug has a shipped scenario that shows it with the rule at Kafka's value and shows
 nothing with the fix, over several seeds.
@@ -9,12 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from analysis.checks import check_history
-from analysis.history import history_from_records
-from simulation.rules import KNOWN_BUGS, VERSIONS
-from simulation.runner import run_scenario
-from simulation.scenario import load_scenario
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation.rules import KNOWN_BUGS, VERSIONS
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

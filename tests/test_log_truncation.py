@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log import PartitionLog
 
 
 def log_with_transactions() -> PartitionLog:

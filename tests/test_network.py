@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import simpy
-
-from simulation.network import Connection, LatencyModel, Network, NetworkSettings
-from simulation.protocol import Disconnected
-from simulation.rng import RandomStreams
+from eosim.simulation.network import Connection, LatencyModel, Network, NetworkSettings
+from eosim.simulation.protocol import Disconnected
+from eosim.simulation.rng import RandomStreams
 
 
 def make(settings: NetworkSettings | None = None):

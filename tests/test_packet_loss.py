@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import simpy
+from eosim.simulation import run_scenario
+from eosim.simulation.network import Connection, LatencyModel, Network, NetworkSettings
+from eosim.simulation.protocol import Disconnected
+from eosim.simulation.rng import RandomStreams
 from support import scenario_with
-
-from simulation import run_scenario
-from simulation.network import Connection, LatencyModel, Network, NetworkSettings
-from simulation.protocol import Disconnected
-from simulation.rng import RandomStreams
 
 LOST, KEPT = 0.0, 0.999
 

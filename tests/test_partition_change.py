@@ -3,7 +3,7 @@ ReplicationControlManagerTest, without eligible leader replicas)."""
 
 from __future__ import annotations
 
-from simulation.controller.partition_change import (
+from eosim.simulation.controller.partition_change import (
     NO_LEADER,
     PartitionRegistration,
     alter_isr,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from simulation.producer.partitioner import Partitioner, murmur2, partition_for_key
-from simulation.rng import RandomStream
+from eosim.simulation.producer.partitioner import Partitioner, murmur2, partition_for_key
+from eosim.simulation.rng import RandomStream
 
 # Kafka's UtilsTest.testMurmur2 vectors.
 VECTORS = [

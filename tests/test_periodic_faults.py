@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from eosim.simulation.nemesis import realize_faults
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.runner import Run
+from eosim.simulation.scenario import Fault, ScenarioError, parse_scenario
 from support import scenario_with
-
-from simulation.nemesis import realize_faults
-from simulation.rng import RandomStreams
-from simulation.runner import Run
-from simulation.scenario import Fault, ScenarioError, parse_scenario
 
 
 def realise(spec: Fault, horizon: float = 10_000.0, seed: int = 1) -> list:

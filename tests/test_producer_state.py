@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from simulation.broker.producer_state import ProducerStateManager, Verdict
-from simulation.protocol import MAX_SEQUENCE, NO_PRODUCER_ID
+from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
+from eosim.simulation.protocol import MAX_SEQUENCE, NO_PRODUCER_ID
 
 
 def append(psm: ProducerStateManager, pid: int, epoch: int, first: int, last: int, offset: int):

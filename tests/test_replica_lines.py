@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from histories import Builder
-
-from analysis.history import (
+from eosim.analysis.history import (
     HistoryError,
     LogRecord,
     Marker,
@@ -19,6 +17,7 @@ from analysis.history import (
     history_from_records,
     load_history,
 )
+from histories import Builder
 
 
 def error_of(records: list[Any]) -> str:

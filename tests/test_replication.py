@@ -9,16 +9,15 @@ from typing import Any
 
 import pytest
 import simpy
-
-from simulation.broker.broker import BrokerSettings
-from simulation.broker.partition import TopicSettings
-from simulation.broker.replica_manager import ReplicationSettings
-from simulation.cluster import Cluster, ClusterSettings
-from simulation.controller.quorum_controller import ControllerSettings
-from simulation.coordinator.runtime import CoordinatorSettings
-from simulation.metadata import ClientMetadata, ClusterMetadata
-from simulation.network import LatencyModel, Network, NetworkSettings
-from simulation.protocol import (
+from eosim.simulation.broker.broker import BrokerSettings
+from eosim.simulation.broker.partition import TopicSettings
+from eosim.simulation.broker.replica_manager import ReplicationSettings
+from eosim.simulation.cluster import Cluster, ClusterSettings
+from eosim.simulation.controller.quorum_controller import ControllerSettings
+from eosim.simulation.coordinator.runtime import CoordinatorSettings
+from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
+from eosim.simulation.network import LatencyModel, Network, NetworkSettings
+from eosim.simulation.protocol import (
     BatchData,
     Errors,
     MetadataRequest,
@@ -26,8 +25,8 @@ from simulation.protocol import (
     ProduceRequest,
     ProduceResponse,
 )
-from simulation.rng import RandomStreams
-from simulation.rules import VERSIONS
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import VERSIONS
 
 TP = ("t", 0)
 SESSION_MS = 100.0
@@ -309,7 +308,7 @@ def test_an_isolated_leader_refuses_acks_all_writes_only_under_min_isr_2(
     answers NOT_ENOUGH_REPLICAS (what makes its power loss harmless), 1 does not."""
     from pathlib import Path
 
-    from simulation import load_scenario, run_scenario
+    from eosim.simulation import load_scenario, run_scenario
 
     path = Path(__file__).resolve().parents[1] / "scenarios" / f"replication-min-isr-{min_isr}.yaml"
     result = run_scenario(load_scenario(path), 1, trace=True)

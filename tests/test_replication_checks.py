@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eosim.analysis.checks import ALL_ANOMALIES, check_history
+from eosim.analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
+from eosim.analysis.explain import describe
+from eosim.analysis.history import History, history_from_records
+from eosim.analysis.replica_checker import check_replicas
+from eosim.analysis.rewrite_checker import check_rewrites
+from eosim.analysis.timeline import values_of
 from histories import Builder
 
-from analysis.checks import ALL_ANOMALIES, check_history
-from analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
-from analysis.explain import describe
-from analysis.history import History, history_from_records
-from analysis.replica_checker import check_replicas
-from analysis.rewrite_checker import check_rewrites
-from analysis.timeline import values_of
 from eosim import api
 
 ROOT = Path(__file__).resolve().parent.parent

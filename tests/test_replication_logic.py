@@ -1,19 +1,19 @@
 """Replication's pure logic: the leader epoch cache, truncation, and the leader's ISR and HW.
 
 Cases from Kafka's LeaderEpochFileCacheTest, ReplicaTest and PartitionTest, restated against
-``simulation.broker.leader_epoch_cache`` and ``simulation.broker.partition``.
+``eosim.simulation.broker.leader_epoch_cache`` and ``eosim.simulation.broker.partition``.
 """
 
 from __future__ import annotations
 
-from simulation.broker.leader_epoch_cache import (
+from eosim.simulation.broker.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     LeaderEpochCache,
     truncation_offset,
 )
-from simulation.broker.partition import LeaderState, ReplicaState
-from simulation.protocol import Errors
+from eosim.simulation.broker.partition import LeaderState, ReplicaState
+from eosim.simulation.protocol import Errors
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 LAG = 30_000.0

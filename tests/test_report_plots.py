@@ -6,19 +6,18 @@ import json
 from pathlib import Path
 
 import pandas as pd
-
-from analysis.checker import ANOMALIES
-from analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
-from analysis.report import plots
-from analysis.report.data import GUARANTEES, SweepData, label, short, show
-from analysis.report.render import (
+from eosim.analysis.checker import ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
+from eosim.analysis.report import plots
+from eosim.analysis.report.data import GUARANTEES, SweepData, label, short, show
+from eosim.analysis.report.render import (
     Content,
     latencies,
     latency_table,
     render_html,
     render_markdown,
 )
-from analysis.stats import N_BUCKETS, bucket_upper_ms, format_duration
+from eosim.analysis.stats import N_BUCKETS, bucket_upper_ms, format_duration
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.report.render import Content, banner, expectations, render_html, render_markdown
 from test_report_plots import GRID, table
-
-from analysis.checks import ALL_ANOMALIES
-from analysis.report.render import Content, banner, expectations, render_html, render_markdown
 
 EXPECT_YAML = 'name: s\nexpect:\n  duplicate: ">0"\n  lost_write: 0\n'
 

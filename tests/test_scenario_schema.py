@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from simulation.scenario import (
+from eosim.simulation.scenario import (
     ConsumerSettings,
     ScenarioError,
     parse_duration_ms,

@@ -9,16 +9,15 @@ counts every send whose callback got an exception, whatever the outcome.
 from __future__ import annotations
 
 import simpy
+from eosim.simulation import run_scenario
+from eosim.simulation.config import parse_producer_config
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.producer.accumulator import RecordAccumulator, RecordEntry
+from eosim.simulation.producer.sender import Sender
+from eosim.simulation.protocol import Errors, PartitionResponse
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import ProtocolRules
 from support import scenario_with
-
-from simulation import run_scenario
-from simulation.config import parse_producer_config
-from simulation.metadata import ClusterMetadata
-from simulation.producer.accumulator import RecordAccumulator, RecordEntry
-from simulation.producer.sender import Sender
-from simulation.protocol import Errors, PartitionResponse
-from simulation.rng import RandomStreams
-from simulation.rules import ProtocolRules
 
 TP = ("t", 0)
 

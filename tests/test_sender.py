@@ -6,12 +6,11 @@ from itertools import pairwise
 
 import pytest
 from conformance.test_transaction_manager import FakeTransactions as _FakeTxn
+from eosim.simulation import run_scenario
+from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.protocol import Errors, PartitionResponse
 from support import scenario_with
-
-from simulation import run_scenario
-from simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.protocol import Errors, PartitionResponse
 
 
 def per_partition_order(result) -> tuple[int, int]:

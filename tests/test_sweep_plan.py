@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from analysis.stats import bucket_of, bucket_upper_ms, histogram, quantile, wilson_interval
-from analysis.sweep.plan import (
+from eosim.analysis.stats import bucket_of, bucket_upper_ms, histogram, quantile, wilson_interval
+from eosim.analysis.sweep.plan import (
     GridAxis,
     PlanError,
     SweepPlan,

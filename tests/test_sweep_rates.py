@@ -7,15 +7,14 @@ import math
 from pathlib import Path
 
 import pytest
-from test_sweep_spark import synthetic_run
-
-from analysis.stats import (
+from eosim.analysis.stats import (
     RatioSums,
     clustered_ratio_interval,
     format_ppm,
     poisson_rate_interval,
     ratio_interval,
 )
+from test_sweep_spark import synthetic_run
 
 Z = 1.959963984540054
 
@@ -106,9 +105,8 @@ def test_ppm_text(value, text):
 
 def test_aggregate_has_per_record_rates_with_the_clustered_interval(spark):
     import pyarrow as pa
-
-    from analysis.sweep.aggregate import aggregate
-    from analysis.sweep.task import SCHEMA
+    from eosim.analysis.sweep.aggregate import aggregate
+    from eosim.analysis.sweep.task import SCHEMA
 
     pairs = {0: [(100, 1), (100, 2), (100, 3), (100, 2)], 1: [(10, 0), (30, 0)]}
     runs = [
@@ -138,7 +136,7 @@ def test_aggregate_has_per_record_rates_with_the_clustered_interval(spark):
 
 
 def test_table_cell_shows_runs_and_records_side_by_side():
-    from analysis.sweep.runner import SweepResult, anomaly_cell, format_table
+    from eosim.analysis.sweep.runner import SweepResult, anomaly_cell, format_table
 
     row = {
         "variant": 0,
@@ -166,7 +164,7 @@ def test_table_cell_shows_runs_and_records_side_by_side():
     old = {k: v for k, v in zero.items() if not k.startswith("ppm")}
     assert anomaly_cell(old, "lost_write") == "0 (0.0% [0.0-3.7])"
 
-    from analysis.checks import ALL_ANOMALIES
+    from eosim.analysis.checks import ALL_ANOMALIES
 
     full = {f"{k}_{a}": 0 for a in ALL_ANOMALIES for k in ("runs", "rate", "ci_low", "ci_high")}
     full |= {"ack_p50_ms": 5.0, "ack_p99_ms": 9.0, "commit_p50_ms": None}

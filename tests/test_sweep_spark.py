@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from eosim.analysis.stats import RatioSums, ratio_interval, wilson_interval
+from eosim.analysis.sweep import SweepError, run_sweep
+from eosim.analysis.sweep.task import NONDETERMINISTIC
 
-from analysis.stats import RatioSums, ratio_interval, wilson_interval
-from analysis.sweep import SweepError, run_sweep
-from analysis.sweep.task import NONDETERMINISTIC
 from eosim import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,9 +87,9 @@ def test_aggregate_matches_the_run_table(clean):
 
 
 def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
-    from analysis.checks import ALL_ANOMALIES
-    from analysis.sweep.runner import format_table
-    from analysis.sweep.task import SCHEMA
+    from eosim.analysis.checks import ALL_ANOMALIES
+    from eosim.analysis.sweep.runner import format_table
+    from eosim.analysis.sweep.task import SCHEMA
 
     result, out = clean
     frame = rows(out)
@@ -104,9 +104,9 @@ def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
 
 
 def synthetic_run(variant: int, run: int, **fields) -> dict:
-    from analysis.checks import ALL_ANOMALIES
-    from analysis.expect import COUNTS
-    from analysis.stats import N_BUCKETS, sketch
+    from eosim.analysis.checks import ALL_ANOMALIES
+    from eosim.analysis.expect import COUNTS
+    from eosim.analysis.stats import N_BUCKETS, sketch
 
     row = {"sweep_id": "s", "variant": variant, "run": run, "seed": run, "params": "{}"}
     row |= dict.fromkeys((*ALL_ANOMALIES, *COUNTS), 0) | {"sent": 10, "acked": 10, "txns": 0}
@@ -121,11 +121,10 @@ def synthetic_run(variant: int, run: int, **fields) -> dict:
 
 def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
     import pyarrow as pa
-
-    from analysis.stats import N_BUCKETS, bucket_of, format_duration, sketch
-    from analysis.sweep.aggregate import aggregate
-    from analysis.sweep.runner import SweepResult, format_table
-    from analysis.sweep.task import SCHEMA
+    from eosim.analysis.stats import N_BUCKETS, bucket_of, format_duration, sketch
+    from eosim.analysis.sweep.aggregate import aggregate
+    from eosim.analysis.sweep.runner import SweepResult, format_table
+    from eosim.analysis.sweep.task import SCHEMA
 
     runs = [synthetic_run(0, r) for r in range(4)]
     every: list[float] = []
@@ -274,7 +273,7 @@ def test_bad_sweep_input(spark, tmp_path, kw, message):
 
 # -- replay ----------------------------------------------------------------------------------
 def test_replay_confirms_a_recorded_run_and_draws_it(clean):
-    from analysis.sweep.replay import replay
+    from eosim.analysis.sweep.replay import replay
 
     _, out = clean
     frame = rows(out)
@@ -291,7 +290,7 @@ def test_replay_confirms_a_recorded_run_and_draws_it(clean):
 def test_replay_reports_a_changed_model_as_a_mismatch(clean, tmp_path):
     import shutil
 
-    from analysis.sweep.replay import replay
+    from eosim.analysis.sweep.replay import replay
 
     _, out = clean
     copy = tmp_path / "changed"
@@ -323,7 +322,7 @@ def test_replay_cli_exit_codes(clean, capsys):
 def test_html_report_is_self_contained_and_escaped(clean, tmp_path):
     import re
 
-    from analysis.report.render import build, render_html
+    from eosim.analysis.report.render import build, render_html
 
     _, out = clean
     content = build(out)
@@ -340,7 +339,7 @@ def test_html_report_is_self_contained_and_escaped(clean, tmp_path):
 
 
 def test_markdown_report_writes_its_images(clean, tmp_path):
-    from analysis.report import write_report
+    from eosim.analysis.report import write_report
 
     _, out = clean
     path = write_report(out, tmp_path / "r.md", "md")
@@ -356,9 +355,8 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
     import shutil
 
     import pyarrow.parquet as pq
-
-    from analysis.report import write_report
-    from analysis.txn_checker import TXN_ANOMALIES
+    from eosim.analysis.report import write_report
+    from eosim.analysis.txn_checker import TXN_ANOMALIES
 
     _, out = clean
     old = tmp_path / "old"
@@ -380,7 +378,7 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
 def test_report_data_exposes_the_per_record_rates(clean, tmp_path):
     import shutil
 
-    from analysis.report.data import load
+    from eosim.analysis.report.data import load
 
     _, out = clean
     data = load(out)
@@ -397,7 +395,7 @@ def test_report_data_exposes_the_per_record_rates(clean, tmp_path):
 def test_report_refuses_an_unfinished_sweep(tmp_path, clean):
     import shutil
 
-    from analysis.report import ReportError, write_report
+    from eosim.analysis.report import ReportError, write_report
 
     _, out = clean
     copy = tmp_path / "unfinished"
@@ -410,9 +408,8 @@ def test_report_refuses_an_unfinished_sweep(tmp_path, clean):
 
 
 def test_report_renders_in_a_real_browser(clean, tmp_path):
+    from eosim.analysis.report import write_report
     from test_report_render import open_report, page_fits
-
-    from analysis.report import write_report
 
     _, out = clean
     page = write_report(out, tmp_path / "report.html")

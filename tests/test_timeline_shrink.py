@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from analysis import timeline
-from analysis.shrink import (
+from eosim.analysis import timeline
+from eosim.analysis.shrink import (
     MIN_WINDOW_MS,
     ShrinkError,
     _readable_windows,
@@ -18,10 +17,11 @@ from analysis.shrink import (
     format_ms,
     shrink,
 )
+from eosim.simulation.scenario import parse_duration_ms
+from eosim.simulation.trace import trace_records
+
 from eosim import api
 from eosim.cli import main
-from simulation.scenario import parse_duration_ms
-from simulation.trace import trace_records
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAOS = str(ROOT / "scenarios" / "at-least-once-chaos.yaml")

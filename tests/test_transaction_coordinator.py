@@ -7,23 +7,22 @@ import itertools
 import pytest
 import simpy
 from conformance.cluster import Cluster
-
-from simulation.coordinator.group_coordinator import (
+from eosim.simulation.coordinator.group_coordinator import (
     GroupCoordinator,
     OffsetStore,
     offsets_partition,
 )
-from simulation.coordinator.marker_channel import TransactionMarkerChannelManager
-from simulation.coordinator.transaction_coordinator import TransactionCoordinator
-from simulation.coordinator.transaction_log import (
+from eosim.simulation.coordinator.marker_channel import TransactionMarkerChannelManager
+from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
+from eosim.simulation.coordinator.transaction_log import (
     TransactionLog,
     java_string_hash,
     kafka_abs,
     partition_for,
 )
-from simulation.coordinator.transaction_state import TransactionState as S
-from simulation.protocol import BatchData, Errors, ProduceRequest
-from simulation.rules import VERSIONS
+from eosim.simulation.coordinator.transaction_state import TransactionState as S
+from eosim.simulation.protocol import BatchData, Errors, ProduceRequest
+from eosim.simulation.rules import VERSIONS
 
 TP1, TP2 = ("out", 0), ("out", 1)
 

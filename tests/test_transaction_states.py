@@ -5,13 +5,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from simulation.coordinator.transaction_state import (
+from eosim.simulation.coordinator.transaction_state import (
     IllegalStateTransition,
     TransactionMetadata,
     TransactionState,
 )
-from simulation.producer.transaction_states import ClientTransactionState, State
+from eosim.simulation.producer.transaction_states import ClientTransactionState, State
 
 T = TransactionState
 # The reference's table, written out as (from, to) pairs.

@@ -11,12 +11,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from analysis.checks import check_history
-from analysis.history import history_from_records
-from simulation.coordinator.runtime import CoordinatorRuntime
-from simulation.runner import run_scenario
-from simulation.scenario import load_scenario
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation.coordinator.runtime import CoordinatorRuntime
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import load_scenario
 
 PIPELINE = Path(__file__).resolve().parents[1] / "scenarios" / "transactional-pipeline.yaml"
 

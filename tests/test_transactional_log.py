@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from simulation.broker.log import PartitionLog
-from simulation.consumer.fetcher import read_committed, read_uncommitted
+from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 
 
 def txn_log() -> PartitionLog:

@@ -6,18 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-
-from analysis.checks import check_history
-from analysis.history import history_from_records
-from simulation.coordinator.group_coordinator import (
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation.coordinator.group_coordinator import (
     GroupCoordinator,
     OffsetStore,
     offsets_partition,
 )
-from simulation.probe import POINTS
-from simulation.protocol import Errors
-from simulation.runner import run_scenario
-from simulation.scenario import parse_scenario
+from eosim.simulation.probe import POINTS
+from eosim.simulation.protocol import Errors
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import parse_scenario
 
 PIPELINE = """
 name: matrix

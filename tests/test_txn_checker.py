@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from eosim.analysis.checker import Anomaly
+from eosim.analysis.checks import check_history
+from eosim.analysis.explain import describe
+from eosim.analysis.history import HistoryError
+from eosim.analysis.txn_checker import MAX_TRANSACTION_TIMEOUT_MS, TXN_ANOMALIES, check_transactions
 from histories import Builder
-
-from analysis.checker import Anomaly
-from analysis.checks import check_history
-from analysis.explain import describe
-from analysis.history import HistoryError
-from analysis.txn_checker import MAX_TRANSACTION_TIMEOUT_MS, TXN_ANOMALIES, check_transactions
 
 RC = "read_committed"
 

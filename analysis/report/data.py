@@ -10,10 +10,9 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-
-from analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
-from analysis.sweep.store import SweepStore
-from analysis.txn_checker import TXN_ANOMALIES
+from eosim.analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES
+from eosim.analysis.sweep.store import SweepStore
+from eosim.analysis.txn_checker import TXN_ANOMALIES
 
 # The guarantee each anomaly breaks, in the order a reader cares about: delivery first, then
 # the transactional ones (shown only for sweeps that need them, see `SweepData.guarantees`),
@@ -73,7 +72,7 @@ class SweepData:
     def per_record(self) -> bool:
         """Whether the aggregate has the per-record rates ``ppm_<name>``, ``ppm_<name>_low`` and
         ``ppm_<name>_high`` (anomalous records per million records sent, see
-        `analysis.stats.ratio_interval`) for every shown anomaly; False for sweeps made before
+        `eosim.analysis.stats.ratio_interval`) for every shown anomaly; False for sweeps made before
         them."""
         suffixes = ("", "_low", "_high")
         return all(f"ppm_{a}{s}" in self.table for a in self.guarantees for s in suffixes)
@@ -96,7 +95,7 @@ def short(path: str) -> str:
 
 
 def show(value: Any) -> str:
-    from analysis.sweep.plan import render
+    from eosim.analysis.sweep.plan import render
 
     return render(value)
 

@@ -11,9 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-
-from analysis.report.data import SweepData, label, short, show
-from analysis.stats import bucket_upper_ms
+from eosim.analysis.report.data import SweepData, label, short, show
+from eosim.analysis.stats import bucket_upper_ms
 
 
 def _png(fig: Any) -> bytes:

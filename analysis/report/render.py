@@ -19,13 +19,12 @@ from typing import Any
 
 import pandas as pd
 import yaml
-
-from analysis.expect import Condition
-from analysis.report import plots
-from analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
-from analysis.stats import format_duration
-from analysis.sweep.aggregate import MUST_HOLD
-from simulation.scenario import ScenarioError, apply_override
+from eosim.analysis.expect import Condition
+from eosim.analysis.report import plots
+from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
+from eosim.analysis.stats import format_duration
+from eosim.analysis.sweep.aggregate import MUST_HOLD
+from eosim.simulation.scenario import ScenarioError, apply_override
 
 
 class ReportError(ValueError):
@@ -223,7 +222,8 @@ def build(root: str | Path) -> Content:
 
 
 def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
-    from analysis.sweep.replay import ReplayError, replay
+    from eosim.analysis.sweep.replay import ReplayError, replay
+
     from eosim import api
 
     story = Story(anomaly, runs)

@@ -2,17 +2,17 @@
 
 The pieces, each in its own module:
 
-* :mod:`~analysis.sweep.plan` expands a scenario, a grid and per-run random parameters into
+* :mod:`~eosim.analysis.sweep.plan` expands a scenario, a grid and per-run random parameters into
   variants and runs, and derives every run's seed from (sweep seed, variant, run).
-* :mod:`~analysis.sweep.task` is what a Spark task executes: one run, one result row. It
+* :mod:`~eosim.analysis.sweep.task` is what a Spark task executes: one run, one result row. It
   knows only the public :mod:`eosim.api`, never the model's internals.
-* :mod:`~analysis.sweep.store` owns the results directory: manifest, atomic chunk commits,
+* :mod:`~eosim.analysis.sweep.store` owns the results directory: manifest, atomic chunk commits,
   resume.
-* :mod:`~analysis.sweep.engine` starts Spark (embedded, or a real cluster) and runs chunks.
-* :mod:`~analysis.sweep.aggregate` turns the run table into the per-variant reliability table.
-* :mod:`~analysis.sweep.verdict` judges the sweep's own expectations (``expect_sweep:``,
+* :mod:`~eosim.analysis.sweep.engine` starts Spark (embedded, or a real cluster) and runs chunks.
+* :mod:`~eosim.analysis.sweep.aggregate` turns the run table into the per-variant reliability table.
+* :mod:`~eosim.analysis.sweep.verdict` judges the sweep's own expectations (``expect_sweep:``,
   ``--expect``) on that table: met, not met or inconclusive.
-* :mod:`~analysis.sweep.runner` ties them together behind :func:`run_sweep`.
+* :mod:`~eosim.analysis.sweep.runner` ties them together behind :func:`run_sweep`.
 """
 
 from typing import Any
@@ -21,10 +21,10 @@ __all__ = ["SweepError", "SweepResult", "run_sweep"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that Spark workers importing analysis.sweep.task do not load the driver's
+    # Lazy, so that Spark workers importing eosim.analysis.sweep.task do not load the driver's
     # dependencies (pandas, the Spark session code).
     if name in __all__:
-        from analysis.sweep import runner
+        from eosim.analysis.sweep import runner
 
         return getattr(runner, name)
     raise AttributeError(name)

@@ -3,7 +3,7 @@
 For each variant: runs, runs with each anomaly (delivery and transactional) and its rate with
 a Wilson 95% interval, the anomaly's records per million records (``ppm_A``, with
 ``ppm_A_low`` / ``ppm_A_high``: the run-clustered ratio interval of
-:func:`analysis.stats.ratio_interval`) over ``sent``, the records the run's applications sent
+:func:`eosim.analysis.stats.ratio_interval`) over ``sent``, the records the run's applications sent
 or processed (the run table has no separate processed count, so every anomaly, processing
 ones included, uses it), the number of transactional ops (``txns``), acknowledgement and commit
 latency p50/p99 from the merged DDSketches (and the merged histograms the report draws), and
@@ -14,7 +14,7 @@ A sweep judges an expectation across runs. A bound that must *hold* (``0``, ``<N
 ``<=N``, ``<X/record``, ``<=X/record``) must hold in every run. A condition that must be
 *shown* (``>N``, ``>=N``, ``!=N``, ``>X/record``, ``>=X/record``) must be shown by at least one
 run, because a sweep's job is to find it. The sweep's own ``expect_sweep:`` is judged on this
-table afterwards (:mod:`analysis.sweep.verdict`).
+table afterwards (:mod:`eosim.analysis.sweep.verdict`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from analysis.checks import ALL_ANOMALIES
-from analysis.expect import Condition
-from analysis.stats import (
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.expect import Condition
+from eosim.analysis.stats import (
     N_BUCKETS,
     RatioSums,
     merge_sketches,
@@ -34,7 +34,7 @@ from analysis.stats import (
     sketch_quantile,
     wilson_interval,
 )
-from simulation.conditions import RECORD
+from eosim.simulation.conditions import RECORD
 
 MUST_HOLD = ("==", "<", "<=")
 # Latencies of the run table: acknowledged sends and committed transactions. Each has a sketch
@@ -44,7 +44,7 @@ LATENCIES = ("ack", "commit")
 
 
 def _condition_column(F: Any, key: str, condition: Condition) -> Any:
-    """Whether a run meets ``condition`` on ``key``, as :func:`analysis.expect.evaluate`
+    """Whether a run meets ``condition`` on ``key``, as :func:`eosim.analysis.expect.evaluate`
     judges it: a rate per record compares count * q with p * sent exactly (the bound is
     p / q), and a run without a record sent does not meet it."""
     if condition.unit == RECORD:
@@ -67,7 +67,7 @@ def _condition_column(F: Any, key: str, condition: Condition) -> Any:
 
 
 def _ratio_sums(F: Any, records: str, anomalies: tuple[str, ...]) -> list[Any]:
-    """The sums of squares and products :class:`analysis.stats.RatioSums` needs beyond the
+    """The sums of squares and products :class:`eosim.analysis.stats.RatioSums` needs beyond the
     plain sums: ``sq_RECORDS``, ``sq_RECORDS_A`` and ``sq_A``, as exact decimals (a long sum
     of squares could overflow)."""
 

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
-
-from analysis.sweep.plan import GridAxis, SweepPlan, VarySpec, run_seed
-from analysis.sweep.store import SweepStore
-from analysis.sweep.task import replay_command
+from eosim.analysis.sweep.plan import GridAxis, SweepPlan, VarySpec, run_seed
+from eosim.analysis.sweep.store import SweepStore
+from eosim.analysis.sweep.task import replay_command
 
 
 class ReplayError(ValueError):
@@ -76,9 +75,10 @@ def recorded_row(root: Path, variant: int, run: int) -> dict[str, Any]:
 
 
 def replay(root: str | Path, run_id: str) -> Replay:
-    from analysis.checks import ALL_ANOMALIES, transactional_ops
+    from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
+    from eosim.simulation.scenario import parse_scenario
+
     from eosim import api
-    from simulation.scenario import parse_scenario
 
     root = Path(root)
     manifest = SweepStore(root).read_manifest() if root.is_dir() else None

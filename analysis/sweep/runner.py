@@ -24,12 +24,11 @@ from typing import Any
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-
-from analysis.checks import ALL_ANOMALIES
-from analysis.stats import format_duration, format_ppm
-from analysis.sweep import engine
-from analysis.sweep.aggregate import LATENCIES, AccountingError, aggregate
-from analysis.sweep.plan import (
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.stats import format_duration, format_ppm
+from eosim.analysis.sweep import engine
+from eosim.analysis.sweep.aggregate import LATENCIES, AccountingError, aggregate
+from eosim.analysis.sweep.plan import (
     GridAxis,
     PlanError,
     SweepPlan,
@@ -38,11 +37,11 @@ from analysis.sweep.plan import (
     default_chunk_runs,
     param_column,
 )
-from analysis.sweep.progress import ProgressPoller
-from analysis.sweep.store import FORMAT, StoreError, SweepStore
-from analysis.sweep.task import make_batch_runner, run_schema
-from analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
-from simulation.conditions import Condition
+from eosim.analysis.sweep.progress import ProgressPoller
+from eosim.analysis.sweep.store import FORMAT, StoreError, SweepStore
+from eosim.analysis.sweep.task import make_batch_runner, run_schema
+from eosim.analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
+from eosim.simulation.conditions import Condition
 
 # pandas dtypes that write each typed parameter column with its Arrow type.
 PANDAS_DTYPES = {"bool": "boolean", "int64": "Int64", "double": "Float64", "string": "string"}
@@ -84,8 +83,9 @@ def build_plan(
     seed: int | None,
     overrides: Sequence[str],
 ) -> tuple[SweepPlan, Any]:
+    from eosim.simulation.scenario import ScenarioError
+
     from eosim import api
-    from simulation.scenario import ScenarioError
 
     try:
         scenario = api.load(scenario_path, overrides)
@@ -131,9 +131,9 @@ def run_sweep(
 ) -> SweepResult:
     """Run a sweep. ``expect`` (``--expect``: anomaly -> condition, already checked) adds to
     the scenario's ``expect_sweep:`` block, replacing a key it also names; the sweep judges
-    them on the aggregate (:mod:`analysis.sweep.verdict`). ``on_progress(runs done)`` is
+    them on the aggregate (:mod:`eosim.analysis.sweep.verdict`). ``on_progress(runs done)`` is
     called, from a driver thread too, each time the count of finished runs grows (see
-    :mod:`analysis.sweep.progress`). On Ctrl-C the sweep stops Spark quietly and raises
+    :mod:`eosim.analysis.sweep.progress`). On Ctrl-C the sweep stops Spark quietly and raises
     KeyboardInterrupt; the committed chunks stay, and the same command resumes."""
     from eosim import __version__
 
@@ -385,7 +385,7 @@ def _progress(total: int, quiet: bool) -> Any:
 
 
 def _cell(value: Any) -> str:
-    from analysis.sweep.plan import render
+    from eosim.analysis.sweep.plan import render
 
     return render(value)
 

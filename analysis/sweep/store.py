@@ -95,7 +95,7 @@ class SweepStore:
         return self.staging_dir / f"chunk={chunk:05d}-{uuid.uuid4().hex[:8]}"
 
     def progress_dir(self, chunk: int) -> Path:
-        """Where the tasks of a chunk report finished runs (see analysis.sweep.progress)."""
+        """Where the tasks of a chunk report finished runs (see eosim.analysis.sweep.progress)."""
         path = self.staging_dir / f"progress-{chunk:05d}"
         path.mkdir(parents=True, exist_ok=True)
         return path

@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
-
-from analysis.checks import ALL_ANOMALIES, transactional_ops
-from analysis.expect import COUNTS
-from analysis.history import History
-from analysis.stats import histogram, sketch
-from analysis.sweep.plan import SweepPlan, param_column, render, run_seed
-from analysis.sweep.progress import report_progress
+from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
+from eosim.analysis.expect import COUNTS
+from eosim.analysis.history import History
+from eosim.analysis.stats import histogram, sketch
+from eosim.analysis.sweep.plan import SweepPlan, param_column, render, run_seed
+from eosim.analysis.sweep.progress import report_progress
 
 ROWS_PER_BATCH = 16
 # A task reports its finished runs after a run when this long has passed since its last
@@ -110,8 +109,9 @@ def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
 
 def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
     """One run of the sweep, as a result row."""
+    from eosim.simulation.scenario import parse_scenario
+
     from eosim import api
-    from simulation.scenario import parse_scenario
 
     variant, run = plan.locate(run_id)
     params = plan.run_parameters(variant, run)
@@ -159,7 +159,7 @@ def make_batch_runner(
     ``inject_failures`` holds (chunk, partition, attempt) triples on which the Python worker
     kills itself, for testing that Spark's retries keep the accounting exactly-once.
     ``progress_dir``, when given, receives the task's count of finished runs after a run, at
-    most every :data:`REPORT_INTERVAL_S` (see :mod:`analysis.sweep.progress`).
+    most every :data:`REPORT_INTERVAL_S` (see :mod:`eosim.analysis.sweep.progress`).
     """
     schema = run_schema(plan)
 

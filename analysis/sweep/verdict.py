@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.stats import PER_MILLION, format_ppm
-from simulation.conditions import COUNT, RECORD, Condition
+from eosim.analysis.stats import PER_MILLION, format_ppm
+from eosim.simulation.conditions import COUNT, RECORD, Condition
 
 MET, NOT_MET, INCONCLUSIVE = "met", "not met", "inconclusive"
 # A verdict's rank: the worse one of two decides.

@@ -22,10 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import simpy
-
-from simulation.history import HistoryRecorder
-from simulation.producer.kafka_producer import KafkaProducer
-from simulation.rng import RandomStream
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.producer.kafka_producer import KafkaProducer
+from eosim.simulation.rng import RandomStream
 
 ProducerFactory = Callable[[], KafkaProducer]
 # An operation's outcome -> the count it adds to.

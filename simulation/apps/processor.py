@@ -34,18 +34,21 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
-
-from simulation.apps.lifecycle import new_counts, tally
-from simulation.apps.reader import record_failed_poll
-from simulation.apps.store import ExternalStore
-from simulation.apps.transactional import wait
-from simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
-from simulation.history import HistoryRecorder
-from simulation.network import Network
-from simulation.probe import Probe
-from simulation.producer.kafka_producer import KafkaProducer
-from simulation.protocol import TopicPartition
-from simulation.scenario import Processor
+from eosim.simulation.apps.lifecycle import new_counts, tally
+from eosim.simulation.apps.reader import record_failed_poll
+from eosim.simulation.apps.store import ExternalStore
+from eosim.simulation.apps.transactional import wait
+from eosim.simulation.consumer.kafka_consumer import (
+    ConsumerException,
+    ConsumerRecord,
+    KafkaConsumer,
+)
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.network import Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.producer.kafka_producer import KafkaProducer
+from eosim.simulation.protocol import TopicPartition
+from eosim.simulation.scenario import Processor
 
 
 class _Dead(Exception):

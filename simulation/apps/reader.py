@@ -10,9 +10,12 @@ stable offset.
 from __future__ import annotations
 
 import simpy
-
-from simulation.consumer.kafka_consumer import ConsumerException, ConsumerRecord, KafkaConsumer
-from simulation.history import HistoryRecorder
+from eosim.simulation.consumer.kafka_consumer import (
+    ConsumerException,
+    ConsumerRecord,
+    KafkaConsumer,
+)
+from eosim.simulation.history import HistoryRecorder
 
 
 def record_poll(

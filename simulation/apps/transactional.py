@@ -18,12 +18,11 @@ from collections.abc import Generator
 from typing import Any
 
 import simpy
-
-from simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
-from simulation.history import HistoryRecorder
-from simulation.probe import Probe
-from simulation.rng import RandomStream
-from simulation.scenario import TxnWorkload
+from eosim.simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
+from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.probe import Probe
+from eosim.simulation.rng import RandomStream
+from eosim.simulation.scenario import TxnWorkload
 
 
 def wait(env: simpy.Environment, event: simpy.Event, timeout_ms: float) -> Generator[Any, Any, Any]:

@@ -20,17 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
-
-from simulation.broker.log import PartitionLog
-from simulation.broker.partition import Partition, TopicSettings
-from simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
-from simulation.broker.producer_state import ProducerStateManager, Verdict
-from simulation.broker.replica_manager import ReplicaManager, ReplicationSettings
-from simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC, is_internal
-from simulation.coordinator.runtime import AddPartition, CoordinatorRuntime
-from simulation.network import Connection, Message, Network
-from simulation.probe import Probe
-from simulation.protocol import (
+from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.partition import Partition, TopicSettings
+from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
+from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
+from eosim.simulation.broker.replica_manager import ReplicaManager, ReplicationSettings
+from eosim.simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC, is_internal
+from eosim.simulation.coordinator.runtime import AddPartition, CoordinatorRuntime
+from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -58,7 +57,7 @@ from simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from simulation.rules import ProtocolRules
+from eosim.simulation.rules import ProtocolRules
 
 # KIP-890 part 1: (transactional id, producer id, epoch, partition) -> error or NONE
 PartitionVerifier = Callable[[str | None, int, int, TopicPartition], Errors]

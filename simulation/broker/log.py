@@ -2,7 +2,7 @@
 
 The log is the ground truth a run ends with. It keeps whole batches, each with the producer
 id, epoch and sequence range it was written with, so that a restarted broker can rebuild
-:class:`~simulation.broker.producer_state.ProducerStateManager` from it as Kafka does.
+:class:`~eosim.simulation.broker.producer_state.ProducerStateManager` from it as Kafka does.
 
 Transactions leave three traces in a log:
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from simulation.records import NO_SEQUENCE, AbortedTransaction, ControlType, LogBatch
+from eosim.simulation.records import NO_SEQUENCE, AbortedTransaction, ControlType, LogBatch
 
 __all__ = ["AbortedTransaction", "ControlType", "LogBatch", "PartitionLog"]
 

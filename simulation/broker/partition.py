@@ -26,7 +26,7 @@ The rules, each from Kafka's ``Partition``:
 
 :class:`Partition` is the replica itself: its log, the producer state rebuilt from it, its
 leader-epoch cache, what of it is durable, and its role. Pure logic with no SimPy; the
-broker's :class:`~simulation.broker.replica_manager.ReplicaManager` owns the clock, the
+broker's :class:`~eosim.simulation.broker.replica_manager.ReplicaManager` owns the clock, the
 network and the timers, and calls in.
 """
 
@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulation.broker.durability import LogDurability
-from simulation.broker.leader_epoch_cache import LeaderEpochCache
-from simulation.broker.log import PartitionLog
-from simulation.broker.producer_state import ProducerStateManager
-from simulation.protocol import Errors, TopicPartition
-from simulation.records import LogBatch
+from eosim.simulation.broker.durability import LogDurability
+from eosim.simulation.broker.leader_epoch_cache import LeaderEpochCache
+from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.producer_state import ProducerStateManager
+from eosim.simulation.protocol import Errors, TopicPartition
+from eosim.simulation.records import LogBatch
 
 
 @dataclass(slots=True)

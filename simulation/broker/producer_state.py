@@ -32,8 +32,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
-from simulation.records import LogBatch
+from eosim.simulation.protocol import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    increment_sequence,
+)
+from eosim.simulation.records import LogBatch
 
 NO_COORDINATOR_EPOCH = -1
 

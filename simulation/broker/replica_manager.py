@@ -35,14 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
-
-from simulation.broker.durability import LogDurability
-from simulation.broker.partition import Partition, TopicSettings
-from simulation.broker.producer_state import ProducerStateManager
-from simulation.coordinator.directory import is_internal
-from simulation.network import Connection, Message, Network
-from simulation.probe import Probe
-from simulation.protocol import (
+from eosim.simulation.broker.durability import LogDurability
+from eosim.simulation.broker.partition import Partition, TopicSettings
+from eosim.simulation.broker.producer_state import ProducerStateManager
+from eosim.simulation.coordinator.directory import is_internal
+from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.protocol import (
     CONTROLLER,
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -55,7 +54,7 @@ from simulation.protocol import (
     ReplicaFetchResponse,
     TopicPartition,
 )
-from simulation.rules import ProtocolRules
+from eosim.simulation.rules import ProtocolRules
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ producer from the set. Control records are never returned, but the position move
 
 from __future__ import annotations
 
-from simulation.records import AbortedTransaction, LogBatch
+from eosim.simulation.records import AbortedTransaction, LogBatch
 
 
 def read_committed(

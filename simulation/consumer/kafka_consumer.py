@@ -33,12 +33,11 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 import simpy
-
-from simulation.consumer.fetcher import read_committed, read_uncommitted
-from simulation.consumer.network_client import ConsumerNetworkClient
-from simulation.metadata import ClientMetadata, ClusterMetadata
-from simulation.network import Network
-from simulation.protocol import (
+from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
+from eosim.simulation.consumer.network_client import ConsumerNetworkClient
+from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
+from eosim.simulation.network import Network
+from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     INVALID_METADATA_ERRORS,
     LATEST_TIMESTAMP,

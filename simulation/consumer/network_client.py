@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import simpy
-
-from simulation.network import Connection, Message, Network
-from simulation.protocol import Disconnected
+from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.protocol import Disconnected
 
 
 class ConsumerNetworkClient:

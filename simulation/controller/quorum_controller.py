@@ -7,7 +7,7 @@ pause or cut off (Kafka's ``QuorumController`` with its ``ClusterControlManager`
 * **Liveness.** Brokers heartbeat every ``broker.heartbeat.interval.ms`` (2 s). A broker not
   heard from for ``broker.session.timeout.ms`` (9 s) is fenced: it leaves every ISR (unless it
   is the last member) and a new leader is elected wherever it led
-  (:mod:`simulation.controller.partition_change`). A restarted broker registers again, which
+  (:mod:`eosim.simulation.controller.partition_change`). A restarted broker registers again, which
   is refused while its previous session is alive (DUPLICATE_BROKER_REGISTRATION), is sent the
   whole metadata, and is unfenced by its first heartbeat: partitions without a leader may
   then elect it.
@@ -29,17 +29,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
-
-from simulation.broker.partition import TopicSettings
-from simulation.controller.partition_change import (
+from eosim.simulation.broker.partition import TopicSettings
+from eosim.simulation.controller.partition_change import (
     NO_LEADER,
     PartitionRegistration,
     alter_isr,
     on_broker_fenced,
     on_broker_unfenced,
 )
-from simulation.network import Message, Network
-from simulation.protocol import (
+from eosim.simulation.network import Message, Network
+from eosim.simulation.protocol import (
     CONTROLLER,
     AlterPartitionRequest,
     AlterPartitionResponse,

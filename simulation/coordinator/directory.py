@@ -6,12 +6,12 @@ A transactional.id is coordinated by the leader of ``__transaction_state`` parti
 ``GroupCoordinatorService.partitionFor``; 50 is the default of
 ``transaction.state.log.num.partitions`` and ``offsets.topic.num.partitions``). Both topics are
 replicated partitions like any other: who leads them is the controller's decision, published
-in its metadata, and the coordinators follow (see :mod:`simulation.coordinator.runtime`).
+in its metadata, and the coordinators follow (see :mod:`eosim.simulation.coordinator.runtime`).
 """
 
 from __future__ import annotations
 
-from simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
+from eosim.simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"

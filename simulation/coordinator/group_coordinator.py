@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC
-from simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
-from simulation.protocol import Errors, TopicPartition
-from simulation.records import LogBatch
+from eosim.simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC
+from eosim.simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
+from eosim.simulation.protocol import Errors, TopicPartition
+from eosim.simulation.records import LogBatch
 
 OffsetsTuple = tuple[tuple[TopicPartition, int], ...]
 

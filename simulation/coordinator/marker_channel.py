@@ -30,9 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import simpy
-
-from simulation.network import Network
-from simulation.protocol import Errors, TopicPartition, WriteTxnMarkersRequest
+from eosim.simulation.network import Network
+from eosim.simulation.protocol import Errors, TopicPartition, WriteTxnMarkersRequest
 
 LeaderOf = Callable[[TopicPartition], str | None]
 

@@ -47,26 +47,25 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import simpy
-
-from simulation.coordinator.directory import (
+from eosim.simulation.coordinator.directory import (
     TRANSACTION_STATE_TOPIC,
     InternalPartition,
     internal_partition,
 )
-from simulation.coordinator.group_coordinator import (
+from eosim.simulation.coordinator.group_coordinator import (
     GroupCoordinator,
     OffsetCommitRecord,
     OffsetStore,
     offsets_partition,
 )
-from simulation.coordinator.marker_channel import TransactionMarkerChannelManager
-from simulation.coordinator.transaction_coordinator import TransactionCoordinator
-from simulation.coordinator.transaction_log import TransactionLogRecord, latest_records
-from simulation.coordinator.transaction_state import TransactionMetadata
-from simulation.coordinator.transaction_state import TransactionState as S
-from simulation.network import Network
-from simulation.probe import Probe
-from simulation.protocol import (
+from eosim.simulation.coordinator.marker_channel import TransactionMarkerChannelManager
+from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
+from eosim.simulation.coordinator.transaction_log import TransactionLogRecord, latest_records
+from eosim.simulation.coordinator.transaction_state import TransactionMetadata
+from eosim.simulation.coordinator.transaction_state import TransactionState as S
+from eosim.simulation.network import Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.protocol import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
@@ -86,12 +85,12 @@ from simulation.protocol import (
     TopicPartition,
     TxnOffsetCommitRequest,
 )
-from simulation.records import LogBatch
-from simulation.rules import ProtocolRules
+from eosim.simulation.records import LogBatch
+from eosim.simulation.rules import ProtocolRules
 
 if TYPE_CHECKING:
-    from simulation.broker.partition import Partition
-    from simulation.broker.replica_manager import ReplicaManager
+    from eosim.simulation.broker.partition import Partition
+    from eosim.simulation.broker.replica_manager import ReplicaManager
 
 FenceListener = Callable[[str, int, int, float], None]  # txn id, producer id, new epoch, time
 Done = Callable[[Errors], None]

@@ -38,23 +38,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulation.coordinator.transaction_log import (
+from eosim.simulation.coordinator.transaction_log import (
     TransactionLog,
     TransactionLogRecord,
     partition_for,
 )
-from simulation.coordinator.transaction_state import (
+from eosim.simulation.coordinator.transaction_state import (
     TransactionMetadata,
     TransactionState,
 )
-from simulation.protocol import (
+from eosim.simulation.protocol import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     Errors,
     TopicPartition,
 )
-from simulation.rules import ProtocolRules
+from eosim.simulation.rules import ProtocolRules
 
 S = TransactionState
 PREPARE_STATES = (S.PREPARE_COMMIT, S.PREPARE_ABORT)

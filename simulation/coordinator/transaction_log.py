@@ -2,7 +2,7 @@
 
 Each record is the full metadata of one transactional.id after a change, and the last
 record per id wins. In a run the records are batches of the replicated
-``__transaction_state`` partitions (:mod:`simulation.coordinator.runtime` appends them);
+``__transaction_state`` partitions (:mod:`eosim.simulation.coordinator.runtime` appends them);
 :class:`TransactionLog` is a plain list of them for tests of the coordinator's logic alone.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from simulation.coordinator.transaction_state import TransactionState
+from eosim.simulation.coordinator.transaction_state import TransactionState
 
 TRANSACTION_STATE_PARTITIONS = 50
 

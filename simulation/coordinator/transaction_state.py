@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from simulation.protocol import MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from eosim.simulation.protocol import MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 
 class IllegalStateTransition(RuntimeError):

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TopicPartition
+from eosim.simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TopicPartition
 
 RECORD_OVERHEAD = 8  # bytes per record beyond key and value (varint headers)
 BATCH_OVERHEAD = 61  # bytes of a v2 record batch header

@@ -13,19 +13,18 @@ from collections import deque
 from collections.abc import Callable
 
 import simpy
-
-from simulation.config import ProducerConfig
-from simulation.metadata import ClusterMetadata
-from simulation.network import Network
-from simulation.probe import Probe
-from simulation.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator, RecordEntry
-from simulation.producer.partitioner import Partitioner
-from simulation.producer.sender import Sender
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.producer.transactions import Transactions
-from simulation.protocol import TopicPartition
-from simulation.rng import RandomStream
-from simulation.rules import ProtocolRules
+from eosim.simulation.config import ProducerConfig
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.network import Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.partitioner import Partitioner
+from eosim.simulation.producer.sender import Sender
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.producer.transactions import Transactions
+from eosim.simulation.protocol import TopicPartition
+from eosim.simulation.rng import RandomStream
+from eosim.simulation.rules import ProtocolRules
 
 # (partition, offset, error, whether the record may have been written)
 Callback = Callable[[int, int, str | None, bool], None]

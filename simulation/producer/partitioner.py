@@ -8,7 +8,7 @@ then move to a partition drawn at random (Kafka 3.3+, without the adaptive load 
 
 from __future__ import annotations
 
-from simulation.rng import RandomStream
+from eosim.simulation.rng import RandomStream
 
 
 def murmur2(data: bytes) -> int:

@@ -27,16 +27,15 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
-
-from simulation.config import ProducerConfig
-from simulation.metadata import ClientMetadata, ClusterMetadata
-from simulation.network import Connection, Message, Network
-from simulation.probe import Probe
-from simulation.producer.accumulator import ProducerBatch, RecordAccumulator
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.producer.transaction_states import State
-from simulation.producer.transactions import END_TXN, Transactions, TxnRequest
-from simulation.protocol import (
+from eosim.simulation.config import ProducerConfig
+from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
+from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.probe import Probe
+from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.producer.transaction_states import State
+from eosim.simulation.producer.transactions import END_TXN, Transactions, TxnRequest
+from eosim.simulation.protocol import (
     INVALID_METADATA_ERRORS,
     NO_SEQUENCE,
     BatchData,
@@ -51,7 +50,7 @@ from simulation.protocol import (
     ProduceResponse,
     TopicPartition,
 )
-from simulation.rng import RandomStream
+from eosim.simulation.rng import RandomStream
 
 INF = float("inf")
 JITTER = 0.2

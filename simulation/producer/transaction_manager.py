@@ -2,7 +2,7 @@
 
 Kafka keeps the idempotent producer's bookkeeping in ``TransactionManager`` even when there
 are no transactions, and so does this module; the transactional half is
-:mod:`simulation.producer.transactions`, reached through :attr:`TransactionManager.txn`.
+:mod:`eosim.simulation.producer.transactions`, reached through :attr:`TransactionManager.txn`.
 
 Per partition it tracks the next sequence to assign, the last acknowledged sequence and
 offset, and the batches in flight, ordered by sequence. The rules follow Kafka's
@@ -40,8 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from simulation.producer.accumulator import ProducerBatch
-from simulation.protocol import (
+from eosim.simulation.producer.accumulator import ProducerBatch
+from eosim.simulation.protocol import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -58,7 +58,7 @@ NO_OFFSET = -1
 class TransactionalHalf(Protocol):
     """What the idempotence bookkeeping needs of the transactional half of the producer.
 
-    :class:`simulation.producer.transactions.Transactions` is the implementation; it refers
+    :class:`eosim.simulation.producer.transactions.Transactions` is the implementation; it refers
     to this module, never the other way round. Another implementation (a test double, say)
     must provide: ``unknown_mapping_is_fatal`` (whether INVALID_PRODUCER_ID_MAPPING is fatal
     for this client, as for the 4.0 one), ``is_fatal`` (whether the producer is in

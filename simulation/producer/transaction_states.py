@@ -2,7 +2,7 @@
 
 Each state names the states it may be entered from; ``FATAL_ERROR`` may be entered from any.
 :class:`ClientTransactionState` tracks the current state and raises
-:class:`~simulation.coordinator.transaction_state.IllegalStateTransition` on a transition the
+:class:`~eosim.simulation.coordinator.transaction_state.IllegalStateTransition` on a transition the
 table forbids.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from simulation.coordinator.transaction_state import IllegalStateTransition
+from eosim.simulation.coordinator.transaction_state import IllegalStateTransition
 
 
 class State(Enum):

@@ -39,10 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
-
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.producer.transaction_states import ClientTransactionState, State
-from simulation.protocol import (
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.producer.transaction_states import ClientTransactionState, State
+from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,

@@ -1,5 +1,5 @@
 """A small in-process cluster for coordinator and broker tests: the model's own
-:class:`simulation.cluster.Cluster` (brokers, their coordinators, the marker channel, the
+:class:`eosim.simulation.cluster.Cluster` (brokers, their coordinators, the marker channel, the
 KIP-890 hooks), wired exactly as a run wires it, without applications or faults, plus a
 client node "c" that sends requests and waits for the answers."""
 
@@ -8,17 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import simpy
-
-from simulation.broker.broker import Broker, BrokerSettings
-from simulation.cluster import Cluster as ModelCluster
-from simulation.cluster import ClusterSettings
-from simulation.controller.quorum_controller import ControllerSettings
-from simulation.coordinator.directory import internal_partition
-from simulation.coordinator.runtime import CoordinatorSettings
-from simulation.coordinator.transaction_state import TransactionMetadata
-from simulation.metadata import ClusterMetadata
-from simulation.network import LatencyModel, Network, NetworkSettings
-from simulation.protocol import (
+from eosim.simulation.broker.broker import Broker, BrokerSettings
+from eosim.simulation.cluster import Cluster as ModelCluster
+from eosim.simulation.cluster import ClusterSettings
+from eosim.simulation.controller.quorum_controller import ControllerSettings
+from eosim.simulation.coordinator.directory import internal_partition
+from eosim.simulation.coordinator.runtime import CoordinatorSettings
+from eosim.simulation.coordinator.transaction_state import TransactionMetadata
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.network import LatencyModel, Network, NetworkSettings
+from eosim.simulation.protocol import (
     AddPartitionsToTxnRequest,
     BatchData,
     EndTxnRequest,
@@ -29,8 +28,8 @@ from simulation.protocol import (
     TopicPartition,
     WriteTxnMarkersRequest,
 )
-from simulation.rng import RandomStreams
-from simulation.rules import VERSIONS
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import VERSIONS
 
 # The controller fences a silent broker after FAILOVER_MS (its coordinators move then); a
 # restarted broker leads again within RECOVERY_MS (registration waits for the fencing).

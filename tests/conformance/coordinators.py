@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 
-from simulation.coordinator.transaction_coordinator import TransactionCoordinator
-from simulation.coordinator.transaction_log import TransactionLog
-from simulation.coordinator.transaction_state import TransactionMetadata, TransactionState
-from simulation.protocol import TopicPartition
-from simulation.rules import VERSIONS
+from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
+from eosim.simulation.coordinator.transaction_log import TransactionLog
+from eosim.simulation.coordinator.transaction_state import TransactionMetadata, TransactionState
+from eosim.simulation.protocol import TopicPartition
+from eosim.simulation.rules import VERSIONS
 
 NEW_PID = 9893
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
-
-from simulation.broker.log import LogBatch, PartitionLog
-from simulation.broker.producer_state import ProducerStateManager, Verdict
-from simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
-from simulation.protocol import MAX_SEQUENCE, NO_SEQUENCE, Errors
+from eosim.simulation.broker.log import LogBatch, PartitionLog
+from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
+from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
+from eosim.simulation.protocol import MAX_SEQUENCE, NO_SEQUENCE, Errors
 
 PID = 1
 TP = ("test", 0)

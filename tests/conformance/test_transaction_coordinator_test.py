@@ -13,10 +13,9 @@ import pytest
 from conformance.cluster import Cluster
 from conformance.coordinators import NEW_PID, coordinator_with
 from conformance.not_modelled import not_modelled
-
-from simulation.coordinator.transaction_log import partition_for
-from simulation.coordinator.transaction_state import TransactionState
-from simulation.protocol import (
+from eosim.simulation.coordinator.transaction_log import partition_for
+from eosim.simulation.coordinator.transaction_state import TransactionState
+from eosim.simulation.protocol import (
     MAX_EPOCH,
     AddPartitionsToTxnRequest,
     EndTxnRequest,

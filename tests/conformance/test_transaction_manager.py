@@ -9,10 +9,9 @@ eosim's :class:`TransactionManager`. "Run the sender loop to trigger the epoch b
 from __future__ import annotations
 
 import pytest
-
-from simulation.producer.accumulator import ProducerBatch, RecordEntry
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.protocol import MAX_EPOCH, NO_SEQUENCE, Errors, PartitionResponse
+from eosim.simulation.producer.accumulator import ProducerBatch, RecordEntry
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.protocol import MAX_EPOCH, NO_SEQUENCE, Errors, PartitionResponse
 
 TP0 = ("foo", 0)
 TP1 = ("foo", 1)

@@ -1,7 +1,7 @@
 """Conformance: the transactional half of the producer's TransactionManager.
 
 Cases from Kafka's ``TransactionManagerTest`` (trunk, late 2024), restated against
-:class:`simulation.producer.transactions.Transactions`: the coordinator requests it queues,
+:class:`eosim.simulation.producer.transactions.Transactions`: the coordinator requests it queues,
 in what order, and the states it goes through as each is answered. :class:`Client` plays
 the Sender (it takes the next request and answers it) with the coordinator already known.
 """
@@ -12,11 +12,10 @@ from typing import Any
 
 import simpy
 from conformance.test_transaction_manager import write
-
-from simulation.producer.transaction_manager import TransactionManager
-from simulation.producer.transaction_states import State
-from simulation.producer.transactions import Transactions
-from simulation.protocol import (
+from eosim.simulation.producer.transaction_manager import TransactionManager
+from eosim.simulation.producer.transaction_states import State
+from eosim.simulation.producer.transactions import Transactions
+from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,

@@ -11,12 +11,11 @@ from __future__ import annotations
 import pytest
 import simpy
 from conformance.not_modelled import not_modelled
-
-from simulation.coordinator.marker_channel import (
+from eosim.simulation.coordinator.marker_channel import (
     TransactionMarkerChannelManager,
     UnexpectedMarkerError,
 )
-from simulation.protocol import Errors
+from eosim.simulation.protocol import Errors
 
 TP1, TP2 = ("topic1", 0), ("topic1", 1)
 

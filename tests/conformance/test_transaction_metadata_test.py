@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import pytest
 from conformance.coordinators import NEW_PID, coordinator_with
-
-from simulation.coordinator.transaction_coordinator import TransactionCoordinator
-from simulation.coordinator.transaction_state import (
+from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
+from eosim.simulation.coordinator.transaction_state import (
     TransactionMetadata,
     TransactionState,
     is_epoch_exhausted,
 )
-from simulation.protocol import MAX_EPOCH, Errors
+from eosim.simulation.protocol import MAX_EPOCH, Errors
 
 S = TransactionState
 PID = 23423

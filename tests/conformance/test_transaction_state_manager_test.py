@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 from conformance.coordinators import coordinator_with
 from conformance.not_modelled import not_modelled
-
-from simulation.coordinator.transaction_coordinator import TransactionCoordinator
-from simulation.coordinator.transaction_log import partition_for
-from simulation.coordinator.transaction_state import TransactionState
-from simulation.protocol import Errors
-from simulation.rules import VERSIONS
+from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
+from eosim.simulation.coordinator.transaction_log import partition_for
+from eosim.simulation.coordinator.transaction_state import TransactionState
+from eosim.simulation.protocol import Errors
+from eosim.simulation.rules import VERSIONS
 
 S = TransactionState
 EXPIRATION_MS = 604_800_000.0  # transactional.id.expiration.ms default

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
-
-from simulation.broker.log import PartitionLog
-from simulation.protocol import Errors
+from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.protocol import Errors
 
 TP = ("test", 0)
 
