@@ -1,11 +1,12 @@
 """Every check eosim has, in one place: the delivery checker, the transactional one and the
 replication ones.
 
-`check_history` runs `eosim.analysis.checker.check`, `eosim.analysis.txn_checker.check_transactions`,
-`eosim.analysis.replica_checker.check_replicas` and `eosim.analysis.rewrite_checker.check_rewrites` on one
-history and returns a single `CheckResult` whose `anomalies` hold every name in
-`ALL_ANOMALIES`: base names first, then transactional, then replication ones. Everything that
-reports on a run (the CLI, the API, sweeps, reports, shrinking) goes through here;
+`check_history` runs `eosim.analysis.checker.check`,
+`eosim.analysis.txn_checker.check_transactions`, `eosim.analysis.replica_checker.check_replicas`
+and `eosim.analysis.rewrite_checker.check_rewrites` on one history and returns a single
+`CheckResult` whose `anomalies` hold every name in `ALL_ANOMALIES`: base names first, then
+transactional, then replication ones. Everything that reports on a run (the CLI, the API,
+sweeps, reports, shrinking) goes through here;
 `eosim.analysis.checker.check` stays for code that only wants the delivery checks.
 """
 

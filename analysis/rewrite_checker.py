@@ -26,8 +26,9 @@ How it judges:
 What it does not judge: a position that the final log no longer holds (truncated and never
 rewritten) is no rewrite: nothing later shows another value there. The read value may then be
 missing from the log, which `lost_write` judges. Reads that disagree but overlap in time, and
-acknowledgements that disagree with reads, are left to `inconsistent_offsets` (eosim.analysis.checker),
-which flags every position that any two sources associate with different values, unordered.
+acknowledgements that disagree with reads, are left to `inconsistent_offsets`
+(eosim.analysis.checker), which flags every position that any two sources associate with
+different values, unordered.
 Every `offset_rewrite` position is therefore also an `inconsistent_offsets` one, unless the
 later observation is a control marker (markers are not values, so `inconsistent_offsets` does
 not see them).

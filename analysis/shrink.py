@@ -70,9 +70,8 @@ class _Oracle:
         self._memo: dict[str, int] = {}
 
     def count(self, raw: dict[str, Any]) -> int:
+        from eosim.analysis import outcome as checked
         from eosim.simulation.scenario import ScenarioError, validate_scenario
-
-        from eosim import api
 
         key = yaml.safe_dump(raw, sort_keys=True)
         if key in self._memo:
@@ -83,7 +82,7 @@ class _Oracle:
             self._memo[key] = 0
             return 0
         self.runs += 1
-        outcome = api.run(scenario, self.seed)
+        outcome = checked.run(scenario, self.seed)
         found = outcome.check.anomalies[self.anomaly].count
         self._memo[key] = found
         return found
@@ -141,14 +140,13 @@ def shrink(
     overrides: tuple[str, ...] = (),
     log: Callable[[str], None] = lambda _msg: None,
 ) -> ShrinkResult:
+    from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import apply_override
-
-    from eosim import api
 
     if anomaly is not None and anomaly not in ALL_ANOMALIES:
         raise ShrinkError(f"--anomaly {anomaly}: unknown; choose one of {', '.join(ALL_ANOMALIES)}")
-    scenario = api.load(scenario_path, overrides)
-    outcome = api.run(scenario, seed, trace=True)
+    scenario = checked.load(scenario_path, overrides)
+    outcome = checked.run(scenario, seed, trace=True)
     found = [n for n, a in outcome.check.anomalies.items() if a.count]
     if anomaly is None:
         if not found:

@@ -861,21 +861,32 @@ def parse_scenario(
         raise ScenarioError(f"{source}: invalid YAML: nested too deeply") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of keys to values")
-    for override in overrides:
-        apply_override(raw, override)
-    return validate_scenario(raw, source, node)
+    overridden = [(apply_override(raw, override), override) for override in overrides]
+    return validate_scenario(raw, source, node, overridden)
 
 
-def validate_scenario(raw: Mapping[str, Any], source: str, node: Any = None) -> Scenario:
+def validate_scenario(
+    raw: Mapping[str, Any],
+    source: str,
+    node: Any = None,
+    overridden: Iterable[tuple[tuple[str | int, ...], str]] = (),
+) -> Scenario:
     """Validate a raw scenario mapping, including every application's effective client
-    configuration (:attr:`Scenario.clients`); raises :class:`ScenarioError`."""
+    configuration (:attr:`Scenario.clients`); raises :class:`ScenarioError`. ``overridden``
+    pairs each ``--set`` (its resolved path, its text): an error at or under such a path names
+    the ``--set``, not a line of the file, which no longer holds the value."""
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(_format_validation_error(exc, source, node)) from None
+        raise ScenarioError(_format_validation_error(exc, source, node, overridden)) from None
 
 
-def _format_validation_error(exc: ValidationError, source: str, node: Any) -> str:
+def _format_validation_error(
+    exc: ValidationError,
+    source: str,
+    node: Any,
+    overridden: Iterable[tuple[tuple[str | int, ...], str]] = (),
+) -> str:
     err = exc.errors()[0]
     loc: tuple[str | int, ...] = tuple(err["loc"])
     ctx = err.get("ctx") or {}
@@ -890,7 +901,12 @@ def _format_validation_error(exc: ValidationError, source: str, node: Any) -> st
         message = "required key is missing"
     else:
         message = _clean(err["msg"])
-    return f"{source}{_line(node, loc)}: {_dotted(loc) or '(top level)'}: {message}"
+    where = _line(node, loc)
+    for path, override in reversed(list(overridden)):  # the last --set of a path wins
+        if loc[: len(path)] == path:
+            where = f" (--set {override})"
+            break
+    return f"{source}{where}: {_dotted(loc) or '(top level)'}: {message}"
 
 
 def _clean(msg: str) -> str:
@@ -957,8 +973,10 @@ def _line(node: Any, path: Iterable[str | int]) -> str:
 
 
 # -- overrides ------------------------------------------------------------------------------
-def apply_override(raw: dict[str, Any], override: str) -> None:
-    """Apply ``path=value`` to the raw scenario mapping (before validation).
+def apply_override(raw: dict[str, Any], override: str) -> tuple[str | int, ...]:
+    """Apply ``path=value`` to the raw scenario mapping (before validation); returns the path
+    it set, as keys and list positions (``producers.producer-0.config.acks`` is
+    ``("producers", 0, "config", "acks")``).
 
     Path parts are separated by dots. A list is indexed by position or by an item's
     ``name`` (``producers.producer-0.config.acks=1``), and a Kafka key that itself contains
@@ -977,8 +995,10 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     target: Any = raw
     i = 0
     parent = ""
+    resolved: list[str | int] = []
     while True:
         key, i = _next_key(target, parts, i, override, parent)
+        resolved.append(key)
         parent = str(key)
         if i == len(parts):
             break
@@ -989,6 +1009,7 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         else:
             target = target[key]
     target[key] = value
+    return tuple(resolved)
 
 
 # Mappings whose keys are leaves that may contain dots (Kafka configuration keys).

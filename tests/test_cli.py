@@ -310,7 +310,7 @@ def test_validate_finds_every_config_error_run_would_hit(
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"eosim: error: {scenario(name)}:")
+    assert lines[0].startswith(f"eosim: error: {scenario(name)} (--set {override}): ")
     assert message in lines[0]
     assert "Traceback" not in err and out == ""
     assert list(tmp_path.iterdir()) == []

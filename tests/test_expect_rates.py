@@ -329,13 +329,11 @@ def test_a_real_sweep_writes_its_verdict(swept):
 
 
 def test_sweep_cli_prints_the_verdicts_and_exits_1(swept, spark, capsys, monkeypatch):
-    import eosim.analysis.sweep
+    from eosim.analysis import sweep as sweeps
 
     result, out = swept
     lossy = result.sweep_verdict.variants[1].verdict
-    monkeypatch.setattr(
-        eosim.analysis.sweep, "run_sweep", functools.partial(eosim.analysis.sweep.run_sweep, spark=spark)
-    )
+    monkeypatch.setattr(sweeps, "run_sweep", functools.partial(sweeps.run_sweep, spark=spark))
     base = ["sweep", AT_LEAST_ONCE, "--runs", "3", "--grid", "network.response_loss=0,0.05"]
     base += [a for s in SWEEP_SET for a in ("--set", s)] + ["--out", str(out), "-q"]
     code, text, _ = run_cli(capsys, *base, "--expect", "duplicate=<1%/record")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from eosim.simulation.scenario import (
     ConsumerSettings,
     ScenarioError,
+    load_scenario,
     parse_duration_ms,
     parse_scenario,
     resolve,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GOOD = """\
 name: s
@@ -179,18 +184,26 @@ def test_clients_are_resolved_once_with_the_injected_transactional_ids():
     [
         (
             "transactional_producers.0.config.acks=1",
-            "s.yaml:7: transactional_producers[0].config.acks",
+            "transactional_producers[0].config.acks",
         ),
-        ("processors.0.config.retries=0", "s.yaml:10: processors[0].config.retries"),
-        ("producers.0.config.transactional.id=p", "s.yaml:5: producers[0].config.transactional.id"),
+        (
+            "processors.0.config.retries=0",
+            "processors[0].config.retries",
+        ),
+        (
+            "producers.0.config.transactional.id=p",
+            "producers[0].config.transactional.id",
+        ),
         (
             "processors.1.config.transactional.id=b",
-            "s.yaml:11: processors[1].config.transactional.id",
+            "processors[1].config.transactional.id",
         ),
     ],
 )
 def test_client_config_errors_name_the_application_path(override, where):
-    assert error_for(APPS, override).startswith(where + ": ")
+    """The value came from ``--set``, so the error names the ``--set``, not the line of the
+    file that held the value before."""
+    assert error_for(APPS, override).startswith(f"s.yaml (--set {override}): {where}: ")
 
 
 @pytest.mark.parametrize(
@@ -452,3 +465,30 @@ def test_set_overrides_reach_dotted_kafka_keys_of_the_cluster_and_its_topics():
         "cluster.config.min.insync.replicas: Invalid value 0 for configuration "
         "min.insync.replicas" in error_for(GOOD, "cluster.config.min.insync.replicas=0")
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "shown"),
+    [
+        ("producers.0.config.acks=7", "producers[0].config.acks"),
+        ("producers.producer-0.config.enable.idempotence=maybe", "enable.idempotence"),
+        ("duration=-5", "duration"),
+    ],
+)
+def test_an_error_in_an_overridden_value_names_the_set_not_a_line(override, shown):
+    """The value came from --set, so the file's line (which holds the old value) would
+    mislead; an error elsewhere in the file still names its line."""
+    path = ROOT / "scenarios" / "idempotent.yaml"
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path, [override])
+    text = str(err.value)
+    assert text.startswith(f"{path} (--set {override}): ")
+    assert shown in text
+    assert "\n" not in text
+
+
+def test_an_error_outside_the_overridden_paths_still_names_its_line(tmp_path):
+    text = (ROOT / "scenarios" / "idempotent.yaml").read_text().replace("acks: all", "acks: 7")
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(ScenarioError, match=r"s\.yaml:\d+: producers\[0\]\.config\.acks"):
+        load_scenario(tmp_path / "s.yaml", ["duration=30s"])

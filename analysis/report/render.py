@@ -222,9 +222,8 @@ def build(root: str | Path) -> Content:
 
 
 def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
+    from eosim.analysis import outcome as checked
     from eosim.analysis.sweep.replay import ReplayError, replay
-
-    from eosim import api
 
     story = Story(anomaly, runs)
     first = runs[0]
@@ -235,7 +234,7 @@ def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
         return story
     if r.mismatches:
         story.note = "replay did not reproduce the recorded outcome: " + "; ".join(r.mismatches)
-    for t in api.timelines(r.outcome):
+    for t in checked.timelines(r.outcome):
         if t.anomaly == anomaly:
             story.timeline_text, story.timeline_svg = t.text(), t.svg()
     return story

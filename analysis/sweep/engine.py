@@ -181,9 +181,8 @@ def start_session(master: str | None, app_name: str) -> tuple[Any, float]:
 
 
 def _import_eosim(batches: Any) -> Any:
-    import eosim.analysis.sweep.task
-
-    import eosim.api  # noqa: F401
+    import eosim.analysis.outcome
+    import eosim.analysis.sweep.task  # noqa: F401
 
     yield from batches
 

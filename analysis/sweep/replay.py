@@ -75,10 +75,9 @@ def recorded_row(root: Path, variant: int, run: int) -> dict[str, Any]:
 
 
 def replay(root: str | Path, run_id: str) -> Replay:
+    from eosim.analysis import outcome as checked
     from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
     from eosim.simulation.scenario import parse_scenario
-
-    from eosim import api
 
     root = Path(root)
     manifest = SweepStore(root).read_manifest() if root.is_dir() else None
@@ -90,7 +89,7 @@ def replay(root: str | Path, run_id: str) -> Replay:
     params = plan.run_parameters(variant, run)
     seed = run_seed(plan.seed, variant, run)
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
-    outcome = api.run(scenario, seed, trace=True)
+    outcome = checked.run(scenario, seed, trace=True)
     got: dict[str, Any] = {name: a.count for name, a in outcome.check.anomalies.items()}
     got |= outcome.run.counts
     got["events"] = outcome.run.events

@@ -83,12 +83,11 @@ def build_plan(
     seed: int | None,
     overrides: Sequence[str],
 ) -> tuple[SweepPlan, Any]:
+    from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import ScenarioError
 
-    from eosim import api
-
     try:
-        scenario = api.load(scenario_path, overrides)
+        scenario = checked.load(scenario_path, overrides)
         text = Path(scenario_path).read_text(encoding="utf-8")
         plan = SweepPlan(
             scenario_text=text,
@@ -101,7 +100,7 @@ def build_plan(
         )
         for what, variant_overrides in plan.validation_overrides():
             try:
-                api.parse(text, scenario_path, variant_overrides)
+                checked.parse(text, scenario_path, variant_overrides)
             except ScenarioError as exc:
                 raise SweepError(f"{what}: {exc}" if what else str(exc)) from None
     except (ScenarioError, PlanError) as exc:

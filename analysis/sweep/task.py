@@ -109,15 +109,14 @@ def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
 
 def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
     """One run of the sweep, as a result row."""
+    from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import parse_scenario
-
-    from eosim import api
 
     variant, run = plan.locate(run_id)
     params = plan.run_parameters(variant, run)
     seed = run_seed(plan.seed, variant, run)
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
-    outcome = api.run(scenario, seed)
+    outcome = checked.run(scenario, seed)
     acks, commits = ack_latencies(outcome.history), commit_latencies(outcome.history)
     anomalies = {name: a.count for name, a in outcome.check.anomalies.items()}
     failing = not outcome.expect.met or any(anomalies.values())

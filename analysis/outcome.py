@@ -1,0 +1,167 @@
+"""One checked run of a scenario: the model's entry point, then every check, then the scenario's
+``expect:`` judged on the counts.
+
+This is how everything above the model runs a scenario: sweeps (:mod:`eosim.analysis.sweep`),
+shrinking, replay and the report's timelines call :func:`run` here, and :mod:`eosim.api` re-exports
+it for users. It depends on the model (:func:`eosim.simulation.run_scenario`) and on the checks
+beside it, never on the command line or the API above.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from eosim.analysis import timeline
+from eosim.analysis.checks import CheckResult, check_history
+from eosim.analysis.expect import (
+    EXPECTABLE,
+    SWEEP_EXPECTABLE,
+    Condition,
+    ExpectResult,
+    evaluate,
+    rate_key_problem,
+    unknown_expect_key,
+)
+from eosim.analysis.history import History, history_from_records
+from eosim.analysis.timeline import Timeline
+from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+from eosim.simulation.runner import Progress
+from eosim.simulation.scenario import parse_scenario
+from eosim.simulation.trace import trace_records
+
+
+def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
+    """Load and validate a scenario, including the keys of its ``expect:`` block."""
+    return _expectable(load_scenario(path, overrides), os.fspath(path))
+
+
+def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
+    """:func:`load` for scenario text already read (a sweep's variants)."""
+    return _expectable(parse_scenario(text, source, overrides), source)
+
+
+def _expectable(scenario: Scenario, source: str) -> Scenario:
+    blocks = (
+        ("expect", scenario.expect, EXPECTABLE),
+        ("expect_sweep", scenario.expect_sweep, SWEEP_EXPECTABLE),
+    )
+    for block, expect, valid in blocks:
+        for key, value in expect.items():
+            problem = unknown_expect_key(key, valid) or rate_key_problem(
+                key, Condition.parse(value)
+            )
+            if problem is not None:
+                raise ScenarioError(f"{source}: {block}.{key}: {problem}")
+    return scenario
+
+
+# Every time in the JSON of `eosim run` and `eosim check` names its unit in its key: the run's
+# simulated and wall times in seconds (`sim_time_s`, `wall_time_s`, as in a sweep's rows), and
+# the times taken from the history, which are milliseconds there, with `_ms` (`start_ms` of a
+# fault, `time_ms` and `invoke_time_ms` of an example).
+FAULT_TIME_KEYS = {"start": "start_ms", "end": "end_ms", "extra_latency": "extra_latency_ms"}
+
+
+def with_time_units(value: Any) -> Any:
+    """``value`` (an anomaly's examples) with every history time key (``time`` or ending in
+    ``_time``, milliseconds in the history) renamed to end in ``_ms``."""
+    if isinstance(value, dict):
+        return {
+            (f"{k}_ms" if k == "time" or k.endswith("_time") else k): with_time_units(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [with_time_units(v) for v in value]
+    return value
+
+
+def judgement(
+    counts: Mapping[str, int], check: CheckResult, expect: ExpectResult, history: History
+) -> dict[str, Any]:
+    """The fields `eosim run --json` and `eosim check --json` share, under the same names."""
+    return {
+        "counts": dict(counts),
+        "anomalies": {name: a.count for name, a in check.anomalies.items()},
+        "examples": {
+            name: with_time_units(a.examples) for name, a in check.anomalies.items() if a.count
+        },
+        "notes": list(check.notes),
+        "cut_by_duration": cut_by_duration(history),
+        "expect": expect.to_dict(),
+    }
+
+
+def cut_by_duration(history: History) -> bool:
+    """Whether the run stopped at its scenario's duration before its workload finished."""
+    return history.end is not None and history.end.cut_by_duration
+
+
+@dataclass
+class Outcome:
+    """One checked run; ``check.anomalies`` holds every name in ``ALL_ANOMALIES``."""
+
+    scenario: Scenario
+    run: RunResult
+    history: History
+    check: CheckResult
+    expect: ExpectResult
+    command: str
+
+    @property
+    def verdict(self) -> str:
+        return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.run
+        return {
+            "scenario": r.scenario,
+            "seed": r.seed,
+            "sim_time_s": round(r.sim_time_s, 6),
+            "events": r.events,
+            "wall_time_s": round(r.wall_time_s, 4),
+            **judgement(r.counts, self.check, self.expect, self.history),
+            "verdict": self.verdict,
+            "faults": [
+                {FAULT_TIME_KEYS.get(k, k): v for k, v in f.to_dict().items()} for f in r.faults
+            ],
+            "warnings": r.warnings,
+            "stats": r.stats,
+            "history_sha256": r.history.digest(),
+            "replay": self.command,
+        }
+
+
+def run(
+    scenario: Scenario,
+    seed: int | None = None,
+    *,
+    source: str = "SCENARIO",
+    overrides: Iterable[str] = (),
+    trace: bool = False,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Run and check. ``trace`` also records every message, for :func:`timelines`;
+    ``progress`` is called as the run goes (:data:`eosim.simulation.runner.Progress`)."""
+    result = run_scenario(scenario, seed, trace=trace, progress=progress)
+    history = history_from_records(result.history.records(), source=scenario.name)
+    verdict = check_history(history)
+    observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
+    sets = "".join(f" --set {o}" for o in overrides)
+    command = f"eosim run {source} --seed {result.seed}{sets}"
+    return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
+
+
+def timelines(outcome: Outcome) -> list[Timeline]:
+    """One timeline per anomaly type found, around its first example (needs ``trace=True``)."""
+    if outcome.run.trace is None:
+        raise ValueError("timelines need a run made with trace=True")
+    trace = trace_records(outcome.run.trace)
+    history = list(outcome.run.history.records())
+    return [
+        timeline.build(name, a.examples[0], trace, history)
+        for name, a in outcome.check.anomalies.items()
+        if a.count and a.examples
+    ]
