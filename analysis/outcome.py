@@ -16,7 +16,15 @@ from typing import Any
 
 from eosim.analysis import timeline
 from eosim.analysis.checks import CheckResult, check_history
-from eosim.analysis.expect import ExpectResult, evaluate, unknown_expect_key
+from eosim.analysis.expect import (
+    EXPECTABLE,
+    SWEEP_EXPECTABLE,
+    Condition,
+    ExpectResult,
+    evaluate,
+    rate_key_problem,
+    unknown_expect_key,
+)
 from eosim.analysis.history import History, history_from_records
 from eosim.analysis.timeline import Timeline
 from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
@@ -36,10 +44,17 @@ def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def _expectable(scenario: Scenario, source: str) -> Scenario:
-    for key in scenario.expect:
-        problem = unknown_expect_key(key)
-        if problem is not None:
-            raise ScenarioError(f"{source}: expect.{key}: {problem}")
+    blocks = (
+        ("expect", scenario.expect, EXPECTABLE),
+        ("expect_sweep", scenario.expect_sweep, SWEEP_EXPECTABLE),
+    )
+    for block, expect, valid in blocks:
+        for key, value in expect.items():
+            problem = unknown_expect_key(key, valid) or rate_key_problem(
+                key, Condition.parse(value)
+            )
+            if problem is not None:
+                raise ScenarioError(f"{source}: {block}.{key}: {problem}")
     return scenario
 
 
