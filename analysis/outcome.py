@@ -10,6 +10,7 @@ beside it, never on the command line or the API above.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -149,8 +150,8 @@ def run(
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
-    sets = "".join(f" --set {o}" for o in overrides)
-    command = f"eosim run {source} --seed {result.seed}{sets}"
+    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)  # pasted into a shell
+    command = f"eosim run {shlex.quote(source)} --seed {result.seed}{sets}"
     return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
 
 
