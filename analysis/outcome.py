@@ -10,13 +10,22 @@ beside it, never on the command line or the API above.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from eosim.analysis import timeline
 from eosim.analysis.checks import CheckResult, check_history
-from eosim.analysis.expect import ExpectResult, evaluate, unknown_expect_key
+from eosim.analysis.expect import (
+    EXPECTABLE,
+    SWEEP_EXPECTABLE,
+    Condition,
+    ExpectResult,
+    evaluate,
+    rate_key_problem,
+    unknown_expect_key,
+)
 from eosim.analysis.history import History, history_from_records
 from eosim.analysis.timeline import Timeline
 from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
@@ -36,10 +45,17 @@ def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def _expectable(scenario: Scenario, source: str) -> Scenario:
-    for key in scenario.expect:
-        problem = unknown_expect_key(key)
-        if problem is not None:
-            raise ScenarioError(f"{source}: expect.{key}: {problem}")
+    blocks = (
+        ("expect", scenario.expect, EXPECTABLE),
+        ("expect_sweep", scenario.expect_sweep, SWEEP_EXPECTABLE),
+    )
+    for block, expect, valid in blocks:
+        for key, value in expect.items():
+            problem = unknown_expect_key(key, valid) or rate_key_problem(
+                key, Condition.parse(value)
+            )
+            if problem is not None:
+                raise ScenarioError(f"{source}: {block}.{key}: {problem}")
     return scenario
 
 
@@ -134,8 +150,8 @@ def run(
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
-    sets = "".join(f" --set {o}" for o in overrides)
-    command = f"eosim run {source} --seed {result.seed}{sets}"
+    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)  # pasted into a shell
+    command = f"eosim run {shlex.quote(source)} --seed {result.seed}{sets}"
     return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
 
 

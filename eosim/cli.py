@@ -204,6 +204,14 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
 @click.option("--partitions", type=int, help="Spark tasks per chunk.")
 @click.option("--chunk-runs", type=click.IntRange(min=1), help="Runs per resumable chunk.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option(
+    "--expect",
+    "expectations",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="What the sweep must show, as in a scenario's expect_sweep: block "
+    "('duplicate=<1e-4/record', 'duplicate=<1%/runs', duplicate=0).",
+)
 def sweep(
     scenario: str,
     runs: int,
@@ -216,13 +224,27 @@ def sweep(
     partitions: int | None,
     chunk_runs: int | None,
     quiet: bool,
+    expectations: tuple[str, ...],
 ) -> None:
-    """Run a scenario many times on Spark and aggregate a reliability table."""
+    """Run a scenario many times on Spark and aggregate a reliability table.
+
+    Exit 0 when every variant meets the scenario's expect: and the sweep's expect_sweep:
+    (with --expect) is met, 1 when not (an inconclusive rate included), 2 on bad input."""
     from eosim.analysis.sweep import SweepError, run_sweep
     from eosim.analysis.sweep.runner import format_table
+    from eosim.analysis.sweep.verdict import verdict_lines
 
     if runs <= 0:
         raise BadInput(f"--runs must be at least 1, got {runs}")
+    expect: dict[str, str] = {}
+    for text in expectations:
+        try:
+            name, condition = parse_expectation(text, sweep=True)
+        except ValueError as exc:
+            raise BadInput(f"--expect {text}: {exc}") from None
+        if name in expect:
+            raise BadInput(f"--expect {text}: {name} is already expected ({expect[name]})")
+        expect[name] = condition
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     try:
         result = run_sweep(
@@ -238,6 +260,7 @@ def sweep(
             chunk_runs=chunk_runs,
             quiet=quiet,
             command=command,
+            expect=expect,
         )
     except SweepError as exc:
         raise BadInput(str(exc)) from None
@@ -250,10 +273,22 @@ def sweep(
     )
     click.echo(format_table(result))
     click.echo(f"results    {result.out}")
-    click.echo(
-        f"verdict    {'every variant meets expect' if result.met else 'EXPECTATIONS NOT MET'}"
-    )
+    if result.sweep_verdict is not None:
+        for line in verdict_lines(result.sweep_verdict):
+            click.echo(f"sweep      {line}")
+        click.echo(f"verdict    {sweep_verdict_text(result)}")
+    else:
+        click.echo(
+            f"verdict    {'every variant meets expect' if result.met else 'EXPECTATIONS NOT MET'}"
+        )
     sys.exit(EXIT_OK if result.met else EXIT_FAILED)
+
+
+def sweep_verdict_text(result: Any) -> str:
+    """The sweep's last line when it has an ``expect_sweep:``: both judgements."""
+    runs = "every variant meets expect" if result.runs_met else "expect NOT MET"
+    verdict = result.sweep_verdict.verdict
+    return f"{runs}; expect_sweep {verdict if verdict == 'met' else verdict.upper()}"
 
 
 @cli.command()
@@ -446,7 +481,8 @@ def _print_expect(expect: ExpectResult) -> None:
     click.echo("expect")
     for item in expect.checked:
         mark = "met" if item["met"] else "NOT MET"
-        click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {item['actual']}: {mark}")
+        got = item.get("got", item["actual"])
+        click.echo(f"  {item['key']:<22}{item['expected']!s:>7}   got {got}: {mark}")
 
 
 def _print_notes(notes: list[str], history: History) -> None:

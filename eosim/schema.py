@@ -18,7 +18,9 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from eosim.analysis.expect import EXPECTABLE
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.expect import EXPECTABLE, SWEEP_EXPECTABLE
+from eosim.simulation.conditions import PATTERN_COUNT, PATTERN_RECORD, PATTERN_RUNS, pattern
 from eosim.simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 from eosim.simulation.scenario import (
@@ -36,7 +38,6 @@ DURATION_TEXT = {
     "pattern": _DURATION.pattern,
     "description": "a duration with its unit: 500ms, 2s, 1m, 1.5h, 7d",
 }
-_CONDITION = r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$"
 
 
 class _ScenarioSchema(GenerateJsonSchema):
@@ -84,15 +85,36 @@ def scenario_schema() -> dict[str, Any]:
     defs["Topic"]["properties"]["config"] |= _keys(list(TOPIC_KEYS))
     defs["Cluster"]["properties"]["config"] |= _keys(list(BROKER_KEYS))
     defs["Kafka"]["properties"]["rules"] |= _rules()
-    condition = {
+    count = {
         "anyOf": [
             {"type": "integer", "minimum": 0},
-            {"type": "string", "pattern": _CONDITION},
+            {"type": "string", "pattern": pattern(PATTERN_COUNT)},
         ],
         "description": "a count (exactly), or a condition: '>0', '>=N', '<N', '<=N', '!=N'",
     }
-    schema["properties"]["expect"] |= _keys(list(EXPECTABLE), dict.fromkeys(EXPECTABLE, condition))
+    rate = {
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": pattern(PATTERN_COUNT, PATTERN_RECORD)},
+        ],
+        "description": "a count (exactly), a condition: '>0', '>=N', '<N', '<=N', '!=N', or "
+        "a rate per record sent: '<1e-4/record', '<0.01%/record', '<100ppm'",
+    }
+    shares = {
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": pattern(PATTERN_COUNT, PATTERN_RECORD, PATTERN_RUNS)},
+        ],
+        "description": "judged across a sweep's runs: a total count ('0', '<=3'), a rate per "
+        "record sent ('<1e-4/record', '<100ppm') or a share of runs with at least one "
+        "('<1%/runs', '<=0.01/runs')",
+    }
+    values = {k: rate if k in ALL_ANOMALIES else count for k in EXPECTABLE}
+    schema["properties"]["expect"] |= _keys(list(EXPECTABLE), values)
     schema["properties"]["expect"].pop("additionalProperties", None)
+    sweep_values = dict.fromkeys(SWEEP_EXPECTABLE, shares)
+    schema["properties"]["expect_sweep"] |= _keys(list(SWEEP_EXPECTABLE), sweep_values)
+    schema["properties"]["expect_sweep"].pop("additionalProperties", None)
     return {
         "$schema": DIALECT,
         "title": "eosim scenario",

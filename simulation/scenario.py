@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from eosim.simulation.conditions import RUNS, Condition, condition_error
 from eosim.simulation.config import (
     BROKER_KEYS,
     MAX_INT,
@@ -531,7 +532,6 @@ class ClientConfigs:
 # (they are realised before the run).
 MAX_RANDOM_FAULTS = 1_000_000
 
-_CONDITION = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
 ExpectValue = int | str
 # The controller's node name, a fault target like the brokers.
 CONTROLLER_NODE = CONTROLLER
@@ -557,18 +557,31 @@ class Scenario(_Model):
     faults: list[Fault] = Field(default_factory=list)
     unsafe: UnsafeSpec = UnsafeSpec()
     expect: dict[str, ExpectValue] = Field(default_factory=dict)
+    # What a sweep of this scenario must show across its runs (eosim sweep); one run ignores it.
+    expect_sweep: dict[str, ExpectValue] = Field(default_factory=dict)
     _clients: ClientConfigs | None = PrivateAttr(default=None)
 
     @field_validator("expect")
     @classmethod
     def _conditions(cls, expect: dict[str, ExpectValue]) -> dict[str, ExpectValue]:
         for key, value in expect.items():
-            if isinstance(value, bool) or (isinstance(value, int) and value < 0):
-                raise ValueError(f"{key}: expected a count such as 0 or a condition such as '>0'")
-            if isinstance(value, str) and not _CONDITION.match(value):
-                raise ValueError(
-                    f"{key}: {value!r} is not a condition; use N, '>N', '>=N', '<N', '<=N', '!=N'"
+            problem = condition_error(value)
+            if problem is None and Condition.parse(value).unit == RUNS:
+                problem = (
+                    f"{value!r} is a share of runs, which one run cannot judge; "
+                    "put it under expect_sweep:"
                 )
+            if problem is not None:
+                raise ValueError(f"{key}: {problem}")
+        return expect
+
+    @field_validator("expect_sweep")
+    @classmethod
+    def _sweep_conditions(cls, expect: dict[str, ExpectValue]) -> dict[str, ExpectValue]:
+        for key, value in expect.items():
+            problem = condition_error(value)
+            if problem is not None:
+                raise ValueError(f"{key}: {problem}")
         return expect
 
     @model_validator(mode="after")
@@ -697,6 +710,8 @@ class Scenario(_Model):
         for key, default in (("packet_loss", 0.0), ("retransmission_timeout", 200.0)):
             if network[key] == default:
                 del network[key]
+        if not data["expect_sweep"]:
+            del data["expect_sweep"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -998,7 +1013,7 @@ def apply_override(raw: dict[str, Any], override: str) -> tuple[str | int, ...]:
 
 
 # Mappings whose keys are leaves that may contain dots (Kafka configuration keys).
-_LEAF_MAPPINGS = ("config", "rules", "expect")
+_LEAF_MAPPINGS = ("config", "rules", "expect", "expect_sweep")
 
 
 def _next_key(target: Any, parts: list[str], i: int, override: str, parent: str) -> tuple[Any, int]:

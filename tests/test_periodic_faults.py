@@ -111,7 +111,7 @@ def error_for(*overrides: str) -> str:
 )
 def test_bad_periodic_faults_are_one_line_naming_the_path(fault: str, path: str, text: str):
     message = error_for(f"faults=[{fault}]")
-    assert re.match(rf"base\.yaml(:\d+)?: {re.escape(path)}: ", message), message
+    assert re.match(rf"base\.yaml(:\d+| \(--set [^)]*\]\))?: {re.escape(path)}: ", message), message
     assert text in message
 
 

@@ -66,6 +66,47 @@ def test_banner_names_each_unmet_variant_and_why(tmp_path):
     assert md.index("did not meet their expectations") < md.index("## Verdicts")
 
 
+def _sweep_verdict(verdicts: dict[int, str]) -> dict[str, Any]:
+    """An expect_sweep.json as analysis.sweep.verdict writes it, one check per variant."""
+    text = {
+        "met": "duplicate <1e-4/record: 0 ppm [0-184]: met",
+        "inconclusive": "duplicate <1e-4/record: 0 ppm [0-184]: inconclusive",
+        "not met": "duplicate <1e-4/record: 900 ppm [500-1,300]: not met",
+    }
+    worst = max(verdicts.values(), key=["met", "inconclusive", "not met"].index)
+    return {
+        "expect_sweep": {"duplicate": "<1e-4/record"},
+        "verdict": worst,
+        "variants": [
+            {"variant": v, "verdict": s, "checks": [{"verdict": s, "text": text[s]}]}
+            for v, s in verdicts.items()
+        ],
+    }
+
+
+def test_banner_judges_the_sweeps_own_expectations():
+    """The sweep-level verdict (expect_sweep) joins the banner and the expect column: the
+    page is green only when both the runs' and the sweep's expectations are met."""
+    data = sweep(failures={})
+    data.sweep_verdict = _sweep_verdict({0: "met", 1: "met"})
+    assert banner(data) == (
+        True,
+        "Every variant (2) met its expectations. "
+        "The sweep's own expectations (expect_sweep) are met.",
+    )
+    data.sweep_verdict = _sweep_verdict({0: "met", 1: "inconclusive"})
+    data.table["expect_sweep"] = ["met", "inconclusive"]
+    data.table["expect_sweep_detail"] = ["", ""]
+    met, sentence = banner(data)
+    assert not met
+    assert sentence.endswith(
+        "The sweep's own expectations are INCONCLUSIVE: "
+        "1 (inconclusive: duplicate <1e-4/record: 0 ppm [0-184]: inconclusive)."
+    )
+    html = render_html(Content(data))
+    assert 'class="banner unmet"' in html and "sweep: inconclusive" in html
+
+
 def test_banner_without_an_expect_block():
     data = table(["a.loss"], GRID)
     assert expectations(data) == [{}, {}]

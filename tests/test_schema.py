@@ -59,6 +59,11 @@ BASE = ROOT / "scenarios" / "idempotent.yaml"
         {"cluster": {"topics": [{"config": {"replica.lag.time.max.ms": 1}}]}},  # a broker key
         {"expect": {"duplicates": 0}},
         {"expect": {"duplicate": "more than 0"}},
+        {"expect": {"duplicate": "<1%/runs"}},  # a share of runs: only in expect_sweep
+        {"expect": {"duplicate": "<1e-4"}},  # per what?
+        {"expect": {"acked": "<0.5/record"}},  # a rate is for an anomaly
+        {"expect_sweep": {"acked": 0}},  # a sweep judges anomalies only
+        {"expect_sweep": {"duplicate": "==1e-4/record"}},
         {"network": {"request_loss": 1.5}},
         {"bogus": 1},
     ],
@@ -80,6 +85,17 @@ def test_durations_take_text_in_schema_and_loader(validator, tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     assert api.load(path).duration == 90_000.0
+
+
+def test_rates_and_shares_pass_schema_and_loader(validator, tmp_path):
+    raw = yaml.safe_load(BASE.read_text(encoding="utf-8"))
+    raw["expect"] |= {"duplicate": "<1e-4/record", "lost_write": "<= 0.01 % / record"}
+    raw["expect_sweep"] = {"duplicate": "<1%/runs", "lost_write": "<100ppm", "unseen": 0}
+    assert list(validator.iter_errors(raw)) == []
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    scenario = api.load(path)
+    assert scenario.expect_sweep == {"duplicate": "<1%/runs", "lost_write": "<100ppm", "unseen": 0}
 
 
 def merge(into: dict, change: dict) -> dict:

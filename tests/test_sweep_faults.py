@@ -36,3 +36,28 @@ def test_a_run_row_counts_its_realised_faults():
     for kind in FAULT_KINDS:
         assert row[f"faults_{kind}"] == realised.get(kind, 0)
     assert row["messages_lost"] >= 0
+
+
+def test_the_replay_command_survives_a_shell(tmp_path):
+    """A --set value with shell syntax ('>0', a flow list) is quoted, so pasting the printed
+    replay command gives eosim the same arguments (a bare '>0' was a redirect)."""
+    import shlex
+
+    from eosim import api
+
+    weird = tmp_path / "my scenario.yaml"
+    weird.write_text(Path(CHAOS).read_text())
+    overrides = [
+        *SMALL,
+        "expect.duplicate='>0'",
+        "faults=[{kind: crash, nodes: [broker-0], at: 1s, duration: 10ms}]",
+    ]
+    outcome = api.run(api.load(weird, overrides), 1, source=str(weird), overrides=overrides)
+    argv = shlex.split(outcome.command)
+    assert argv[:5] == ["eosim", "run", str(weird), "--seed", "1"]
+    assert argv[5::2] == ["--set"] * len(overrides) and argv[6::2] == overrides
+
+    plan, _ = build_plan(CHAOS, 1, (), (), 4, ("expect.duplicate='>0'",))
+    from eosim.analysis.sweep.task import replay_command
+
+    assert shlex.split(replay_command(plan, 7, {}))[-2:] == ["--set", "expect.duplicate='>0'"]

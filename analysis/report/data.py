@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.sweep.store import SweepStore
+from eosim.analysis.sweep.verdict import FILE as SWEEP_VERDICT_FILE
 from eosim.analysis.txn_checker import TXN_ANOMALIES
 
 # The guarantee each anomaly breaks, in the order a reader cares about: delivery first, then
@@ -57,6 +58,9 @@ class SweepData:
     # sent, the anomaly counts and the typed `p_<path>` columns of the drawn values.
     vary: list[str] = field(default_factory=list)
     runs: pd.DataFrame | None = None
+    # The sweep's own expectations judged (expect_sweep.json: `expect_sweep:` and
+    # `eosim sweep --expect`); None when the sweep had none.
+    sweep_verdict: dict[str, Any] | None = None
 
     @property
     def transactional(self) -> bool:
@@ -164,6 +168,16 @@ def load(root: str | Path) -> SweepData:
 
         wanted = ["variant", "sent", *anomalies, *(param_column(p) for p in vary)]
         runs = dataset.to_table(columns=[c for c in wanted if c in names]).to_pandas()
+    verdict_file = root / SWEEP_VERDICT_FILE
+    sweep_verdict = json.loads(verdict_file.read_text()) if verdict_file.is_file() else None
     return SweepData(
-        root, manifest, table.reset_index(drop=True), params, failing, faults, vary, runs
+        root,
+        manifest,
+        table.reset_index(drop=True),
+        params,
+        failing,
+        faults,
+        vary,
+        runs,
+        sweep_verdict,
     )

@@ -140,8 +140,30 @@ def per_record(row: Any, anomaly: str) -> str:
 
 
 def banner(data: SweepData) -> tuple[bool, str]:
-    """The report's verdict in one sentence, and whether every variant met its
-    expectations."""
+    """The report's verdict in a sentence, and whether every variant met its expectations;
+    when the sweep has its own (``expect_sweep``), a second sentence judges them, and the
+    verdict is met only when both are."""
+    met, sentence = _run_banner(data)
+    sweep = data.sweep_verdict
+    if sweep is None:
+        return met, sentence
+    verdict = str(sweep["verdict"])
+    if verdict == "met":
+        return met, f"{sentence} The sweep's own expectations (expect_sweep) are met."
+    groups: dict[str, list[int]] = {}
+    for v in sweep["variants"]:
+        if v["verdict"] != "met":
+            why = "; ".join(c["text"] for c in v["checks"] if c["verdict"] != "met")
+            groups.setdefault(f"{v['verdict']}: {why}", []).append(int(v["variant"]))
+    parts = [f"{_spans(variants)} ({why})" for why, variants in groups.items()]
+    if len(parts) > BANNER_REASONS:
+        rest = len(parts) - BANNER_REASONS
+        parts = [*parts[:BANNER_REASONS], f"and {rest} more (see the expect column)"]
+    what = "NOT MET" if verdict == "not met" else verdict.upper()
+    return False, f"{sentence} The sweep's own expectations are {what}: {', '.join(parts)}."
+
+
+def _run_banner(data: SweepData) -> tuple[bool, str]:
     n = len(data.table)
     missed = [row for _, row in data.table.iterrows() if not row["expect_met"]]
     if not missed:
@@ -314,9 +336,18 @@ def verdict_table(data: SweepData) -> Table:
             cells.append(Cell(text, cls=style, sub=per_record(row, anomaly)))
         met = bool(row["expect_met"])
         text = "met" if met else f"NOT MET: {row['expect_failures']}"
-        cells.append(Cell(text, cls="ok" if met else "bad"))
+        sub = ""
+        if "expect_sweep" in row and isinstance(row["expect_sweep"], str):
+            sub = f"sweep: {row['expect_sweep']}"
+            met = met and row["expect_sweep"] == "met"
+        cells.append(Cell(text, cls="ok" if met else "bad", sub=sub, title=_sweep_detail(row)))
         rows.append(cells)
     return Table(head, rows, "verdicts")
+
+
+def _sweep_detail(row: Any) -> str:
+    detail = row.get("expect_sweep_detail") if "expect_sweep_detail" in row else None
+    return detail if isinstance(detail, str) else ""
 
 
 def fault_table(data: SweepData) -> Table | None:
@@ -528,7 +559,10 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         cells += [
             _md(f"{_verdict(row, a, expect)[1]} · {per_record(row, a)}") for a in d.guarantees
         ]
-        cells.append("met" if row["expect_met"] else _md(f"NOT MET: {row['expect_failures']}"))
+        expect_cell = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
+        if "expect_sweep" in row and isinstance(row["expect_sweep"], str):
+            expect_cell += f" · sweep: {row['expect_sweep']}"
+        cells.append(_md(expect_cell))
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "## Fault load applied", ""]
     faults = fault_table(d)

@@ -11,6 +11,8 @@ The pieces, each in its own module:
   resume.
 * :mod:`~eosim.analysis.sweep.engine` starts Spark (embedded, or a real cluster) and runs chunks.
 * :mod:`~eosim.analysis.sweep.aggregate` turns the run table into the per-variant reliability table.
+* :mod:`~eosim.analysis.sweep.verdict` judges the sweep's own expectations (``expect_sweep:``,
+  ``--expect``) on that table: met, not met or inconclusive.
 * :mod:`~eosim.analysis.sweep.runner` ties them together behind :func:`run_sweep`.
 """
 

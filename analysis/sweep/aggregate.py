@@ -11,14 +11,17 @@ the verdict on the scenario's ``expect:`` block. Only per-variant rows, and per 
 the run table one sketch per variant, ever reach the driver.
 
 A sweep judges an expectation across runs. A bound that must *hold* (``0``, ``<N``,
-``<=N``) must hold in every run. A condition that must be *shown* (``>N``, ``>=N``,
-``!=N``) must be shown by at least one run, because a sweep's job is to find it.
+``<=N``, ``<X/record``, ``<=X/record``) must hold in every run. A condition that must be
+*shown* (``>N``, ``>=N``, ``!=N``, ``>X/record``, ``>=X/record``) must be shown by at least one
+run, because a sweep's job is to find it. The sweep's own ``expect_sweep:`` is judged on this
+table afterwards (:mod:`eosim.analysis.sweep.verdict`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from eosim.analysis.checks import ALL_ANOMALIES
@@ -31,6 +34,7 @@ from eosim.analysis.stats import (
     sketch_quantile,
     wilson_interval,
 )
+from eosim.simulation.conditions import RECORD
 
 MUST_HOLD = ("==", "<", "<=")
 # Latencies of the run table: acknowledged sends and committed transactions. Each has a sketch
@@ -40,15 +44,25 @@ LATENCIES = ("ack", "commit")
 
 
 def _condition_column(F: Any, key: str, condition: Condition) -> Any:
-    col = F.col(key)
+    """Whether a run meets ``condition`` on ``key``, as :func:`eosim.analysis.expect.evaluate`
+    judges it: a rate per record compares count * q with p * sent exactly (the bound is
+    p / q), and a run without a record sent does not meet it."""
+    if condition.unit == RECORD:
+        fraction = Fraction(condition.bound)
+        col = F.col(key).cast("decimal(38,0)") * F.lit(fraction.denominator)
+        bound = F.col("sent").cast("decimal(38,0)") * F.lit(fraction.numerator)
+    else:
+        col, bound = F.col(key), F.lit(condition.bound)
     ops = {
-        "==": col == condition.bound,
-        "!=": col != condition.bound,
-        ">=": col >= condition.bound,
-        "<=": col <= condition.bound,
-        ">": col > condition.bound,
-        "<": col < condition.bound,
+        "==": col == bound,
+        "!=": col != bound,
+        ">=": col >= bound,
+        "<=": col <= bound,
+        ">": col > bound,
+        "<": col < bound,
     }
+    if condition.unit == RECORD:
+        return (F.col("sent") > 0) & ops[condition.op]
     return ops[condition.op]
 
 

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from eosim.analysis.sweep.plan import (
 from eosim.analysis.sweep.progress import ProgressPoller
 from eosim.analysis.sweep.store import FORMAT, StoreError, SweepStore
 from eosim.analysis.sweep.task import make_batch_runner, run_schema
+from eosim.analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
+from eosim.simulation.conditions import Condition
 
 # pandas dtypes that write each typed parameter column with its Arrow type.
 PANDAS_DTYPES = {"bool": "boolean", "int64": "Int64", "double": "Float64", "string": "string"}
@@ -59,10 +61,18 @@ class SweepResult:
     spark_startup_s: float
     wall_s: float
     params: list[str] = field(default_factory=list)
+    sweep_verdict: SweepVerdict | None = None
+
+    @property
+    def runs_met(self) -> bool:
+        """Whether every variant meets the scenario's ``expect:``, judged across its runs."""
+        return all(row["expect_met"] for row in self.table)
 
     @property
     def met(self) -> bool:
-        return all(row["expect_met"] for row in self.table)
+        """Whether every variant meets ``expect:`` and the sweep's own ``expect_sweep:`` (with
+        ``--expect``) is met; an inconclusive one is not."""
+        return self.runs_met and (self.sweep_verdict is None or self.sweep_verdict.met)
 
 
 def build_plan(
@@ -116,11 +126,14 @@ def run_sweep(
     inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
     on_progress: Callable[[int], None] | None = None,
     progress_interval: float = 0.25,
+    expect: Mapping[str, str] | None = None,
 ) -> SweepResult:
-    """Run a sweep. ``on_progress(runs done)`` is called, from a driver thread too, each time
-    the count of finished runs grows (see :mod:`eosim.analysis.sweep.progress`). On Ctrl-C the sweep
-    stops Spark quietly and raises KeyboardInterrupt; the committed chunks stay, and the same
-    command resumes."""
+    """Run a sweep. ``expect`` (``--expect``: anomaly -> condition, already checked) adds to
+    the scenario's ``expect_sweep:`` block, replacing a key it also names; the sweep judges
+    them on the aggregate (:mod:`eosim.analysis.sweep.verdict`). ``on_progress(runs done)`` is
+    called, from a driver thread too, each time the count of finished runs grows (see
+    :mod:`eosim.analysis.sweep.progress`). On Ctrl-C the sweep stops Spark quietly and raises
+    KeyboardInterrupt; the committed chunks stay, and the same command resumes."""
     from eosim import __version__
 
     started = time.perf_counter()
@@ -248,6 +261,13 @@ def run_sweep(
         if own_session and spark is not None:
             _stop(spark, interrupted)
 
+    expectations = {k: str(Condition.parse(v)) for k, v in scenario.expect_sweep.items()}
+    expectations.update(expect or {})
+    sweep_verdict = judge(table, expectations) if expectations else None
+    if sweep_verdict is not None:
+        columns = verdict_columns(sweep_verdict)
+        for row in table:
+            row.update(columns[row["variant"]])
     frame = pd.DataFrame(table)
     types = plan.column_types()
     for axis in plan.grid:
@@ -258,6 +278,10 @@ def run_sweep(
     manifest["complete"] = True
     manifest["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     manifest["expect_met"] = all(row["expect_met"] for row in table)
+    if sweep_verdict is not None:
+        sweep_verdict.write(root)
+        manifest["expect_sweep"] = sweep_verdict.expect
+        manifest["expect_sweep_verdict"] = sweep_verdict.verdict
     store.finish(manifest)
     return SweepResult(
         out=root,
@@ -268,6 +292,7 @@ def run_sweep(
         spark_startup_s=startup,
         wall_s=time.perf_counter() - started,
         params=[a.path for a in plan.grid],
+        sweep_verdict=sweep_verdict,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -118,8 +119,10 @@ def fault_counts(faults: list[Any]) -> dict[str, int]:
 
 
 def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
-    sets = "".join(f" --set {o}" for o in plan.overrides(params))
-    return f"eosim run {plan.scenario_source} --seed {seed}{sets}"
+    """The command that replays one run, quoted for a POSIX shell (a value such as ``>0`` or
+    ``[{kind: crash}]`` must not become a redirect or a glob when pasted)."""
+    sets = "".join(f" --set {shlex.quote(o)}" for o in plan.overrides(params))
+    return f"eosim run {shlex.quote(plan.scenario_source)} --seed {seed}{sets}"
 
 
 def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
