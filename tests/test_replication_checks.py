@@ -351,6 +351,7 @@ def test_a_scenario_may_expect_no_replica_divergence() -> None:
         "key": "replica_divergence",
         "expected": "0",
         "actual": 0,
+        "got": "0",
         "met": True,
     }
     assert checked["offset_rewrite"]["met"]
