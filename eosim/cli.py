@@ -24,6 +24,7 @@ from eosim.analysis.explain import describe
 from eosim.analysis.history import History, HistoryError
 from eosim.analysis.replica_checker import REPLICA_ANOMALIES
 from eosim.analysis.txn_checker import TXN_ANOMALIES
+from eosim.analysis.version_order import REPLACED_ANOMALIES
 from eosim.simulation import ScenarioError
 from eosim.simulation.config import ConfigException
 
@@ -453,7 +454,8 @@ def _print_txns(history: History) -> None:
 
 def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
     """Every anomaly with its count. Without txn or process ops in the history, the
-    transactional checks that found nothing are summed up in one line; without replica lines
+    transactional checks that found nothing are summed up in one line (except those a Jepsen
+    history's polls are judged by, which are shown); without replica lines
     (partitions of one replica, or a history from a real cluster), the replica checks say they
     had nothing to compare rather than 0; without client ops (a history not read from Jepsen),
     the checks only such histories have are left out."""
@@ -463,7 +465,8 @@ def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
     for name, a in anomalies.items():
         if not history.client_ops and not a.count and name in JEPSEN_ANOMALIES:
             continue
-        if not txn_ops and not a.count and name in TXN_ANOMALIES:
+        judged = history.client_ops and name in REPLACED_ANOMALIES  # from Jepsen's polls
+        if not txn_ops and not a.count and name in TXN_ANOMALIES and not judged:
             quiet += 1
             continue
         if not history.replicas and not a.count and name in REPLICA_ANOMALIES:

@@ -156,3 +156,15 @@ def test_malformed_edn_is_one_line_and_exit_2(capsys, tmp_path, text, line, mess
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"eosim: error: {path}:{line}: ")
+
+
+def test_check_shows_the_poll_checks_a_jepsen_history_is_judged_by(capsys):
+    """poll_skip, nonmonotonic_poll, precommitted_read and aborted_read are judged from a
+    Jepsen history's polls, so they are listed, not summed up as 'found nothing: no txn ops'."""
+    from test_cli import anomaly_lines
+
+    _code, out, _ = run_cli(capsys, "check", str(FIXTURES / "jepsen-kafka-clean.edn"))
+    rows = anomaly_lines(out)
+    for name in ("poll_skip", "nonmonotonic_poll", "precommitted_read", "aborted_read"):
+        assert rows[name] == 0, out
+    assert "(5 transactional checks found nothing" in out
