@@ -29,6 +29,7 @@ import itertools
 from typing import Any
 
 import networkx as nx
+
 from eosim.analysis.checker import Anomaly
 from eosim.analysis.history import ClientOp, History, paused_gc
 from eosim.analysis.version_order import Analysis, op_summary, reads, writes

@@ -35,6 +35,7 @@ from typing import Any
 
 import edn_format
 from edn_format import EDNDecodeError, Keyword
+
 from eosim.analysis.history import (
     OP_TYPES,
     ClientOp,

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from eosim.analysis.checks import ALL_ANOMALIES
 
 POINT_MS = 1e-4  # half-width of the window that stands for one lost message

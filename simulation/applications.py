@@ -23,6 +23,7 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 import simpy
+
 from eosim.simulation.apps.processor import ProcessorApp
 from eosim.simulation.apps.reader import ReaderApp
 from eosim.simulation.apps.store import ExternalStore

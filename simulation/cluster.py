@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import simpy
+
 from eosim.simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
 from eosim.simulation.broker.log import PartitionLog
 from eosim.simulation.broker.partition import Partition, TopicSettings

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import simpy
+
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import simpy
+
 from eosim.simulation.protocol import Disconnected
 from eosim.simulation.rng import RandomStream
 

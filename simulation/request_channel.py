@@ -13,6 +13,7 @@ from collections.abc import Generator
 from typing import Any, Protocol
 
 import simpy
+
 from eosim.simulation.network import Message
 
 

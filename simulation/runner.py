@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+
 from eosim.simulation.applications import Applications, BuildContext, workload_horizon
 from eosim.simulation.apps.reader import drain
 from eosim.simulation.cluster import Cluster

@@ -22,6 +22,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
 from eosim.simulation.conditions import RUNS, Condition, condition_error
 from eosim.simulation.config import (
     BROKER_KEYS,
@@ -37,16 +48,6 @@ from eosim.simulation.config import (
 from eosim.simulation.probe import POINTS
 from eosim.simulation.protocol import CONTROLLER, TopicPartition
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
 
 
 class ScenarioError(ValueError):

@@ -17,6 +17,7 @@ the last acknowledged position does. That is how duplicates cross sessions.
 from __future__ import annotations
 
 import simpy
+
 from eosim.simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.rng import RandomStream

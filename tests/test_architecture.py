@@ -138,8 +138,9 @@ def test_every_request_type_has_a_handler() -> None:
     coordinator runtime's, and an unknown one is refused by name."""
     import dataclasses
 
-    import eosim.simulation.protocol as protocol
     from conformance.cluster import Cluster
+
+    import eosim.simulation.protocol as protocol
 
     requests = sorted(
         (

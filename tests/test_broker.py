@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 from conformance.cluster import Cluster
+
 from eosim.simulation.broker.broker import Broker, BrokerSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from eosim.simulation.coordinator.group_coordinator import offsets_partition

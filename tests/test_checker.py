@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eosim.analysis.checker import ANOMALIES, CheckResult, check
-from eosim.analysis.history import History, LogRecord
 from histories import Builder
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from eosim.analysis.checker import ANOMALIES, CheckResult, check
+from eosim.analysis.history import History, LogRecord
 
 
 def counts(result: CheckResult) -> dict[str, int]:

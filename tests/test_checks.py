@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import Builder
+
+from eosim import api
 from eosim.analysis.checker import ANOMALIES, check
 from eosim.analysis.checks import (
     ALL_ANOMALIES,
@@ -22,9 +25,6 @@ from eosim.analysis.stats import bucket_of, histogram
 from eosim.analysis.sweep.task import SCHEMA, ack_latencies, commit_latencies, execute_run
 from eosim.analysis.txn_checker import TXN_ANOMALIES, check_transactions
 from eosim.simulation import ScenarioError
-from histories import Builder
-
-from eosim import api
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = str(ROOT / "scenarios" / "at-least-once.yaml")
@@ -299,6 +299,7 @@ def test_transactional_examples_read_as_sentences(name: str, build: Any, phrase:
 
 def test_a_sweep_row_has_every_schema_column_including_transactional_ones() -> None:
     import pyarrow as pa
+
     from eosim.analysis.sweep.runner import build_plan
 
     plan, _ = build_plan(SCENARIO, 2, (), (), 5, SMALL)

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES
-from eosim.analysis.txn_checker import TXN_ANOMALIES
 from histories import Builder
 
+from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES
+from eosim.analysis.txn_checker import TXN_ANOMALIES
 from eosim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

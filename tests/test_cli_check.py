@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from eosim.analysis.checks import ALL_ANOMALIES
 from histories import Builder
 from test_cli import anomaly_lines, run_cli, scenario, write_lines
+
+from eosim.analysis.checks import ALL_ANOMALIES
 
 SMALL = ["--set", "producers.0.workload.records=300"]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import json
 
-import eosim.simulation.runner
 import pytest
-from eosim.simulation import run_scenario
 from test_cli import run_cli, scenario
 
+import eosim.simulation.runner
 from eosim import api, cli
+from eosim.simulation import run_scenario
 
 SMALL = ["--set", "producers.0.workload.records=2000"]
 

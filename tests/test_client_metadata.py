@@ -6,6 +6,7 @@ new, reset by progress and by the periodic refresh. Compare Kafka's MetadataTest
 from __future__ import annotations
 
 import pytest
+
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata, exponential_backoff
 from eosim.simulation.protocol import PartitionLeader
 

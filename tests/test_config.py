@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from eosim.simulation.config import ConfigException, Unsafe, parse_producer_config
 from eosim.simulation.rules import VERSIONS
 

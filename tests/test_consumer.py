@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import simpy
+
+from eosim import api
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
 from eosim.simulation.broker.broker import Broker, BrokerSettings
@@ -29,8 +31,6 @@ from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import VERSIONS
 from eosim.simulation.runner import run_scenario
 from eosim.simulation.scenario import ScenarioError, load_scenario, parse_scenario
-
-from eosim import api
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,11 +4,12 @@ without."""
 
 from __future__ import annotations
 
+from test_version_order import judged, poll, send, txn
+
 from eosim.analysis.cycle_checker import check_cycles, dependency_graph
 from eosim.analysis.history import History
 from eosim.analysis.jepsen import parse_jepsen_history
 from eosim.analysis.version_order import Analysis
-from test_version_order import judged, poll, send, txn
 
 
 def cycles(*ops: list[str]) -> dict[str, int]:

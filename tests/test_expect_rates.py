@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_cli import run_cli
+
 from eosim.analysis.expect import evaluate, parse_expectation
 from eosim.analysis.stats import RatioSums, ratio_interval, wilson_interval
 from eosim.analysis.sweep.verdict import INCONCLUSIVE, MET, NOT_MET, judge, judge_row
 from eosim.simulation.conditions import RECORD, RUNS, Condition
-from test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 AT_LEAST_ONCE = str(ROOT / "scenarios" / "at-least-once.yaml")
@@ -251,9 +252,10 @@ def test_a_run_meets_a_per_record_bound_in_the_aggregate_exactly(spark):
     """The scenario's expect: with a /record form, judged per run by Spark as by evaluate():
     1 in 100 meets <=1%/record exactly, 2 in 100 breaks it, a run without records too."""
     import pyarrow as pa
+    from test_sweep_spark import synthetic_run
+
     from eosim.analysis.sweep.aggregate import aggregate
     from eosim.analysis.sweep.task import SCHEMA
-    from test_sweep_spark import synthetic_run
 
     runs = [
         synthetic_run(0, 0, sent=100, duplicate=1),

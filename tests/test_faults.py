@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from support import scenario_with
+
 from eosim.simulation import run_scenario
 from eosim.simulation.nemesis import realize_faults
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.scenario import Fault
-from support import scenario_with
 
 
 def test_random_faults_are_poisson_and_seeded():

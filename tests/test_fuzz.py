@@ -32,19 +32,19 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from eosim.analysis.checks import ALL_ANOMALIES
-from eosim.analysis.sweep.plan import SweepPlan, VarySpec
-from eosim.analysis.sweep.runner import SweepError, build_plan
-from eosim.simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
-from eosim.simulation.probe import POINTS
-from eosim.simulation.rules import ProtocolRules
-from eosim.simulation.scenario import Cluster, Scenario, Topic
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from eosim import api
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.sweep.plan import SweepPlan, VarySpec
+from eosim.analysis.sweep.runner import SweepError, build_plan
 from eosim.cli import main
+from eosim.simulation.config import BROKER_KEYS, PRODUCER_KEYS, TOPIC_KEYS
+from eosim.simulation.probe import POINTS
+from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.scenario import Cluster, Scenario, Topic
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = settings(

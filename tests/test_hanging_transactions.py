@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
 from eosim.simulation.runner import run_scenario

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import Builder
+
 from eosim.analysis.history import (
     HistoryError,
     LogRecord,
@@ -16,7 +18,6 @@ from eosim.analysis.history import (
     load_history,
     parse_history,
 )
-from histories import Builder
 
 
 def op(type: str, process: str = "p/0", f: str = "send", **fields: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.cluster import FAILOVER_MS, Cluster
+
 from eosim.simulation.coordinator.directory import internal_partition
 from eosim.simulation.coordinator.group_coordinator import offsets_partition
 from eosim.simulation.coordinator.transaction_state import TransactionState as S

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_cli import run_cli
+
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import HistoryError
 from eosim.analysis.jepsen import is_edn, load_jepsen_history, parse_jepsen_history
-from test_cli import run_cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

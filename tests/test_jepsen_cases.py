@@ -5,6 +5,7 @@ each case with Jepsen's classification, and why eosim's differs where it does.""
 from __future__ import annotations
 
 import pytest
+
 from eosim.analysis.checks import check_history
 from eosim.analysis.jepsen import parse_jepsen_history
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.test_transaction_manager import write
+
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
 from eosim.simulation.producer.transaction_manager import TransactionManager

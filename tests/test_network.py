@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import simpy
+
 from eosim.simulation.network import Connection, LatencyModel, Network, NetworkSettings
 from eosim.simulation.protocol import Disconnected
 from eosim.simulation.rng import RandomStreams

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import simpy
+from support import scenario_with
+
 from eosim.simulation import run_scenario
 from eosim.simulation.network import Connection, LatencyModel, Network, NetworkSettings
 from eosim.simulation.protocol import Disconnected
 from eosim.simulation.rng import RandomStreams
-from support import scenario_with
 
 LOST, KEPT = 0.0, 0.999
 

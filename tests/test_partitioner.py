@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from eosim.simulation.producer.partitioner import Partitioner, murmur2, partition_for_key
 from eosim.simulation.rng import RandomStream
 

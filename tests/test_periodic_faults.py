@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from support import scenario_with
+
 from eosim.simulation.nemesis import realize_faults
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.runner import Run
 from eosim.simulation.scenario import Fault, ScenarioError, parse_scenario
-from support import scenario_with
 
 
 def realise(spec: Fault, horizon: float = 10_000.0, seed: int = 1) -> list:

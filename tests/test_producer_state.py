@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
 from eosim.simulation.protocol import MAX_SEQUENCE, NO_PRODUCER_ID
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import Builder
+
 from eosim.analysis.history import (
     HistoryError,
     LogRecord,
@@ -17,7 +19,6 @@ from eosim.analysis.history import (
     history_from_records,
     load_history,
 )
-from histories import Builder
 
 
 def error_of(records: list[Any]) -> str:

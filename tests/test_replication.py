@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import simpy
+
 from eosim.simulation.broker.broker import BrokerSettings
 from eosim.simulation.broker.partition import TopicSettings
 from eosim.simulation.broker.replica_manager import ReplicationSettings

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import Builder
+
+from eosim import api
 from eosim.analysis.checks import ALL_ANOMALIES, REPLICATION_ANOMALIES, check_history
 from eosim.analysis.expect import EXPECTABLE, evaluate, unknown_expect_key
 from eosim.analysis.explain import describe
@@ -15,9 +18,6 @@ from eosim.analysis.history import History, history_from_records
 from eosim.analysis.replica_checker import check_replicas
 from eosim.analysis.rewrite_checker import check_rewrites
 from eosim.analysis.timeline import values_of
-from histories import Builder
-
-from eosim import api
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = str(ROOT / "scenarios" / "at-least-once.yaml")

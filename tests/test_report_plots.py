@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+
 from eosim.analysis.checker import ANOMALIES
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.report import plots

@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from test_report_plots import GRID, table
+
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.report.render import (
     Cell,
@@ -27,7 +29,6 @@ from eosim.analysis.report.render import (
 )
 from eosim.analysis.sweep.task import FAULT_KINDS
 from eosim.simulation.limits import DEPARTURES
-from test_report_plots import GRID, table
 
 EXPECT_YAML = 'name: s\nexpect:\n  duplicate: ">0"\n  lost_write: 0\n'
 

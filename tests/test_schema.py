@@ -10,11 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from eosim.simulation import ScenarioError
 from test_cli import run_cli
 
 from eosim import api
 from eosim.schema import SCHEMA_PATH, schema_text
+from eosim.simulation import ScenarioError
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

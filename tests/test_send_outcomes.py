@@ -9,6 +9,8 @@ counts every send whose callback got an exception, whatever the outcome.
 from __future__ import annotations
 
 import simpy
+from support import scenario_with
+
 from eosim.simulation import run_scenario
 from eosim.simulation.config import parse_producer_config
 from eosim.simulation.metadata import ClusterMetadata
@@ -17,7 +19,6 @@ from eosim.simulation.producer.sender import Sender
 from eosim.simulation.protocol import Errors, PartitionResponse
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
-from support import scenario_with
 
 TP = ("t", 0)
 

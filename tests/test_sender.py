@@ -6,11 +6,12 @@ from itertools import pairwise
 
 import pytest
 from conformance.test_transaction_manager import FakeTransactions as _FakeTxn
+from support import scenario_with
+
 from eosim.simulation import run_scenario
 from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.protocol import Errors, PartitionResponse
-from support import scenario_with
 
 
 def per_partition_order(result) -> tuple[int, int]:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pyspark
 import pytest
-from eosim.analysis.sweep import run_sweep
 from test_sweep_spark import GRID, SCENARIO, SMALL, rows
+
+from eosim.analysis.sweep import run_sweep
 
 CLI = [sys.executable, "-m", "eosim.cli", "sweep", SCENARIO, "--quiet"]
 ARGS = ["--runs", "9", "--chunk-runs", "6", *(f"--grid={g}" for g in GRID)]

@@ -23,9 +23,8 @@ def test_fault_counts_cover_every_kind():
 
 
 def test_a_run_row_counts_its_realised_faults():
-    from eosim.simulation.scenario import parse_scenario
-
     from eosim import api
+    from eosim.simulation.scenario import parse_scenario
 
     plan, _ = build_plan(CHAOS, 1, (), (), 4, SMALL)
     row = execute_run(plan, plan.sweep_id(), "test", 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from eosim.analysis.stats import bucket_of, bucket_upper_ms, histogram, quantile, wilson_interval
 from eosim.analysis.sweep.plan import (
     GridAxis,

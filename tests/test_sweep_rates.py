@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
+from test_sweep_spark import synthetic_run
+
 from eosim.analysis.stats import (
     RatioSums,
     clustered_ratio_interval,
@@ -14,7 +16,6 @@ from eosim.analysis.stats import (
     poisson_rate_interval,
     ratio_interval,
 )
-from test_sweep_spark import synthetic_run
 
 Z = 1.959963984540054
 
@@ -105,6 +106,7 @@ def test_ppm_text(value, text):
 
 def test_aggregate_has_per_record_rates_with_the_clustered_interval(spark):
     import pyarrow as pa
+
     from eosim.analysis.sweep.aggregate import aggregate
     from eosim.analysis.sweep.task import SCHEMA
 

@@ -11,6 +11,8 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from test_sweep_spark import SCENARIO, SMALL
+
 from eosim.analysis.stats import (
     RELATIVE_ACCURACY,
     format_duration,
@@ -22,7 +24,6 @@ from eosim.analysis.stats import (
 from eosim.analysis.sweep import run_sweep
 from eosim.analysis.sweep.plan import GridAxis, PlanError, SweepPlan, VarySpec, param_column
 from eosim.analysis.sweep.progress import ProgressPoller, finished_runs, report_progress
-from test_sweep_spark import SCENARIO, SMALL
 
 GRID = (
     "network.response_loss=0,0.05",
@@ -235,6 +236,7 @@ def test_progress_files_count_each_partition_once_across_retries(tmp_path):
 
 def test_a_task_reports_after_every_run(tmp_path, monkeypatch):
     import pyarrow as pa
+
     from eosim.analysis.sweep import task
 
     plan = SweepPlan(Path(SCENARIO).read_text(), SCENARIO, 3, 1, base_overrides=SMALL)

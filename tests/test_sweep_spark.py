@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from eosim import api
 from eosim.analysis.stats import RatioSums, ratio_interval, wilson_interval
 from eosim.analysis.sweep import SweepError, run_sweep
 from eosim.analysis.sweep.task import NONDETERMINISTIC
-
-from eosim import api
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = str(ROOT / "scenarios" / "at-least-once.yaml")
@@ -121,6 +121,7 @@ def synthetic_run(variant: int, run: int, **fields) -> dict:
 
 def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
     import pyarrow as pa
+
     from eosim.analysis.stats import N_BUCKETS, bucket_of, format_duration, sketch
     from eosim.analysis.sweep.aggregate import aggregate
     from eosim.analysis.sweep.runner import SweepResult, format_table
@@ -355,6 +356,7 @@ def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_pa
     import shutil
 
     import pyarrow.parquet as pq
+
     from eosim.analysis.report import write_report
     from eosim.analysis.txn_checker import TXN_ANOMALIES
 
@@ -408,8 +410,9 @@ def test_report_refuses_an_unfinished_sweep(tmp_path, clean):
 
 
 def test_report_renders_in_a_real_browser(clean, tmp_path):
-    from eosim.analysis.report import write_report
     from test_report_render import open_report, page_fits
+
+    from eosim.analysis.report import write_report
 
     _, out = clean
     page = write_report(out, tmp_path / "report.html")
@@ -433,6 +436,7 @@ def test_report_reads_the_fault_load_and_the_drawn_values(clean, spark, tmp_path
     import shutil
 
     import pyarrow.parquet as pq
+
     from eosim.analysis.report.data import load
     from eosim.analysis.report.render import build, render_html
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from eosim import api
 from eosim.analysis import timeline
 from eosim.analysis.shrink import (
     MIN_WINDOW_MS,
@@ -17,11 +19,9 @@ from eosim.analysis.shrink import (
     format_ms,
     shrink,
 )
+from eosim.cli import main
 from eosim.simulation.scenario import parse_duration_ms
 from eosim.simulation.trace import trace_records
-
-from eosim import api
-from eosim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAOS = str(ROOT / "scenarios" / "at-least-once-chaos.yaml")

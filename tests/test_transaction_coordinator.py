@@ -7,6 +7,7 @@ import itertools
 import pytest
 import simpy
 from conformance.cluster import Cluster
+
 from eosim.simulation.coordinator.group_coordinator import (
     GroupCoordinator,
     OffsetStore,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from eosim.simulation.coordinator.transaction_state import (
     IllegalStateTransition,
     TransactionMetadata,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
 from eosim.simulation.coordinator.group_coordinator import (

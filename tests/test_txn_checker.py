@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from histories import Builder
+
 from eosim.analysis.checker import Anomaly
 from eosim.analysis.checks import check_history
 from eosim.analysis.explain import describe
 from eosim.analysis.history import HistoryError
 from eosim.analysis.txn_checker import MAX_TRANSACTION_TIMEOUT_MS, TXN_ANOMALIES, check_transactions
-from histories import Builder
 
 RC = "read_committed"
 

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.sweep.verdict import FILE as SWEEP_VERDICT_FILE

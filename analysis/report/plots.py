@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+
 from eosim.analysis.report.data import SweepData, label, short, show
 from eosim.analysis.stats import bucket_upper_ms, format_ppm
 

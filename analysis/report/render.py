@@ -20,6 +20,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 import yaml
+from markupsafe import Markup
+
 from eosim.analysis.expect import Condition
 from eosim.analysis.report import plots
 from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
@@ -28,7 +30,6 @@ from eosim.analysis.sweep.aggregate import MUST_HOLD
 from eosim.analysis.sweep.task import FAULT_KINDS
 from eosim.simulation.limits import DEPARTURES, features
 from eosim.simulation.scenario import ScenarioError, apply_override, parse_scenario
-from markupsafe import Markup
 
 
 class ReportError(ValueError):

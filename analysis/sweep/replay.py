@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+
 from eosim.analysis.sweep.plan import GridAxis, SweepPlan, VarySpec, run_seed
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.sweep.task import replay_command

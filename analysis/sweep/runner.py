@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep import engine

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import pyarrow as pa
+
 from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
 from eosim.analysis.expect import COUNTS
 from eosim.analysis.history import History

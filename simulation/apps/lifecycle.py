@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import simpy
+
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.producer.kafka_producer import KafkaProducer
 from eosim.simulation.rng import RandomStream

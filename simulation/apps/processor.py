@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
+
 from eosim.simulation.apps.lifecycle import new_counts, tally
 from eosim.simulation.apps.reader import record_failed_poll
 from eosim.simulation.apps.store import ExternalStore

@@ -10,6 +10,7 @@ stable offset.
 from __future__ import annotations
 
 import simpy
+
 from eosim.simulation.consumer.kafka_consumer import (
     ConsumerException,
     ConsumerRecord,

@@ -18,6 +18,7 @@ from collections.abc import Generator
 from typing import Any
 
 import simpy
+
 from eosim.simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.probe import Probe

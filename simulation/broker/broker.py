@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
+
 from eosim.simulation.broker.log import PartitionLog
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+
 from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_state import ProducerStateManager

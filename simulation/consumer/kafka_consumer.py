@@ -33,6 +33,7 @@ from collections.abc import Generator, Iterable
 from typing import Any
 
 import simpy
+
 from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 from eosim.simulation.consumer.network_client import ConsumerNetworkClient
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import simpy
+
 from eosim.simulation.network import Connection, Message, Network
 from eosim.simulation.protocol import Disconnected
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
+
 from eosim.simulation.broker.partition import TopicSettings
 from eosim.simulation.controller.partition_change import (
     NO_LEADER,

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import simpy
+
 from eosim.simulation.network import Network
 from eosim.simulation.protocol import Errors, TopicPartition, WriteTxnMarkersRequest
 

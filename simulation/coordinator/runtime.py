@@ -47,6 +47,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import simpy
+
 from eosim.simulation.coordinator.directory import (
     TRANSACTION_STATE_TOPIC,
     InternalPartition,

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 import simpy
+
 from eosim.simulation.config import ProducerConfig
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Network

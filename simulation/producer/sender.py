@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
+
 from eosim.simulation.config import ProducerConfig
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
 from eosim.simulation.network import Connection, Message, Network

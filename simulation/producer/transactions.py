@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
+
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.producer.transaction_states import ClientTransactionState, State
 from eosim.simulation.protocol import (

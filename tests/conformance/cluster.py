@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import simpy
+
 from eosim.simulation.broker.broker import Broker, BrokerSettings
 from eosim.simulation.cluster import Cluster as ModelCluster
 from eosim.simulation.cluster import ClusterSettings

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
+
 from eosim.simulation.broker.log import LogBatch, PartitionLog
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
 from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore

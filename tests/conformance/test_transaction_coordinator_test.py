@@ -13,6 +13,7 @@ import pytest
 from conformance.cluster import Cluster
 from conformance.coordinators import NEW_PID, coordinator_with
 from conformance.not_modelled import not_modelled
+
 from eosim.simulation.coordinator.transaction_log import partition_for
 from eosim.simulation.coordinator.transaction_state import TransactionState
 from eosim.simulation.protocol import (

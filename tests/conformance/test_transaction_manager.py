@@ -9,6 +9,7 @@ eosim's :class:`TransactionManager`. "Run the sender loop to trigger the epoch b
 from __future__ import annotations
 
 import pytest
+
 from eosim.simulation.producer.accumulator import ProducerBatch, RecordEntry
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.protocol import MAX_EPOCH, NO_SEQUENCE, Errors, PartitionResponse

@@ -12,6 +12,7 @@ from typing import Any
 
 import simpy
 from conformance.test_transaction_manager import write
+
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.producer.transaction_states import State
 from eosim.simulation.producer.transactions import Transactions

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import simpy
 from conformance.not_modelled import not_modelled
+
 from eosim.simulation.coordinator.marker_channel import (
     TransactionMarkerChannelManager,
     UnexpectedMarkerError,

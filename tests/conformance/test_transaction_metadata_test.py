@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 from conformance.coordinators import NEW_PID, coordinator_with
+
 from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
 from eosim.simulation.coordinator.transaction_state import (
     TransactionMetadata,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from conformance.coordinators import coordinator_with
 from conformance.not_modelled import not_modelled
+
 from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
 from eosim.simulation.coordinator.transaction_log import partition_for
 from eosim.simulation.coordinator.transaction_state import TransactionState

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
+
 from eosim.simulation.broker.log import PartitionLog
 from eosim.simulation.protocol import Errors
 
