@@ -304,6 +304,9 @@ LATENCY_TEXT = {
 }
 
 
+CDF_STYLES = ("-", "--", ":", "-.")
+
+
 def latency(data: SweepData, prefix: str = "ack") -> bytes:
     """CDF of the merged `PREFIX_latency_hist` per variant: `ack` (sends) or `commit`
     (transactions)."""
@@ -311,12 +314,15 @@ def latency(data: SweepData, prefix: str = "ack") -> bytes:
     hists = data.table[f"{prefix}_latency_hist"]
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     used = [i for h in hists for i, c in enumerate(h) if c]
-    for name, hist in zip(data.variant_labels, hists, strict=True):
+    for k, (name, hist) in enumerate(zip(data.variant_labels, hists, strict=True)):
         counts = np.array(list(hist), dtype=float)
         if counts.sum() == 0:
             continue
         edges = np.array([bucket_upper_ms(i) for i in range(len(counts))])
-        ax.step(edges, np.cumsum(counts) / counts.sum(), where="post", label=name)
+        # Up to 20 variants get 20 distinct colours; beyond, the line style tells them apart
+        # (the default cycle repeats after 10, so two variants shared a colour).
+        style = {"color": plt.get_cmap("tab20")(k % 20), "linestyle": CDF_STYLES[k // 20 % 4]}
+        ax.step(edges, np.cumsum(counts) / counts.sum(), where="post", label=name, **style)
     ax.set_xscale("log")
     if used:
         ax.set_xlim(bucket_upper_ms(max(min(used) - 2, 0)), bucket_upper_ms(max(used) + 2))
