@@ -10,7 +10,7 @@ import pandas as pd
 from eosim.analysis.checker import ANOMALIES
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.report import plots
-from eosim.analysis.report.data import GUARANTEES, SweepData, label, short, show
+from eosim.analysis.report.data import GUARANTEES, SweepData, label, show
 from eosim.analysis.report.render import (
     Content,
     latencies,
@@ -19,6 +19,7 @@ from eosim.analysis.report.render import (
     render_markdown,
 )
 from eosim.analysis.stats import N_BUCKETS, bucket_upper_ms, format_duration
+from eosim.analysis.sweep.plan import short_names
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -95,10 +96,28 @@ def test_two_parameter_grid_gets_a_heatmap():
 
 
 def test_labels_are_short_and_kafka_spelled():
-    assert short("producers.0.config.max.in.flight.requests.per.connection") == "max.in.flight"
-    assert short("network.response_loss") == "response_loss"
+    inflight = "producers.0.config.max.in.flight.requests.per.connection"
+    names = short_names([inflight, "network.response_loss"])
+    assert names == {inflight: "max.in.flight", "network.response_loss": "response_loss"}
     assert show(True) == "true" and show(0.01) == "0.01"
-    assert label({"a.x": False}, ["a.x"]) == "x=false"
+    assert label({"a.x": False}, ["a.x"], short_names(["a.x"])) == "x=false"
+
+
+def test_two_parameters_with_one_last_word_keep_apart():
+    """Two producers' acks swept together were both titled 'acks'; each now keeps as many
+    words as tell it apart, in the report and in the CLI table."""
+    paths = ["producers.0.config.acks", "producers.1.config.acks", "network.response_loss"]
+    assert short_names(paths) == {
+        "producers.0.config.acks": "0.config.acks",
+        "producers.1.config.acks": "1.config.acks",
+        "network.response_loss": "response_loss",
+    }
+    assert short_names(["a.b", "x.a.b"]) == {"a.b": "a.b", "x.a.b": "x.a.b"}
+    data = table(paths[:2], [{paths[0]: 1, paths[1]: "all"}, {paths[0]: 0, paths[1]: 1}])
+    assert data.variant_labels == [
+        "0.config.acks=1, 1.config.acks=all",
+        "0.config.acks=0, 1.config.acks=1",
+    ]
 
 
 GRID = [{"a.loss": x} for x in (0, 0.01)]

@@ -176,3 +176,12 @@ def test_table_cell_shows_runs_and_records_side_by_side():
     head, line = text.splitlines()
     assert "duplicate runs · ppm" in head and "lost_write" not in head
     assert "92 (92.0% [85.0-96.0]) · 1,150 [980-1,320]" in line
+
+    # A long parameter path is titled by its last word and spelled out below the table.
+    path = "producers.0.config.enable.idempotence"
+    long = full | {"p_producers_0_config_enable_idempotence": True}
+    text = format_table(SweepResult(Path("."), "s", 100, [long], 0, 0.0, 0.0, [path]))
+    head, line, legend = text.splitlines()
+    assert head.split()[:3] == ["variant", "idempotence", "runs"] and path not in head
+    assert legend == f"param      idempotence = {path}"
+    assert line == line.rstrip()

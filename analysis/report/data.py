@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
+from eosim.analysis.sweep.plan import short_names
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.sweep.verdict import FILE as SWEEP_VERDICT_FILE
 from eosim.analysis.txn_checker import TXN_ANOMALIES
@@ -101,21 +102,20 @@ class SweepData:
         column = f"{prefix}_latency_hist"
         return column in self.table and any(sum(h) for h in self.table[column])
 
+    def short(self, path: str) -> str:
+        """The title of a swept parameter (grid or --vary) in tables and legends: its last
+        word, unless another of the sweep's parameters shares it (:func:`short_names`)."""
+        return short_names([*self.params, *self.vary]).get(path, path)
+
     @property
     def variant_labels(self) -> list[str]:
-        return [label(json.loads(params), self.params) for params in self.table["params"]]
+        names = short_names([*self.params, *self.vary])
+        return [label(json.loads(params), self.params, names) for params in self.table["params"]]
 
 
 def vary_paths(manifest: dict[str, Any]) -> list[str]:
     """The `--vary` parameters of a sweep, from the manifest's ``path=distribution(...)``."""
     return [str(v).split("=", 1)[0] for v in manifest.get("vary") or []]
-
-
-def short(path: str) -> str:
-    """A parameter path's last word, as a column or legend title."""
-    if path.endswith("max.in.flight.requests.per.connection"):
-        return "max.in.flight"
-    return path.rsplit(".", 1)[-1]
 
 
 def show(value: Any) -> str:
@@ -124,8 +124,8 @@ def show(value: Any) -> str:
     return render(value)
 
 
-def label(values: dict[str, Any], params: list[str]) -> str:
-    return ", ".join(f"{short(p)}={show(values[p])}" for p in params) or "all"
+def label(values: dict[str, Any], params: list[str], names: dict[str, str]) -> str:
+    return ", ".join(f"{names.get(p, p)}={show(values[p])}" for p in params) or "all"
 
 
 class DataError(ValueError):

@@ -12,8 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from eosim.analysis.report.data import SweepData, label, short, show
+from eosim.analysis.report.data import SweepData, label, show
 from eosim.analysis.stats import bucket_upper_ms, format_ppm
+from eosim.analysis.sweep.plan import short_names
 
 
 def _png(fig: Any) -> bytes:
@@ -111,7 +112,7 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
     others = [p for p in data.params if p != param]
     series: dict[str, list[int]] = {}
     for i, v in enumerate(values):
-        key = label(v, others) if others else anomaly
+        key = label(v, others, short_names([*data.params, *data.vary])) if others else anomaly
         series.setdefault(key, []).append(i)
     xs_all = sorted({json.dumps(v[param]) for v in values}, key=lambda x: _sortable(json.loads(x)))
     xs_all = [json.loads(x) for x in xs_all]
@@ -175,15 +176,15 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
             ax.set_xticks(range(len(xs_all)), [show(x) for x in xs_all])
         else:
             ax.set_xticks([float(x) for x in xs_all], [show(x) for x in xs_all])
-        ax.set_xlabel(short(param))
+        ax.set_xlabel(data.short(param))
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)
         _zero_line(ax)
-    axes[0][0].set_title(f"{anomaly} vs {short(param)}: share of runs", fontsize=9)
+    axes[0][0].set_title(f"{anomaly} vs {data.short(param)}: share of runs", fontsize=9)
     if len(measures) > 1:
-        axes[0][1].set_title(f"{anomaly} vs {short(param)}: per record", fontsize=9)
+        axes[0][1].set_title(f"{anomaly} vs {data.short(param)}: per record", fontsize=9)
     if n > 1 or bars:
-        _legend(axes[0][-1], ", ".join(short(p) for p in others))
+        _legend(axes[0][-1], ", ".join(data.short(p) for p in others))
     fig.tight_layout()
     return _png(fig)
 
@@ -247,9 +248,9 @@ def rate_vs_drawn(data: SweepData, path: str, anomaly: str) -> bytes:
             zorder=3 + len(groups) - k,
         )
     ax.set_xticks(x_pos, names, rotation=20 if len(names) > 3 else 0, fontsize=8)
-    ax.set_xlabel(f"{short(path)} (drawn per run; {'quantile bins' if numeric else 'values'})")
+    ax.set_xlabel(f"{data.short(path)} (drawn per run; {'quantile bins' if numeric else 'values'})")
     ax.set_ylabel(f"runs with {anomaly} (%, Wilson 95%)", fontsize=8)
-    ax.set_title(f"{anomaly} vs drawn {short(path)}", fontsize=9)
+    ax.set_title(f"{anomaly} vs drawn {data.short(path)}", fontsize=9)
     ax.grid(alpha=0.3)
     _zero_line(ax)
     _legend(ax)
@@ -281,8 +282,8 @@ def heatmap(data: SweepData, anomaly: str) -> bytes:
         ax.text(c, r, text, ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(xs)), [show(x) for x in xs])
     ax.set_yticks(range(len(ys)), [show(y) for y in ys])
-    ax.set_xlabel(short(p2))
-    ax.set_ylabel(short(p1))
+    ax.set_xlabel(data.short(p2))
+    ax.set_ylabel(data.short(p1))
     title = f"runs with {anomaly} (%)"
     ax.set_title(title + (" and per million records" if np.isfinite(ppm).any() else ""), fontsize=9)
     fig.colorbar(im, ax=ax)

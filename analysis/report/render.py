@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from eosim.analysis.expect import Condition
 from eosim.analysis.report import plots
-from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, short, show
+from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, show
 from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep.aggregate import MUST_HOLD
 from eosim.analysis.sweep.task import FAULT_KINDS
@@ -315,7 +315,7 @@ def fit(table: Table) -> Table:
 
 
 def _param_head(data: SweepData) -> list[Cell]:
-    return [Cell(short(p), cls="param", title=p) for p in data.params]
+    return [Cell(data.short(p), cls="param", title=p) for p in data.params]
 
 
 def _param_cells(data: SweepData, row: Any) -> list[Cell]:
@@ -404,7 +404,7 @@ def latency_table(data: SweepData) -> tuple[list[str], list[list[str]]]:
 
 def _latency_cells(data: SweepData) -> Table:
     head, rows = latency_table(data)
-    cells = [Cell(short(h), title=h) if h in data.params else Cell(h) for h in head]
+    cells = [Cell(data.short(h), title=h) if h in data.params else Cell(h) for h in head]
     return fit(Table(cells, [[Cell(c) for c in r] for r in rows]))
 
 

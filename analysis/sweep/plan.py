@@ -164,6 +164,37 @@ def render(value: Any) -> str:
     return str(value)
 
 
+# Kafka keys whose last word says nothing: shown by a shorter name of their own.
+SHORT_ALIASES = {"max.in.flight.requests.per.connection": "max.in.flight"}
+
+
+def short_names(paths: Sequence[str]) -> dict[str, str]:
+    """A short title for each swept parameter path, for table headers and legends: its last
+    word (``producers.0.config.enable.idempotence`` -> ``idempotence``), lengthened word by
+    word only where two paths would share a title (``0.config.acks``, ``1.config.acks``)."""
+
+    def words(path: str) -> list[str]:
+        for long, alias in SHORT_ALIASES.items():
+            if path == long or path.endswith("." + long):
+                head = path[: -len(long)].rstrip(".")
+                return [*(head.split(".") if head else []), alias]
+        return path.split(".")
+
+    split = {p: words(p) for p in paths}
+    take = dict.fromkeys(paths, 1)
+    while True:
+        names = {p: ".".join(split[p][-take[p] :]) for p in paths}
+        seen: dict[str, list[str]] = {}
+        for p in paths:
+            seen.setdefault(names[p], []).append(p)
+        clashes = [p for group in seen.values() if len(group) > 1 for p in group]
+        longer = [p for p in clashes if take[p] < len(split[p])]
+        if not longer:  # a clash left only between identical word lists: full paths
+            return {p: names[p] if len(seen[names[p]]) == 1 else p for p in paths}
+        for p in longer:
+            take[p] += 1
+
+
 # Typed columns: every swept parameter gets a column of its own in the run table (grid and
 # --vary) and in the aggregate (grid), typed from its values. These are the names of the types
 # in Arrow terms.

@@ -37,6 +37,7 @@ from eosim.analysis.sweep.plan import (
     chunk_bounds,
     default_chunk_runs,
     param_column,
+    short_names,
 )
 from eosim.analysis.sweep.progress import ProgressPoller
 from eosim.analysis.sweep.store import FORMAT, StoreError, SweepStore
@@ -406,16 +407,19 @@ def anomaly_cell(row: dict[str, Any], a: str) -> str:
 
 
 def format_table(result: SweepResult) -> str:
-    """The aggregate table as aligned text: the anomalies some run showed (duplicate and
-    lost_write if none), each per run and per record (:func:`anomaly_cell`), acknowledgement
-    and commit latency when some run measured them
-    (acknowledgement latency if neither), and the verdict."""
+    """The aggregate table as aligned text: the swept parameters by their short titles
+    (:func:`~eosim.analysis.sweep.plan.short_names`, each spelled out on a ``param`` line
+    below), the anomalies some run showed (duplicate and lost_write if none), each per run and
+    per record (:func:`anomaly_cell`), acknowledgement and commit latency when some run
+    measured them (acknowledgement latency if neither), and the verdict."""
     lines = []
     shown = [a for a in ALL_ANOMALIES if any(r[f"runs_{a}"] for r in result.table)]
     shown = shown or ["duplicate", "lost_write"]
     latencies = [p for p in LATENCIES if any(r[f"{p}_p50_ms"] is not None for r in result.table)]
     latencies = latencies or ["ack"]
-    head = ["variant", *result.params, "runs", *(f"{a} runs · ppm" for a in shown)]
+    names = short_names(result.params)
+    head = ["variant", *(names[p] for p in result.params), "runs"]
+    head += [f"{a} runs · ppm" for a in shown]
     head += [f"{p} p50 / p99" for p in latencies] + ["expect"]
     rows = []
     for r in result.table:
@@ -434,5 +438,6 @@ def format_table(result: SweepResult) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines += [f"param      {names[p]} = {p}" for p in result.params if names[p] != p]
     return "\n".join(lines)
