@@ -169,3 +169,24 @@ def test_check_shows_the_poll_checks_a_jepsen_history_is_judged_by(capsys):
     for name in ("poll_skip", "nonmonotonic_poll", "precommitted_read", "aborted_read"):
         assert rows[name] == 0, out
     assert "(5 transactional checks found nothing" in out
+
+
+@pytest.mark.parametrize("name", ["clean", "duplicate", "lost-write", "nonmonotonic-send"])
+def test_reading_in_one_pass_gives_the_lines_reading_line_by_line_gives(name):
+    """The one-pass reader (edn_format builds a lexer and parser per call, so a call per line
+    was most of the reading time) pairs forms with the same line numbers."""
+    from eosim.analysis.jepsen import _read_ops, _read_ops_by_line
+
+    text = (FIXTURES / f"jepsen-kafka-{name}.edn").read_text()
+    fast = list(_read_ops(text, "x"))
+    assert fast == list(_read_ops_by_line(text, "x"))
+    assert [n for n, _ in fast] == [
+        i for i, line in enumerate(text.split("\n"), 1) if line.strip().startswith("{")
+    ]
+
+
+def test_two_forms_on_a_line_fall_back_to_exact_lines():
+    from eosim.analysis.jepsen import _read_ops
+
+    text = "{:a 1} {:b 2}\n\n{:c 3}\n"
+    assert [n for n, _ in _read_ops(text, "x")] == [1, 1, 3]
