@@ -235,7 +235,8 @@ class ClientOp:
     order, `id` the invocation's `:index`, `process` Jepsen's process number as text, `type`
     ok/fail/info (info also for an op never completed), `f` send/poll/txn/assign/subscribe,
     `mops` its sends and polled records in op order, `keys` the partitions an assign or
-    subscribe names."""
+    subscribe names, `polled_keys` every partition a poll's result names, in op order, even
+    with no record (Jepsen's poll-skip check treats such an empty read as a new position)."""
 
     position: int
     id: int | None
@@ -245,6 +246,7 @@ class ClientOp:
     time: float
     mops: list[MicroOp] = field(default_factory=list)
     keys: list[tuple[str, int]] = field(default_factory=list)
+    polled_keys: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass

@@ -321,7 +321,11 @@ class _Converter:
             elif kind == "poll":
                 if outcome == "ok":
                     self._poll(mop, process, invoke_time, complete_time, line, where)
-                client.mops.extend(self._polled(mop, i))
+                records = self._polled(mop, i)
+                client.mops.extend(records)
+                for key in self._polled_keys(mop):
+                    if key not in client.polled_keys:
+                        client.polled_keys.append(key)
             else:
                 raise self.fail(
                     line, where, f"expected [:send k v] or [:poll ...], got {render(mop)[:60]}"
@@ -356,6 +360,12 @@ class _Converter:
                     continue
                 found.append(MicroOp("poll", topic, partition, offset, render(read), i))
         return found
+
+    def _polled_keys(self, mop: Any) -> list[tuple[str, int]]:
+        """The partitions a poll's result names, records or not."""
+        if len(mop) != 2 or not isinstance(mop[1], Mapping):
+            return []
+        return [key_topic_partition(k) for k, pairs in mop[1].items() if _is_seq(pairs)]
 
     def _label(self, process: Any, key: Any) -> str:
         touched = self.touched.setdefault(process, [])

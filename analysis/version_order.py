@@ -276,8 +276,11 @@ def _poll_gaps(a: Analysis, skip: Anomaly, nonmonotonic: Anomaly) -> None:
             previous = mine.get(key)
             if previous is None:
                 continue
+            earlier = reads(previous).get(key)
+            if not earlier:  # the last poll of the key read nothing: no position to compare
+                continue
             order = a.order(key)
-            before, after = reads(previous)[key][-1], values[0]
+            before, after = earlier[-1], values[0]
             delta = order.delta(before, after)
             ops = [op_summary(previous), op_summary(op)]
             if delta > 1:
@@ -286,8 +289,8 @@ def _poll_gaps(a: Analysis, skip: Anomaly, nonmonotonic: Anomaly) -> None:
                 skip.add({**example, "skipped": skipped[:MAX_LISTED], "ops": ops})
             elif delta < 1:
                 nonmonotonic.add({**_pair("poll", key, before, after, delta), "ops": ops})
-        if op.type == "ok":
-            for key in read:
+        if op.type == "ok":  # Jepsen: every key the result names, even without a record
+            for key in [*read, *(k for k in op.polled_keys if k not in read)]:
                 mine[key] = op
 
 

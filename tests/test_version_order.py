@@ -113,6 +113,24 @@ def test_poll_skip_over_an_offset_another_consumer_read():
     assert found.anomalies["lost_write"].count == 0  # :b was read, by process 1
 
 
+def test_an_empty_read_of_a_key_leaves_no_position_to_skip_from():
+    """As Jepsen's poll-skip+nonmonotonic-cases: an ok poll whose result names a key with no
+    record becomes that key's last read, and a read of nothing has no last value, so the next
+    poll of the key is not compared. Without the empty poll the same jump is a poll_skip."""
+    skipping = [
+        send(0, 9, "info", "[[:send 1 :a] [:send 1 :b] [:send 1 :c]]"),
+        poll(2, 1, "ok", "[[:poll {1 [[1 :b]]}]]"),  # another consumer read offset 1
+        poll(4, 0, "ok", "[[:poll {1 [[0 :a]]}]]"),
+    ]
+    later = poll(8, 0, "ok", "[[:poll {1 [[2 :c]]}]]")
+    assert counts(*skipping, later) == {"poll_skip": 1}
+    empty = poll(6, 0, "ok", "[[:poll {1 []}]]")
+    assert counts(*skipping, empty, later) == {}
+    # A poll that names no key at all leaves the position where it was.
+    nothing = poll(6, 0, "ok", "[[:poll {}]]")
+    assert counts(*skipping, nothing, later) == {"poll_skip": 1}
+
+
 def test_no_poll_skip_when_nothing_says_the_gap_held_a_record():
     assert (
         counts(
