@@ -185,9 +185,6 @@ class ClientMetadata:
         due = now if self.update_requested else expires
         return max(due - now, allow - now, 0.0)
 
-    def attempt(self, now: float) -> None:
-        """A metadata request was sent at ``now`` (the backoff counts from its outcome)."""
-
     def failed(self, now: float) -> None:
         """The metadata request failed: no answer before its timeout, or its connection
         closed (``Metadata.failedUpdate``)."""

@@ -219,7 +219,6 @@ class KafkaConsumer:
         now = self.env.now
         if self._metadata_request is not None or self.metadata.time_to_update(now) > 0:
             return
-        self.metadata.attempt(now)
         brokers = self.metadata.brokers
         broker = brokers[self._metadata_asked % len(brokers)]
         self._metadata_asked += 1

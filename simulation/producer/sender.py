@@ -299,7 +299,6 @@ class Sender:
         nc = self._any_ready_connection(now)
         if nc is None:
             return self._backoff_wait(now)
-        self.metadata.attempt(now)
         self._metadata_in_flight = True
         self._correlation += 1
         nc.in_flight.append(
