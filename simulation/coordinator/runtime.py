@@ -446,25 +446,24 @@ class CoordinatorRuntime:
         return FindCoordinatorResponse(request.correlation_id, error, node)
 
     def _add_partitions_to_txn(self, request: AddPartitionsToTxnRequest) -> object | None:
-        cid = request.correlation_id
-        return self._answer(
-            lambda answer: self.add_partitions(
-                request.transactional_id,
-                request.producer_id,
-                request.epoch,
-                request.partitions,
-                lambda error: answer(ErrorResponse(cid, error)),
-            )
-        )
+        return self._add_to_txn(request, request.partitions)
 
     def _add_offsets_to_txn(self, request: AddOffsetsToTxnRequest) -> object | None:
+        """AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition, as Kafka does."""
+        return self._add_to_txn(request, (offsets_partition(request.group),))
+
+    def _add_to_txn(
+        self,
+        request: AddPartitionsToTxnRequest | AddOffsetsToTxnRequest,
+        partitions: tuple[TopicPartition, ...],
+    ) -> object | None:
         cid = request.correlation_id
         return self._answer(
             lambda answer: self.add_partitions(
                 request.transactional_id,
                 request.producer_id,
                 request.epoch,
-                (offsets_partition(request.group),),
+                partitions,
                 lambda error: answer(ErrorResponse(cid, error)),
             )
         )
