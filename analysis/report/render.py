@@ -151,17 +151,13 @@ def banner(data: SweepData) -> tuple[bool, str]:
     verdict = str(sweep["verdict"])
     if verdict == "met":
         return met, f"{sentence} The sweep's own expectations (expect_sweep) are met."
-    groups: dict[str, list[int]] = {}
+    reasons = []
     for v in sweep["variants"]:
         if v["verdict"] != "met":
             why = "; ".join(c["text"] for c in v["checks"] if c["verdict"] != "met")
-            groups.setdefault(f"{v['verdict']}: {why}", []).append(int(v["variant"]))
-    parts = [f"{_spans(variants)} ({why})" for why, variants in groups.items()]
-    if len(parts) > BANNER_REASONS:
-        rest = len(parts) - BANNER_REASONS
-        parts = [*parts[:BANNER_REASONS], f"and {rest} more (see the expect column)"]
+            reasons.append((f"{v['verdict']}: {why}", int(v["variant"])))
     what = "NOT MET" if verdict == "not met" else verdict.upper()
-    return False, f"{sentence} The sweep's own expectations are {what}: {', '.join(parts)}."
+    return False, f"{sentence} The sweep's own expectations are {what}: {_which(reasons)}."
 
 
 def _run_banner(data: SweepData) -> tuple[bool, str]:
@@ -173,18 +169,24 @@ def _run_banner(data: SweepData) -> tuple[bool, str]:
         if n == 1:
             return True, "The variant met its expectations."
         return True, f"Every variant ({n}) met its expectations."
-    groups: dict[str, list[int]] = {}
-    for row in missed:
-        groups.setdefault(str(row["expect_failures"]), []).append(int(row["variant"]))
-    parts = [f"{_spans(variants)} ({why})" for why, variants in groups.items()]
-    if len(parts) > BANNER_REASONS:
-        rest = len(parts) - BANNER_REASONS
-        parts = [*parts[:BANNER_REASONS], f"and {rest} more (see the expect column)"]
-    which = ", ".join(parts)
+    which = _which([(str(row["expect_failures"]), int(row["variant"])) for row in missed])
     return False, f"{len(missed)} of {n} variants did not meet their expectations: {which}."
 
 
 BANNER_REASONS = 4
+
+
+def _which(reasons: list[tuple[str, int]]) -> str:
+    """(reason, variant) pairs as the banner lists them: the variants of each reason as spans,
+    the first ``BANNER_REASONS`` reasons, then how many more the expect column holds."""
+    groups: dict[str, list[int]] = {}
+    for why, variant in reasons:
+        groups.setdefault(why, []).append(variant)
+    parts = [f"{_spans(variants)} ({why})" for why, variants in groups.items()]
+    if len(parts) > BANNER_REASONS:
+        rest = len(parts) - BANNER_REASONS
+        parts = [*parts[:BANNER_REASONS], f"and {rest} more (see the expect column)"]
+    return ", ".join(parts)
 
 
 def _spans(numbers: list[int]) -> str:
@@ -335,20 +337,22 @@ def verdict_table(data: SweepData) -> Table:
         for anomaly in data.guarantees:
             style, text = _verdict(row, anomaly, expect)
             cells.append(Cell(text, cls=style, sub=per_record(row, anomaly)))
-        met = bool(row["expect_met"])
-        text = "met" if met else f"NOT MET: {row['expect_failures']}"
-        sub = ""
-        if "expect_sweep" in row and isinstance(row["expect_sweep"], str):
-            sub = f"sweep: {row['expect_sweep']}"
-            met = met and row["expect_sweep"] == "met"
-        cells.append(Cell(text, cls="ok" if met else "bad", sub=sub, title=_sweep_detail(row)))
+        text, sweep, met = _expect(row)
+        sub = f"sweep: {sweep}" if sweep else ""
+        detail = row.get("expect_sweep_detail")
+        title = detail if isinstance(detail, str) else ""
+        cells.append(Cell(text, cls="ok" if met else "bad", sub=sub, title=title))
         rows.append(cells)
     return Table(head, rows, "verdicts")
 
 
-def _sweep_detail(row: Any) -> str:
-    detail = row.get("expect_sweep_detail") if "expect_sweep_detail" in row else None
-    return detail if isinstance(detail, str) else ""
+def _expect(row: Any) -> tuple[str, str, bool]:
+    """A variant's expect cell: the runs' verdict text, the sweep's own verdict (empty when
+    the sweep has no expectations) and whether both are met."""
+    text = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
+    sweep = row.get("expect_sweep")
+    sweep = sweep if isinstance(sweep, str) else ""
+    return text, sweep, bool(row["expect_met"]) and sweep in ("", "met")
 
 
 def fault_table(data: SweepData) -> Table | None:
@@ -560,10 +564,8 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         cells += [
             _md(f"{_verdict(row, a, expect)[1]} · {per_record(row, a)}") for a in d.guarantees
         ]
-        expect_cell = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
-        if "expect_sweep" in row and isinstance(row["expect_sweep"], str):
-            expect_cell += f" · sweep: {row['expect_sweep']}"
-        cells.append(_md(expect_cell))
+        text, sweep, _ = _expect(row)
+        cells.append(_md(f"{text} · sweep: {sweep}" if sweep else text))
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "## Fault load applied", ""]
     faults = fault_table(d)
