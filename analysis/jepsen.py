@@ -321,11 +321,9 @@ class _Converter:
             elif kind == "poll":
                 if outcome == "ok":
                     self._poll(mop, process, invoke_time, complete_time, line, where)
-                records = self._polled(mop, i)
+                records, keys = self._polled(mop, i)
                 client.mops.extend(records)
-                for key in self._polled_keys(mop):
-                    if key not in client.polled_keys:
-                        client.polled_keys.append(key)
+                client.polled_keys.extend(k for k in keys if k not in client.polled_keys)
             else:
                 raise self.fail(
                     line, where, f"expected [:send k v] or [:poll ...], got {render(mop)[:60]}"
@@ -342,16 +340,19 @@ class _Converter:
         topic, partition = key_topic_partition(key)
         return MicroOp("send", topic, partition, offset, render(written), i)
 
-    def _polled(self, mop: Any, i: int) -> list[MicroOp]:
+    def _polled(self, mop: Any, i: int) -> tuple[list[MicroOp], list[tuple[str, int]]]:
         """Every [offset value] pair of a poll, of any outcome (shapes checked by `_poll` for
-        ok ops; other ops' malformed pairs are passed over)."""
+        ok ops; other ops' malformed pairs are passed over), and the partitions its result
+        names, records or not."""
         if len(mop) != 2 or not isinstance(mop[1], Mapping):
-            return []
+            return [], []
         found = []
+        keys = []
         for key, pairs in mop[1].items():
             if not _is_seq(pairs):
                 continue
             topic, partition = key_topic_partition(key)
+            keys.append((topic, partition))
             for pair in pairs:
                 if not _is_seq(pair) or len(pair) != 2:
                     continue
@@ -359,13 +360,7 @@ class _Converter:
                 if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool)):
                     continue
                 found.append(MicroOp("poll", topic, partition, offset, render(read), i))
-        return found
-
-    def _polled_keys(self, mop: Any) -> list[tuple[str, int]]:
-        """The partitions a poll's result names, records or not."""
-        if len(mop) != 2 or not isinstance(mop[1], Mapping):
-            return []
-        return [key_topic_partition(k) for k, pairs in mop[1].items() if _is_seq(pairs)]
+        return found, keys
 
     def _label(self, process: Any, key: Any) -> str:
         touched = self.touched.setdefault(process, [])
