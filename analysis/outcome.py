@@ -150,9 +150,15 @@ def run(
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
-    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)  # pasted into a shell
-    command = f"eosim run {shlex.quote(source)} --seed {result.seed}{sets}"
+    command = replay_command(source, result.seed, overrides)
     return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
+
+
+def replay_command(source: str, seed: int, overrides: Iterable[str] = ()) -> str:
+    """The command that replays one run, quoted for a POSIX shell (a value such as ``>0`` or
+    ``[{kind: crash}]`` must not become a redirect or a glob when pasted)."""
+    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
+    return f"eosim run {shlex.quote(source)} --seed {seed}{sets}"
 
 
 def timelines(outcome: Outcome) -> list[Timeline]:

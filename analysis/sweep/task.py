@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -120,10 +119,11 @@ def fault_counts(faults: list[Any]) -> dict[str, int]:
 
 
 def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
-    """The command that replays one run, quoted for a POSIX shell (a value such as ``>0`` or
-    ``[{kind: crash}]`` must not become a redirect or a glob when pasted)."""
-    sets = "".join(f" --set {shlex.quote(o)}" for o in plan.overrides(params))
-    return f"eosim run {shlex.quote(plan.scenario_source)} --seed {seed}{sets}"
+    """The command that replays one run of the sweep
+    (:func:`eosim.analysis.outcome.replay_command`)."""
+    from eosim.analysis.outcome import replay_command as command
+
+    return command(plan.scenario_source, seed, plan.overrides(params))
 
 
 def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
