@@ -110,9 +110,10 @@ def rate_vs_param(data: SweepData, param: str, anomaly: str) -> bytes:
     t = data.table
     values = [json.loads(p) for p in t["params"]]
     others = [p for p in data.params if p != param]
+    names = short_names([*data.params, *data.vary])
     series: dict[str, list[int]] = {}
     for i, v in enumerate(values):
-        key = label(v, others, short_names([*data.params, *data.vary])) if others else anomaly
+        key = label(v, others, names) if others else anomaly
         series.setdefault(key, []).append(i)
     xs_all = sorted({json.dumps(v[param]) for v in values}, key=lambda x: _sortable(json.loads(x)))
     xs_all = [json.loads(x) for x in xs_all]
