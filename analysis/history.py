@@ -212,6 +212,9 @@ class Replica:
     records: list[LogRecord]
     markers: list[Marker]
     line: int
+    # Whether the replica could still change by replication alone when the run ended (a
+    # follower not yet caught up with the current leader): false only when the line says so.
+    settled: bool = True
 
 
 class MicroOp(NamedTuple):
@@ -935,6 +938,19 @@ def _parse_replica(record: dict[str, Any], line: int, fail: _Fail) -> Replica:
     if end <= last:
         message = f"expected an offset above the last entry's ({last}), got {end}"
         raise fail(line, "replica.log_end_offset", message)
+    settled = record.get("settled", True)
+    if type(settled) is not bool:
+        raise fail(line, "replica.settled", f"expected a boolean, got {_describe(settled)}")
     return Replica(
-        topic, partition, broker, leader, epoch, high_watermark, end, records, markers, line
+        topic,
+        partition,
+        broker,
+        leader,
+        epoch,
+        high_watermark,
+        end,
+        records,
+        markers,
+        line,
+        settled,
     )

@@ -21,6 +21,11 @@ How it judges, from the `replica` lines (`History.replicas`):
   replicas is no gap. A replica's log is taken to start at offset 0 (eosim models no retention
   or DeleteRecords), so an offset below the bound that one replica lacks and the other holds is
   a divergence; one both lack is not.
+* Only replicas that can no longer change by replication alone are judged: a replica line
+  with ``"settled": false`` (a follower that had not yet fetched from the current leader when
+  the run ended, whose next fetch could still truncate it) is left out, so a divergence that
+  would heal is not reported. A run normally waits for every replica to settle (its
+  converge phase) and says in a warning when one did not.
 * Count: one per diverging partition. The example shows the lowest diverging offset of the
   partition, the first pair of replicas (by broker name) diverging there, each replica's
   broker, leadership, leader epoch, high watermark, log end and entry at that offset, and every
@@ -49,7 +54,8 @@ def check_replicas(history: History) -> dict[str, Anomaly]:
     anomaly = Anomaly("replica_divergence")
     by_partition: dict[tuple[str, int], list[Replica]] = defaultdict(list)
     for replica in history.replicas:
-        by_partition[replica.topic, replica.partition].append(replica)
+        if replica.settled:
+            by_partition[replica.topic, replica.partition].append(replica)
     for (topic, partition), replicas in sorted(by_partition.items()):
         replicas = sorted(replicas, key=lambda r: r.broker)
         entries = [_entries(replica) for replica in replicas]

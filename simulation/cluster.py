@@ -36,7 +36,7 @@ histories unchanged), is reached through a method here rather than a closure, jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import simpy
@@ -72,7 +72,9 @@ from eosim.simulation.nemesis import FaultTarget
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import Errors, TopicPartition
+from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.state_change import StateChangeLog
 
 if TYPE_CHECKING:
     from eosim.simulation.history import HistoryRecorder
@@ -111,6 +113,8 @@ class ClusterSettings:
             BrokerSettings(
                 request_time_ms=c.request_time_ms,
                 heartbeat_interval_ms=float(config.broker_heartbeat_interval_ms),
+                session_timeout_ms=float(config.broker_session_timeout_ms),
+                startup_ms=c.broker_startup,
             ),
             CoordinatorSettings(
                 load_ms=c.coordinator_load,
@@ -159,6 +163,8 @@ class Cluster:
         settings: ClusterSettings | None = None,
         probe: Probe | None = None,
         on_fence: FenceListener | None = None,
+        streams: RandomStreams | None = None,
+        state_log: StateChangeLog | None = None,
     ) -> None:
         settings = settings if settings is not None else ClusterSettings()
         metadata = metadata.with_internal_topics(
@@ -179,6 +185,7 @@ class Cluster:
         self.rules = rules
         self.settings = settings
         self.probe = probe if probe is not None else Probe()
+        self.state_log = state_log if state_log is not None else StateChangeLog()
         # The internal partitions hosted so far (see the module docstring), in activation order.
         self.active: dict[InternalPartition, None] = {}
         self.allocator = ProducerIdBlockAllocator()
@@ -203,15 +210,21 @@ class Cluster:
                 replication=settings.replication,
                 topics=topics,
                 controller=CONTROLLER,
+                lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
             )
             self.brokers[name].replica_manager.hostable = self._hostable
+            self.brokers[name].attach_state_log(self.state_log)
         registrations = {}
         for tp in metadata.all_partitions():
             replicas = metadata.replicas(tp)
             registrations[tp] = PartitionRegistration(replicas, replicas, replicas[0])  # type: ignore[arg-type]
-        self.controller = QuorumController(
-            env, network, metadata.brokers, registrations, topics, settings.controller
+        controller_settings = replace(
+            settings.controller, eligible_leader_replicas=rules.eligible_leader_replicas
         )
+        self.controller = QuorumController(
+            env, network, metadata.brokers, registrations, topics, controller_settings
+        )
+        self.controller.state_log = self.state_log
         # Every broker starts with the controller's metadata (replayed before the run starts).
         snapshot = self.controller.snapshot()
         for broker in self.brokers.values():
@@ -246,8 +259,11 @@ class Cluster:
         network: Network,
         history: HistoryRecorder,
         probe: Probe,
+        streams: RandomStreams | None = None,
+        state_log: StateChangeLog | None = None,
     ) -> Cluster:
-        """The cluster a scenario describes; every fencing is recorded in ``history``."""
+        """The cluster a scenario describes; every fencing is recorded in ``history``, and
+        state changes in ``state_log`` (when it is enabled: traced runs)."""
         return cls(
             env,
             network,
@@ -260,6 +276,8 @@ class Cluster:
             ClusterSettings.from_scenario(scenario),
             probe,
             lambda txn_id, pid, epoch, t: history.fence(t, txn_id, pid, epoch),
+            streams,
+            state_log,
         )
 
     # -- lookups ---------------------------------------------------------------------------
@@ -301,9 +319,12 @@ class Cluster:
 
     def final_replica(self, tp: TopicPartition) -> Partition:
         """The replica whose log is ``tp``'s log at the end: its leader's, or, while it is
-        offline, that of the ISR member the controller would elect when it returns."""
+        offline, that of the replica the controller would elect when it returns (the first of
+        the ISR, else of the eligible leader replicas, else the first replica)."""
         reg = self.controller.registrations[tp]
-        name = reg.leader if reg.leader != NO_LEADER else reg.isr[0]
+        name = reg.leader
+        if name == NO_LEADER:
+            name = (reg.isr or reg.elr or reg.replicas)[0]
         part = self.brokers[name].partitions.get(tp)  # type: ignore[index]
         if part is None:  # an internal partition activated while that broker was down
             hosts = [b for b in reg.replicas if tp in self.brokers[b].partitions]  # type: ignore[index]
@@ -383,6 +404,69 @@ class Cluster:
         """What a power loss can hit: the brokers (their unflushed writes are lost)."""
         return dict(self.brokers)
 
+    def settled(self, tp: TopicPartition, broker: str) -> bool:
+        """Whether ``broker``'s replica of ``tp`` can no longer change by replication alone:
+        it leads, or it follows the current leader and its last fetch at that epoch found no
+        divergence, or it stopped fetching for good (a failed partition)."""
+        part = self.brokers[broker].partitions.get(tp)
+        if part is None or not self.brokers[broker].alive:
+            return False
+        reg = self.controller.registrations[tp]
+        if reg.leader == broker:
+            return part.is_leader and part.leader_epoch == reg.leader_epoch
+        return part.fetch_failed is not None or (
+            reg.leader != NO_LEADER
+            and part.leader == reg.leader
+            and part.leader_epoch == reg.leader_epoch
+            and part.fetched_epoch == reg.leader_epoch
+        )
+
+    def unconverged(self) -> list[str]:
+        """What keeps the cluster from being at rest, in words (empty: at rest): a broker
+        that is down, starting or fenced, the controller down, a partition without a leader
+        that serves at the controller's epoch, or a replica that has not caught up with its
+        leader (a follower that stopped fetching for good never will)."""
+        reasons: list[str] = []
+        controller = self.controller
+        if not controller.alive or controller.paused:
+            reasons.append("the controller is down")
+        for name, broker in self.brokers.items():
+            if not broker.serving:
+                reasons.append(f"{name} is not serving")
+            elif controller.fenced[name]:
+                reasons.append(f"{name} is fenced")
+        for tp in self.metadata.partitions():
+            reg = controller.registrations[tp]
+            if reg.leader == NO_LEADER:
+                reasons.append(f"{tp[0]}-{tp[1]} has no leader")
+                continue
+            leader = self.brokers[reg.leader].partitions.get(tp)  # type: ignore[index]
+            if leader is None or not leader.is_leader or leader.leader_epoch != reg.leader_epoch:
+                reasons.append(f"{tp[0]}-{tp[1]}: {reg.leader} does not lead it yet")
+                continue
+            end = leader.log_end_offset
+            if leader.high_watermark < end:
+                reasons.append(f"{tp[0]}-{tp[1]}: high watermark {leader.high_watermark} < {end}")
+            for name in reg.replicas:
+                if name == reg.leader:
+                    continue
+                part = self.brokers[name].partitions.get(tp)  # type: ignore[index]
+                if part is None:
+                    continue
+                if part.fetch_failed is not None:
+                    reasons.append(f"{tp[0]}-{tp[1]} on {name} stopped fetching")
+                elif not self.settled(tp, name) or part.log_end_offset != end:  # type: ignore[arg-type]
+                    reasons.append(f"{tp[0]}-{tp[1]} on {name} at {part.log_end_offset} of {end}")
+        return reasons
+
+    def replica_failures(self) -> list[str]:
+        """Followers that stopped fetching for good, as warnings."""
+        return [
+            f"{name}: follower of {tp[0]}-{tp[1]} stopped fetching: {reason}"
+            for name, broker in self.brokers.items()
+            for tp, reason in broker.replica_manager.failures
+        ]
+
     @property
     def requests_handled(self) -> int:
         return sum(b.requests_handled for b in self.brokers.values())
@@ -419,6 +503,7 @@ class Cluster:
                         "leader_epoch": part.leader_epoch,
                         "high_watermark": part.high_watermark,
                         "log_end_offset": part.log_end_offset,
+                        "settled": self.settled(tp, name),
                         "records": part.log.records(),
                         "markers": part.log.markers(),
                     }

@@ -40,13 +40,22 @@ class ProtocolRules:
     # sequence unresolved, bump only once nothing is in flight). False is Kafka as released.
     failed_batch_marks_sequence_unresolved: bool = False
     # Where a replica that becomes a follower cuts its log: "leader_epoch" (KIP-101 with
-    # KIP-279's fix, Kafka 2.1+: to the last offset its log shares with the leader's) or
-    # "high_watermark" (before KIP-101: to its own high watermark, which can lose or diverge
-    # committed records when two brokers fail in turn).
+    # KIP-279's fix, Kafka 2.1+, checked on every fetch since KIP-595: to the last offset its
+    # log shares with the leader's), "leader_epoch_kip101" (Kafka 0.11 to 2.0: one
+    # OffsetsForLeaderEpoch whose answer carries no epoch, so a follower cannot tell that the
+    # logs diverged inside an older epoch, KIP-279's case) or "high_watermark" (before
+    # KIP-101: to its own high watermark, which can lose or diverge committed records when
+    # two brokers fail in turn).
     truncation: str = "leader_epoch"
     # KIP-966 (3.7+): a leader does not advance the high watermark while its ISR is smaller
     # than min.insync.replicas. True is the older behaviour.
     hw_advances_under_min_isr: bool = False
+    # KIP-966 part 1, eligible leader replicas (the controller's eligible.leader.replicas
+    # feature: on by default in clusters created by 4.1+, off before): ISR members that leave
+    # it below min ISR stay electable while the ISR is empty, and a broker that comes back
+    # from an unclean shutdown leaves every ISR and ELR, so that the last ISR member cannot
+    # come back with a log it lost part of and be elected cleanly.
+    eligible_leader_replicas: bool = False
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -69,5 +78,6 @@ VERSIONS: dict[str, ProtocolRules] = {
         transaction_version=1,
     ),
     "4.0": ProtocolRules(),
+    "4.1": ProtocolRules(eligible_leader_replicas=True),
 }
 DEFAULT_VERSION = "4.0"

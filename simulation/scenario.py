@@ -135,6 +135,11 @@ class Cluster(_Model):
     # How long the operating system leaves written pages dirty before writing them back on
     # its own (Linux: vm.dirty_expire_centisecs, 30 s): what a power loss can take.
     os_writeback: Duration = Field(default=30_000.0, ge=0.0)
+    # How long a restarted broker process takes from the machine being up to registering with
+    # the controller and replaying the metadata log (JVM start, log loading, the raft client).
+    # A guess until measured against a real Kafka; the session timeout usually matters more:
+    # a broker that comes back sooner waits for the controller to fence its previous self.
+    broker_startup: Duration = Field(default=2_000.0, ge=0.0)
     # transactional.id.expiration.ms (default 7 days), how often expired ids are removed
     # (transaction.remove.expired.transaction.cleanup.interval.ms, 1 hour) and how often open
     # transactions are checked against their timeout
@@ -450,11 +455,13 @@ _RULE_RANGES: dict[str, tuple[int, int]] = {
 
 
 # The rules that take one of a few names.
-_RULE_CHOICES: dict[str, tuple[str, ...]] = {"truncation": ("leader_epoch", "high_watermark")}
+_RULE_CHOICES: dict[str, tuple[str, ...]] = {
+    "truncation": ("leader_epoch", "leader_epoch_kip101", "high_watermark")
+}
 
 
 class Kafka(_Model):
-    version: Literal["3.9", "4.0"] = DEFAULT_VERSION  # type: ignore[assignment]
+    version: Literal["3.9", "4.0", "4.1"] = DEFAULT_VERSION  # type: ignore[assignment]
     rules: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("version", mode="before")
@@ -544,6 +551,9 @@ class Scenario(_Model):
     seed: int = Field(default=1, ge=0)
     duration: Duration = 600_000.0
     settle: Duration = 1_000.0
+    # After settle and recovery, how long the run may wait for the cluster to come to rest
+    # (every broker serving, every partition led, every replica caught up) before judging it.
+    converge_timeout: Duration = 120_000.0
     kafka: Kafka = Kafka()
     cluster: Cluster
     network: NetworkSpec = NetworkSpec()
@@ -713,6 +723,10 @@ class Scenario(_Model):
                 del network[key]
         if not data["expect_sweep"]:
             del data["expect_sweep"]
+        if data["converge_timeout"] == 120_000.0:
+            del data["converge_timeout"]
+        if data["cluster"]["broker_startup"] == 2_000.0:
+            del data["cluster"]["broker_startup"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -285,10 +285,11 @@ class Builder:
         log_end_offset: int | None = None,
         markers: dict[int, str] | None = None,
         producer_id: int = 1000,
+        settled: bool | None = None,
     ) -> None:
         """A `replica` line: records as for `log`, control markers as offset -> type (all of
         `producer_id`). The log end defaults to one past the last entry and the high watermark
-        to the log end."""
+        to the log end; `settled` is written only when given."""
         placed = values if isinstance(values, dict) else dict(enumerate(values))
         records = [
             {"offset": offset, "value": value, "producer_id": producer_id}
@@ -300,20 +301,21 @@ class Builder:
         ]
         if log_end_offset is None:
             log_end_offset = 1 + max([*placed, *(markers or {}), -1])
-        self.records.append(
-            {
-                "kind": "replica",
-                "topic": topic,
-                "partition": partition,
-                "broker": broker,
-                "leader": leader,
-                "leader_epoch": leader_epoch,
-                "high_watermark": log_end_offset if high_watermark is None else high_watermark,
-                "log_end_offset": log_end_offset,
-                "records": records,
-                "markers": controls,
-            }
-        )
+        line: dict[str, Any] = {
+            "kind": "replica",
+            "topic": topic,
+            "partition": partition,
+            "broker": broker,
+            "leader": leader,
+            "leader_epoch": leader_epoch,
+            "high_watermark": log_end_offset if high_watermark is None else high_watermark,
+            "log_end_offset": log_end_offset,
+            "records": records,
+            "markers": controls,
+        }
+        if settled is not None:
+            line["settled"] = settled
+        self.records.append(line)
 
     def history(self) -> History:
         return history_from_records(self.records)

@@ -45,6 +45,17 @@ def test_a_history_without_replication_lines_has_neither_anomaly() -> None:
     assert result.anomalies["offset_rewrite"].count == 0
 
 
+@pytest.mark.parametrize(("settled", "count"), [(None, 1), (True, 1), (False, 0)])
+def test_a_follower_that_could_still_truncate_is_not_judged(settled: bool | None, count: int):
+    """An old leader whose fetcher had not yet reached the new leader when the run ended keeps
+    records its next fetch will cut (its high watermark covers them): not a divergence yet.
+    A line without `settled` (older eosim, or another tool) is judged."""
+    h = Builder()
+    h.replica("events", 0, "broker-1", ["a", "b"], leader=True, leader_epoch=2)
+    h.replica("events", 0, "broker-2", ["a", "x"], leader_epoch=1, settled=settled)
+    assert divergence(h.history()).count == count
+
+
 def test_replicas_disagreeing_below_both_high_watermarks_diverge() -> None:
     h = Builder()
     h.replica("events", 0, "broker-1", ["a", "b", "c"], leader=True, leader_epoch=2)

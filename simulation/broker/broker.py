@@ -6,10 +6,14 @@ handled request costs ``request_time_ms`` of simulated time.
 
 A crash stops the broker at once: queued requests are dropped and every open connection is
 reset (clients are told after one network hop, as a TCP reset would tell them). Logs survive
-the crash (a process crash keeps the page cache; replication is a later layer). On restart
-each partition's ProducerStateManager is rebuilt by replaying the log, which is what Kafka
-does after an unclean shutdown when no snapshot is newer than the log, and the producer-id
-block is lost. A pause (GC, SIGSTOP) stops request handling while requests keep arriving.
+a process crash (the page cache outlives the process); a power loss keeps only what was
+flushed or written back by the operating system at the moment the power went
+(:mod:`eosim.simulation.broker.durability`). A restart is a new process
+(:mod:`eosim.simulation.broker.lifecycle`): it rebuilds each partition's ProducerStateManager
+by replaying the log, which is what Kafka does after an unclean shutdown when no snapshot is
+newer than the log, loses its producer-id block, and accepts no connection until it has
+registered again, caught up with the metadata and been unfenced. A pause (GC, SIGSTOP) stops
+request handling while requests keep arriving.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import simpy
 
+from eosim.simulation.broker.lifecycle import BrokerLifecycleManager, LifecycleSettings
 from eosim.simulation.broker.log import PartitionLog
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
@@ -33,9 +38,8 @@ from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     AlterPartitionResponse,
-    BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
-    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
     Disconnected,
     Errors,
     FetchPartition,
@@ -59,7 +63,9 @@ from eosim.simulation.protocol import (
     WriteTxnMarkersResponse,
 )
 from eosim.simulation.request_channel import RequestChannel
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.state_change import DISABLED, StateChangeLog
 
 # KIP-890 part 1: (transactional id, producer id, epoch, partition) -> error or NONE
 PartitionVerifier = Callable[[str | None, int, int, TopicPartition], Errors]
@@ -102,9 +108,19 @@ class BrokerSettings:
     request_time_ms: float = 0.1
     # The most records one fetch returns for a partition (whole batches, at least one).
     fetch_max_records: int = 500
-    # broker.heartbeat.interval.ms, and how soon a refused registration is tried again.
+    # broker.heartbeat.interval.ms, and broker.session.timeout.ms (which caps the backoff of a
+    # refused registration).
     heartbeat_interval_ms: float = 2_000.0
-    registration_retry_ms: float = 1_000.0
+    session_timeout_ms: float = 9_000.0
+    # How long a restarted broker process takes to start (cluster.broker_startup).
+    startup_ms: float = 2_000.0
+
+    def lifecycle(self) -> LifecycleSettings:
+        return LifecycleSettings(
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            session_timeout_ms=self.session_timeout_ms,
+            startup_ms=self.startup_ms,
+        )
 
 
 class Broker:
@@ -129,6 +145,7 @@ class Broker:
         replication: ReplicationSettings | None = None,
         topics: dict[str, TopicSettings] | None = None,
         controller: str | None = None,
+        lifecycle_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -166,16 +183,35 @@ class Broker:
         )
         self.controller = controller
         self.incarnation = 0
-        self.registered = controller is not None
-        self._power_lost = False
+        # Whether the machine has power (a crashed process's machine keeps its page cache).
+        self.powered = True
+        self.state_log: StateChangeLog = DISABLED
+        self.lifecycle: BrokerLifecycleManager | None = None
+        if controller is not None:
+            rm = self.replica_manager
+            self.lifecycle = BrokerLifecycleManager(
+                env,
+                name,
+                network,
+                controller,
+                settings.lifecycle(),
+                lifecycle_rng,
+                lambda: rm.metadata_offset,
+                lambda: self.alive and not self.paused,
+            )
         for tp in partitions:
             self.replica_manager.lead_alone(tp)
         self.handlers = self._dispatch_table()
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
-        if controller is not None:
-            env.process(self._heartbeat_loop())
         self.replica_manager.flush_task()
+
+    def attach_state_log(self, log: StateChangeLog) -> None:
+        """Record this broker's state changes (its life, its replicas' roles) in ``log``."""
+        self.state_log = log
+        self.replica_manager.state_log = log
+        if self.lifecycle is not None:
+            self.lifecycle.state_log = log
 
     def _new_state(self) -> ProducerStateManager:
         return ProducerStateManager(
@@ -198,14 +234,25 @@ class Broker:
         return {tp: p.producer_state for tp, p in self.replica_manager.partitions.items()}
 
     # -- arrival -----------------------------------------------------------------------
+    @property
+    def registered(self) -> bool:
+        return self.lifecycle is None or self.lifecycle.registered
+
+    @property
+    def serving(self) -> bool:
+        """Whether the broker accepts connections: alive and, with a controller, RUNNING."""
+        return self.alive and (self.lifecycle is None or self.lifecycle.serving)
+
     def receive(self, msg: Message) -> None:
-        if not self.alive:
-            # Connection refused: the client learns after one hop.
+        kind = type(msg.payload)
+        if not self.alive or (kind not in _OUTBOUND_ANSWERS and not self.serving):
+            # Connection refused (no process, or one that does not listen yet): the client
+            # learns after one hop.
             if msg.conn is not None:
                 msg.conn.destroy()
                 self._notify_reset(msg.conn)
             return
-        if type(msg.payload) in _OWN_THREADS:
+        if kind in _OWN_THREADS:
             # Answers to this broker's own requests and the controller's metadata are handled
             # by threads of their own (fetchers, the lifecycle manager, the metadata loader),
             # not by the request handlers; a paused process handles them when it resumes.
@@ -323,6 +370,7 @@ class Broker:
             AlterPartitionResponse: rm.on_alter_partition_response,
             MetadataDelta: self._handle_metadata_delta,
             BrokerHeartbeatResponse: self._handle_heartbeat_response,
+            BrokerRegistrationResponse: self._handle_registration_response,
             Disconnected: rm.on_disconnected,
         }
 
@@ -574,14 +622,21 @@ class Broker:
     def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
         consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
-        last stable offset for read_committed, else the high watermark."""
+        last stable offset for read_committed, else the high watermark, refused with
+        OFFSET_NOT_AVAILABLE while a new leader's high watermark has not yet reached the
+        start of its epoch (it may still be below offsets a consumer has already read)."""
         parts: list[tuple[TopicPartition, Errors, int]] = []
         for tp, timestamp in request.partitions:
             part = self.replica_manager.leader_partition(tp)
             if part is None:
                 parts.append((tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
-            elif timestamp == EARLIEST_TIMESTAMP:
+                continue
+            state = part.leader_state
+            assert state is not None
+            if timestamp == EARLIEST_TIMESTAMP:
                 parts.append((tp, Errors.NONE, 0))
+            elif state.epoch_start_offset > state.high_watermark:
+                parts.append((tp, Errors.OFFSET_NOT_AVAILABLE, -1))
             elif request.isolation == "read_committed":
                 parts.append((tp, Errors.NONE, part.log.last_stable_offset(part.high_watermark)))
             else:
@@ -652,49 +707,37 @@ class Broker:
 
     # -- the controller: metadata, registration and heartbeats ------------------------------
     def _handle_metadata_delta(self, delta: MetadataDelta) -> None:
-        self.replica_manager.apply_metadata(
-            delta.offset, delta.partitions, delta.snapshot, delta.fenced
-        )
+        """Replay the controller's metadata (the broker's metadata publisher). A starting
+        broker applies nothing until a snapshot brings it up to date (its first publish); a
+        broker that finds a record missing fetches a snapshot rather than skip it."""
+        rm = self.replica_manager
+        lifecycle = self.lifecycle
+        if lifecycle is not None and not delta.snapshot:
+            if not lifecycle.published:
+                return
+            if delta.offset > rm.metadata_offset + 1:
+                lifecycle.fetch_metadata()
+                return
+        rm.apply_metadata(delta.offset, delta.partitions, delta.snapshot, delta.fenced)
+        if lifecycle is not None and delta.snapshot:
+            lifecycle.snapshot_applied()
 
-    def _heartbeat_loop(self):  # type: ignore[no-untyped-def]
-        interval = self.settings.heartbeat_interval_ms
-        while True:
-            yield self.env.timeout(interval)
-            if self.alive and not self.paused and self.registered:
-                self._send_to_controller(
-                    BrokerHeartbeatRequest(self.incarnation, self.name, self.incarnation)
-                )
-
-    def _send_to_controller(self, request: object) -> None:
-        assert self.controller is not None
-        self.network.send(self.name, self.controller, request, internal=True)
-
-    def _register(self, incarnation: int) -> None:
-        """BrokerLifecycleManager: register until the controller accepts (it refuses while the
-        previous incarnation's session is alive: DUPLICATE_BROKER_REGISTRATION)."""
-        if not self.alive or self.registered or incarnation != self.incarnation:
-            return
-        self._send_to_controller(BrokerRegistrationRequest(incarnation, self.name, incarnation))
-        timer = self.env.timeout(self.settings.registration_retry_ms)
-        timer.callbacks.append(lambda _ev: self._register(incarnation))
+    def _handle_registration_response(self, response: BrokerRegistrationResponse) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.on_registration_response(response)
 
     def _handle_heartbeat_response(self, response: BrokerHeartbeatResponse) -> None:
-        if response.error is Errors.NONE and response.correlation_id == self.incarnation:
-            if not self.registered:
-                self.registered = True
-                # First heartbeat right away: the controller unfences a caught-up broker.
-                self._send_to_controller(
-                    BrokerHeartbeatRequest(self.incarnation, self.name, self.incarnation)
-                )
-        elif response.error is Errors.STALE_BROKER_EPOCH and self.registered:
-            self.registered = False
-            self._register(self.incarnation)
+        if self.lifecycle is not None and self.lifecycle.on_heartbeat_response(response):
+            self._kick()
 
     # -- faults ------------------------------------------------------------------------
     def crash(self) -> None:
         if not self.alive:
             return
         self.alive = False
+        self.state_log.record(self.name, "crash", incarnation=self.incarnation)
+        if self.lifecycle is not None:
+            self.lifecycle.stopped()
         self.replica_manager.shutdown()
         if self.coordinator is not None:
             self.coordinator.crash()
@@ -711,10 +754,14 @@ class Broker:
         self._connections.clear()
 
     def power_loss(self) -> None:
-        """The machine loses power: a crash that also loses every write not yet on disk
-        (the log is cut back when it restarts)."""
-        if self.alive:
-            self._power_lost = True
+        """The machine loses power: the process dies and the page cache with it, so each log
+        keeps only what was flushed or written back by now (cut at once: nothing is written
+        back while the power is off). A broker already without power loses nothing more."""
+        if not self.powered:
+            return
+        self.powered = False
+        cut = self.replica_manager.lose_page_cache()
+        self.state_log.record(self.name, "power_loss", cut=cut)
         self.crash()
 
     def _notify_reset(self, conn: Connection) -> None:
@@ -722,21 +769,24 @@ class Broker:
         self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
 
     def restart(self) -> None:
+        """The machine is up (again) and a new broker process starts: producer state rebuilt
+        from the logs, a new producer-id block, and, with a controller, the start-up of
+        :class:`BrokerLifecycleManager` (registration, catch-up, unfencing) before it serves."""
         if self.alive:
             return
         self.alive = True
+        self.powered = True
         self.incarnation += 1
+        self.state_log.record(self.name, "restart", incarnation=self.incarnation)
         self.producer_ids.reset()
         rm = self.replica_manager
         led = sorted(tp for tp, p in rm.partitions.items() if p.leader == self.name)
-        rm.recover(self._power_lost)
-        self._power_lost = False
-        if self.controller is None:
+        rm.recover()
+        if self.lifecycle is None:
             for tp in led:  # a standalone broker leads its partitions again at once
                 rm.lead_alone(tp, rm.partitions[tp].leader_epoch)
         else:
-            self.registered = False
-            self._register(self.incarnation)
+            self.lifecycle.started(self.incarnation)
         if self.coordinator is not None:
             self.coordinator.restart()
         self._kick()
@@ -760,9 +810,13 @@ _OWN_THREADS = frozenset(
         AlterPartitionResponse,
         MetadataDelta,
         BrokerHeartbeatResponse,
+        BrokerRegistrationResponse,
         Disconnected,
     }
 )
+# What reaches a broker on connections it opened itself (to leaders, the controller, the
+# partitions its coordinators write markers to): accepted even before the broker listens.
+_OUTBOUND_ANSWERS = _OWN_THREADS | {WriteTxnMarkersResponse}
 
 
 def _marker_error(tp: TopicPartition, error: Errors) -> Errors:

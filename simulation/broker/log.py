@@ -11,12 +11,16 @@ Transactions leave three traces in a log:
 * the aborted-transaction index: (producer id, first offset, marker offset) for every
   aborted transaction, which read_committed consumers need to skip its records.
 
-The last stable offset (LSO) is the first offset of the earliest transaction still open, or
-the log end (or high watermark) when none is. read_committed fetches stop there.
+The last stable offset (LSO) is the first offset of the earliest transaction that is still
+open, or whose marker the high watermark has not yet passed (ProducerStateManager's first
+unstable offset keeps a completed transaction "unreplicated" until then), or the high
+watermark (the log end when none is given) when there is none. read_committed fetches stop
+there.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Literal
 
 from eosim.simulation.records import NO_SEQUENCE, AbortedTransaction, ControlType, LogBatch
@@ -27,7 +31,15 @@ __all__ = ["AbortedTransaction", "ControlType", "LogBatch", "PartitionLog"]
 class PartitionLog:
     """One replica's log of one topic partition."""
 
-    __slots__ = ("aborted", "batches", "log_end_offset", "ongoing", "partition", "topic")
+    __slots__ = (
+        "aborted",
+        "batches",
+        "completed",
+        "log_end_offset",
+        "ongoing",
+        "partition",
+        "topic",
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -37,6 +49,10 @@ class PartitionLog:
         # producer id -> first offset of its open transaction (insertion-ordered)
         self.ongoing: dict[int, int] = {}
         self.aborted: list[AbortedTransaction] = []
+        # (first offset, marker offset) of completed transactions whose marker the high
+        # watermark may not have passed yet, in marker order (ProducerStateManager's
+        # unreplicatedTxns).
+        self.completed: deque[tuple[int, int]] = deque()
 
     def append(
         self,
@@ -91,8 +107,12 @@ class PartitionLog:
 
     def _append_control(self, marker: LogBatch) -> None:
         first = self.ongoing.pop(marker.producer_id, None)
-        if marker.control == "ABORT" and first is not None:
-            self.aborted.append(AbortedTransaction(marker.producer_id, first, marker.base_offset))
+        if first is not None:
+            self.completed.append((first, marker.base_offset))
+            if marker.control == "ABORT":
+                self.aborted.append(
+                    AbortedTransaction(marker.producer_id, first, marker.base_offset)
+                )
         self.batches.append(marker)
         self.log_end_offset = marker.last_offset + 1
 
@@ -126,6 +146,7 @@ class PartitionLog:
         self.log_end_offset = self.batches[-1].last_offset + 1 if self.batches else 0
         self.ongoing = {}
         self.aborted = []
+        self.completed = deque((f, m) for f, m in self.completed if m < self.log_end_offset)
         for b in self.batches:
             if b.control is None:
                 if b.transactional and b.producer_id not in self.ongoing:
@@ -136,8 +157,20 @@ class PartitionLog:
                 self.aborted.append(AbortedTransaction(b.producer_id, first, b.base_offset))
 
     def last_stable_offset(self, high_watermark: int | None = None) -> int:
-        bound = self.log_end_offset if high_watermark is None else high_watermark
-        return min([bound, *self.ongoing.values()])
+        """UnifiedLog.lastStableOffset: the first unstable offset (an open transaction's first
+        offset, or that of a completed one whose marker is at or above the high watermark) if
+        it is below the high watermark, else the high watermark (the log end without one)."""
+        completed = self.completed
+        if high_watermark is None:
+            bound = self.log_end_offset
+        else:
+            bound = high_watermark
+            while completed and completed[0][1] < bound:
+                completed.popleft()  # ProducerStateManager.onHighWatermarkUpdated
+        if not self.ongoing and not completed:
+            return bound
+        unstable = [f for f, m in completed if m >= bound]
+        return min([bound, *self.ongoing.values(), *unstable])
 
     def fetch(
         self,

@@ -74,7 +74,9 @@ class Cluster(ModelCluster):
             metadata,
             VERSIONS[version].with_overrides(rules),
             ClusterSettings(
-                BrokerSettings(heartbeat_interval_ms=25.0, registration_retry_ms=25.0),
+                BrokerSettings(
+                    heartbeat_interval_ms=25.0, session_timeout_ms=FAILOVER_MS, startup_ms=5.0
+                ),
                 CoordinatorSettings(load_ms=10.0),
                 controller=ControllerSettings(session_timeout_ms=FAILOVER_MS),
             ),

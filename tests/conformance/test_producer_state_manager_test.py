@@ -341,6 +341,24 @@ def test_skip_empty_transactions():
     assert log.last_stable_offset() == third
 
 
+def test_first_unstable_offset_after_truncation():
+    """ProducerStateManagerTest.testFirstUnstableOffsetAfterTruncation: a transaction from
+    offset 99 is unstable until the high watermark passes its COMMIT at 105; truncating back
+    below the marker makes it open, and unstable, again."""
+    log = PartitionLog("t", 0)
+    log.append(-1, -1, NO_SEQUENCE, tuple(f"p{i}" for i in range(99)), 0.0)
+    log.append(7, 0, 0, tuple(f"t{i}" for i in range(6)), 0.0, True)
+    assert log.last_stable_offset(log.log_end_offset) == 99
+    log.append_marker(7, 0, "COMMIT", 0.0)
+    assert log.last_stable_offset(105) == 99  # the marker is not yet below the HW
+    assert log.last_stable_offset(106) == 106
+    log.append(7, 0, 6, ("after",), 0.0)
+    log.truncate_to(106)
+    assert log.last_stable_offset(106) == 106
+    log.truncate_to(100)
+    assert log.last_stable_offset(log.log_end_offset) == 99
+
+
 NOT_MODELLED = {
     "testHasLateTransaction": "no late-transaction metric",
     "testHasLateTransactionInitializedAfterReload": "no late-transaction metric",
@@ -360,7 +378,6 @@ NOT_MODELLED = {
     "testLoadFromEmptySnapshotFile": "no snapshots: a restart replays the log",
     "testReadWriteSnapshot": "no snapshots: a restart replays the log",
     "testSequenceAndEpochInVerificationEntry": "no verification state entry",
-    "testFirstUnstableOffsetAfterTruncation": "one replica: the log is never truncated",
 }
 
 

@@ -1,10 +1,11 @@
-"""Conformance with Kafka's UnifiedLogTest (core, kafka.log): the producer-state, LSO and
-aborted-transaction cases.
+"""Conformance with Kafka's UnifiedLogTest (core, kafka.log): the producer-state, LSO,
+aborted-transaction, follower-append and truncation cases.
 
-eosim's ``PartitionLog`` is one replica: the high watermark is the log end, so where Kafka's
-test first appends a marker and then moves the high watermark past it, the LSO here moves at
-once to the value Kafka's test asserts after ``updateHighWatermark``. Appends "as leader" go
-through a partition leader (``Broker``) so that sequences and epochs are checked.
+eosim's ``PartitionLog`` is one replica's log; its LSO takes the high watermark as an argument
+(without one, the log end stands for it, as for a log whose HW has passed everything). Appends
+"as leader" go through a partition leader (``Broker``) so that sequences and epochs are
+checked; appends "as follower" go through ``Partition.append_as_follower``, which validates
+nothing and rebuilds producer state from the batches, as UnifiedLog.appendAsFollower does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
 
 from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.partition import Partition
+from eosim.simulation.broker.producer_state import ProducerStateManager
 from eosim.simulation.protocol import Errors
+from eosim.simulation.records import NO_SEQUENCE, LogBatch
 
 TP = ("test", 0)
 
@@ -230,13 +234,119 @@ def test_allow_non_zero_sequence_on_first_append_non_zero_epoch():
     assert cl.produce(TP, 23, 1, 3, 2, transactional=True).error is Errors.NONE
 
 
+def follower() -> Partition:
+    return Partition(TP, "broker-1", ProducerStateManager())
+
+
+def data(offset: int, pid: int, seq: int, n: int = 1, *, txn: bool = False) -> LogBatch:
+    """A batch as a leader wrote it (offsets assigned), for a follower to append."""
+    values = tuple(f"{pid}@{offset + i}" for i in range(n))
+    return LogBatch(offset, pid, 0, seq, values, 0.0, txn)
+
+
+def plain_data(offset: int, n: int) -> LogBatch:
+    return LogBatch(offset, -1, -1, NO_SEQUENCE, tuple(f"p@{offset + i}" for i in range(n)), 0.0)
+
+
+def marker(offset: int, pid: int, control: str) -> LogBatch:
+    return LogBatch(offset, pid, 0, NO_SEQUENCE, ("",), 0.0, True, control)  # type: ignore[arg-type]
+
+
+def test_duplicate_append_to_follower():
+    """UnifiedLogTest.testDuplicateAppendToFollower: a follower validates no sequence; a batch
+    repeating the last one's sequences at new offsets is appended."""
+    part = follower()
+    part.append_as_follower([data(0, 1, 0, 2)], 0, 0.0)
+    part.append_as_follower([data(2, 1, 0, 2)], 0, 0.0)
+    assert part.log_end_offset == 4
+
+
+def test_multiple_producer_ids_per_memory_record():
+    """UnifiedLogTest.testMultipleProducerIdsPerMemoryRecord: one fetch carrying batches of
+    four producers is appended as it is: producer ids, offsets and sequences kept."""
+    part = follower()
+    sent = [data(i, pid, 0) for i, pid in enumerate((1, 2, 3, 4))]
+    part.append_as_follower(sent, 0, 0.0)
+    got = part.log.fetch(0, "replica")[0]
+    assert [(b.producer_id, b.base_offset, b.base_sequence) for b in got] == [
+        (b.producer_id, b.base_offset, b.base_sequence) for b in sent
+    ]
+
+
+def test_multiple_producers_with_duplicates_in_single_append():
+    """UnifiedLogTest.testMultipleProducersWithDuplicatesInSingleAppend: batches of two
+    producers, the last a duplicate of pid 1's sequence 1, are all appended by a follower."""
+    part = follower()
+    batches = [data(0, 1, 0), data(1, 2, 0), data(2, 1, 1), data(3, 2, 1), data(4, 1, 1)]
+    part.append_as_follower(batches, 0, 0.0)
+    assert part.log_end_offset == 5
+
+
+def test_transaction_index_updated_through_replication():
+    """UnifiedLogTest.testTransactionIndexUpdatedThroughReplication: transactions of four
+    producers replicated in one append; the aborted index is built from the markers, and the
+    first unstable offset follows the high watermark: a completed transaction stays unstable
+    until the high watermark passes its marker."""
+    part = follower()
+    batches = [
+        data(0, 1, 0, 5, txn=True),
+        plain_data(5, 3),
+        data(8, 2, 0, 2, txn=True),
+        data(10, 1, 5, 4, txn=True),
+        data(14, 3, 0, 3, txn=True),
+        plain_data(17, 2),
+        data(19, 1, 9, 10, txn=True),
+        marker(29, 1, "ABORT"),
+        data(30, 2, 2, 6, txn=True),
+        data(36, 4, 0, 3, txn=True),
+        plain_data(39, 10),
+        data(49, 3, 3, 9, txn=True),
+        marker(58, 3, "COMMIT"),
+        data(59, 4, 3, 8, txn=True),
+        data(67, 2, 8, 7, txn=True),
+        marker(74, 2, "ABORT"),
+        plain_data(75, 10),
+        data(85, 4, 11, 4, txn=True),
+        marker(89, 4, "COMMIT"),
+    ]
+    part.append_as_follower(batches, 0, 0.0)
+    log = part.log
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in log.aborted] == [
+        (1, 0, 29),
+        (2, 8, 74),
+    ]
+    assert log.last_stable_offset(30) == 8
+    assert log.last_stable_offset(75) == 36
+    assert log.last_stable_offset(log.log_end_offset) == log.log_end_offset
+
+
+def test_truncate_below_first_unstable_offset():
+    """UnifiedLogTest.testTruncateBelowFirstUnstableOffset: truncating below an open
+    transaction's first offset leaves no unstable offset and no active producer."""
+    part = follower()
+    part.append_as_follower([plain_data(0, 3), data(3, 17, 0, 2, txn=True)], 0, 0.0)
+    assert part.log.last_stable_offset(part.log_end_offset) == 3
+    part.truncate_to(0, ProducerStateManager())
+    assert part.log.last_stable_offset(part.log_end_offset) == 0 == part.log_end_offset
+    assert part.log.ongoing == {}
+    assert part.producer_state.producers == {}
+
+
+def test_producer_id_map_truncate_to():
+    """UnifiedLogTest.testProducerIdMapTruncateTo: producer state follows truncation (Kafka
+    checks the snapshot offsets; eosim rebuilds producer state from the log that is left, so
+    a producer whose only batch was cut is forgotten)."""
+    part = follower()
+    part.append_as_follower([data(0, 1, 0), data(1, 2, 0), data(2, 3, 0)], 0, 0.0)
+    part.truncate_to(2, ProducerStateManager())
+    assert sorted(part.producer_state.producers) == [1, 2]
+    part.truncate_to(1, ProducerStateManager())
+    assert sorted(part.producer_state.producers) == [1]
+    part.truncate_to(0, ProducerStateManager())
+    assert part.producer_state.producers == {}
+
+
 NOT_MODELLED = {
-    "testMultipleProducerIdsPerMemoryRecord": "no followers: one replica per partition",
-    "testDuplicateAppendToFollower": "no followers: one replica per partition",
-    "testMultipleProducersWithDuplicatesInSingleAppend": "no followers: one replica",
-    "testTransactionIndexUpdatedThroughReplication": "no followers: one replica per partition",
-    "testTruncateBelowFirstUnstableOffset": "one replica: the log is never truncated",
-    "testProducerIdMapTruncateTo": "one replica: the log is never truncated",
     "testRebuildProducerIdMapWithCompactedData": "no compaction",
     "testProducerIdExpirationOnSegmentDeletion": "no retention or producer-id expiration",
     "testPeriodicProducerIdExpiration": "no producer-id expiration (docs/model.md departure 5)",
