@@ -34,7 +34,10 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     ),
     "replication": (
         "Replicas are placed round robin from a fixed start; no preferred-leader election, "
-        "reassignment, KIP-966 eligible leader replicas or tiered storage.",
+        "reassignment, controlled shutdown or tiered storage; eligible leader replicas "
+        "(KIP-966) without the last-known-leader recovery.",
+        "A restarted broker's start-up time (cluster.broker_startup, 2 s) is a guess until "
+        "measured against a real Kafka.",
         "The controller is one node, not a quorum.",
         "Consumers do not validate their position after a leader change (KIP-320), and clients "
         "refresh metadata instead of taking the new leader from errors (KIP-951).",
