@@ -34,8 +34,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     ),
     "replication": (
         "Replicas are placed round robin from a fixed start; no preferred-leader election, "
-        "reassignment, controlled shutdown or tiered storage; eligible leader replicas "
-        "(KIP-966) without the last-known-leader recovery.",
+        "reassignment, controlled shutdown or tiered storage.",
+        "Eligible leader replicas (KIP-966) without the last-known-leader recovery.",
         "A restarted broker's start-up time (cluster.broker_startup, 2 s) is a guess until "
         "measured against a real Kafka.",
         "The controller is one node, not a quorum.",
