@@ -38,6 +38,7 @@ from edn_format import EDNDecodeError, Keyword
 
 from eosim.analysis.history import (
     OP_TYPES,
+    PARTITION_SCOPE,
     ClientOp,
     History,
     HistoryError,
@@ -198,7 +199,8 @@ def key_topic_partition(key: Any) -> tuple[str, int]:
 class _Converter:
     def __init__(self, source: str) -> None:
         self.source = source
-        self.history = History(meta={"format": "jepsen-kafka"})
+        # Jepsen's values are unique per key only, and a key is one topic-partition.
+        self.history = History(meta={"format": "jepsen-kafka"}, value_scope=PARTITION_SCOPE)
         # process -> (invocation op map, its line)
         self.open: dict[Any, tuple[dict[Any, Any], int]] = {}
         # (process, key) -> resets of that key's session; process -> keys it has touched

@@ -134,6 +134,35 @@ def test_a_vector_of_ops_and_keyword_keys_as_in_jepsens_tests():
     assert found(text) == {"aborted_read": 1}
 
 
+def test_a_value_read_in_one_key_does_not_hide_the_same_value_unread_in_another():
+    """Jepsen's values are unique per key only: :x's 1 was read, :y's 1 never was (Jepsen's
+    unseen reports {:y 1})."""
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send :x 1] [:send :y 1]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send :x [0 1]] [:send :y [0 1]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :ok, :process 1, :f :poll, :value [[:poll {:x [[0 1]]}]]}"""
+    result = check_history(parse_jepsen_history(text))
+    assert {n: a.count for n, a in result.anomalies.items() if a.count} == {"unseen": 1}
+    assert result.anomalies["unseen"].examples[0]["topic"] == ":y"
+    both = text.replace("{:x [[0 1]]}", "{:x [[0 1]], :y [[0 1]]}")
+    assert found(both) == {}
+
+
+def test_integer_keys_are_partitions_of_one_topic_and_values_are_unique_per_partition():
+    """Keys 0 and 1 are partitions 0 and 1 of topic jepsen; the 1 read from key 0 does not
+    hide key 1's, and the same value at offset 0 of two keys is no duplicate."""
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send 0 1] [:send 1 1]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send 0 [0 1]] [:send 1 [0 1]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :ok, :process 1, :f :poll, :value [[:poll {0 [[0 1]]}]]}"""
+    history = parse_jepsen_history(text)
+    assert [(s.topic, s.partition) for s in history.sends] == [("jepsen", 0), ("jepsen", 1)]
+    result = check_history(history)
+    assert {n: a.count for n, a in result.anomalies.items() if a.count} == {"unseen": 1}
+    assert result.anomalies["unseen"].examples[0]["partition"] == 1
+    assert found(text.replace("{0 [[0 1]]}", "{0 [[0 1]], 1 [[0 1]]}")) == {}
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [

@@ -378,7 +378,7 @@ CASES = {
             o(7, 0, "ok", "poll", "[[:poll {:y [[2 :b] [3 :c] [4 :d]]}]]"),
         ],
         "two internal nonmonotonic sends (c then a on x, d then b on y)",
-        {"int_nonmonotonic_send": 2, "unseen": 1},
+        {"int_nonmonotonic_send": 2, "unseen": 2},
     ),
     "duplicate-test/basic": (
         [
