@@ -163,6 +163,31 @@ def test_integer_keys_are_partitions_of_one_topic_and_values_are_unique_per_part
     assert found(text.replace("{0 [[0 1]]}", "{0 [[0 1]], 1 [[0 1]]}")) == {}
 
 
+def test_ops_without_a_process_are_read_as_the_one_process_nil():
+    """kafka_test.clj's version-orders-test writes its ops without :process (nor :index,
+    :time or invocations): they are accepted, as one process `nil`, and judged."""
+    text = """{:type :ok, :f :txn, :value [[:poll {:x [[0 :a] [1 :b]]}]]}
+{:type :info, :f :txn, :value [[:send :x [1 :c]] [:send :x [3 :b]] [:send :x [4 :d]]]}"""
+    history = parse_jepsen_history(text)
+    assert {op.process for op in history.client_ops} == {"nil"}
+    assert found(text) == {"inconsistent_offsets": 1, "duplicate": 1, "lost_write": 1}
+    paired = """{:type :invoke, :f :send, :value [[:send :x :a]]}
+{:type :ok, :f :send, :value [[:send :x [0 :a]]]}
+{:type :invoke, :process nil, :f :poll, :value [[:poll]]}
+{:type :ok, :process nil, :f :poll, :value [[:poll {:x [[0 :a]]}]]}"""
+    history = parse_jepsen_history(paired)
+    assert [(op.process, op.type, op.f) for op in history.client_ops] == [
+        ("nil", "ok", "send"),
+        ("nil", "ok", "poll"),
+    ]
+    assert found(paired) == {}
+
+
+def test_a_process_that_is_neither_an_integer_nor_nil_is_bad_input():
+    with pytest.raises(HistoryError, match=":process: expected an integer or nil"):
+        parse_jepsen_history('{:type :ok, :process "p", :f :poll, :value [[:poll]]}')
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
