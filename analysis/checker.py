@@ -72,12 +72,16 @@ class Anomaly:
 class CheckResult:
     """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the sends:
     sent, acked (ok), failed (fail) and indeterminate (info, including never completed);
-    `notes` says how the history was judged when that needs saying."""
+    `notes` says how the history was judged when that needs saying, and `unknown` (set by
+    `eosim.analysis.checks.check_history`) why it had nothing to check."""
 
     anomalies: dict[str, Anomaly]
     counts: dict[str, int]
     # Sentences on how the history was judged (a run cut short, say); listed only when any.
     notes: list[str] = field(default_factory=list)
+    # Why the history gave the checks nothing to judge (the verdict is then unknown, not "no
+    # anomalies": eosim.analysis.checks.nothing_to_check), or None.
+    unknown: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -86,6 +90,8 @@ class CheckResult:
         }
         if self.notes:
             result["notes"] = list(self.notes)
+        if self.unknown is not None:
+            result["unknown"] = self.unknown
         return result
 
 

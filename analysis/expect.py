@@ -41,9 +41,13 @@ SINGLE_RUN_RUNS = (
 
 @dataclass(slots=True)
 class ExpectResult:
+    """``met`` is False when any expectation fails, and when the history had nothing to
+    check (``unknown`` says why): expectations judged on no evidence are not met."""
+
     met: bool
     checked: list[dict[str, object]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    unknown: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"met": self.met, "failures": self.failures, "checked": self.checked}
@@ -111,13 +115,20 @@ def format_rate(value: float | Fraction | None) -> str:
     return "0" if v == 0 else (f"{v:.3g}" if v >= 1e-3 else f"{v:.2e}")
 
 
-def evaluate(expect: Mapping[str, int | str], observed: Mapping[str, int]) -> ExpectResult:
+def evaluate(
+    expect: Mapping[str, int | str], observed: Mapping[str, int], unknown: str | None = None
+) -> ExpectResult:
     """Judge ``expect`` on one run or history: a count on the observed count, a rate per
     record (``/record``, ``ppm``) on the count divided by ``observed["sent"]``, the records
     the run's applications sent or processed (as a sweep's ``sent``). With no record sent a
     rate is undefined and the expectation is not met. A share of runs cannot be judged on
-    one run: ValueError (the scenario loader and ``--expect`` refuse it before)."""
-    result = ExpectResult(met=True)
+    one run: ValueError (the scenario loader and ``--expect`` refuse it before). ``unknown``
+    (why the history had nothing to check: :func:`eosim.analysis.checks.nothing_to_check`)
+    makes the whole not met, whatever each item says, with that reason first among the
+    failures."""
+    result = ExpectResult(met=unknown is None, unknown=unknown)
+    if unknown is not None:
+        result.failures.append(f"nothing to check: {unknown}")
     for key, raw in expect.items():
         condition = Condition.parse(raw)
         actual = observed[key]

@@ -90,9 +90,16 @@ def judgement(
             name: with_time_units(a.examples) for name, a in check.anomalies.items() if a.count
         },
         "notes": list(check.notes),
+        "unknown": check.unknown,
         "cut_by_duration": cut_by_duration(history),
         "expect": expect.to_dict(),
     }
+
+
+def unknown_verdict(reason: str) -> str:
+    """The verdict of a run or history that had nothing to check: neither "no anomalies" nor
+    "expectations met"."""
+    return f"UNKNOWN: nothing to check ({reason})"
 
 
 def cut_by_duration(history: History) -> bool:
@@ -113,6 +120,8 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
+        if self.check.unknown is not None:
+            return unknown_verdict(self.check.unknown)
         return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,7 +160,8 @@ def run(
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
     command = replay_command(source, result.seed, overrides)
-    return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
+    expect = evaluate(scenario.expect, observed, verdict.unknown)
+    return Outcome(scenario, result, history, verdict, expect, command)
 
 
 def replay_command(source: str, seed: int, overrides: Iterable[str] = ()) -> str:

@@ -188,6 +188,22 @@ def test_a_process_that_is_neither_an_integer_nor_nil_is_bad_input():
         parse_jepsen_history('{:type :ok, :process "p", :f :poll, :value [[:poll]]}')
 
 
+def test_a_history_of_assignments_only_is_unknown(capsys, tmp_path):
+    """kafka_test.clj's empty-history-test: Jepsen's checker refuses to call it valid; eosim
+    answers unknown (nothing to check), exit 3, not "no anomalies"."""
+    path = tmp_path / "empty.edn"
+    path.write_text(
+        "{:index 0, :time 0, :type :invoke, :process 0, :f :assign, :value [:x]}\n"
+        "{:index 1, :time 1, :type :ok, :process 0, :f :assign, :value [:x]}\n"
+    )
+    code, out, err = run_cli(capsys, "check", str(path))
+    assert (code, err) == (3, "")
+    assert out.splitlines()[-1] == (
+        "verdict    UNKNOWN: nothing to check "
+        "(no write was acknowledged and no record was read or logged)"
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
