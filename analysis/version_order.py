@@ -232,10 +232,13 @@ def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
         read = a.ok_reads[key]
         bound = max((first[v] for v in read if v in first), default=-1)
         must_read = sorted((i, v) for v, i in last.items() if i <= bound)
+        max_read: dict[str, Any] | None = None
         for _, value in must_read:
             writer = a.writer_of.get(key, {}).get(value)
             if value in read or writer is None or not a.must_have_committed(writer):
                 continue
+            if max_read is None:
+                max_read = _max_read(a, key, order, last, bound)
             anomaly.add(
                 {
                     "value": value,
@@ -247,8 +250,25 @@ def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
                     "max_read_index": bound,
                     "missing_from": "reads",
                     "writer": op_summary(writer),
+                    "max_read": max_read,
                 }
             )
+
+
+def _max_read(
+    a: Analysis, key: Key, order: VersionOrder, last: dict[str, int], bound: int
+) -> dict[str, Any] | None:
+    """The read proving how far a key was read, as Jepsen's lost-write-cases shows it
+    (`:max-read`): the first completed op, of any outcome, that read the first value whose last
+    index is the bound (None if no op did)."""
+    at_bound = [v for v in order.log[order.offset_of[bound]] if last.get(v) == bound]
+    if not at_bound:  # every value there appears again further on: Jepsen finds none either
+        return None
+    value = at_bound[0]
+    for op in a.ops:
+        if any(v == value for v, _ in reads(op).get(key, ())):
+            return op_summary(op)
+    return None
 
 
 def _pair(kind: str, key: Key, before: Placed, after: Placed, delta: int) -> dict[str, Any]:
