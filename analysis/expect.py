@@ -24,6 +24,7 @@ __all__ = [
     "SWEEP_EXPECTABLE",
     "Condition",
     "ExpectResult",
+    "always_holding",
     "evaluate",
     "parse_expectation",
     "unknown_expect_key",
@@ -104,6 +105,18 @@ def parse_expectation(
     if problem is not None:
         raise ValueError(f"{name}: {problem}")
     return name, str(condition)
+
+
+def always_holding(expect: Mapping[str, int | str], block: str = "expect") -> list[str]:
+    """A warning for each expectation of ``expect`` (a scenario's ``block``) that every count
+    or rate satisfies (:attr:`Condition.always_holds`): it can never fail, so it shows
+    nothing."""
+    return [
+        f"{block}.{key}: '{Condition.parse(value)}' holds for every possible count or rate, so "
+        "it can never fail; expect what the scenario shows, such as 0 or '>0', or remove it"
+        for key, value in expect.items()
+        if Condition.parse(value).always_holds
+    ]
 
 
 def format_rate(value: float | Fraction | None) -> str:

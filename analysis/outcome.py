@@ -22,6 +22,7 @@ from eosim.analysis.expect import (
     SWEEP_EXPECTABLE,
     Condition,
     ExpectResult,
+    always_holding,
     evaluate,
     rate_key_problem,
     unknown_expect_key,
@@ -42,6 +43,16 @@ def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenari
 def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
     """:func:`load` for scenario text already read (a sweep's variants)."""
     return _expectable(parse_scenario(text, source, overrides), source)
+
+
+def expectation_warnings(scenario: Scenario) -> list[str]:
+    """A warning for each expectation of the scenario that can never fail (``'>=0'``: see
+    :attr:`eosim.simulation.conditions.Condition.always_holds`), in ``expect:`` and
+    ``expect_sweep:``; ``eosim validate`` and ``eosim run`` print them."""
+    return [
+        *always_holding(scenario.expect, "expect"),
+        *always_holding(scenario.expect_sweep, "expect_sweep"),
+    ]
 
 
 def _expectable(scenario: Scenario, source: str) -> Scenario:
@@ -156,6 +167,7 @@ def run(
     """Run and check. ``trace`` also records every message, for :func:`timelines`;
     ``progress`` is called as the run goes (:data:`eosim.simulation.runner.Progress`)."""
     result = run_scenario(scenario, seed, trace=trace, progress=progress)
+    result.warnings[:0] = expectation_warnings(scenario)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts

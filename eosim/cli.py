@@ -51,6 +51,8 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
     click.echo(
         f"{scenario}: ok ({s.name}: {len(s.producers)} producer(s), {len(s.faults)} fault spec(s))"
     )
+    for w in api.expectation_warnings(s):
+        click.echo(f"warning    {w}")
 
 
 @cli.command()
