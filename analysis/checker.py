@@ -95,16 +95,19 @@ class CheckResult:
         return result
 
 
-def check(history: History) -> CheckResult:
+def check(history: History, lost: set[RecordId] | None = None) -> CheckResult:
+    """The delivery checks. `lost`, when given, are the records another judge found lost (a
+    Jepsen history's version orders: eosim.analysis.version_order), which `unseen` leaves out
+    instead of those this checker finds lost."""
     with paused_gc():
-        return _check(history)
+        return _check(history, lost)
 
 
-def _check(history: History) -> CheckResult:
+def _check(history: History, lost: set[RecordId] | None = None) -> CheckResult:
     seen = _Observations(history)
     anomalies = {name: Anomaly(name) for name in ANOMALIES}
     _duplicates(seen, anomalies["duplicate"])
-    _lost_and_unseen(history.sends, seen, anomalies["lost_write"], anomalies["unseen"])
+    _lost_and_unseen(history.sends, seen, anomalies["lost_write"], anomalies["unseen"], lost)
     _lost_transactions(history, seen, anomalies["lost_write"])
     _nonmonotonic_sends(history.sends, seen, anomalies["nonmonotonic_send"])
     _inconsistent_offsets(history, seen, anomalies["inconsistent_offsets"])
@@ -348,9 +351,15 @@ def _duplicates(seen: _Observations, anomaly: Anomaly) -> None:
 
 
 def _lost_and_unseen(
-    sends: list[Send], seen: _Observations, lost: Anomaly, unseen: Anomaly
+    sends: list[Send],
+    seen: _Observations,
+    lost: Anomaly,
+    unseen: Anomaly,
+    lost_elsewhere: set[RecordId] | None = None,
 ) -> None:
-    """`sends` must be `History.sends`, whose records `seen.send_ids` lists."""
+    """`sends` must be `History.sends`, whose records `seen.send_ids` lists. An `ok` send
+    never observed is unseen unless it is lost: by this checker's judgement, or, when
+    `lost_elsewhere` is given, by that set's."""
     first_seen = seen.first_seen
     for send, rid in zip(sends, seen.send_ids, strict=True):
         if send.outcome == "fail":
@@ -361,8 +370,10 @@ def _lost_and_unseen(
         reason = _why_lost(send, rid, seen)
         if reason is not None:
             lost.add({"value": send.value, "topic": send.topic, **_send_summary(send), **reason})
-        elif send.outcome == "ok" and not observed:
-            unseen.add({"value": send.value, "topic": send.topic, **_send_summary(send)})
+        if send.outcome == "ok" and not observed:
+            gone = reason is not None if lost_elsewhere is None else rid in lost_elsewhere
+            if not gone:
+                unseen.add({"value": send.value, "topic": send.topic, **_send_summary(send)})
 
 
 def _why_lost(send: Send, rid: RecordId, seen: _Observations) -> dict[str, Any] | None:

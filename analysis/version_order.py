@@ -176,16 +176,19 @@ def _key(key: Key) -> dict[str, Any]:
     return {"topic": key[0], "partition": key[1]}
 
 
-def check_version_orders(history: History) -> dict[str, Anomaly]:
+def check_version_orders(
+    history: History, lost: set[tuple[str, int, str]] | None = None
+) -> dict[str, Anomaly]:
     """Every name in `REPLACED_ANOMALIES` and `INTERNAL_ANOMALIES`, with count 0 when absent;
-    all 0 for a history without client ops."""
+    all 0 for a history without client ops. `lost`, when given, receives every lost write as
+    (topic, partition, value), for `unseen` to leave out."""
     anomalies = {name: Anomaly(name) for name in (*REPLACED_ANOMALIES, *INTERNAL_ANOMALIES)}
     if not history.client_ops:
         return anomalies
     a = Analysis(history)
     _inconsistent_offsets(a, anomalies["inconsistent_offsets"])
     _duplicates(a, anomalies["duplicate"])
-    _lost_writes(a, anomalies["lost_write"])
+    _lost_writes(a, anomalies["lost_write"], lost)
     _poll_gaps(a, anomalies["poll_skip"], anomalies["nonmonotonic_poll"])
     _nonmonotonic_sends(a, anomalies["nonmonotonic_send"])
     _internal(a, anomalies)
@@ -218,7 +221,7 @@ def _duplicates(a: Analysis, anomaly: Anomaly) -> None:
                 anomaly.add({"value": value, "positions": positions, "times_landed": len(offsets)})
 
 
-def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
+def _lost_writes(a: Analysis, anomaly: Anomaly, lost: set[tuple[str, int, str]] | None) -> None:
     for key in sorted(a.ok_reads):
         order = a.orders.get(key)
         if order is None:
@@ -239,6 +242,8 @@ def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
                 continue
             if max_read is None:
                 max_read = _max_read(a, key, order, last, bound)
+            if lost is not None:
+                lost.add((key[0], key[1], value))
             anomaly.add(
                 {
                     "value": value,

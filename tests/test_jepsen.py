@@ -204,6 +204,28 @@ def test_a_history_of_assignments_only_is_unknown(capsys, tmp_path):
     )
 
 
+def test_unseen_leaves_out_exactly_the_writes_the_version_orders_call_lost():
+    """eosim's unseen and its lost ok writes make up Jepsen's unseen (every value an ok op
+    sent that no ok op polled). a, acknowledged at 0, was read at 5 by a failed poll only: its
+    last index is past what ok polls reached, so it is not lost, and it is unseen."""
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send :x :a]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send :x [0 :a]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :fail, :process 1, :f :poll, :value [[:poll {:x [[5 :a]]}]]}
+{:index 4, :type :invoke, :process 2, :f :poll, :value [[:poll]]}
+{:index 5, :type :ok, :process 2, :f :poll, :value [[:poll {:x [[2 :b]]}]]}"""
+    assert found(text) == {"duplicate": 1, "unseen": 1}
+    # a, acknowledged without an offset, was read at 0 by a failed poll only, below b, which
+    # an ok poll read: lost, and so not unseen as well.
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send :x :a] [:send :x :b]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send :x :a] [:send :x [1 :b]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :fail, :process 1, :f :poll, :value [[:poll {:x [[0 :a]]}]]}
+{:index 4, :type :invoke, :process 2, :f :poll, :value [[:poll]]}
+{:index 5, :type :ok, :process 2, :f :poll, :value [[:poll {:x [[1 :b]]}]]}"""
+    assert found(text) == {"lost_write": 1}
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
