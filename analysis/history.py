@@ -32,6 +32,11 @@ from typing import Any, NamedTuple
 FORMAT = "eosim-history"
 VERSION = 1
 OP_TYPES = ("invoke", "ok", "fail", "info")
+# What a record's value is unique within (`History.value_scope`): its topic (eosim's histories)
+# or its partition (Jepsen's).
+TOPIC_SCOPE, PARTITION_SCOPE = "topic", "partition"
+# A record's identity: (topic, partition or None in a topic-scoped history, value).
+RecordId = tuple[str, "int | None", str]
 
 
 class HistoryError(ValueError):
@@ -132,7 +137,9 @@ class Txn:
 
 @dataclass(slots=True)
 class Step:
-    """A consume-transform-produce step (`process` op): one input record, its output values."""
+    """A consume-transform-produce step (`process` op): one input record, its output values
+    and the topic it writes them to (`output_topic`; None when the op does not say, and then
+    an output is looked for in every topic)."""
 
     id: int | None
     process: str
@@ -143,6 +150,7 @@ class Step:
     outputs: list[str]
     transactional_id: str | None
     error: str | None = None
+    output_topic: str | None = None
 
 
 class Marker(NamedTuple):
@@ -266,7 +274,12 @@ class History:
     `high_watermarks` hold a `log` line's `leader` (None: the partition was offline) and
     `high_watermark`, for the partitions whose `log` line has them.
 
-    `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`)."""
+    `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`).
+
+    `value_scope` says what identifies a record (docs/history-format.md, "Record identity"):
+    its value within its topic (`"topic"`, eosim's histories) or within its partition
+    (`"partition"`, Jepsen's, whose values are unique per key, a key being one partition).
+    `record_id` gives that identity."""
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
@@ -286,6 +299,12 @@ class History:
     high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
     # Histories read from Jepsen: every client op whole (eosim's own histories have none).
     client_ops: list[ClientOp] = field(default_factory=list)
+    value_scope: str = TOPIC_SCOPE
+
+    def record_id(self, topic: str, partition: int | None, value: str) -> RecordId:
+        """What identifies a record: (topic, None, value) in a topic-scoped history,
+        (topic, partition, value) in a partition-scoped one."""
+        return (topic, partition if self.value_scope == PARTITION_SCOPE else None, value)
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
@@ -821,7 +840,18 @@ def _invoked_step(op: Op, fail: _Fail) -> Step:
     transactional_id = _text(
         value.get("transactional_id"), line, "op.value.transactional_id", fail, null=True
     )
-    return Step(op.id, op.process, op.time, None, "info", source, outputs, transactional_id)
+    output_topic = _text(value.get("output_topic"), line, "op.value.output_topic", fail, null=True)
+    return Step(
+        op.id,
+        op.process,
+        op.time,
+        None,
+        "info",
+        source,
+        outputs,
+        transactional_id,
+        output_topic=output_topic,
+    )
 
 
 def _outputs(value: Any, line: int, fail: _Fail) -> list[str]:

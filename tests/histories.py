@@ -176,13 +176,21 @@ class Builder:
         outcome: str | None = "ok",
         *,
         transactional_id: str | None = "app",
+        output_topic: str | None = None,
     ) -> int:
-        """A consume-transform-produce `process` op for one input record."""
+        """A consume-transform-produce `process` op for one input record (with `output_topic`
+        when given)."""
         op_id = self.next_id
         self.next_id += 1
         topic, partition, offset, value = source
         record = {"topic": topic, "partition": partition, "offset": offset, "value": value}
-        body = {"input": record, "outputs": outputs, "transactional_id": transactional_id}
+        body: dict[str, Any] = {
+            "input": record,
+            "outputs": outputs,
+            "transactional_id": transactional_id,
+        }
+        if output_topic is not None:
+            body["output_topic"] = output_topic
         self._op("invoke", "process", process, body, op_id)
         if outcome is not None:
             error = None if outcome == "ok" else "TimeoutException: commit"
