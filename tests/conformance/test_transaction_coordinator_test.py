@@ -30,6 +30,7 @@ PID = 10
 PID2 = 11
 EPOCH = 1
 TP = ("topic1", 0)
+TP0 = ("t", 0)  # a partition of the small cluster
 VERSIONS = ["3.9", "4.0"]  # Kafka's @ValueSource(shorts = Array(0, 2))
 
 
@@ -446,6 +447,80 @@ def test_should_not_abort_expired_transactions_that_have_a_pending_state_transit
     assert c.expired(1.0 + 10_000.0) == []
 
 
+# -- a fence whose transaction log write fails --------------------------------------------------
+def ongoing_with_unavailable_log(version: str, timeout_ms: int = 60_000):  # type: ignore[no-untyped-def]
+    """A producer's open transaction on ``TP0`` (led by its coordinator), then the followers of
+    its ``__transaction_state`` partition down: every write to the log now fails."""
+    cl = Cluster(brokers=3, version=version)
+    txn = cl.txn_id_led_by(cl.leaders[TP0])
+    cl.run(50)
+    init = cl.call(cl.coordinator_of(txn), lambda cid: InitProducerIdRequest(cid, txn, timeout_ms))
+    pid, epoch = init.producer_id, init.epoch
+    assert cl.add(txn, pid, epoch, TP0) is Errors.NONE
+    produced = cl.produce(TP0, pid, epoch, 0, transactional=True, txn_id=txn)
+    assert produced.error is Errors.NONE
+    return cl, txn, pid, epoch, cl.stop_log_followers(txn)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_should_not_repeatedly_bump_epoch_due_to_init_pid_during_ongoing_txn_if_append_to_log_fails(
+    version,
+):
+    """TransactionCoordinatorTest.shouldNotRepeatedlyBumpEpochDueToInitPidDuringOngoingTxnIfAppend
+    ToLogFails: the fence (epoch + 1) stays in memory when its PrepareAbort write fails, with
+    ``hasFailedEpochFence`` set, and a retried InitProducerId fences at that epoch without bumping
+    it again; once the log takes the write, the transaction is aborted and the flag cleared.
+    Meanwhile, and after the log has recovered, the fenced producer is PRODUCER_FENCED."""
+    cl, txn, pid, epoch, followers = ongoing_with_unavailable_log(version)
+    for _ in range(2):
+        assert cl.init(txn).error is Errors.COORDINATOR_NOT_AVAILABLE
+        meta = cl.meta(txn)
+        assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (S.ONGOING, epoch + 1, True)
+        assert meta.partitions == [TP0]
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    cl.restart(followers)
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    assert cl.init(txn).error is Errors.CONCURRENT_TRANSACTIONS
+    cl.run(500)
+    meta = cl.meta(txn)
+    aborted_at = epoch + 2 if version == "4.0" else epoch + 1
+    assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (
+        S.COMPLETE_ABORT,
+        aborted_at,
+        False,
+    )
+    marker = cl.leader(TP0).partitions[TP0].log.batches[-1]
+    assert (marker.control, marker.epoch) == ("ABORT", aborted_at)
+    assert [f[2] for f in cl.fences] == [epoch + 1]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_should_not_bump_epoch_when_aborting_expired_transaction_if_append_to_log_fails(version):
+    """TransactionCoordinatorTest.shouldNotBumpEpochWhenAbortingExpiredTransactionIfAppendToLog
+    Fails: the timeout abort's fence stays in memory (epoch + 1, ``hasFailedEpochFence``) when
+    its write fails; the next rounds fence at that epoch again instead of bumping, and the
+    producer stays fenced, also once the log has recovered and the abort is written."""
+    cl, txn, pid, epoch, followers = ongoing_with_unavailable_log(version, timeout_ms=1_000)
+    cl.run(10_000)  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    meta = cl.meta(txn)
+    assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (S.ONGOING, epoch + 1, True)
+    cl.run(10_000)  # the next round fails too, at the same epoch
+    assert (meta.state, meta.epoch) == (S.ONGOING, epoch + 1)
+    assert cl.add(txn, pid, epoch, TP0) is Errors.PRODUCER_FENCED
+    cl.restart(followers)
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    cl.run(10_000)  # the next round writes the abort
+    meta = cl.meta(txn)
+    aborted_at = epoch + 2 if version == "4.0" else epoch + 1
+    assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (
+        S.COMPLETE_ABORT,
+        aborted_at,
+        False,
+    )
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    assert [f[2] for f in cl.fences] == [epoch + 1]
+
+
 NOT_MODELLED = {
     "shouldReturnInvalidRequestWhenTransactionalIdIsEmpty": "ids come from scenario names",
     "shouldRespondWithInvalidRequestAddPartitionsToTransactionWhenTransactionalIdIsEmpty": "ditto",
@@ -458,10 +533,6 @@ NOT_MODELLED = {
     "abort are one step: no other request can come between them",
     "shouldNotAcceptSmallerEpochDuringTransactionExpiration": "the fence and the abort are one "
     "step: no other request can come between them",
-    "shouldNotRepeatedlyBumpEpochDueToInitPidDuringOngoingTxnIfAppendToLogFails": "transaction "
-    "log appends never fail",
-    "shouldNotBumpEpochWhenAbortingExpiredTransactionIfAppendToLogFails": "transaction log "
-    "appends never fail",
     "testDescribeTransactions": "no DescribeTransactions API",
     "testDescribeTransactionsWithEmptyTransactionalId": "no DescribeTransactions API",
     "testDescribeTransactionsWithExpiringTransactionalId": "no DescribeTransactions API",
