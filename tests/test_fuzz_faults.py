@@ -104,6 +104,9 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
                 "replica.lag.time.max.ms": draw(st.sampled_from([500, 2000, 30000])),
                 "broker.session.timeout.ms": 2000,
                 "broker.heartbeat.interval.ms": 500,
+                "transaction.state.log.replication.factor": draw(st.sampled_from([1, 3])),
+                "transaction.state.log.min.isr": draw(st.integers(1, 3)),
+                "offsets.topic.replication.factor": draw(st.sampled_from([1, 3])),
             },
             "topics": topics,
         },
@@ -116,8 +119,13 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
             },
         },
     }
-    if draw(st.booleans()):
+    network = draw(st.sampled_from(["none", "ambient", "message", "packets"]))
+    if network == "ambient":
         doc["network"] = {"request_loss": 0.02, "response_loss": 0.02}
+    elif network == "message":
+        doc["network"] = {"loss_model": "message", "request_loss": 0.05, "response_loss": 0.05}
+    elif network == "packets":
+        doc["network"] = {"packet_loss": 0.05}
     apps: list[str] = []
     kinds = draw(st.sets(st.sampled_from(["producer", "transactional", "processor"]), min_size=1))
     client = {"request.timeout.ms": 1000, "delivery.timeout.ms": 4000}
