@@ -14,6 +14,7 @@ from conformance.cluster import Cluster
 from conformance.coordinators import NEW_PID, coordinator_with
 from conformance.not_modelled import not_modelled
 
+from eosim.simulation.coordinator.directory import internal_partition
 from eosim.simulation.coordinator.transaction_log import partition_for
 from eosim.simulation.coordinator.transaction_state import TransactionState
 from eosim.simulation.protocol import (
@@ -204,13 +205,39 @@ def test_init_producer_id_with_invalid_epoch_after_producer_id_rotation():
 
 
 def test_should_not_bump_epoch_with_pending_transaction():
-    """TransactionCoordinatorTest.shouldNotBumpEpochWithPendingTransaction: Kafka's metadata is
-    Ongoing with PrepareCommit pending; eosim writes at once, so the transaction is in
-    PrepareCommit. Either way the bump is answered CONCURRENT_TRANSACTIONS."""
-    c, meta = coordinator_with(TXN, PID, S.PREPARE_COMMIT, epoch=10, partitions=(TP,))
-    r = c.init_producer_id(TXN, 1, 5.0, expected=(PID, 10))
-    assert (r.error, r.producer_id, r.epoch) == (Errors.CONCURRENT_TRANSACTIONS, -1, -1)
-    assert meta.epoch == 10
+    """TransactionCoordinatorTest.shouldNotBumpEpochWithPendingTransaction: the transaction is
+    Ongoing with its PrepareCommit pending (the write waits for the log's followers); a bump
+    naming the current producer and epoch is answered CONCURRENT_TRANSACTIONS and changes
+    nothing."""
+    cl, txn, pid, epoch, node = pending_end_txn()
+    bump = cl.call(node, lambda cid: InitProducerIdRequest(cid, txn, 60_000, pid, epoch), 5.0)
+    assert (bump.error, bump.producer_id, bump.epoch) == (Errors.CONCURRENT_TRANSACTIONS, -1, -1)
+    assert cl.brokers[node].coordinator._pending[txn].epoch == epoch
+    assert cl.fences == []
+
+
+def pending_end_txn(timeout_ms: int = 60_000, pending: str = "EndTxn"):  # type: ignore[no-untyped-def]
+    """A producer's transaction on ``TP0`` whose EndTxn(commit) (or an AddPartitionsToTxn of
+    ``("t", 1)``) is being written: the followers of its ``__transaction_state`` partition are
+    down (not yet fenced), so the write waits."""
+    cl = Cluster(brokers=3, version="3.9")
+    node = cl.leaders[TP0]
+    txn = cl.txn_id_led_by(node)
+    cl.run(50)
+    init = cl.call(node, lambda cid: InitProducerIdRequest(cid, txn, timeout_ms))
+    pid, epoch = init.producer_id, init.epoch
+    assert cl.add(txn, pid, epoch, TP0) is Errors.NONE
+    partition = internal_partition(txn, "transaction")
+    for b in cl.metadata.replicas(partition):
+        if b != node:
+            cl.brokers[b].crash()
+    if pending == "EndTxn":
+        assert cl.end(txn, pid, epoch, True, wait_ms=5.0) is None  # held: the write waits
+    else:
+        add = cl.call(node, lambda c: AddPartitionsToTxnRequest(c, txn, pid, epoch, (("t", 1),)), 5)
+        assert add is None
+    assert txn in cl.brokers[node].coordinator._pending
+    return cl, txn, pid, epoch, node
 
 
 # -- AddPartitionsToTxn and verification -----------------------------------------------------------
@@ -438,13 +465,17 @@ def test_should_abort_expired_transactions_in_ongoing_state_and_bump_epoch():
     assert record.partitions == (TP,) and c.transactions[TXN].last_producer_epoch == -1
 
 
-def test_should_not_abort_expired_transactions_that_have_a_pending_state_transition():
+@pytest.mark.parametrize("pending", ["EndTxn", "AddPartitionsToTxn"])
+def test_should_not_abort_expired_transactions_that_have_a_pending_state_transition(pending):
     """TransactionCoordinatorTest.shouldNotAbortExpiredTransactionsThatHaveAPendingStateTransition:
-    a transaction whose EndTxn is under way (eosim: already PrepareCommit) is no timeout
-    candidate."""
-    c, _ = coordinator_with(TXN, PID, S.ONGOING, epoch=EPOCH, partitions=(TP,), timeout_ms=1)
-    c.end_txn(TXN, PID, EPOCH, True, 2.0)
-    assert c.expired(1.0 + 10_000.0) == []
+    a transaction past its timeout whose PrepareCommit (Kafka's case; or a further Ongoing) is
+    still being written is skipped by the timeout check (abortTimedOutTransactions): no fence,
+    no bump."""
+    cl, txn, _pid, epoch, node = pending_end_txn(timeout_ms=1_000, pending=pending)
+    cl.run(10_000)  # one abort check; the write waits until its 30 s timeout
+    runtime = cl.brokers[node].coordinator
+    assert txn in runtime._pending and runtime._pending[txn].epoch == epoch
+    assert cl.meta(txn).epoch == epoch and cl.fences == []
 
 
 # -- a fence whose transaction log write fails --------------------------------------------------
