@@ -53,12 +53,13 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "transactions": (
         "KIP-890 verification and the transaction-version-2 implicit add are direct calls to "
         "the coordinator, not requests over the network.",
-        "The transaction version is one rule for the whole run, not recorded per "
-        "transactional.id.",
+        "The transaction version is one rule for the whole run, not recorded per transactional.id.",
         "Transaction markers travel without a connection, each lost or delayed on its own "
         "with the response-loss probability.",
         "Internal topics' replication factor is capped at the broker count (Kafka refuses to "
         "create them).",
+        "Transaction version 2 fences as Kafka 4.0.0 does (markers at epoch + 2, a failed "
+        "fence's epoch kept); KAFKA-19367 (4.0.1, 4.1) bumps once.",
     ),
     "consumers": (
         "No fetch long polling (fetch.min.bytes, fetch.max.wait.ms): a fetch is answered at "
@@ -68,6 +69,7 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "Logs are never truncated or deleted by retention: ListOffsets EARLIEST is always 0.",
     ),
 }
+
 
 def features(scenario: Scenario) -> list[str]:
     """The features of :data:`DEPARTURES` that ``scenario`` uses, in that order."""

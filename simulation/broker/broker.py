@@ -668,6 +668,14 @@ class Broker:
                 self.probe.hit("leader.before_marker", self.name)
                 if not self.alive:
                     return None
+            assert part.leader_state is not None
+            refused = part.leader_state.append_error(-1)
+            if refused is not Errors.NONE:
+                # The coordinator's markers are appended with requiredAcks -1 (KafkaApis.
+                # handleWriteTxnMarkersRequest), so Partition.appendRecordsToLeader refuses
+                # them below min.insync.replicas before anything is appended.
+                results.append((tp, refused))
+                continue
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
             verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch)
             if verdict is not Verdict.APPEND:
@@ -690,7 +698,8 @@ class Broker:
             results.append((tp, Errors.NONE))
             waits.append((tp, marker.last_offset + 1))
         if not waits:
-            return WriteTxnMarkersResponse(request.correlation_id, pid, results)
+            final = [(tp, _marker_error(tp, error)) for tp, error in results]
+            return WriteTxnMarkersResponse(request.correlation_id, pid, final)
         # Markers are written with acks=all (ReplicaManager.appendRecords, requiredAcks -1).
 
         def build(errors: dict[TopicPartition, Errors]) -> WriteTxnMarkersResponse:

@@ -164,3 +164,32 @@ class Cluster(ModelCluster):
 
     def run(self, ms: float) -> None:
         self.env.run(until=self.env.now + ms)
+
+    # -- the transaction log's availability ------------------------------------------------
+    def txn_id_led_by(self, node: str) -> str:
+        """A transactional id whose ``__transaction_state`` partition ``node`` leads."""
+        for i in range(200):
+            txn_id = f"tx{i}"
+            if self.coordinator_of(txn_id) == node:
+                return txn_id
+        raise AssertionError(f"no transactional id led by {node}")
+
+    def stop_log_followers(self, txn_id: str) -> list[str]:
+        """Crash the followers of ``txn_id``'s ``__transaction_state`` partition (min ISR 2)
+        and wait until the controller has fenced them: the partition's ISR is its leader
+        alone, and every write to it is refused with NOT_ENOUGH_REPLICAS, which the coordinator
+        answers COORDINATOR_NOT_AVAILABLE. Returns the crashed brokers."""
+        partition = internal_partition(txn_id, "transaction")
+        leader = self.coordinator_of(txn_id)
+        followers = [b for b in self.metadata.replicas(partition) if b != leader]
+        for b in followers:
+            self.brokers[b].crash()
+        self.run(FAILOVER_MS + 50)
+        assert self.controller.registrations[partition].isr == (leader,)
+        return followers
+
+    def restart(self, brokers: list[str]) -> None:
+        """Restart ``brokers`` and wait until they are registered, caught up and in sync."""
+        for b in brokers:
+            self.brokers[b].restart()
+        self.run(3_000)
