@@ -110,6 +110,10 @@ class Connection:
     client_closed: bool = False
     # Unique in the run, unlike ``generation``, which a restarted client counts from 1 again.
     number: int = 0
+    # The broker accepted it: a message of the client's on it reached a live broker, which
+    # kept it open. No handshake is modelled; this stands for the one that completed (a
+    # client's ClusterConnectionStates.ready, which resets its reconnect backoff).
+    established: bool = False
 
     def close(self) -> None:
         """The client closes the connection."""
@@ -391,9 +395,16 @@ class Network:
         if msg.dst in self._paused:
             self._paused[msg.dst].append(msg)
             return
+        self._hand_over(msg)
+
+    def _hand_over(self, msg: Message) -> None:
         handler = self._handlers.get(msg.dst)
-        if handler is not None:
-            handler(msg)
+        if handler is None:
+            return
+        handler(msg)
+        conn = msg.conn
+        if conn is not None and not conn.closed and msg.src == conn.client:
+            conn.established = True
 
     def _outlives(self, msg: Message) -> bool:
         """A request sent before its client closed the connection still arrives."""
@@ -411,9 +422,7 @@ class Network:
 
     def resume_node(self, node: str) -> None:
         for msg in self._paused.pop(node, []):
-            handler = self._handlers.get(msg.dst)
-            if handler is not None:
-                handler(msg)
+            self._hand_over(msg)
 
     # -- faults ------------------------------------------------------------------------
     def start_partition(self, groups: Iterable[Iterable[str]]) -> object:
