@@ -142,6 +142,11 @@ class ClientMetadata:
         known = self.leaders.get(tp)
         return known.leader if known is not None else None
 
+    def leader_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch the cache holds for ``tp`` (``MetadataSnapshot.leaderEpochFor``)."""
+        known = self.leaders.get(tp)
+        return known.leader_epoch if known is not None else None
+
     def partitions(self) -> list[TopicPartition]:
         return [(t, p) for t, n in self.topics.items() for p in range(n)]
 

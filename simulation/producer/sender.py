@@ -196,7 +196,7 @@ class Sender:
         if tm is not None and not tm.has_producer_id:
             # Nothing can be drained yet, but the InitProducerId request may still time out.
             return min(delay, self._next_connection_delay(now))
-        ready, ready_delay = self.accumulator.ready(now, self._sendable)
+        ready, ready_delay = self.accumulator.ready(now, self._sendable, self.metadata.leader_epoch)
         delay = min(delay, ready_delay)
         if ready:
             self._drain_and_send(ready, now)
