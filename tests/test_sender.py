@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 import simpy
@@ -246,3 +247,50 @@ def test_a_retry_to_a_new_leader_skips_the_backoff():
     assert broker == "b1" and 3 + 160 <= t <= 3 + 240
     answer(Errors.NONE, 999)
     assert results == [(999, None, True)]
+
+
+def test_a_disconnection_while_an_update_is_due_counts_as_a_failed_update():
+    """DefaultMetadataUpdater.handleServerDisconnect: with no metadata request in flight and
+    an update due, a disconnection is a failed update (the next one backs off), and it
+    requests an update."""
+    env = simpy.Environment()
+    cfg = parse_producer_config({"enable.idempotence": False}, ProtocolRules())
+    acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
+    sender = Sender(
+        env,
+        "p",
+        RecordingNetwork(env),
+        ClusterMetadata(("b0",), {"t": 1}),
+        acc,
+        cfg,
+        None,  # type: ignore[arg-type]
+        RandomStreams(1).stream("s"),
+        lambda: None,
+    )
+    nc = sender._connections["b0"]
+    sender._connection(nc)
+    sender._disconnect(nc, 50.0, Errors.NETWORK_EXCEPTION)  # no update due yet
+    assert sender.metadata.attempts == 0 and sender.metadata.update_requested
+    sender._connection(nc)
+    sender._disconnect(nc, 500.0, Errors.NETWORK_EXCEPTION)  # due since 100 ms, not sent
+    assert sender.metadata.attempts == 1
+    assert sender.metadata.time_to_update(500.0) > 0  # backing off from the failure
+
+
+def test_an_acks_0_producer_follows_a_new_leader_once_the_old_one_closes_its_connection():
+    """Issue 17, point 3 (scenarios/at-most-once-failover.yaml): broker-0 leads events-0 while
+    cut off from the controller, which elects broker-1. After the heal broker-0 refuses the
+    producer's acks=0 writes; closing the connection makes the producer refresh its metadata,
+    so nothing written after the heal is lost (without the close it wrote into nothing until
+    metadata.max.age.ms)."""
+    from eosim.analysis.history import history_from_records
+    from eosim.simulation.scenario import load_scenario
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "at-most-once-failover.yaml"
+    result = run_scenario(load_scenario(path, ["producers.0.workload.records=8000"]), 1)
+    history = history_from_records(result.history.records())
+    logged = {rec["value"] for log in result.history.logs for rec in log["records"]}
+    lost = [s for s in history.sends if s.outcome == "ok" and s.value not in logged]
+    heal = 13_000.0
+    assert any(s.invoke_time < heal for s in lost)  # the cut itself loses writes
+    assert [s.value for s in lost if s.invoke_time >= heal + 50] == []

@@ -245,13 +245,13 @@ class Sender:
         # ClusterConnectionStates.disconnected: backoff(failedAttempts), then one more failure.
         nc.ready_at = now + self.reconnect_backoff.backoff(nc.failures, self.rng)
         nc.failures += 1
-        # NetworkClient: a disconnection (a timeout among them) may mean stale metadata.
-        self.metadata.request_update()
+        # NetworkClient.cancelInFlightRequests: what was in flight fails. An acks=0 produce is
+        # never in flight: its batches completed when it was sent.
         requests, nc.in_flight = nc.in_flight, []
         for i, request in enumerate(requests):
             if request.metadata:
                 self._metadata_in_flight = False
-                self.metadata.failed(now)  # DefaultMetadataUpdater.handleServerDisconnect
+                self.metadata.failed(now)  # DefaultMetadataUpdater.handleFailedRequest
                 continue
             if request.txn is not None:
                 assert self.txn is not None
@@ -267,6 +267,13 @@ class Sender:
             for batch in request.batches:
                 batch.fate_unknown = True
                 self._complete_batch(batch, PartitionResponse(err, log_start_offset=-1), now)
+        # DefaultMetadataUpdater.handleServerDisconnect: a disconnection while an update is due
+        # (and none in flight) counts as a failed update, so the next one backs off; and since
+        # a disconnection may mean stale metadata (a timeout, or a broker closing the
+        # connection after an acks=0 produce failed), an update is requested.
+        if not self._metadata_in_flight and self.metadata.time_to_update(now) == 0:
+            self.metadata.failed(now)
+        self.metadata.request_update()
         self.on_batches_done()
 
     # -- InitProducerId ----------------------------------------------------------------
