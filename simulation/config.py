@@ -169,6 +169,7 @@ def parse_producer_config(
         if spec is None:
             raise ConfigException(key, value, "unknown producer configuration")
         setattr(config, spec.attr, spec.parse(key, value))
+    _backoff_configs(config, raw)
     transactional = config.transactional_id is not None
     _validate_idempotence(config, "enable.idempotence" in raw, transactional, rules, unsafe)
     _validate_timeouts(config, "delivery.timeout.ms" in raw, unsafe)
@@ -179,6 +180,25 @@ def parse_producer_config(
             "cannot set a transactional.id without enabling idempotence",
         )
     return config
+
+
+def _backoff_configs(config: ProducerConfig, raw: Mapping[str, object]) -> None:
+    """CommonClientConfigs.postProcessReconnectBackoffConfigs: ``reconnect.backoff.ms`` set
+    without ``reconnect.backoff.max.ms`` makes the reconnect backoff constant; and
+    ``warnDisablingExponentialBackoff``: ``retry.backoff.ms`` above ``retry.backoff.max.ms``
+    gives a constant backoff of the max (simulation/exponential_backoff.py)."""
+    if "reconnect.backoff.ms" in raw and "reconnect.backoff.max.ms" not in raw:
+        config.reconnect_backoff_max_ms = config.reconnect_backoff_ms
+        config.warnings.append(
+            "exponential reconnect backoff disabled: reconnect.backoff.ms is set, "
+            "reconnect.backoff.max.ms is not"
+        )
+    if config.retry_backoff_ms > config.retry_backoff_max_ms:
+        config.warnings.append(
+            f"retry.backoff.ms ({config.retry_backoff_ms}) is greater than retry.backoff.max.ms "
+            f"({config.retry_backoff_max_ms}): a static backoff of "
+            f"{config.retry_backoff_max_ms} ms applies"
+        )
 
 
 def _validate_idempotence(

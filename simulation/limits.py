@@ -21,6 +21,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "load weighting.",
         "No connection handshake: a request to a crashed broker is answered by a reset after "
         "one network hop.",
+        "Backoff jitter is drawn once per wait, where Kafka draws it at every check of a "
+        "retried batch or of the metadata delay.",
     ),
     "network_loss": (
         "A loss black-holes the whole connection until request.timeout.ms or a reset "
@@ -64,6 +66,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "consumers": (
         "No fetch long polling (fetch.min.bytes, fetch.max.wait.ms): a fetch is answered at "
         "once, and an empty poll waits poll_interval.",
+        "The consumer reconnects at once after a disconnection, without Kafka's reconnect "
+        "backoff.",
         "No group membership or rebalancing: a group's members split partitions statically; "
         "takeover_after stands for a rebalance.",
         "Logs are never truncated or deleted by retention: ListOffsets EARLIEST is always 0.",

@@ -280,6 +280,7 @@ class Run:
             metadata,
             isolation="read_committed",
             metadata_rng=self.streams.stream("metadata:drain"),
+            rng=self.streams.stream("consumer:drain"),
         )
         drainer.assign(metadata.partitions())
         drained = env.process(drain(env, drainer, self.history, "drain/0"))

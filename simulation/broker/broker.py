@@ -415,8 +415,9 @@ class Broker:
         return pid not in part.log.ongoing or part.producer_state.epoch_of(pid) != epoch
 
     def _handle_produce(self, request: ProduceRequest) -> ProduceResponse | None:
+        msg = self._current
         if self.add_partition is None or request.transactional_id is None:
-            return self._produce(request, {}, None)
+            return self._produce(request, {}, None, msg.conn)
         # Transaction version 2: the partitions the leader must add to the transaction first
         # (ReplicaManager.appendRecords with addPartition: the append waits for the
         # coordinator's answers).
@@ -426,10 +427,9 @@ class Broker:
             if data.transactional and self._needs_add(tp, data.producer_id, data.epoch)
         ]
         if not adds:
-            return self._produce(request, {}, None)
+            return self._produce(request, {}, None, msg.conn)
         added: dict[TopicPartition, Errors] = {}
         reply: list[Callable[[object], None]] = []
-        msg = self._current
         now_answer: list[object | None] = []
 
         def one_done(tp: TopicPartition, error: Errors) -> None:
@@ -437,9 +437,9 @@ class Broker:
             if len(added) < len(adds):
                 return
             if not reply:
-                now_answer.append(self._produce(request, added, None))
+                now_answer.append(self._produce(request, added, None, msg.conn))
                 return
-            response = self._produce(request, added, reply[0])
+            response = self._produce(request, added, reply[0], msg.conn)
             if response is not None:
                 reply[0](response)
             elif request.acks == 0 and self.alive:
@@ -463,10 +463,11 @@ class Broker:
         request: ProduceRequest,
         added: dict[TopicPartition, Errors],
         reply: Callable[[object], None] | None,
+        conn: Connection | None,
     ) -> ProduceResponse | None:
         """Append a produce request's batches; ``added``: the coordinator's answers for the
         partitions the leader added to the transaction; ``reply``: how to answer a request
-        that was held for them."""
+        that was held for them; ``conn``: the connection it came on."""
         now = self.env.now
         rm = self.replica_manager
         results: list[PartitionResponse] = []
@@ -537,10 +538,28 @@ class Broker:
             else:
                 results.append(PartitionResponse(_VERDICT_ERRORS[check.verdict]))
         if request.acks == 0:
+            # KafkaApis.handleProduceRequest: acks=0 gets no answer; if any partition failed,
+            # the broker closes the connection so that the client notices and refreshes its
+            # metadata (requestChannel.closeConnection).
+            if any(r.error is not Errors.NONE for r in results):
+                self._close_connection(conn)
             return None
         if request.acks == -1 and waits:
             return self._after_replication(request.correlation_id, request, results, waits, reply)
         return ProduceResponse(request.correlation_id, results)
+
+    def _close_connection(self, conn: Connection | None) -> None:
+        """RequestChannel.closeConnection: the broker closes a client's connection. What the
+        client sent on it that was not read yet is discarded, later sends on it are refused
+        (a reset), and the client learns of the close after one hop."""
+        if conn is None or conn.closed or not self.alive:
+            return
+        key = id(conn)
+        self._stalled.pop(key, None)
+        self._muted.discard(key)
+        self._connections.pop(key, None)
+        conn.close_by_server()
+        self._notify_reset(conn)
 
     def _after_replication(
         self,
