@@ -38,7 +38,7 @@ from enum import Enum
 
 import simpy
 
-from eosim.simulation.metadata import exponential_backoff
+from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.network import Network
 from eosim.simulation.protocol import (
     BrokerHeartbeatRequest,
@@ -113,6 +113,12 @@ class BrokerLifecycleManager:
         self._failed_attempts = 0
         self._correlation = 0
         self._fetch_sent_at: float | None = None
+        # BrokerLifecycleManager.resendExponentialBackoff.
+        self._resend_backoff = ExponentialBackoff(
+            settings.registration_backoff_ms,
+            settings.session_timeout_ms,
+            jitter=settings.registration_backoff_jitter,
+        )
         env.process(self._heartbeat_loop())
 
     @property
@@ -206,16 +212,7 @@ class BrokerLifecycleManager:
         self._retry_registration(incarnation)
 
     def _retry_registration(self, incarnation: int) -> None:
-        factor = 1.0
-        jitter = self.settings.registration_backoff_jitter
-        if self.rng is not None and jitter > 0:
-            factor = self.rng.uniform(1.0 - jitter, 1.0 + jitter)
-        delay = exponential_backoff(
-            self.settings.registration_backoff_ms,
-            self.settings.session_timeout_ms,
-            self._failed_attempts,
-            factor,
-        )
+        delay = self._resend_backoff.backoff(self._failed_attempts, self.rng)
         self._failed_attempts += 1
         timer = self.env.timeout(delay)
         timer.callbacks.append(lambda _ev: self._register(incarnation))
