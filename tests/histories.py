@@ -285,10 +285,11 @@ class Builder:
         log_end_offset: int | None = None,
         markers: dict[int, str] | None = None,
         producer_id: int = 1000,
+        log_start_offset: int | None = None,
     ) -> None:
         """A `replica` line: records as for `log`, control markers as offset -> type (all of
         `producer_id`). The log end defaults to one past the last entry and the high watermark
-        to the log end."""
+        to the log end; `log_start_offset` is written when given."""
         placed = values if isinstance(values, dict) else dict(enumerate(values))
         records = [
             {"offset": offset, "value": value, "producer_id": producer_id}
@@ -312,6 +313,7 @@ class Builder:
                 "log_end_offset": log_end_offset,
                 "records": records,
                 "markers": controls,
+                **({} if log_start_offset is None else {"log_start_offset": log_start_offset}),
             }
         )
 
