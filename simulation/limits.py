@@ -44,14 +44,14 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "idempotence": (
         "Producer state after a restart is rebuilt by replaying the whole log, not from the "
         "latest snapshot.",
-        "producer.id.expiration.ms is not modelled (runs are far shorter than a day).",
+        "A produced batch has one timestamp, its creation in the producer (CreateTime), which "
+        "producer-id expiry and retention read.",
         "Renumbering in-flight batches on epoch exhaustion (epoch 32767) is simplified.",
     ),
     "transactions": (
         "KIP-890 verification and the transaction-version-2 implicit add are direct calls to "
         "the coordinator, not requests over the network.",
-        "The transaction version is one rule for the whole run, not recorded per "
-        "transactional.id.",
+        "The transaction version is one rule for the whole run, not recorded per transactional.id.",
         "Transaction markers travel without a connection, each lost or delayed on its own "
         "with the response-loss probability.",
         "Internal topics' replication factor is capped at the broker count (Kafka refuses to "
@@ -62,9 +62,11 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "once, and an empty poll waits poll_interval.",
         "No group membership or rebalancing: a group's members split partitions statically; "
         "takeover_after stands for a rebalance.",
-        "Logs are never truncated or deleted by retention: ListOffsets EARLIEST is always 0.",
+        "Every replica rolls segments at the same batches; DeleteRecords is applied at the "
+        "leader directly, without an admin client.",
     ),
 }
+
 
 def features(scenario: Scenario) -> list[str]:
     """The features of :data:`DEPARTURES` that ``scenario`` uses, in that order."""

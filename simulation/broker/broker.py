@@ -22,6 +22,7 @@ from typing import Any
 import simpy
 
 from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log_manager import LogManager, LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
@@ -58,6 +59,7 @@ from eosim.simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from eosim.simulation.records import batch_size
 from eosim.simulation.request_channel import RequestChannel
 from eosim.simulation.rules import ProtocolRules
 
@@ -129,6 +131,7 @@ class Broker:
         replication: ReplicationSettings | None = None,
         topics: dict[str, TopicSettings] | None = None,
         controller: str | None = None,
+        log: LogManagerSettings | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -176,11 +179,20 @@ class Broker:
         if controller is not None:
             env.process(self._heartbeat_loop())
         self.replica_manager.flush_task()
+        # Retention and producer-id expiry (Kafka's LogManager and UnifiedLog schedulers).
+        self.log_manager = LogManager(
+            env,
+            lambda: self.replica_manager,
+            log if log is not None else LogManagerSettings(),
+            lambda: self.alive and not self.paused,
+        )
+        self.log_manager.start()
 
     def _new_state(self) -> ProducerStateManager:
         return ProducerStateManager(
             self.rules.producer_state_cached_batches,
             self.rules.accept_unknown_producer_any_sequence,
+            self.rules.producer_expiry_tracks_marker_timestamps,
         )
 
     # -- replicas ---------------------------------------------------------------------------
@@ -456,7 +468,12 @@ class Broker:
             refused = part.leader_state.append_error(request.acks)
             if refused is not Errors.NONE:
                 # Partition.appendRecordsToLeader: too few in sync for acks=all.
-                results.append(PartitionResponse(refused))
+                results.append(PartitionResponse(refused, log_start_offset=log.log_start_offset))
+                continue
+            size = data.size_bytes if data.size_bytes is not None else batch_size(data.values)
+            if size > log.config.segment_bytes:
+                # UnifiedLog.append: a batch must fit in a segment.
+                results.append(PartitionResponse(Errors.RECORD_LIST_TOO_LARGE, log_start_offset=-1))
                 continue
             last_seq = data.last_sequence
             check = state.check(pid, data.epoch, data.base_sequence, last_seq)
@@ -469,6 +486,8 @@ class Broker:
                     now,
                     data.transactional,
                     part.leader_epoch,
+                    data.timestamp,
+                    size,
                 )
                 state.update(
                     data.producer_id,
@@ -477,17 +496,24 @@ class Broker:
                     last_seq,
                     batch.base_offset,
                     batch.last_offset,
+                    batch.timestamp,
                 )
                 part.appended(batch, now)
                 rm.after_leader_append(part)
-                results.append(PartitionResponse(Errors.NONE, batch.base_offset))
+                results.append(
+                    PartitionResponse(Errors.NONE, batch.base_offset, log.log_start_offset)
+                )
                 waits.append((tp, batch.last_offset + 1))
             elif check.verdict is Verdict.DUPLICATE:
                 assert check.duplicate_of is not None
-                results.append(PartitionResponse(Errors.NONE, check.duplicate_of.first_offset))
+                first = check.duplicate_of.first_offset
+                results.append(PartitionResponse(Errors.NONE, first, log.log_start_offset))
                 waits.append((tp, check.duplicate_of.last_offset + 1))
             else:
-                results.append(PartitionResponse(_VERDICT_ERRORS[check.verdict]))
+                # The log start offset travels with the error (ReplicaManager.appendToLocalLog),
+                # so a producer told UNKNOWN_PRODUCER_ID can see its records were deleted.
+                error = _VERDICT_ERRORS[check.verdict]
+                results.append(PartitionResponse(error, log_start_offset=log.log_start_offset))
         if request.acks == 0:
             return None
         if request.acks == -1 and waits:
@@ -554,9 +580,9 @@ class Broker:
                 continue
             log = part.log
             hw = part.high_watermark
-            if offset > log.log_end_offset or offset < 0:
-                # The log starts at 0 (nothing is ever deleted here); beyond its end (or
-                # before its start) a read is refused, as in Kafka's LocalLog.read.
+            if offset > log.log_end_offset or offset < log.log_start_offset:
+                # Beyond the log's end or before its start a read is refused
+                # (LocalLog.read, UnifiedLog.checkLogStartOffset).
                 refused = FetchPartition(
                     Errors.OFFSET_OUT_OF_RANGE,
                     last_stable_offset=log.last_stable_offset(hw),
@@ -572,7 +598,7 @@ class Broker:
         return FetchResponse(request.correlation_id, parts)
 
     def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
+        """EARLIEST: the log start offset; LATEST: the end a
         consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
         last stable offset for read_committed, else the high watermark."""
         parts: list[tuple[TopicPartition, Errors, int]] = []
@@ -581,7 +607,7 @@ class Broker:
             if part is None:
                 parts.append((tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
             elif timestamp == EARLIEST_TIMESTAMP:
-                parts.append((tp, Errors.NONE, 0))
+                parts.append((tp, Errors.NONE, part.log.log_start_offset))
             elif request.isolation == "read_committed":
                 parts.append((tp, Errors.NONE, part.log.last_stable_offset(part.high_watermark)))
             else:
@@ -614,7 +640,7 @@ class Broker:
                 if not self.alive:
                     return None
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
-            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch)
+            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch, self.env.now)
             if verdict is not Verdict.APPEND:
                 results.append((tp, _VERDICT_ERRORS[verdict]))
                 continue

@@ -65,6 +65,17 @@ class LeaderEpochCache:
             return requested_epoch, self.start_offsets[0]
         return self.epochs[higher - 1], self.start_offsets[higher]
 
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log's head below ``start_offset`` was deleted (LeaderEpochFileCache.
+        truncateFromStart): epochs that start at or below it go, except the last of them,
+        which now starts at ``start_offset``."""
+        gone = bisect.bisect_right(self.start_offsets, start_offset)
+        if gone == 0:
+            return
+        epoch = self.epochs[gone - 1]
+        self.epochs[:gone] = [epoch]
+        self.start_offsets[:gone] = [start_offset]
+
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was truncated to ``end_offset``: forget epochs that start at or after it."""
         while self.start_offsets and self.start_offsets[-1] >= end_offset:

@@ -174,6 +174,7 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         if part is None:
             part = Partition(tp, self.broker, self.new_state(), self.settings.durability())
+            part.log.config = self.topic(tp).log
             self.partitions[tp] = part
         return part
 
@@ -440,9 +441,12 @@ class ReplicaManager:
                     log_end_offset=leo,
                     diverging_epoch=(epoch, end),
                 )
-        if fp.fetch_offset > leo:
+        if fp.fetch_offset > leo or fp.fetch_offset < log.log_start_offset:
             return ReplicaFetchData(
-                Errors.OFFSET_OUT_OF_RANGE, high_watermark=state.high_watermark, log_end_offset=leo
+                Errors.OFFSET_OUT_OF_RANGE,
+                high_watermark=state.high_watermark,
+                log_end_offset=leo,
+                log_start_offset=log.log_start_offset,
             )
         if update:
             state.follower_fetched(replica, fp.fetch_offset, leo, now)  # type: ignore[arg-type]
@@ -452,7 +456,9 @@ class ReplicaManager:
         batches, _aborted = log.fetch(
             fp.fetch_offset, "replica", self.settings.replica_fetch_max_records
         )
-        return ReplicaFetchData(Errors.NONE, batches, state.high_watermark, leo)
+        return ReplicaFetchData(
+            Errors.NONE, batches, state.high_watermark, leo, log_start_offset=log.log_start_offset
+        )
 
     def _complete_parked(self, tps: set[TopicPartition]) -> None:
         for parked in list(self._parked):
@@ -663,10 +669,15 @@ class ReplicaManager:
                 if data.batches and data.batches[0].base_offset != part.log_end_offset:
                     continue  # the log moved since the fetch was sent
                 part.append_as_follower(data.batches, data.high_watermark, now)
+                part.follow_log_start(data.log_start_offset)
             elif data.error is Errors.OFFSET_OUT_OF_RANGE:
                 if data.log_end_offset < part.log_end_offset:
                     # The leader's log is shorter (an unclean election): cut back to it.
                     part.truncate_to(data.log_end_offset, self.new_state())
+                elif data.log_start_offset > part.log_end_offset:
+                    # Everything this replica has was deleted on the leader: start again at
+                    # its log start (AbstractFetcherThread.fetchOffsetAndTruncate).
+                    part.truncate_fully_and_start_at(data.log_start_offset, self.new_state(), now)
             else:
                 fetcher.delayed_until[tp] = now + self.settings.replica_fetch_backoff_ms
         if fetcher.wakeup is not None and not fetcher.wakeup.triggered:
@@ -714,9 +725,12 @@ class ReplicaManager:
         for tp in sorted(self.partitions):
             part = self.partitions[tp]
             if power_loss:
-                part.truncate_to(part.durability.durable_end(now), self.new_state())
+                # Deleted segments stay deleted: the log restarts no lower than its start
+                # (LogLoader opens an empty segment at the checkpointed log start).
+                durable = max(part.durability.durable_end(now), part.log.log_start_offset)
+                part.truncate_to(durable, self.new_state())
                 part.durability.flush(part.log_end_offset, now)
-            part.producer_state = self.new_state().load(part.log.batches)
+            part.producer_state = part.log.rebuild_producer_state(self.new_state())
             part.follower_hw = min(part.follower_hw, part.log_end_offset)
 
     def flush_task(self) -> None:
