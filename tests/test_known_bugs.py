@@ -56,3 +56,13 @@ def test_kafka_14034_duplicates_and_its_fix(seed, version):
     assert found.get("duplicate", 0) > 0 and "lost_write" not in found
     fix = f"kafka.rules.{rule}={fixed}"
     assert anomalies("kafka-14034", seed, f"kafka.version={version}", fix) == {}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kafka_9144_hanging_transaction_and_its_fix(seed):
+    """The fenced producer's late write is accepted after its entry expired early, and the
+    transaction it opens hangs; with the fix (both presets) the write is refused."""
+    rule, _buggy, fixed = KNOWN_BUGS["KAFKA-9144"]
+    found = anomalies("kafka-9144", seed)
+    assert found.get("hanging_transaction", 0) > 0 and found.get("zombie_write", 0) > 0
+    assert anomalies("kafka-9144", seed, f"kafka.rules.{rule}={fixed}") == {}
