@@ -145,6 +145,8 @@ class _Observations:
         self.logged: dict[tuple[str, int], set[str]] = {}
         # topic -> partitions that have a final log.
         self.logged_partitions: dict[str, set[int]] = defaultdict(set)
+        # (topic, partition) -> its final log's start, where records were deleted below it.
+        self.log_starts = history.log_starts
         # (topic, partition) -> values returned by polls, and the highest offset polled.
         self.polled: dict[tuple[str, int], set[str]] = defaultdict(set)
         self.max_polled: dict[tuple[str, int], int] = {}
@@ -381,8 +383,8 @@ def _why_lost(send: Send, rid: RecordId, seen: _Observations) -> dict[str, Any] 
     topic, partition, value = send.topic, send.partition, send.value
     if partition is None:
         logged = seen.logged_partitions.get(topic)
-        if not logged:
-            return None
+        if not logged or any((topic, p) in seen.log_starts for p in logged):
+            return None  # no log, or a log whose deleted head may have held it
         # Present if in one of the topic's logs, or read from a partition that has no log.
         for _, where_partition, _ in seen.positions(rid):
             if where_partition not in logged or value in seen.logged[topic, where_partition]:
@@ -390,13 +392,24 @@ def _why_lost(send: Send, rid: RecordId, seen: _Observations) -> dict[str, Any] 
         return {"missing_from": "final logs", "logged_partitions": sorted(logged)}
     log = seen.logged.get((topic, partition))
     if log is not None:
-        return None if value in log else {"missing_from": "final log"}
+        if value in log or below_log_start(seen.log_starts, topic, partition, send.offset):
+            return None
+        return {"missing_from": "final log"}
     if send.offset is None or value in seen.polled.get((topic, partition), ()):
         return None
     reached = seen.max_polled.get((topic, partition), -1)
     if reached > send.offset:
         return {"missing_from": "reads", "highest_offset_read": reached}
     return None
+
+
+def below_log_start(
+    starts: dict[tuple[str, int], int], topic: str, partition: int, offset: int | None
+) -> bool:
+    """Whether a write at ``offset`` (None: unknown) of a partition may lie below its final
+    log's start, where the log says nothing (the records there were deleted)."""
+    start = starts.get((topic, partition), 0)
+    return start > 0 and (offset is None or offset < start)
 
 
 def first_markers_after(records: list[LogRecord], markers: list[Marker]) -> dict[int, Marker]:
@@ -445,12 +458,16 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
             for record in poll.records
         }
 
-    def missing(topic: str, partition: int | None, value: str) -> str | None:
+    def missing(topic: str, partition: int | None, value: str, offset: int | None) -> str | None:
         if partition is not None:
             log = committed.get((topic, partition))
-            return "final log" if log is not None and value not in log else None
+            if log is None or value in log:
+                return None
+            if below_log_start(seen.log_starts, topic, partition, offset):
+                return None  # it may have been deleted with the log's head
+            return "final log"
         logged = seen.logged_partitions.get(topic)
-        if not logged:
+        if not logged or any((topic, p) in seen.log_starts for p in logged):
             return None
         for _, where_partition, _ in seen.positions(history.record_id(topic, None, value)):
             if where_partition not in logged or value in committed[topic, where_partition]:
@@ -465,7 +482,7 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
             history.record_id(w.topic, w.partition, w.value) in read_committed for w in writes
         ):
             continue
-        reasons = [missing(w.topic, w.partition, w.value) for w in writes]
+        reasons = [missing(w.topic, w.partition, w.value, w.offset) for w in writes]
         if not all(reasons):
             continue
         first = writes[0]

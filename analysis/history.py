@@ -223,6 +223,8 @@ class Replica:
     # Whether the replica could still change by replication alone when the run ended (a
     # follower not yet caught up with the current leader): false only when the line says so.
     settled: bool = True
+    # The replica's log start offset: its log holds nothing below it (retention, DeleteRecords).
+    log_start_offset: int = 0
 
 
 class MicroOp(NamedTuple):
@@ -274,6 +276,9 @@ class History:
     `high_watermarks` hold a `log` line's `leader` (None: the partition was offline) and
     `high_watermark`, for the partitions whose `log` line has them.
 
+    `log_starts` holds a `log` line's `log_start_offset` where it is above 0: the partition's
+    records below it were deleted (retention, DeleteRecords), so its log says nothing there.
+
     `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`).
 
     `value_scope` says what identifies a record (docs/history-format.md, "Record identity"):
@@ -297,6 +302,7 @@ class History:
     replicas: list[Replica] = field(default_factory=list)
     leaders: dict[tuple[str, int], str | None] = field(default_factory=dict)
     high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_starts: dict[tuple[str, int], int] = field(default_factory=dict)
     # Histories read from Jepsen: every client op whole (eosim's own histories have none).
     client_ops: list[ClientOp] = field(default_factory=list)
     value_scope: str = TOPIC_SCOPE
@@ -473,6 +479,9 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
                 history.high_watermarks[key] = _count(
                     record["high_watermark"], line, "log.high_watermark", fail
                 )
+            start = _log_start(record, records, line, "log", fail)
+            if start:
+                history.log_starts[key] = start
         elif kind == "replica":
             replica = _parse_replica(record, line, fail)
             where = (replica.topic, replica.partition, replica.broker)
@@ -673,6 +682,20 @@ def _parse_log(
     if type(partition) is not int or partition < 0:
         raise fail(line, "log.partition", f"expected an integer >= 0, got {_describe(partition)}")
     return (topic, partition), _parse_records(record.get("records"), line, "log.records", fail)
+
+
+def _log_start(
+    record: dict[str, Any], records: list[LogRecord], line: int, kind: str, fail: _Fail
+) -> int:
+    """A `log` or `replica` line's optional `log_start_offset` (0 when absent); no record may
+    lie below it."""
+    if "log_start_offset" not in record:
+        return 0
+    start = _count(record["log_start_offset"], line, f"{kind}.log_start_offset", fail)
+    if records and records[0].offset < start:
+        message = f"{start} is above the first record's offset ({records[0].offset})"
+        raise fail(line, f"{kind}.log_start_offset", message)
+    return start
 
 
 def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> list[LogRecord]:
@@ -968,6 +991,10 @@ def _parse_replica(record: dict[str, Any], line: int, fail: _Fail) -> Replica:
     if end <= last:
         message = f"expected an offset above the last entry's ({last}), got {end}"
         raise fail(line, "replica.log_end_offset", message)
+    start = _log_start(record, records, line, "replica", fail)
+    if start > end:
+        message = f"{start} is above the log end offset ({end})"
+        raise fail(line, "replica.log_start_offset", message)
     settled = record.get("settled", True)
     if type(settled) is not bool:
         raise fail(line, "replica.settled", f"expected a boolean, got {_describe(settled)}")
@@ -983,4 +1010,5 @@ def _parse_replica(record: dict[str, Any], line: int, fail: _Fail) -> Replica:
         markers,
         line,
         settled,
+        start,
     )

@@ -38,7 +38,14 @@ from collections import defaultdict
 from functools import cached_property
 from typing import Any
 
-from eosim.analysis.checker import MAX_LISTED, Anomaly, Position, first_markers_after, position_dict
+from eosim.analysis.checker import (
+    MAX_LISTED,
+    Anomaly,
+    Position,
+    below_log_start,
+    first_markers_after,
+    position_dict,
+)
 from eosim.analysis.history import (
     PARTITION_SCOPE,
     History,
@@ -150,6 +157,11 @@ class _Facts:
 
     def is_visible(self, record: RecordId) -> bool:
         return bool(self.visible.get(record))
+
+    def may_be_visible(self, value: str) -> bool:
+        """Visible, or possibly deleted with a log's head (some final log starts above 0, and
+        nothing says where the value went): absence is then no evidence."""
+        return self.is_visible(value) or bool(self.history.log_starts)
 
     def aborted(self, where: Position, value: str) -> bool:
         record = self.history.record_id(where[0], where[1], value)
@@ -280,9 +292,12 @@ class _MissingWrites:
         value = write.value
         if self.facts.is_visible(self.facts.write_id(write)):
             return False
-        logs = self.facts.history.logs
+        history = self.facts.history
+        logs = history.logs
         if write.partition is None:
-            if write.topic not in self.logged_topics:
+            if write.topic not in self.logged_topics or any(
+                topic == write.topic for topic, _ in history.log_starts
+            ):
                 return False
             # Not in any of the topic's logs; a read of it from a partition without a log
             # means it is there, only unjudged.
@@ -292,7 +307,9 @@ class _MissingWrites:
                 if topic == write.topic
             )
         if (write.topic, write.partition) in logs:
-            return True
+            return not below_log_start(
+                history.log_starts, write.topic, write.partition, write.offset
+            )
         if write.offset is None:
             return False
         highest, values = self.reads().get((write.topic, write.partition), (-1, set()))
@@ -447,7 +464,7 @@ def _processed(step: Step, facts: _Facts) -> bool:
     visible."""
     visible = [facts.output_visible(step, v) for v in step.outputs]
     if step.outcome == "ok" or (step.outcome == "info" and any(visible)):
-        return all(visible)
+        return all(facts.may_be_visible(v) for v in step.outputs)
     return False
 
 

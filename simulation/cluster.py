@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING
 import simpy
 
 from eosim.simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
-from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log import LogConfig, PartitionLog
+from eosim.simulation.broker.log_manager import LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from eosim.simulation.broker.replica_manager import ReplicationSettings
@@ -96,6 +97,8 @@ class ClusterSettings:
     transaction_state_min_isr: int = 2
     offsets_replication_factor: int = 3
     offsets_min_isr: int = 1
+    # Retention and producer-id expiry (the brokers' LogManagers).
+    log: LogManagerSettings = field(default_factory=LogManagerSettings)
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ClusterSettings:
@@ -108,6 +111,12 @@ class ClusterSettings:
                 topic.replication_factor,
                 tc.min_insync_replicas,
                 tc.unclean_leader_election_enable,
+                LogConfig(
+                    None if tc.retention_ms is None else float(tc.retention_ms),
+                    tc.retention_bytes,
+                    tc.segment_bytes,
+                    float(tc.segment_ms),
+                ),
             )
         return cls(
             BrokerSettings(
@@ -141,6 +150,12 @@ class ClusterSettings:
             config.transaction_state_log_min_isr,
             config.offsets_topic_replication_factor,
             config.min_insync_replicas,
+            LogManagerSettings(
+                float(config.log_retention_check_interval_ms),
+                float(config.log_initial_task_delay_ms),
+                float(config.producer_id_expiration_ms),
+                float(config.producer_id_expiration_check_interval_ms),
+            ),
         )
 
 
@@ -172,12 +187,15 @@ class Cluster:
         )
         topics = dict(settings.topics)
         n = len(metadata.brokers)
+        # Both internal topics are compacted (cleanup.policy=compact): retention leaves them.
+        compacted = LogConfig(delete=False)
         topics[TRANSACTION_STATE_TOPIC] = TopicSettings(
             min(settings.transaction_state_replication_factor, n),
             settings.transaction_state_min_isr,
+            log=compacted,
         )
         topics[CONSUMER_OFFSETS_TOPIC] = TopicSettings(
-            min(settings.offsets_replication_factor, n), settings.offsets_min_isr
+            min(settings.offsets_replication_factor, n), settings.offsets_min_isr, log=compacted
         )
         self.env = env
         self.network = network
@@ -211,6 +229,7 @@ class Cluster:
                 topics=topics,
                 controller=CONTROLLER,
                 lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
+                log=settings.log,
             )
             self.brokers[name].replica_manager.hostable = self._hostable
             self.brokers[name].attach_state_log(self.state_log)
@@ -400,6 +419,30 @@ class Cluster:
         targets[CONTROLLER] = self.controller
         return targets
 
+    def delete_records(
+        self, topic: str, partition: int | None, offset: int
+    ) -> list[tuple[str, str, int]]:
+        """An administrator's DeleteRecords of ``topic`` (one ``partition``, or every one) below
+        ``offset`` (-1: each high watermark), sent to each partition's leader as the controller
+        has it (``LogManager.delete_records``): per partition, its name, the error and the
+        leader's log start after it (-1 when offline: NOT_LEADER_OR_FOLLOWER). The admin client
+        does not retry."""
+        answers = []
+        for tp in self.metadata.partitions():
+            if tp[0] != topic or partition not in (None, tp[1]):
+                continue
+            name = f"{tp[0]}-{tp[1]}"
+            leader = self.leader_of(tp)
+            broker = self.brokers[leader] if leader is not None else None
+            if broker is None or not broker.alive:
+                answers.append((name, Errors.NOT_LEADER_OR_FOLLOWER.name, -1))
+                continue
+            error = broker.log_manager.delete_records(tp, offset)
+            part = broker.partitions.get(tp)
+            start = part.log.log_start_offset if part is not None else -1
+            answers.append((name, error.name, start))
+        return answers
+
     def power_targets(self) -> dict[str, Broker]:
         """What a power loss can hit: the brokers (their unflushed writes are lost)."""
         return dict(self.brokers)
@@ -476,8 +519,11 @@ class Cluster:
         for tp in self.metadata.partitions():
             final = self.final_replica(tp)
             log = final.log
+            # Only a log whose head was deleted says where it starts (histories of runs that
+            # delete nothing stay as they were).
+            start = {"log_start_offset": log.log_start_offset} if log.log_start_offset else {}
             if len(self.metadata.replicas(tp)) == 1:
-                history.add_log(tp[0], tp[1], log.records(), log.markers())
+                history.add_log(tp[0], tp[1], log.records(), log.markers(), **start)
                 continue
             history.add_log(
                 tp[0],
@@ -486,6 +532,7 @@ class Cluster:
                 log.markers(),
                 leader=self.leader_of(tp),
                 high_watermark=final.high_watermark,
+                **start,
             )
         for tp in self.metadata.partitions():
             replicas = self.metadata.replicas(tp)
@@ -493,21 +540,22 @@ class Cluster:
                 continue
             for name in replicas:
                 part = self.brokers[name].partitions[tp]
-                history.add_end_line(
-                    {
-                        "kind": "replica",
-                        "topic": tp[0],
-                        "partition": tp[1],
-                        "broker": name,
-                        "leader": self.leader_of(tp) == name,
-                        "leader_epoch": part.leader_epoch,
-                        "high_watermark": part.high_watermark,
-                        "log_end_offset": part.log_end_offset,
-                        "settled": self.settled(tp, name),
-                        "records": part.log.records(),
-                        "markers": part.log.markers(),
-                    }
-                )
+                line = {
+                    "kind": "replica",
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "broker": name,
+                    "leader": self.leader_of(tp) == name,
+                    "leader_epoch": part.leader_epoch,
+                    "high_watermark": part.high_watermark,
+                    "log_end_offset": part.log_end_offset,
+                    "settled": self.settled(tp, name),
+                    "records": part.log.records(),
+                    "markers": part.log.markers(),
+                }
+                if part.log.log_start_offset:
+                    line["log_start_offset"] = part.log.log_start_offset
+                history.add_end_line(line)
 
     def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
         """Every group's committed offsets at the end: what the leader of its

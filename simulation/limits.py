@@ -49,7 +49,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "idempotence": (
         "Producer state after a restart is rebuilt by replaying the whole log, not from the "
         "latest snapshot.",
-        "producer.id.expiration.ms is not modelled (runs are far shorter than a day).",
+        "A produced batch has one timestamp, its creation in the producer (CreateTime), which "
+        "producer-id expiry and retention read.",
         "Renumbering in-flight batches on epoch exhaustion (epoch 32767) is simplified.",
     ),
     "transactions": (
@@ -66,11 +67,11 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "consumers": (
         "No fetch long polling (fetch.min.bytes, fetch.max.wait.ms): a fetch is answered at "
         "once, and an empty poll waits poll_interval.",
-        "The consumer reconnects at once after a disconnection, without Kafka's reconnect "
-        "backoff.",
+        "The consumer reconnects at once after a disconnection, without Kafka's reconnect backoff.",
         "No group membership or rebalancing: a group's members split partitions statically; "
         "takeover_after stands for a rebalance.",
-        "Logs are never truncated or deleted by retention: ListOffsets EARLIEST is always 0.",
+        "Every replica rolls segments at the same batches; DeleteRecords is applied at the "
+        "leader directly, without an admin client.",
     ),
 }
 

@@ -51,6 +51,10 @@ class Errors(Enum):
     NOT_ENOUGH_REPLICAS = (19, True)
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = (20, True)
     INVALID_REQUEST = (42, False)
+    # A batch larger than the topic's segment.bytes (UnifiedLog.append).
+    RECORD_LIST_TOO_LARGE = (18, False)
+    # DeleteRecords on an internal topic.
+    INVALID_TOPIC_EXCEPTION = (17, False)
     # Leader epochs (KIP-320): a request names an older epoch than the replica's, or a newer
     # one it has not heard of yet.
     FENCED_LEADER_EPOCH = (74, True)
@@ -101,6 +105,8 @@ _EXCEPTION_NAMES = {
     Errors.TRANSACTION_ABORTABLE: "TransactionAbortableException",
     Errors.NOT_ENOUGH_REPLICAS: "NotEnoughReplicasException",
     Errors.INVALID_REQUEST: "InvalidRequestException",
+    Errors.RECORD_LIST_TOO_LARGE: "RecordBatchTooLargeException",
+    Errors.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
     Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
     Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "NotEnoughReplicasAfterAppendException",
     Errors.FENCED_LEADER_EPOCH: "FencedLeaderEpochException",
@@ -128,6 +134,10 @@ class BatchData:
     base_sequence: int
     values: tuple[str, ...]
     transactional: bool = False
+    # The batch's max timestamp (CreateTime, set by the producer; None: the leader's clock)
+    # and its size in bytes (None: estimated from the values).
+    timestamp: float | None = None
+    size_bytes: int | None = None
 
     @property
     def last_sequence(self) -> int:
@@ -154,9 +164,9 @@ class ProduceRequest:
 class PartitionResponse:
     error: Errors
     base_offset: int = -1
-    # The partition's log start offset. eosim never removes a log's head (no retention or
-    # deleteRecords), so it is 0 on every broker answer; -1 (unknown) on errors the client
-    # makes up itself (a timeout, a disconnection).
+    # The partition's log start offset (PartitionResponse.logStartOffset): the leader's, on
+    # answers from a partition it leads; 0 where eosim's broker does not fill it in; -1
+    # (unknown) on errors the client makes up itself (a timeout, a disconnection).
     log_start_offset: int = 0
 
 
@@ -404,6 +414,8 @@ class ReplicaFetchData:
     # The answer to an OffsetsForLeaderEpoch query: (epoch, end offset), the epoch -1 where
     # the protocol does not return it (KIP-101 before KIP-279).
     epoch_end_offset: tuple[int, int] | None = None
+    # The leader's log start offset (FetchResponse.PartitionData.logStartOffset).
+    log_start_offset: int = 0
 
 
 @dataclass(slots=True)

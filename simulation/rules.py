@@ -56,6 +56,12 @@ class ProtocolRules:
     # from an unclean shutdown leaves every ISR and ELR, so that the last ISR member cannot
     # come back with a log it lost part of and be elected cleanly.
     eligible_leader_replicas: bool = False
+    # KAFKA-9144 (fixed in 2.4.1 and 2.5.0): producer-id expiration counts a transaction
+    # marker as the producer's last write. False is the bug: only cached data batches count,
+    # and a marker with a new epoch (the coordinator fencing a timed-out transaction) clears
+    # them, so the entry expires at the next check and the partition forgets the fencing
+    # epoch: a fenced producer's late write is then accepted.
+    producer_expiry_tracks_marker_timestamps: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -65,11 +71,34 @@ class ProtocolRules:
         return [f.name for f in fields(cls)]
 
 
-# Known Kafka bugs, each reproduced by one rule at one value (both presets have every one of
-# them as Kafka does): bug id -> (rule, the value that reproduces it, the value that fixes it).
+# Known Kafka bugs, each reproduced by one rule at one value: bug id -> (rule, the value that
+# reproduces it, the value that fixes it). A preset has a bug's reproducing value unless the bug
+# was fixed in a release up to the preset's version (FIXED_IN), as in Kafka.
 KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
     "KAFKA-14034": ("failed_batch_marks_sequence_unresolved", False, True),
+    "KAFKA-9144": ("producer_expiry_tracks_marker_timestamps", False, True),
 }
+
+# The first releases of each line with a bug's fix (KAFKA-9144: 2.4.1 and 2.5.0, backported to
+# 2.3.2 and 2.2.3); a bug missing here is open in Kafka.
+FIXED_IN: dict[str, tuple[str, ...]] = {
+    "KAFKA-9144": ("2.2.3", "2.3.2", "2.4.1", "2.5.0"),
+}
+
+
+def has_fix(bug: str, version: str) -> bool:
+    """Whether Kafka ``version`` (a preset: the latest release of its line, "3.9") carries
+    ``bug``'s fix: its own line got a fixed release, or it is later than every line that did
+    (later lines branch off after the fix)."""
+    lines = [_line(release) for release in FIXED_IN.get(bug, ())]
+    mine = _line(version)
+    return bool(lines) and (mine in lines or mine > max(lines))
+
+
+def _line(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
 
 VERSIONS: dict[str, ProtocolRules] = {
     "3.9": ProtocolRules(

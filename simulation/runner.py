@@ -206,6 +206,7 @@ class Run:
         )
         targets = Targets.of(cluster.fault_targets(), self.apps.fault_targets())
         targets.power_loss = {n: b.power_loss for n, b in cluster.power_targets().items()}
+        targets.delete_records = cluster.delete_records
         Nemesis(env, self.schedule, network, targets, history)
         self.crash_at = CrashAtNemesis(
             env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")

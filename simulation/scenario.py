@@ -392,7 +392,9 @@ class DurationRange(_Model):
         return self
 
 
-FaultKind = Literal["crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss"]
+FaultKind = Literal[
+    "crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss", "delete_records"
+]
 
 
 class Fault(_Model):
@@ -407,14 +409,37 @@ class Fault(_Model):
     every: Duration | None = None
     start: Duration = 0.0
     end: Duration | None = None
-    duration: Duration | DurationRange
+    # Every kind but delete_records (instantaneous) lasts a while.
+    duration: Duration | DurationRange | None = None
     extra_latency: Duration = 0.0
     probability: Probability = 0.0
     point: str | None = None
     occurrence: int = Field(default=1, ge=1)
+    # delete_records: the partition (None: every partition of the topic) and the offset below
+    # which its records go (-1: the high watermark), as an administrator's DeleteRecords.
+    topic: str | None = None
+    partition: int | None = Field(default=None, ge=0)
+    offset: int = Field(default=-1, ge=-1)
 
     @model_validator(mode="after")
     def _shape(self) -> Fault:
+        if self.kind == "delete_records":
+            if self.topic is None:
+                raise ValueError("a delete_records fault needs a 'topic'")
+            if self.duration is not None:
+                raise ValueError("a delete_records fault is instantaneous: it takes no 'duration'")
+            if self.nodes or self.groups or self.links or self.point is not None:
+                raise ValueError(
+                    "a delete_records fault names a 'topic' (and 'partition'), not nodes or links"
+                )
+        else:
+            if self.duration is None:
+                raise ValueError(f"a {self.kind} fault needs a 'duration'")
+            for key in ("topic", "partition"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"'{key}' applies to delete_records faults only")
+            if self.offset != -1:
+                raise ValueError("'offset' applies to delete_records faults only")
         if self.kind == "crash_at":
             if self.point not in POINTS:
                 raise ValueError(f"a crash_at fault needs a 'point', one of: {', '.join(POINTS)}")
@@ -624,6 +649,13 @@ class Scenario(_Model):
             known_topic(("processors", i, "output", "topic"), proc.output.topic)
         for i, c in enumerate(self.consumers):
             known_topic(("consumers", i, "topic"), c.topic)
+        for i, f in enumerate(self.faults):
+            known_topic(("faults", i, "topic"), f.topic)
+            if f.topic is not None and f.partition is not None and f.partition >= topics[f.topic]:
+                raise _PathError(
+                    ("faults", i, "partition"),
+                    f"must be in [0, {topics[f.topic] - 1}] for topic {f.topic!r}",
+                )
         for i, p in enumerate(self.producers):
             w = p.workload
             if w.topic not in topics:
@@ -717,6 +749,9 @@ class Scenario(_Model):
         for fault in data["faults"]:
             if fault["every"] is None:
                 del fault["every"]
+            for key, default in (("topic", None), ("partition", None), ("offset", -1)):
+                if fault[key] == default:
+                    del fault[key]
         network = data["network"]
         for key, default in (("packet_loss", 0.0), ("retransmission_timeout", 200.0)):
             if network[key] == default:

@@ -294,10 +294,11 @@ class Builder:
         markers: dict[int, str] | None = None,
         producer_id: int = 1000,
         settled: bool | None = None,
+        log_start_offset: int | None = None,
     ) -> None:
         """A `replica` line: records as for `log`, control markers as offset -> type (all of
         `producer_id`). The log end defaults to one past the last entry and the high watermark
-        to the log end; `settled` is written only when given."""
+        to the log end; `settled` and `log_start_offset` are written only when given."""
         placed = values if isinstance(values, dict) else dict(enumerate(values))
         records = [
             {"offset": offset, "value": value, "producer_id": producer_id}
@@ -323,6 +324,8 @@ class Builder:
         }
         if settled is not None:
             line["settled"] = settled
+        if log_start_offset is not None:
+            line["log_start_offset"] = log_start_offset
         self.records.append(line)
 
     def history(self) -> History:

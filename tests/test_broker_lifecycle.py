@@ -15,11 +15,11 @@ from test_replication import SESSION_MS, TP, Harness
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
 from eosim.simulation import load_scenario, run_scenario
-from eosim.simulation.scenario import parse_scenario
 from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.lifecycle import BrokerState
 from eosim.simulation.broker.replica_manager import ReplicationSettings
 from eosim.simulation.protocol import Disconnected, Errors, ProduceResponse
+from eosim.simulation.scenario import parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

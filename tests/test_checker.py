@@ -708,3 +708,35 @@ def test_clean_histories_have_no_anomalies_until_a_duplicate_is_injected(
         (topic, partition, original.offset),
         (topic, partition, copy_at),
     ]
+
+
+# -- logs whose head was deleted (retention, DeleteRecords) -----------------------------------
+
+
+def test_a_write_acknowledged_below_the_log_start_is_not_lost() -> None:
+    """The final log starts at 5: a write acknowledged at 2 may have been deleted with its
+    head; one acknowledged at 6 and missing is lost, and so is one at 5."""
+    h = Builder()
+    h.send("p/0", "old", offset=2)
+    h.send("p/0", "first", offset=5)
+    h.send("p/0", "kept", offset=6)
+    h.send("p/0", "gone", offset=7)
+    h.log("t", 0, {6: "kept"}, log_start_offset=5)
+    result = check(h.history())
+    only(result, lost_write=2, unseen=1)
+    assert sorted(e["value"] for e in result.anomalies["lost_write"].examples) == ["first", "gone"]
+    assert example(result, "unseen")["value"] == "old"
+
+
+def test_a_write_at_an_unknown_offset_of_a_log_with_a_deleted_head_is_not_judged_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=None)  # acknowledged, offset unknown (acks=0)
+    h.send("p/0", "b", partition=None, offset=None)
+    h.log("t", 0, {9: "c"}, log_start_offset=9)
+    only(check(h.history()), unseen=2)
+    # The same history with the log starting at 0: both are lost.
+    h = Builder()
+    h.send("p/0", "a", offset=None)
+    h.send("p/0", "b", partition=None, offset=None)
+    h.log("t", 0, {9: "c"})
+    only(check(h.history()), lost_write=2)

@@ -366,3 +366,18 @@ def test_a_scenario_may_expect_no_replica_divergence() -> None:
         "met": True,
     }
     assert checked["offset_rewrite"]["met"]
+
+
+def test_replicas_are_compared_only_above_both_log_starts() -> None:
+    """Each replica deletes its head in its own time (retention, DeleteRecords reaching the
+    followers through their fetches): an offset one replica has deleted is no divergence; one
+    above both starts still is."""
+    h = Builder()
+    h.replica("events", 0, "broker-1", ["a", "b", "c", "d"], leader=True)
+    h.replica("events", 0, "broker-2", {2: "c", 3: "d"}, log_start_offset=2)
+    assert divergence(h.history()).count == 0
+    h = Builder()
+    h.replica("events", 0, "broker-1", ["a", "b", "c", "d"], leader=True)
+    h.replica("events", 0, "broker-2", {2: "c", 3: "x"}, log_start_offset=2)
+    found = divergence(h.history())
+    assert found.count == 1 and found.examples[0]["offset"] == 3

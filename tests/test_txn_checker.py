@@ -709,3 +709,35 @@ def test_eosim_check_prints_the_note_and_lists_it_in_json(tmp_path, capsys) -> N
             assert json.loads(out)["notes"] == [note]
         else:
             assert f"warning    {note}" in out.splitlines()
+
+
+# -- logs whose head was deleted (retention, DeleteRecords) -----------------------------------
+
+
+def test_a_write_that_may_lie_below_the_log_start_is_not_proof_of_a_torn_transaction() -> None:
+    """A transaction's write missing from a log whose head was deleted is unproven unless its
+    acknowledged offset is at or above the log start."""
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")  # no offsets reported
+    h.log("t", 0, {5: "a"}, log_start_offset=5)
+    only(check_transactions(h.history()))
+    h = Builder()
+    tx = h.invoke_txn("p/0", "tx", ["a", "b"])
+    h.complete_txn(tx, "p/0", offsets={"a": 5, "b": 6})
+    h.log("t", 0, {5: "a"}, log_start_offset=5)
+    result = check_transactions(h.history())
+    only(result, torn_transaction=1)
+    assert example(result, "torn_transaction")["missing"] == ["b"]
+
+
+def test_outputs_deleted_with_a_log_head_are_not_lost_processing() -> None:
+    """The output of a processed input was deleted before the end: not evidence that the
+    input's processing was lost. An input never processed at all is still lost."""
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok")
+    h.offsets("app", [("in", 0, 2)])
+    _input_log(h)
+    h.log("out", 0, {}, log_start_offset=1)
+    result = check_transactions(h.history())
+    only(result, lost_processing=1)
+    assert example(result, "lost_processing")["value"] == "i1"  # no step at all

@@ -27,6 +27,7 @@ import simpy
 
 from eosim.simulation.broker.lifecycle import BrokerLifecycleManager, LifecycleSettings
 from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log_manager import LogManager, LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
@@ -62,6 +63,7 @@ from eosim.simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from eosim.simulation.records import batch_size
 from eosim.simulation.request_channel import RequestChannel
 from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
@@ -146,6 +148,7 @@ class Broker:
         topics: dict[str, TopicSettings] | None = None,
         controller: str | None = None,
         lifecycle_rng: RandomStream | None = None,
+        log: LogManagerSettings | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -205,6 +208,14 @@ class Broker:
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
         self.replica_manager.flush_task()
+        # Retention and producer-id expiry (Kafka's LogManager and UnifiedLog schedulers).
+        self.log_manager = LogManager(
+            env,
+            lambda: self.replica_manager,
+            log if log is not None else LogManagerSettings(),
+            lambda: self.alive and not self.paused,
+        )
+        self.log_manager.start()
 
     def attach_state_log(self, log: StateChangeLog) -> None:
         """Record this broker's state changes (its life, its replicas' roles) in ``log``."""
@@ -217,6 +228,7 @@ class Broker:
         return ProducerStateManager(
             self.rules.producer_state_cached_batches,
             self.rules.accept_unknown_producer_any_sequence,
+            self.rules.producer_expiry_tracks_marker_timestamps,
         )
 
     # -- replicas ---------------------------------------------------------------------------
@@ -505,7 +517,12 @@ class Broker:
             refused = part.leader_state.append_error(request.acks)
             if refused is not Errors.NONE:
                 # Partition.appendRecordsToLeader: too few in sync for acks=all.
-                results.append(PartitionResponse(refused))
+                results.append(PartitionResponse(refused, log_start_offset=log.log_start_offset))
+                continue
+            size = data.size_bytes if data.size_bytes is not None else batch_size(data.values)
+            if size > log.config.segment_bytes:
+                # UnifiedLog.append: a batch must fit in a segment.
+                results.append(PartitionResponse(Errors.RECORD_LIST_TOO_LARGE, log_start_offset=-1))
                 continue
             last_seq = data.last_sequence
             check = state.check(pid, data.epoch, data.base_sequence, last_seq)
@@ -518,6 +535,8 @@ class Broker:
                     now,
                     data.transactional,
                     part.leader_epoch,
+                    data.timestamp,
+                    size,
                 )
                 state.update(
                     data.producer_id,
@@ -526,17 +545,24 @@ class Broker:
                     last_seq,
                     batch.base_offset,
                     batch.last_offset,
+                    batch.timestamp,
                 )
                 part.appended(batch, now)
                 rm.after_leader_append(part)
-                results.append(PartitionResponse(Errors.NONE, batch.base_offset))
+                results.append(
+                    PartitionResponse(Errors.NONE, batch.base_offset, log.log_start_offset)
+                )
                 waits.append((tp, batch.last_offset + 1))
             elif check.verdict is Verdict.DUPLICATE:
                 assert check.duplicate_of is not None
-                results.append(PartitionResponse(Errors.NONE, check.duplicate_of.first_offset))
+                first = check.duplicate_of.first_offset
+                results.append(PartitionResponse(Errors.NONE, first, log.log_start_offset))
                 waits.append((tp, check.duplicate_of.last_offset + 1))
             else:
-                results.append(PartitionResponse(_VERDICT_ERRORS[check.verdict]))
+                # The log start offset travels with the error (ReplicaManager.appendToLocalLog),
+                # so a producer told UNKNOWN_PRODUCER_ID can see its records were deleted.
+                error = _VERDICT_ERRORS[check.verdict]
+                results.append(PartitionResponse(error, log_start_offset=log.log_start_offset))
         if request.acks == 0:
             # KafkaApis.handleProduceRequest: acks=0 gets no answer; if any partition failed,
             # the broker closes the connection so that the client notices and refreshes its
@@ -621,9 +647,9 @@ class Broker:
                 continue
             log = part.log
             hw = part.high_watermark
-            if offset > log.log_end_offset or offset < 0:
-                # The log starts at 0 (nothing is ever deleted here); beyond its end (or
-                # before its start) a read is refused, as in Kafka's LocalLog.read.
+            if offset > log.log_end_offset or offset < log.log_start_offset:
+                # Beyond the log's end or before its start a read is refused
+                # (LocalLog.read, UnifiedLog.checkLogStartOffset).
                 refused = FetchPartition(
                     Errors.OFFSET_OUT_OF_RANGE,
                     last_stable_offset=log.last_stable_offset(hw),
@@ -639,7 +665,7 @@ class Broker:
         return FetchResponse(request.correlation_id, parts)
 
     def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
+        """EARLIEST: the log start offset; LATEST: the end a
         consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
         last stable offset for read_committed, else the high watermark, refused with
         OFFSET_NOT_AVAILABLE while a new leader's high watermark has not yet reached the
@@ -653,7 +679,7 @@ class Broker:
             state = part.leader_state
             assert state is not None
             if timestamp == EARLIEST_TIMESTAMP:
-                parts.append((tp, Errors.NONE, 0))
+                parts.append((tp, Errors.NONE, part.log.log_start_offset))
             elif state.epoch_start_offset > state.high_watermark:
                 parts.append((tp, Errors.OFFSET_NOT_AVAILABLE, -1))
             elif request.isolation == "read_committed":
@@ -696,7 +722,7 @@ class Broker:
                 results.append((tp, refused))
                 continue
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
-            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch)
+            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch, self.env.now)
             if verdict is not Verdict.APPEND:
                 results.append((tp, _VERDICT_ERRORS[verdict]))
                 continue

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.leader_epoch_cache import LeaderEpochCache
-from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log import LogConfig, PartitionLog
 from eosim.simulation.broker.producer_state import ProducerStateManager
 from eosim.simulation.protocol import Errors, TopicPartition
 from eosim.simulation.records import LogBatch
@@ -210,6 +210,8 @@ class TopicSettings:
     replication_factor: int = 1
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # What its logs keep (retention.ms, retention.bytes, segment.bytes, segment.ms).
+    log: LogConfig = field(default_factory=LogConfig)
 
 
 class Partition:
@@ -368,9 +370,39 @@ class Partition:
             return
         self.log.truncate_to(offset)
         end = self.log.log_end_offset
-        self.producer_state = fresh_state.load(self.log.batches)
+        self.producer_state = self.log.rebuild_producer_state(fresh_state)
         self.epoch_cache.truncate_from_end(end)
         self.durability.truncated(end)
         self.follower_hw = min(self.follower_hw, end)
         if self.leader_state is not None:
             self.leader_state.high_watermark = min(self.leader_state.high_watermark, end)
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """UnifiedLog.maybeIncrementLogStartOffset (the caller keeps ``offset`` at or below the
+        high watermark): the log's head goes, and the leader-epoch cache forgets the epochs
+        that start below it (``truncateFromStart``). True if the log start moved."""
+        if not self.log.increment_log_start_offset(offset, self.producer_state):
+            return False
+        self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+        return True
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """A follower's fetch answer names the leader's log start: this replica's moves up to
+        it, never past its own high watermark (ReplicaFetcherThread.processPartitionData)."""
+        offset = min(leader_log_start, self.high_watermark)
+        if offset > self.log.log_start_offset:
+            self.increment_log_start_offset(offset)
+
+    def truncate_fully_and_start_at(
+        self, offset: int, fresh_state: ProducerStateManager, now: float
+    ) -> None:
+        """UnifiedLog.truncateFullyAndStartAt: an empty log starting at ``offset``, with no
+        producer state, no leader epochs, and its high watermark there."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state = fresh_state
+        self.epoch_cache = LeaderEpochCache()
+        self.durability.truncated(offset)
+        self.durability.flush(offset, now)
+        self.follower_hw = offset
+        if self.leader_state is not None:
+            self.leader_state.high_watermark = offset

@@ -194,6 +194,7 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         if part is None:
             part = Partition(tp, self.broker, self.new_state(), self.settings.durability())
+            part.log.config = self.topic(tp).log
             self.partitions[tp] = part
         return part
 
@@ -528,12 +529,13 @@ class ReplicaManager:
                     diverging_epoch=(epoch, end),
                     fetch_offset=fp.fetch_offset,
                 )
-        if fp.fetch_offset > leo:
+        if fp.fetch_offset > leo or fp.fetch_offset < log.log_start_offset:
             return ReplicaFetchData(
                 Errors.OFFSET_OUT_OF_RANGE,
                 high_watermark=state.high_watermark,
                 log_end_offset=leo,
                 fetch_offset=fp.fetch_offset,
+                log_start_offset=log.log_start_offset,
             )
         if update:
             state.follower_fetched(replica, fp.fetch_offset, leo, now)  # type: ignore[arg-type]
@@ -545,7 +547,12 @@ class ReplicaManager:
             fp.fetch_offset, "replica", self.settings.replica_fetch_max_records
         )
         return ReplicaFetchData(
-            Errors.NONE, batches, state.high_watermark, leo, fetch_offset=fp.fetch_offset
+            Errors.NONE,
+            batches,
+            state.high_watermark,
+            leo,
+            fetch_offset=fp.fetch_offset,
+            log_start_offset=log.log_start_offset,
         )
 
     def _complete_parked(self, tps: set[TopicPartition]) -> None:
@@ -798,11 +805,16 @@ class ReplicaManager:
                     continue
                 part.append_as_follower(data.batches, data.high_watermark, now)
                 part.fetched_epoch = part.leader_epoch
+                part.follow_log_start(data.log_start_offset)
             elif data.error is Errors.OFFSET_OUT_OF_RANGE:
                 if data.log_end_offset < part.log_end_offset:
                     # AbstractFetcherThread.fetchOffsetAndTruncate: the leader's log is
                     # shorter (an unclean election): cut back to it.
                     self._truncate(part, data.log_end_offset, "offset out of range")
+                elif data.log_start_offset > part.log_end_offset:
+                    # Everything this replica has was deleted on the leader: start again at
+                    # its log start (AbstractFetcherThread.fetchOffsetAndTruncate).
+                    part.truncate_fully_and_start_at(data.log_start_offset, self.new_state(), now)
             else:
                 fetcher.delayed_until[tp] = now + self.settings.replica_fetch_backoff_ms
         if fetcher.wakeup is not None and not fetcher.wakeup.triggered:
@@ -869,7 +881,9 @@ class ReplicaManager:
         for tp in sorted(self.partitions):
             part = self.partitions[tp]
             before = part.log_end_offset
-            durable = part.durability.durable_end(now)
+            # Deleted segments stay deleted: the log restarts no lower than its start
+            # (LogLoader opens an empty segment at the checkpointed log start).
+            durable = max(part.durability.durable_end(now), part.log.log_start_offset)
             if durable < before:
                 part.truncate_to(durable, self.new_state())
                 if part.log_end_offset < before:
@@ -882,7 +896,7 @@ class ReplicaManager:
         survived), and its high watermark is at most its log end."""
         for tp in sorted(self.partitions):
             part = self.partitions[tp]
-            part.producer_state = self.new_state().load(part.log.batches)
+            part.producer_state = part.log.rebuild_producer_state(self.new_state())
             part.follower_hw = min(part.follower_hw, part.log_end_offset)
 
     def flush_task(self) -> None:

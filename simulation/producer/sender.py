@@ -390,8 +390,16 @@ class Sender:
             if b.attempts > 1:
                 self.retries += 1
             values = tuple(r.value for r in b.records)
+            # The batch's timestamp: CreateTime, taken here as the batch's creation (Kafka
+            # stamps each record at send(); the batch's max timestamp is its last record's).
             data = BatchData(
-                b.producer_id, b.epoch, b.base_sequence, values, self._txn_id is not None
+                b.producer_id,
+                b.epoch,
+                b.base_sequence,
+                values,
+                self._txn_id is not None,
+                b.created_ms,
+                b.size,
             )
             partitions.append((b.tp, data))
         acks = self.config.acks
