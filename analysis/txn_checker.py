@@ -158,10 +158,10 @@ class _Facts:
     def is_visible(self, record: RecordId) -> bool:
         return bool(self.visible.get(record))
 
-    def may_be_visible(self, value: str) -> bool:
-        """Visible, or possibly deleted with a log's head (some final log starts above 0, and
-        nothing says where the value went): absence is then no evidence."""
-        return self.is_visible(value) or bool(self.history.log_starts)
+    def output_may_be_visible(self, step: Step, value: str) -> bool:
+        """An output of ``step`` visible, or possibly deleted with a log's head (some final log
+        starts above 0, and nothing says where the value went): absence is then no evidence."""
+        return self.output_visible(step, value) or bool(self.history.log_starts)
 
     def aborted(self, where: Position, value: str) -> bool:
         record = self.history.record_id(where[0], where[1], value)
@@ -464,7 +464,7 @@ def _processed(step: Step, facts: _Facts) -> bool:
     visible."""
     visible = [facts.output_visible(step, v) for v in step.outputs]
     if step.outcome == "ok" or (step.outcome == "info" and any(visible)):
-        return all(facts.may_be_visible(v) for v in step.outputs)
+        return all(facts.output_may_be_visible(step, v) for v in step.outputs)
     return False
 
 

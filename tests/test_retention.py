@@ -60,7 +60,9 @@ class Harness:
             ClusterMetadata(names, {"t": 1}, {"t": rf}),
             VERSIONS["4.0"].with_overrides(rules or {}),
             ClusterSettings(
-                BrokerSettings(heartbeat_interval_ms=20.0, registration_retry_ms=20.0),
+                BrokerSettings(
+                    heartbeat_interval_ms=20.0, session_timeout_ms=SESSION_MS, startup_ms=5.0
+                ),
                 CoordinatorSettings(load_ms=1.0),
                 ReplicationSettings(replica_lag_time_max_ms=200.0, replica_fetch_wait_max_ms=50.0),
                 ControllerSettings(session_timeout_ms=SESSION_MS),
