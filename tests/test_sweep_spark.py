@@ -53,11 +53,19 @@ def test_one_row_per_run_and_a_manifest(clean):
     assert manifest["variants"][1]["params"] == {"network.response_loss": 0.05}
     assert (out / "aggregate.parquet").exists() and (out / "aggregate.csv").exists()
     assert not (out / "_staging").exists()
+    # Chunks of at most 4 runs, never across a variant: 6 runs per variant make two each.
     assert sorted(p.name for p in (out / "runs").iterdir()) == [
         "chunk=00000",
         "chunk=00001",
         "chunk=00002",
+        "chunk=00003",
     ]
+    for chunk, variant in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        files = list((out / "runs" / f"chunk={chunk:05d}").rglob("*.parquet"))
+        assert [f.relative_to(out / "runs").as_posix() for f in files] == [
+            f"chunk={chunk:05d}/variant={variant}/part-{chunk:05d}.parquet"
+        ]
+    assert manifest["chunks"] == 4 and manifest["chunk_runs"] == 4
 
 
 def test_aggregate_matches_the_run_table(clean):
@@ -201,29 +209,72 @@ def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
 def test_exactly_once_when_python_workers_die(spark, clean, tmp_path):
     _, clean_out = clean
     out = tmp_path / "faulty"
-    # Kill the Python worker in the first attempt of some tasks; Spark retries them.
-    inject = frozenset({(0, 0, 0), (1, 1, 0), (2, 0, 0), (2, 0, 1)})
+    # Kill the Python worker as it starts chunks 0 and 1 in their first attempt, and chunk 2
+    # in its first two (one chunk per task here); Spark retries them.
+    inject = frozenset({(0, 0), (1, 0), (2, 0), (2, 1)})
     sweep(spark, out, chunk_runs=4, inject_failures=inject)
     pd.testing.assert_frame_equal(rows(out), rows(clean_out))
 
 
-def test_resume_after_a_chunk_fails_completes_without_redoing_work(spark, clean, tmp_path):
+def test_a_retried_task_keeps_the_chunks_it_had_committed(spark, clean, tmp_path):
+    _, clean_out = clean
+    out = tmp_path / "retried"
+    # One task runs the four chunks in turn and dies as it starts chunk 2; its next attempt
+    # finds chunks 0 and 1 committed and starts at chunk 2.
+    seen: list[int] = []
+    sweep(
+        spark,
+        out,
+        chunk_runs=4,
+        partitions=1,
+        inject_failures=frozenset({(2, 0)}),
+        on_progress=seen.append,
+        progress_interval=0.02,
+    )
+    pd.testing.assert_frame_equal(rows(out), rows(clean_out))
+    assert seen == sorted(seen) and seen[-1] == 12  # the bar never went back
+
+
+def test_resume_after_a_failed_job_keeps_every_finished_chunk(spark, clean, tmp_path):
     _, clean_out = clean
     out = tmp_path / "resumed"
-    # Chunk 1 fails in every attempt: the sweep dies after committing chunk 0.
+    # Chunk 2 fails in every attempt: the job dies, but chunks 0 and 1, run before it by the
+    # same task, were committed as each finished.
     with pytest.raises(Exception):  # noqa: B017 - Spark's job failure type varies by version
         sweep(
             spark,
             out,
             chunk_runs=4,
-            inject_failures=frozenset({(1, p, a) for p in range(4) for a in range(4)}),
+            partitions=1,
+            inject_failures=frozenset({(2, a) for a in range(4)}),
         )
-    assert [p.name for p in (out / "runs").iterdir()] == ["chunk=00000"]
-    first = sorted((out / "runs" / "chunk=00000").rglob("*.parquet"))
-    result = sweep(spark, out, chunk_runs=4)
-    assert result.resumed_chunks == 1
-    assert sorted((out / "runs" / "chunk=00000").rglob("*.parquet")) == first  # not redone
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["chunk=00000", "chunk=00001"]
+    first = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.parquet")}
+    assert len(first) == 2
+    result = sweep(spark, out)  # resumed with the chunking it started with
+    assert result.resumed_chunks == 2
+    assert {p: p.stat().st_mtime_ns for p in first} == first  # not redone
     pd.testing.assert_frame_equal(rows(out), rows(clean_out))
+
+
+def test_a_resumed_sweep_keeps_its_chunking(spark, clean):
+    _, out = clean
+    with pytest.raises(SweepError, match="started with --chunk-runs 4"):
+        sweep(spark, out, chunk_runs=5)
+
+
+def test_an_unfinished_sweep_of_the_old_layout_is_not_resumed(spark, clean, tmp_path):
+    import shutil
+
+    _, out = clean
+    old = tmp_path / "old-layout"
+    shutil.copytree(out, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["layout"]
+    manifest["complete"] = False
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SweepError, match="older eosim, whose chunks this version cannot resume"):
+        sweep(spark, old, chunk_runs=4)
 
 
 def test_output_holding_another_sweep_is_refused_untouched(spark, clean):
@@ -239,7 +290,7 @@ def test_output_holding_another_sweep_is_refused_untouched(spark, clean):
 def test_rerunning_a_finished_sweep_redoes_nothing(spark, clean):
     result, out = clean
     again = sweep(spark, out, chunk_runs=4)
-    assert again.resumed_chunks == 3 and again.table == result.table
+    assert again.resumed_chunks == 4 and again.table == result.table
 
 
 def test_chunks_from_before_the_transactional_checks_are_not_resumed(spark, clean, tmp_path):

@@ -39,9 +39,9 @@ from eosim.analysis.sweep.plan import (
     param_column,
     short_names,
 )
-from eosim.analysis.sweep.progress import ProgressPoller
-from eosim.analysis.sweep.store import FORMAT, StoreError, SweepStore
-from eosim.analysis.sweep.task import make_batch_runner, run_schema
+from eosim.analysis.sweep.progress import Progress, ProgressPoller
+from eosim.analysis.sweep.store import FORMAT, LAYOUT, StoreError, SweepStore
+from eosim.analysis.sweep.task import RESULT_DDL, make_chunk_runner, run_schema
 from eosim.analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
 from eosim.simulation.conditions import Condition
 
@@ -125,7 +125,7 @@ def run_sweep(
     quiet: bool = False,
     command: str | None = None,
     spark: Any = None,
-    inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+    inject_failures: frozenset[tuple[int, int]] = frozenset(),
     on_progress: Callable[[int], None] | None = None,
     progress_interval: float = 0.25,
     expect: Mapping[str, str] | None = None,
@@ -144,11 +144,31 @@ def run_sweep(
         raise SweepError(f"--partitions must be at least 1, got {partitions}")
     sweep_id = plan.sweep_id()
     root = Path(out) if out is not None else Path("results") / scenario.name
+    store = SweepStore(root)
+    try:
+        existing = store.read_manifest() if root.is_dir() else None
+    except StoreError as exc:
+        raise SweepError(str(exc)) from None
+    # The same sweep, started before: it keeps its chunking (and a finished one its layout).
+    previous: dict[str, Any] = {}
+    if existing and existing.get("format") == FORMAT and existing.get("sweep_id") == sweep_id:
+        previous = existing
+    complete = bool(previous.get("complete"))
+    layout = previous.get("layout", 1) if previous else LAYOUT
+    stored = previous.get("chunk_runs")
+    if stored is not None:
+        if chunk_runs is not None and chunk_runs != stored:
+            raise SweepError(
+                f"--chunk-runs {chunk_runs}: the sweep in {root} was started with "
+                f"--chunk-runs {stored}; leave it out to resume"
+            )
+        chunk_runs = stored
     chunk_runs = chunk_runs or default_chunk_runs(plan.total_runs)
-    chunks = chunk_bounds(plan.total_runs, chunk_runs)
+    chunks = chunk_bounds(plan.total_runs, chunk_runs, plan.runs)
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "version": 1,
+        "layout": layout,
         "sweep_id": sweep_id,
         "command": command or " ".join(sys.argv),
         "scenario": scenario.name,
@@ -162,7 +182,7 @@ def run_sweep(
         "vary": [str(v) for v in plan.vary],
         "variants": plan.describe(),
         "chunk_runs": chunk_runs,
-        "chunks": len(chunks),
+        "chunks": previous["chunks"] if complete else len(chunks),
         "eosim_version": __version__,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "complete": False,
@@ -173,7 +193,6 @@ def run_sweep(
             engine.preflight(master)
         except engine.EngineError as exc:
             raise SweepError(str(exc)) from None
-    store = SweepStore(root)
     fresh = not root.exists()
     try:
         done = set(store.prepare(manifest))
@@ -181,17 +200,26 @@ def run_sweep(
         raise SweepError(str(exc)) from None
 
     schema = run_schema(plan)
-    found = dict.fromkeys(ALL_ANOMALIES, 0)
+    found: dict[str, int] = {}
     for c in sorted(done):
         _count_into(found, store.chunk_dir(c), schema.names)
+    if complete:  # nothing to run (its chunks may be of an older layout)
+        pending: list[tuple[int, int, int]] = []
+        committed = plan.total_runs
+    else:
+        pending = [(c, s, e) for c, (s, e) in enumerate(chunks) if c not in done]
+        committed = sum(chunks[c][1] - chunks[c][0] for c in done)
     bar = _progress(plan.total_runs, quiet)
-    committed = sum(chunks[c][1] - chunks[c][0] for c in done)
 
-    def advance(n: int) -> None:
-        if bar.n != n:
-            bar.update(n - bar.n)
-        if on_progress is not None:
-            on_progress(n)
+    reported = [-1]
+
+    def advance(progress: Progress) -> None:
+        if bar.n != progress.runs:
+            bar.update(progress.runs - bar.n)
+        bar.set_postfix_str(_found_text(progress.found), refresh=True)
+        if on_progress is not None and progress.runs != reported[0]:
+            reported[0] = progress.runs
+            on_progress(progress.runs)
 
     startup = 0.0
     interrupted = False
@@ -206,37 +234,40 @@ def run_sweep(
                     shutil.rmtree(root, ignore_errors=True)
                 raise SweepError(str(exc)) from None
         bar.set_description_str("sweep", refresh=False)
-        bar.set_postfix_str(_found_text(found), refresh=False)
         n_partitions = partitions or engine.default_partitions(spark)
         interrupt.install(spark)
         with ProgressPoller(advance, progress_interval) as poller:
-            poller.set_done(committed)
-            for c, (start, end) in enumerate(chunks):
-                if c in done:
-                    continue
-                staging = store.new_staging(c)
-                progress_dir = store.progress_dir(c)
-                runner = make_batch_runner(
-                    plan, sweep_id, __version__, c, inject_failures, str(progress_dir)
+            base = Progress(committed, found)
+            poller.set_done(base)
+            if pending:
+                progress_dir = store.progress_dir(0)
+                runner = make_chunk_runner(
+                    plan,
+                    sweep_id,
+                    __version__,
+                    str(root),
+                    pending,
+                    inject_failures,
+                    str(progress_dir),
                 )
-                poller.watch(progress_dir, committed, committed + end - start)
+                poller.watch(progress_dir, base, plan.total_runs)
                 interrupt.check()
                 try:
-                    engine.write_chunk(spark, runner, schema, start, end, n_partitions, staging)
+                    engine.run_job(spark, runner, RESULT_DDL, len(pending), n_partitions)
                 except Exception:
                     interrupt.check()  # the job failed because Ctrl-C cancelled it
                     raise
-                store.commit(staging, c)
-                shutil.rmtree(progress_dir, ignore_errors=True)
-                committed += end - start
-                _count_into(found, store.chunk_dir(c), schema.names)
-                bar.set_postfix_str(_found_text(found), refresh=False)
-                poller.set_done(committed)
+                missing = sorted({c for c, _, _ in pending} - set(store.done_chunks()))
+                if missing:
+                    raise SweepError(
+                        f"result accounting failed: chunk {missing[0]} was not committed "
+                        f"({len(missing)} chunk(s) missing); run the same command again"
+                    )
+                poller.poll()
+                poller.set_done(Progress(plan.total_runs, poller.last.found))
         bar.close()
 
-        runs_df = spark.read.option("basePath", str(store.runs_dir)).parquet(
-            *(str(store.chunk_dir(c)) for c in range(len(chunks)))
-        )
+        runs_df = spark.read.parquet(str(store.runs_dir))
         variant_columns = [plan.typed_columns(v) for v in plan.variants]
         interrupt.check()
         try:
@@ -364,11 +395,17 @@ def _count_into(found: dict[str, int], chunk_dir: Path, expected: Sequence[str])
         )
     table = pq.read_table(chunk_dir, columns=list(ALL_ANOMALIES))
     for name in ALL_ANOMALIES:
-        found[name] += sum(1 for v in table.column(name).to_pylist() if v)
+        runs = sum(1 for v in table.column(name).to_pylist() if v)
+        if runs:
+            found[name] = found.get(name, 0) + runs
 
 
-def _found_text(found: dict[str, int]) -> str:
-    hits = [f"{n}={c}" for n, c in found.items() if c]
+def _found_text(found: Mapping[str, int]) -> str:
+    """The progress bar's text: every anomaly kind some finished run reported, with the runs
+    that reported it (in the checks' order, then any other name)."""
+    order = {name: i for i, name in enumerate(ALL_ANOMALIES)}
+    names = sorted((n for n, c in found.items() if c), key=lambda n: (order.get(n, len(order)), n))
+    hits = [f"{n}={found[n]}" for n in names]
     return "runs with " + ", ".join(hits) if hits else "no anomalies yet"
 
 
