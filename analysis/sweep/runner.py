@@ -448,7 +448,9 @@ def format_table(result: SweepResult) -> str:
     (:func:`~eosim.analysis.sweep.plan.short_names`, each spelled out on a ``param`` line
     below), the anomalies some run showed (duplicate and lost_write if none), each per run and
     per record (:func:`anomaly_cell`), acknowledgement and commit latency when some run
-    measured them (acknowledgement latency if neither), and the verdict."""
+    measured them (acknowledgement latency if neither), and the verdict on ``expect:``, one
+    word (``met``, ``NOT MET``), the reasons of a variant that missed it on ``expect`` lines
+    below the table (:func:`expect_lines`), so that no reason widens the table."""
     lines = []
     shown = [a for a in ALL_ANOMALIES if any(r[f"runs_{a}"] for r in result.table)]
     shown = shown or ["duplicate", "lost_write"]
@@ -470,11 +472,41 @@ def format_table(result: SweepResult) -> str:
         for p in latencies:
             p50, p99 = r[f"{p}_p50_ms"], r[f"{p}_p99_ms"]
             cells.append("-" if p50 is None else f"{format_duration(p50)} / {format_duration(p99)}")
-        cells.append("met" if r["expect_met"] else "NOT MET: " + r["expect_failures"])
+        cells.append("met" if r["expect_met"] else "NOT MET")
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     lines += [f"param      {names[p]} = {p}" for p in result.params if names[p] != p]
+    lines += [f"expect     {line}" for line in expect_lines(result.table)]
     return "\n".join(lines)
+
+
+def expect_lines(table: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why variants missed ``expect:``, one line per reason (each expectation missed, from the
+    aggregate's ``expect_failures``), naming the variants that missed it for that reason:
+    ``variants 0-2, 5 NOT MET: lost_write 0: broken in 3 of 20 runs``."""
+    reasons: dict[str, list[int]] = {}
+    for r in table:
+        if r["expect_met"]:
+            continue
+        for reason in str(r.get("expect_failures") or "").split("; "):
+            if reason:
+                reasons.setdefault(reason, []).append(int(r["variant"]))
+    lines = []
+    for reason, variants in reasons.items():
+        which = "variant" if len(variants) == 1 else "variants"
+        lines.append(f"{which} {spans(variants)} NOT MET: {reason}")
+    return lines
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """Numbers in order, consecutive ones as a range: ``0-3, 7``."""
+    runs: list[list[int]] = []
+    for k in numbers:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
