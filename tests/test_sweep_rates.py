@@ -15,6 +15,7 @@ from eosim.analysis.stats import (
     format_ppm,
     poisson_rate_interval,
     ratio_interval,
+    wilson_interval,
 )
 
 Z = 1.959963984540054
@@ -218,3 +219,21 @@ def test_the_table_fits_a_terminal_whatever_the_expect_failures():
         "expect     variant 1 NOT MET: lost_write 0: broken in 1 of 20 runs",
     ]
 
+
+@pytest.mark.parametrize(("k", "n"), [(0, 1), (0, 40), (3, 40), (7, 120), (40, 40), (1, 10_000)])
+def test_the_closed_form_wilson_interval_is_scipys(k, n):
+    from eosim.analysis.stats import wilson_bounds
+
+    assert wilson_bounds(k / n, n) == pytest.approx(wilson_interval(k, n), abs=1e-12)
+
+
+def test_trials_to_settle_is_the_wilson_threshold():
+    from eosim.analysis.stats import trials_to_settle
+
+    # 0 seen against <5%: z^2 / (n + z^2) < 0.05 from n > z^2 / 0.05 - z^2 = 72.99.
+    assert math.ceil(trials_to_settle(0.0, 40, "<", 0.05)) == 73
+    assert trials_to_settle(0.0, 100, "<", 0.05) == 100  # settled already
+    assert trials_to_settle(0.05, 40, "<", 0.05) is None  # at the bound: never
+    assert trials_to_settle(0.0, 40, ">", 0.0) is None
+    n = trials_to_settle(0.25, 40, "<", 0.3)
+    assert wilson_interval(round(0.25 * math.ceil(n) * 4) // 4, math.ceil(n))[1] < 0.3 + 1e-3

@@ -337,22 +337,44 @@ def verdict_table(data: SweepData) -> Table:
         for anomaly in data.guarantees:
             style, text = _verdict(row, anomaly, expect)
             cells.append(Cell(text, cls=style, sub=per_record(row, anomaly)))
-        text, sweep, met = _expect(row)
-        sub = f"sweep: {sweep}" if sweep else ""
+        text, sub, style = expect_cell(row, sweep_checks(data, int(row["variant"])))
         detail = row.get("expect_sweep_detail")
         title = detail if isinstance(detail, str) else ""
-        cells.append(Cell(text, cls="ok" if met else "bad", sub=sub, title=title))
+        cells.append(Cell(text, cls=style, sub=sub, title=title))
         rows.append(cells)
     return Table(head, rows, "verdicts")
 
 
-def _expect(row: Any) -> tuple[str, str, bool]:
-    """A variant's expect cell: the runs' verdict text, the sweep's own verdict (empty when
-    the sweep has no expectations) and whether both are met."""
-    text = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
+def sweep_checks(data: SweepData, variant: int) -> list[dict[str, Any]]:
+    """The checks of the sweep's own expectations on ``variant`` (expect_sweep.json); empty
+    when the sweep had none."""
+    for v in (data.sweep_verdict or {}).get("variants", []):
+        if int(v["variant"]) == variant:
+            return list(v.get("checks") or [])
+    return []
+
+
+def expect_cell(row: Any, checks: list[dict[str, Any]] | None = None) -> tuple[str, str, str]:
+    """A variant's expect cell: its text, a second line and its style (``ok``, ``bad``, or
+    ``unsure`` for an inconclusive sweep expectation). The runs' verdict on ``expect:`` comes
+    first when they missed it; otherwise the sweep's own verdict (``expect_sweep``) decides
+    the text, and an inconclusive one says how many runs would settle it (the most any of its
+    inconclusive checks needs: ``runs_to_settle`` in expect_sweep.json)."""
     sweep = row.get("expect_sweep")
     sweep = sweep if isinstance(sweep, str) else ""
-    return text, sweep, bool(row["expect_met"]) and sweep in ("", "met")
+    if not row["expect_met"]:
+        return f"NOT MET: {row['expect_failures']}", f"sweep: {sweep}" if sweep else "", "bad"
+    if sweep in ("", "met"):
+        return "met", "sweep: met" if sweep else "", "ok"
+    if sweep == "not met":
+        return "sweep NOT MET", "runs: met", "bad"
+    unsure = [c for c in checks or () if c.get("verdict") == "inconclusive"]
+    if not unsure or any("runs_to_settle" not in c for c in unsure):
+        return "inconclusive", "more runs would settle it", "unsure"  # from an older eosim
+    needed = [c["runs_to_settle"] for c in unsure]
+    if None in needed:
+        return "inconclusive", "no number of runs would settle it at this rate", "unsure"
+    return "inconclusive", f"about {max(needed):,} runs would settle it at this rate", "unsure"
 
 
 def fault_table(data: SweepData) -> Table | None:
@@ -564,8 +586,8 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         cells += [
             _md(f"{_verdict(row, a, expect)[1]} · {per_record(row, a)}") for a in d.guarantees
         ]
-        text, sweep, _ = _expect(row)
-        cells.append(_md(f"{text} · sweep: {sweep}" if sweep else text))
+        text, sub, _ = expect_cell(row, sweep_checks(d, int(row["variant"])))
+        cells.append(_md(f"{text} · {sub}" if sub else text))
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "## Fault load applied", ""]
     faults = fault_table(d)
