@@ -403,6 +403,30 @@ def test_markdown_report_writes_its_images(clean, tmp_path):
     assert "| variant |" in text
 
 
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_a_report_goes_where_out_says_creating_its_folders(clean, tmp_path, capsys, fmt):
+    """`eosim report --format md --out dir/x.md` failed when dir did not exist; the report's
+    folders are made as for any output file (the images' folder of a Markdown report too)."""
+    from eosim.analysis.report import ReportError, write_report
+    from eosim.cli import main
+
+    _, out = clean
+    target = tmp_path / "new" / "deeper" / f"x.{fmt}"
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(out), "--format", fmt, "--out", str(target)])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"report     {target}\n"
+    assert target.is_file() and "Reliability report" in target.read_text()
+    if fmt == "md":
+        assert any((target.parent / "x_files").glob("*.png"))
+    # A file where a folder should be is bad input: one line, exit 2.
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ReportError, match="cannot create"):
+        write_report(out, tmp_path / "a-file" / f"x.{fmt}", fmt)
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(out), "--format", fmt, "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "is a directory" in capsys.readouterr().err
+
+
 def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_path):
     import shutil
 

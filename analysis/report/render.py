@@ -647,15 +647,25 @@ def write_report(root: str | Path, out: str | Path | None = None, fmt: str = "ht
     except DataError as exc:
         raise ReportError(str(exc)) from None
     target = Path(out) if out else root / f"report.{fmt}"
-    if not target.parent.is_dir():
-        raise ReportError(f"--out {target}: directory {str(target.parent)!r} does not exist")
+    if target.is_dir():
+        raise ReportError(f"--out {target}: is a directory; name the report file")
+    try:  # the folders it names, as for any output file (and the images' folder, below)
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(
+            f"--out {target}: cannot create {str(target.parent)!r}: {exc.strerror or exc}"
+        ) from None
     content = build(root)
-    text = (
-        render_html(content)
-        if fmt == "html"
-        else render_markdown(content, target.with_name(f"{target.stem}_files"))
-    )
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        text = (
+            render_html(content)
+            if fmt == "html"
+            else render_markdown(content, target.with_name(f"{target.stem}_files"))
+        )
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        name = exc.filename or target
+        raise ReportError(f"--out {target}: cannot write {name}: {exc.strerror or exc}") from None
     return target
