@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosim.analysis.history import History, LogRecord, Marker, Send, paused_gc
+from eosim.analysis.history import History, LogRecord, Marker, Send, op_counts, paused_gc
 
 ANOMALIES = ("duplicate", "lost_write", "nonmonotonic_send", "inconsistent_offsets", "unseen")
 MAX_EXAMPLES = 3
@@ -59,9 +59,10 @@ class Anomaly:
 
 @dataclass
 class CheckResult:
-    """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the sends:
-    sent, acked (ok), failed (fail) and indeterminate (info, including never completed);
-    `notes` says how the history was judged when that needs saying."""
+    """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the
+    applications' operations as `eosim.analysis.history.op_counts` counts them (sent, acked,
+    failed, indeterminate, errored); `notes` says how the history was judged when that needs
+    saying."""
 
     anomalies: dict[str, Anomaly]
     counts: dict[str, int]
@@ -91,14 +92,7 @@ def _check(history: History) -> CheckResult:
     _lost_transactions(history, seen, anomalies["lost_write"])
     _nonmonotonic_sends(history.sends, seen, anomalies["nonmonotonic_send"])
     _inconsistent_offsets(history, seen, anomalies["inconsistent_offsets"])
-    outcomes = [send.outcome for send in history.sends]
-    counts = {
-        "sent": len(outcomes),
-        "acked": outcomes.count("ok"),
-        "failed": outcomes.count("fail"),
-        "indeterminate": outcomes.count("info"),
-    }
-    return CheckResult(anomalies, counts)
+    return CheckResult(anomalies, op_counts(history))
 
 
 # A producer session as the log records it: (producer id, epoch).

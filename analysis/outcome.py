@@ -115,6 +115,12 @@ class Outcome:
     def verdict(self) -> str:
         return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """The run's operations counted from its history, as ``eosim check`` counts a history
+        file (:func:`eosim.analysis.history.op_counts`)."""
+        return self.check.counts
+
     def to_dict(self) -> dict[str, Any]:
         r = self.run
         return {
@@ -123,7 +129,7 @@ class Outcome:
             "sim_time_s": round(r.sim_time_s, 6),
             "events": r.events,
             "wall_time_s": round(r.wall_time_s, 4),
-            **judgement(r.counts, self.check, self.expect, self.history),
+            **judgement(self.counts, self.check, self.expect, self.history),
             "verdict": self.verdict,
             "faults": [
                 {FAULT_TIME_KEYS.get(k, k): v for k, v in f.to_dict().items()} for f in r.faults
@@ -149,7 +155,7 @@ def run(
     result = run_scenario(scenario, seed, trace=trace, progress=progress)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
-    observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
+    observed = {name: a.count for name, a in verdict.anomalies.items()} | verdict.counts
     command = replay_command(source, result.seed, overrides)
     return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
 

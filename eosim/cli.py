@@ -180,10 +180,7 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
         result = checked.check
         c = result.counts
         click.echo(f"history    {history}")
-        click.echo(
-            f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
-            f"{c['indeterminate']} indeterminate"
-        )
+        _print_sends(c)
         _print_txns(checked.history)
         _print_notes(result.notes, checked.history)
         _print_anomalies(result.anomalies, checked.history)
@@ -496,15 +493,21 @@ def _print_notes(notes: list[str], history: History) -> None:
         click.echo(f"{'warning' if note in cut else 'note':<11}{note}")
 
 
-def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
-    r = outcome.run
-    c = r.counts
-    click.echo(f"scenario   {r.scenario} (seed {r.seed})")
-    click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
+def _print_sends(c: dict[str, int]) -> None:
+    """The ``sends`` line of ``run`` and ``check``: the applications' operations, counted from
+    the history by one function (``eosim.analysis.history.op_counts``)."""
     click.echo(
         f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
         f"{c['indeterminate']} indeterminate, {c['errored']} errored"
     )
+
+
+def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
+    r = outcome.run
+    c = outcome.counts
+    click.echo(f"scenario   {r.scenario} (seed {r.seed})")
+    click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
+    _print_sends(c)
     _print_txns(outcome.history)
     if r.faults:
         kinds: dict[str, int] = {}

@@ -92,7 +92,7 @@ def replay(root: str | Path, run_id: str) -> Replay:
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
     outcome = checked.run(scenario, seed, trace=True)
     got: dict[str, Any] = {name: a.count for name, a in outcome.check.anomalies.items()}
-    got |= outcome.run.counts
+    got |= outcome.counts
     got["events"] = outcome.run.events
     got["txns"] = transactional_ops(outcome.history)
     got["history_sha256"] = outcome.run.history.digest()

@@ -150,7 +150,7 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "params": json.dumps({p: render(v) for p, v in params.items()}, sort_keys=True),
         **plan.typed_columns(params),
         **anomalies,
-        **outcome.run.counts,
+        **outcome.counts,
         "txns": transactional_ops(outcome.history),
         "sim_time_s": outcome.run.sim_time_s,
         "wall_time_s": outcome.run.wall_time_s,
