@@ -9,6 +9,7 @@ It renders as text (one line per event) and as SVG (a lane per node, messages as
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -52,65 +53,85 @@ class Timeline:
         return "\n".join(lines)
 
     def svg(self) -> str:
+        """The timeline drawn as SVG: a lane per node, messages as arrows, ops as dots,
+        faults as bands. The drawing is as wide as its lanes, or as its longest label where
+        that reaches further (:func:`text_width`), so no label is cut."""
         lane_w, top, row_h, left = 220, 60, 22, 110
-        width = left + lane_w * len(self.lanes) + 40
+        lanes_width = left + lane_w * len(self.lanes) + 40
         height = top + row_h * (len(self.rows) + 1) + 20
         x = {lane: left + lane_w * i + lane_w // 2 for i, lane in enumerate(self.lanes)}
-        out = [
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'font-family="monospace" font-size="11">',
-            '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="3" '
-            'orient="auto"><path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker>'
-            '<marker id="h" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">'
-            '<path d="M0,0 L7,3 L0,6 z" fill="#c00"/></marker></defs>',
-            f'<text x="10" y="20" font-size="13" font-weight="bold">'
-            f"{escape(self.anomaly)}: {escape(', '.join(self.values))}</text>",
-        ]
+        right = float(lanes_width)  # the drawing's right edge, widened by labels
+        body: list[str] = []
+
+        def text(tx: float, y: float, content: str, attrs: str, size: int = FONT_SIZE) -> None:
+            nonlocal right
+            middle = 'text-anchor="middle"' in attrs
+            width = text_width(content, size)
+            right = max(right, (tx + width / 2 if middle else tx + width) + SVG_MARGIN)
+            body.append(f'<text x="{tx}" y="{y}" {attrs}>{escape(content)}</text>')
+
+        title = f"{self.anomaly}: {', '.join(self.values)}"
+        text(10, 20, title, 'font-size="13" font-weight="bold"', 13)
         for lane, lx in x.items():
-            out.append(
-                f'<text x="{lx}" y="{top - 12}" text-anchor="middle" '
-                f'font-weight="bold">{escape(lane)}</text>'
-            )
-            out.append(
+            text(lx, top - 12, lane, 'text-anchor="middle" font-weight="bold"')
+            body.append(
                 f'<line x1="{lx}" y1="{top}" x2="{lx}" y2="{height - 10}" '
                 'stroke="#bbb" stroke-dasharray="4 3"/>'
             )
+        bands: list[int] = []  # where each fault's band goes, drawn once the width is known
         for i, r in enumerate(self.rows):
             y = top + row_h * (i + 1)
             color = "#c00" if r.highlight else "#333"
-            out.append(f'<text x="8" y="{y + 4}" fill="#666">{r.time:.3f}</text>')
+            text(8, y + 4, f"{r.time:.3f}", 'fill="#666"')
             if r.kind == "message" and r.dst in x and r.src in x:
                 x1, x2 = x[r.src], x[r.dst]
                 if r.status in ("lost", "dropped"):
                     x2 = (x1 + x2) // 2
                 marker = "h" if r.highlight else "a"
-                out.append(
+                body.append(
                     f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="{color}" '
                     f'stroke-width="1.5" marker-end="url(#{marker})"/>'
                 )
                 if r.status in ("lost", "dropped"):
-                    out.append(
-                        f'<text x="{x2 + 4}" y="{y + 4}" fill="#c00" font-weight="bold">✕</text>'
-                    )
-                tx = min(x1, x2) + 6
+                    text(x2 + 4, y + 4, "✕", 'fill="#c00" font-weight="bold"')
                 label = r.label + (f" [{r.status}]" if r.status else "")
-                out.append(f'<text x="{tx}" y="{y - 4}" fill="{color}">{escape(label)}</text>')
+                text(min(x1, x2) + 6, y - 4, label, f'fill="{color}"')
             elif r.kind == "op" and r.src in x:
-                out.append(f'<circle cx="{x[r.src]}" cy="{y}" r="4" fill="{color}"/>')
-                out.append(
-                    f'<text x="{x[r.src] + 8}" y="{y + 4}" fill="{color}">{escape(r.label)}</text>'
-                )
+                body.append(f'<circle cx="{x[r.src]}" cy="{y}" r="4" fill="{color}"/>')
+                text(x[r.src] + 8, y + 4, r.label, f'fill="{color}"')
             else:
-                out.append(
-                    f'<rect x="{left - 10}" y="{y - 9}" width="{width - left}" '
-                    'height="16" fill="#fdd" opacity="0.6"/>'
-                )
-                out.append(
-                    f'<text x="{left}" y="{y + 4}" fill="#900" font-weight="bold">'
-                    f"FAULT {escape(r.status)}: {escape(r.label)}</text>"
-                )
-        out.append("</svg>")
-        return "\n".join(out)
+                bands.append(len(body))
+                body.append(str(y))
+                text(left, y + 4, f"FAULT {r.status}: {r.label}", 'fill="#900" font-weight="bold"')
+        width = math.ceil(right)
+        for at in bands:
+            y = int(body[at])
+            body[at] = (
+                f'<rect x="{left - 10}" y="{y - 9}" width="{width - left}" '
+                'height="16" fill="#fdd" opacity="0.6"/>'
+            )
+        head = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="monospace" font-size="{FONT_SIZE}">',
+            '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="3" '
+            'orient="auto"><path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker>'
+            '<marker id="h" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">'
+            '<path d="M0,0 L7,3 L0,6 z" fill="#c00"/></marker></defs>',
+        ]
+        return "\n".join([*head, *body, "</svg>"])
+
+
+# The SVG's text: monospace at 11 px (the title at 13 px). A monospace glyph is about 0.6 em
+# wide (DejaVu Sans Mono, Liberation Mono and Courier New: 0.60-0.62 em; bold the same);
+# widths are reckoned at 0.62 em so that a label always fits, plus a margin at the right.
+FONT_SIZE = 11
+CHAR_EM = 0.62
+SVG_MARGIN = 10
+
+
+def text_width(content: str, size: int = FONT_SIZE) -> float:
+    """The width in pixels :meth:`Timeline.svg` reserves for ``content`` at ``size`` px."""
+    return len(content) * size * CHAR_EM
 
 
 def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
