@@ -116,6 +116,12 @@ class Outcome:
         return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
 
     @property
+    def warnings(self) -> list[str]:
+        """The scenario's configuration warnings (``Scenario.warnings``: the clients' and the
+        scenario's own, as ``eosim validate`` prints them), then the run's, without repeats."""
+        return list(dict.fromkeys([*self.scenario.warnings(), *self.run.warnings]))
+
+    @property
     def counts(self) -> dict[str, int]:
         """The run's operations counted from its history, as ``eosim check`` counts a history
         file (:func:`eosim.analysis.history.op_counts`)."""
@@ -134,7 +140,7 @@ class Outcome:
             "faults": [
                 {FAULT_TIME_KEYS.get(k, k): v for k, v in f.to_dict().items()} for f in r.faults
             ],
-            "warnings": r.warnings,
+            "warnings": self.warnings,
             "stats": r.stats,
             "history_sha256": r.history.digest(),
             "replay": self.command,

@@ -50,6 +50,8 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
     click.echo(
         f"{scenario}: ok ({s.name}: {len(s.producers)} producer(s), {len(s.faults)} fault spec(s))"
     )
+    for w in s.warnings():
+        click.echo(f"warning    {w}")
 
 
 @cli.command()
@@ -515,7 +517,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
     _print_notes(outcome.check.notes, outcome.history)
-    for w in r.warnings:
+    for w in outcome.warnings:
         click.echo(f"warning    {w}")
     _print_anomalies(outcome.check.anomalies, outcome.history)
     if outcome.expect.checked:

@@ -374,3 +374,55 @@ def test_a_deeply_nested_history_line_is_one_line(capsys, tmp_path):
     assert err.strip().splitlines() == [
         f"eosim: error: {path}:1: line: invalid JSON: nested too deeply"
     ]
+
+
+MIN_ISR_ABOVE_RF = """\
+name: min-isr-above-rf
+cluster:
+  brokers: 3
+  config: {min.insync.replicas: 3}
+  topics:
+    - {name: a, partitions: 1, replication_factor: 2, config: {min.insync.replicas: 4}}
+    - {name: b, partitions: 1, replication_factor: 2}
+    - {name: c, partitions: 1, replication_factor: 3}
+    - {name: d, partitions: 1, replication_factor: 1, config: {min.insync.replicas: 1}}
+producers:
+  - name: p
+    config: {acks: all}
+    workload: {topic: a, records: 50, rate: 1000}
+"""
+
+
+def test_min_insync_replicas_above_the_replication_factor_is_warned_of(capsys, tmp_path):
+    """Kafka accepts min.insync.replicas above a topic's replication factor, and since 3.7
+    uses the replication factor instead (Partition.effectiveMinIsr), as the model does; before
+    3.7 every acks=all write failed. validate said nothing: it warns now, for a topic's own
+    value and for the broker default a topic takes, and run warns alike."""
+    path = tmp_path / "s.yaml"
+    path.write_text(MIN_ISR_ABOVE_RF)
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert code == 0 and err == ""
+    warnings = [line for line in out.splitlines() if line.startswith("warning    ")]
+    assert len(warnings) == 2, out
+    assert warnings[0].startswith(
+        "warning    cluster.topics.0.config.min.insync.replicas: 4 is above the replication "
+        "factor of topic 'a' (2). Kafka accepts it; since 3.7 it uses min(4, 2) = 2 instead"
+    )
+    assert warnings[1].startswith(
+        "warning    cluster.config.min.insync.replicas: 3 is above the replication factor of "
+        "topic(s) 'b' (2), which take it."
+    )
+    assert all("before 3.7 every acks=all write failed" in w for w in warnings)
+    code, out, _ = run_cli(capsys, "run", str(path))
+    assert code == 0 and [line for line in out.splitlines() if line in warnings] == warnings
+    assert "sends      50 sent, 50 acked" in out  # acks=all works, with every replica in sync
+    code, out, _ = run_cli(capsys, "run", str(path), "--json")
+    assert [f"warning    {w}" for w in json.loads(out)["warnings"]] == warnings
+    # At or below the replication factor: nothing to say.
+    path.write_text(
+        MIN_ISR_ABOVE_RF.replace("min.insync.replicas: 4", "min.insync.replicas: 2").replace(
+            "config: {min.insync.replicas: 3}", "config: {}"
+        )
+    )
+    code, out, _ = run_cli(capsys, "validate", str(path))
+    assert code == 0 and "warning" not in out
