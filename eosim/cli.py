@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -248,7 +249,7 @@ def sweep(
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     try:
         result = run_sweep(
-            scenario,
+            _scenario_file(scenario),
             runs,
             grid=grid,
             vary=vary,
@@ -307,7 +308,11 @@ def shrink(
     _load(scenario, overrides)
     try:
         result = do_shrink(
-            scenario, seed, anomaly, overrides, log=lambda m: click.echo(f"shrink     {m}")
+            _scenario_file(scenario),
+            seed,
+            anomaly,
+            overrides,
+            log=lambda m: click.echo(f"shrink     {m}"),
         )
     except ShrinkError as exc:
         raise BadInput(str(exc)) from None
@@ -343,6 +348,47 @@ def report(results: str, out: str | None, fmt: str) -> None:
     except ReportError as exc:
         raise BadInput(str(exc)) from None
     click.echo(f"report     {path}")
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(ctx: click.Context) -> None:
+    """List the scenarios shipped with eosim (any command takes one by name: `eosim run
+    idempotent`), or copy one to edit it (`eosim scenarios copy NAME [DIR]`)."""
+    if ctx.invoked_subcommand is None:
+        list_scenarios(max(80, shutil.get_terminal_size((100, 24)).columns))
+
+
+def list_scenarios(width: int) -> None:
+    """One line per shipped scenario: its name and its description's first sentence, cut to
+    ``width`` characters."""
+    shipped = api.shipped_scenarios()
+    if not shipped:
+        raise BadInput("no shipped scenarios found beside this eosim")
+    column = max(len(name) for name in shipped) + 2
+    for name, path in shipped.items():
+        text = api.describe_scenario(path)
+        room = width - column
+        if len(text) > room:
+            text = text[: room - 1].rsplit(" ", 1)[0] + "…"
+        click.echo(f"{name:<{column}}{text}".rstrip())
+
+
+@scenarios.command("copy")
+@click.argument("name")
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+def copy_scenario(name: str, directory: str) -> None:
+    """Copy shipped scenario NAME into DIRECTORY (default: here) as NAME.yaml, to edit and run;
+    an existing file is never overwritten."""
+    try:
+        target = api.copy_scenario(name, directory)
+    except api.UnknownScenario as exc:
+        raise BadInput(str(exc)) from None
+    except FileExistsError as exc:
+        raise BadInput(f"{exc.filename}: exists; copy into another directory") from None
+    except OSError as exc:
+        raise BadInput(f"{directory}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"copied     {name} -> {target}")
 
 
 @cli.command()
@@ -422,9 +468,18 @@ class ProgressLine:
 
 
 def _load(path: str, overrides: tuple[str, ...]) -> Any:
+    """The scenario ``path`` names (a file, or a shipped scenario's name), loaded."""
     try:
-        return api.load(path, overrides)
+        return api.load(_scenario_file(path), overrides)
     except (ScenarioError, ConfigException) as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _scenario_file(text: str) -> str:
+    """The file a SCENARIO argument names: a path that exists, else a shipped scenario's."""
+    try:
+        return api.find_scenario(text)
+    except api.UnknownScenario as exc:
         raise BadInput(str(exc)) from None
 
 

@@ -426,3 +426,49 @@ def test_min_insync_replicas_above_the_replication_factor_is_warned_of(capsys, t
     )
     code, out, _ = run_cli(capsys, "validate", str(path))
     assert code == 0 and "warning" not in out
+
+
+def test_shipped_scenarios_are_taken_by_name_from_any_directory(capsys, tmp_path, monkeypatch):
+    """`eosim run idempotent` works wherever it is typed; a path that exists wins over a
+    name; an unknown name is one line listing close names, exit 2, for every command that
+    takes a scenario."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "validate", "idempotent")
+    assert code == 0 and out.startswith("idempotent: ok (idempotent:"), err
+    code, out, _ = run_cli(capsys, "run", "at-least-once.yaml", *SMALL)
+    assert code == 0 and "replay     eosim run at-least-once.yaml --seed 1" in out
+    code, out, _ = run_cli(capsys, "run", "idempotent", "--json", *SMALL)
+    assert code == 0 and json.loads(out)["replay"].startswith("eosim run idempotent --seed ")
+    (tmp_path / "idempotent").write_text("name: mine\n")  # a file of that name wins, and fails
+    code, _, err = run_cli(capsys, "validate", "idempotent")
+    assert code == 2 and err.startswith("eosim: error: idempotent:")
+    for command in (["validate"], ["run"], ["sweep", "--runs", "2"], ["shrink", "--seed", "1"]):
+        code, out, err = run_cli(capsys, *command, "idempotnt")
+        assert code == 2 and out == ""
+        assert err.splitlines() == [
+            "eosim: error: idempotnt: no such file, and no shipped scenario of that name; "
+            "shipped scenarios with a close name: idempotent, idempotent-restart"
+        ]
+    code, _, err = run_cli(capsys, "run", "scenarios/idempotent.yaml")
+    assert code == 2 and "the shipped scenario of that name is `eosim run idempotent`" in err
+
+
+def test_scenarios_lists_and_copies_them(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "scenarios")
+    lines = out.splitlines()
+    names = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
+    assert code == 0 and [line.split()[0] for line in lines] == names
+    assert all(len(line) <= 100 for line in lines)
+    assert (
+        "idempotent-restart" in out and "An idempotent producer that crashes and restarts." in out
+    )
+    target = tmp_path / "mine"
+    code, out, _ = run_cli(capsys, "scenarios", "copy", "idempotent", str(target))
+    assert code == 0 and out == f"copied     idempotent -> {target / 'idempotent.yaml'}\n"
+    copied = (target / "idempotent.yaml").read_bytes()
+    assert copied == (ROOT / "scenarios" / "idempotent.yaml").read_bytes()
+    (target / "idempotent.yaml").write_text("edited")
+    code, _, err = run_cli(capsys, "scenarios", "copy", "idempotent", str(target))
+    assert code == 2 and "exists" in err and (target / "idempotent.yaml").read_text() == "edited"
+    code, _, err = run_cli(capsys, "scenarios", "copy", "idempotnt", str(target))
+    assert code == 2 and "close names: idempotent" in err
