@@ -537,3 +537,53 @@ def test_report_reads_the_fault_load_and_the_drawn_values(clean, spark, tmp_path
     assert content.data.vary == ["producers.0.config.retries"]
     assert any(f.name.startswith("drawn-") for f in content.figures)
     assert "Drawn per run" in render_html(content)
+
+
+def test_replay_commands_work_from_any_directory(spark, tmp_path, monkeypatch):
+    """Replay commands named the scenario by the path the sweep was run with (relative to
+    where it ran, and only as good as that file stays). They name the copy of the scenario's
+    text the sweep keeps beside its results, by its absolute path; a report and `eosim replay`
+    name it where the results directory is now."""
+    import shlex
+    import shutil
+
+    from eosim.analysis.report.data import load
+    from eosim.analysis.sweep.replay import replay
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(SCENARIO, work / "mine.yaml")
+    monkeypatch.chdir(work)
+    sweep(spark, Path("res"), runs=4)
+    (work / "mine.yaml").write_text("name: edited since\n")  # the file the sweep ran from
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    def reproduces(command: str, row) -> None:
+        argv = shlex.split(command)
+        assert argv[:2] == ["eosim", "run"] and Path(argv[2]).is_absolute(), command
+        sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+        seed = int(argv[argv.index("--seed") + 1])
+        outcome = api.run(api.load(argv[2], sets), seed)
+        assert outcome.run.history.digest() == row["history_sha256"], command
+
+    frame = rows(work / "res")
+    failing = frame[frame.replay.notna()]
+    assert len(failing) > 0
+    for _, row in failing.iterrows():
+        assert shlex.split(row.replay)[2] == str((work / "res" / "scenario.yaml").resolve())
+        reproduces(row.replay, row)
+    # Moved elsewhere, the results still print commands that work.
+    moved = tmp_path / "moved"
+    shutil.move(work / "res", moved)
+    data = load(moved)
+    shown = [r for runs in data.failing.values() for r in runs]
+    assert shown
+    columns = (frame.variant, frame.run, frame.history_sha256)
+    digests = {(v, r): h for v, r, h in zip(*columns, strict=True)}
+    for r in shown:
+        assert shlex.split(r["replay"])[2] == str((moved / "scenario.yaml").resolve())
+        reproduces(r["replay"], {"history_sha256": digests[r["variant"], r["run"]]})
+    r = replay(moved, f"{shown[0]['variant']}:{shown[0]['run']}")
+    assert r.mismatches == [] and shlex.split(r.command)[2] == str(moved / "scenario.yaml")

@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.sweep.plan import short_names
+from eosim.analysis.sweep.replay import replay_commands
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.sweep.verdict import FILE as SWEEP_VERDICT_FILE
 from eosim.analysis.txn_checker import TXN_ANOMALIES
@@ -152,6 +153,7 @@ def load(root: str | Path) -> SweepData:
         if hits.num_rows:
             rows = hits.sort_by([("variant", "ascending"), ("run", "ascending")])
             failing[name] = rows.slice(0, FAILING_RUNS_SHOWN).to_pylist()
+            replay_commands(root, manifest, failing[name])
     names = dataset.schema.names
     fault_columns = [c for c in names if c.startswith("faults_")]
     faults = None

@@ -10,6 +10,7 @@ present exactly once. It writes the aggregate table and marks the manifest compl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import shutil
 import signal
@@ -40,7 +41,7 @@ from eosim.analysis.sweep.plan import (
     short_names,
 )
 from eosim.analysis.sweep.progress import Progress, ProgressPoller
-from eosim.analysis.sweep.store import FORMAT, LAYOUT, StoreError, SweepStore
+from eosim.analysis.sweep.store import FORMAT, LAYOUT, SCENARIO_COPY, StoreError, SweepStore
 from eosim.analysis.sweep.task import RESULT_DDL, make_chunk_runner, run_schema
 from eosim.analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
 from eosim.simulation.conditions import Condition
@@ -173,6 +174,7 @@ def run_sweep(
         "command": command or " ".join(sys.argv),
         "scenario": scenario.name,
         "scenario_path": scenario_path,
+        "scenario_copy": SCENARIO_COPY,
         "scenario_yaml": plan.scenario_text,
         "set": list(overrides),
         "runs_per_variant": runs,
@@ -196,8 +198,15 @@ def run_sweep(
     fresh = not root.exists()
     try:
         done = set(store.prepare(manifest))
+        # The scenario's text beside the results: each failing run's replay command names it
+        # by its absolute path, so the command works from any directory and replays exactly
+        # the text the sweep ran, whatever becomes of the file it was read from.
+        copy = store.write_scenario(plan.scenario_text).resolve()
     except StoreError as exc:
         raise SweepError(str(exc)) from None
+    except OSError as exc:
+        raise SweepError(f"{root}: cannot write the scenario's copy: {exc}") from None
+    plan = dataclasses.replace(plan, scenario_source=str(copy))
 
     schema = run_schema(plan)
     found: dict[str, int] = {}
@@ -245,7 +254,7 @@ def run_sweep(
                     plan,
                     sweep_id,
                     __version__,
-                    str(root),
+                    str(root.resolve()),  # the executors' working directory is not ours
                     pending,
                     inject_failures,
                     str(progress_dir),
@@ -267,7 +276,7 @@ def run_sweep(
                 poller.set_done(Progress(plan.total_runs, poller.last.found))
         bar.close()
 
-        runs_df = spark.read.parquet(str(store.runs_dir))
+        runs_df = spark.read.parquet(str(store.runs_dir.resolve()))
         variant_columns = [plan.typed_columns(v) for v in plan.variants]
         interrupt.check()
         try:
