@@ -165,7 +165,7 @@ def test_check_counts_replica_divergence_when_the_history_has_replica_lines(caps
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "no-such.yaml"], "cannot read"),
+        (["run", "no-such.yaml"], "no such file, and no shipped scenario of that name"),
         (["run", "SCEN", "--seed", "-4"], "--seed"),
         (["run", "SCEN", "--set", "producers.0.config.acks=7"], "acks"),
         (["run", "SCEN", "--set", "producers.0.config.enable.idempotance=true"], "did you mean"),

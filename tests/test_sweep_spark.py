@@ -26,8 +26,12 @@ def sweep(spark, out: Path, **kw):
 
 
 def rows(out: Path) -> pd.DataFrame:
+    """The run table, to compare sweeps row for row: without the columns that differ between
+    two executions of a run, and with the results directory in replay commands (they name
+    its copy of the scenario) written RESULTS."""
     frame = pd.read_parquet(out / "runs")
     frame = frame.drop(columns=[*NONDETERMINISTIC, "chunk"])
+    frame["replay"] = frame["replay"].str.replace(str(out.resolve()), "RESULTS", regex=False)
     frame["variant"] = frame["variant"].astype(int)
     for column in ("ack_latency_hist", "commit_latency_hist"):
         frame[column] = frame[column].map(list)
@@ -194,7 +198,7 @@ def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
 
 def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
     _, out = clean
-    frame = rows(out)
+    frame = pd.read_parquet(out / "runs")  # the replay commands as stored
     failing = frame[frame.replay.notna()].iloc[0]
     argv = failing.replay.split()
     assert argv[:2] == ["eosim", "run"] and "--seed" in argv
@@ -568,7 +572,7 @@ def test_replay_commands_work_from_any_directory(spark, tmp_path, monkeypatch):
         outcome = api.run(api.load(argv[2], sets), seed)
         assert outcome.run.history.digest() == row["history_sha256"], command
 
-    frame = rows(work / "res")
+    frame = pd.read_parquet(work / "res" / "runs")  # as stored
     failing = frame[frame.replay.notna()]
     assert len(failing) > 0
     for _, row in failing.iterrows():
