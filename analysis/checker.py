@@ -1,15 +1,18 @@
 """Check a history for delivery anomalies, named as in the shared anomaly reference (Jepsen's).
 
-Every write carries a unique record value, so a value identifies what the application produced
-(an application that resends a value after a restart makes several sends of it). The checker
-gathers every *observation* of a value at a position (topic, partition, offset): each record of
-a final `log` line and each record returned by an `ok` poll. An `ok` send that carries an offset
-is a third, weaker source: the broker's claim that the position holds the value. It does not
-count as seeing the value, but, as in Jepsen's version order, it is one of the value's positions.
+Every write carries a record value unique within its topic (within its partition for a
+history read from Jepsen: `History.value_scope`), so the topic (or partition) and the value
+identify what the application produced (`History.record_id`; an application that resends a
+value after a restart makes several sends of it). The same value in two topics is two records.
+The checker gathers every *observation* of a record at a position (topic, partition, offset):
+each record of a final `log` line and each record returned by an `ok` poll. An `ok` send that
+carries an offset is a third, weaker source: the broker's claim that the position holds the
+record. It does not count as seeing the record, but, as in Jepsen's version order, it is one of
+the record's positions.
 
 From these:
 
-* duplicate: a value at two or more positions, observed or acknowledged.
+* duplicate: a record at two or more positions, observed or acknowledged.
 * lost_write: a write that must have committed (`ok`, or `info` and observed) is missing where
   it should be: from its partition's final log, or -- with reads only -- from every read although
   a read of its partition got past its acknowledged offset. A transaction that must have
@@ -32,7 +35,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosim.analysis.history import History, LogRecord, Marker, Send, op_counts, paused_gc
+from eosim.analysis.history import (
+    PARTITION_SCOPE,
+    History,
+    LogRecord,
+    Marker,
+    RecordId,
+    Send,
+    op_counts,
+    paused_gc,
+)
 
 ANOMALIES = ("duplicate", "lost_write", "nonmonotonic_send", "inconsistent_offsets", "unseen")
 MAX_EXAMPLES = 3
@@ -62,12 +74,16 @@ class CheckResult:
     """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the
     applications' operations as `eosim.analysis.history.op_counts` counts them (sent, acked,
     failed, indeterminate, errored); `notes` says how the history was judged when that needs
-    saying."""
+    saying, and `unknown` (set by `eosim.analysis.checks.check_history`) why it had nothing to
+    check."""
 
     anomalies: dict[str, Anomaly]
     counts: dict[str, int]
     # Sentences on how the history was judged (a run cut short, say); listed only when any.
     notes: list[str] = field(default_factory=list)
+    # Why the history gave the checks nothing to judge (the verdict is then unknown, not "no
+    # anomalies": eosim.analysis.checks.nothing_to_check), or None.
+    unknown: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -76,19 +92,24 @@ class CheckResult:
         }
         if self.notes:
             result["notes"] = list(self.notes)
+        if self.unknown is not None:
+            result["unknown"] = self.unknown
         return result
 
 
-def check(history: History) -> CheckResult:
+def check(history: History, lost: set[RecordId] | None = None) -> CheckResult:
+    """The delivery checks. `lost`, when given, are the records another judge found lost (a
+    Jepsen history's version orders: eosim.analysis.version_order), which `unseen` leaves out
+    instead of those this checker finds lost."""
     with paused_gc():
-        return _check(history)
+        return _check(history, lost)
 
 
-def _check(history: History) -> CheckResult:
+def _check(history: History, lost: set[RecordId] | None = None) -> CheckResult:
     seen = _Observations(history)
     anomalies = {name: Anomaly(name) for name in ANOMALIES}
     _duplicates(seen, anomalies["duplicate"])
-    _lost_and_unseen(history.sends, seen, anomalies["lost_write"], anomalies["unseen"])
+    _lost_and_unseen(history.sends, seen, anomalies["lost_write"], anomalies["unseen"], lost)
     _lost_transactions(history, seen, anomalies["lost_write"])
     _nonmonotonic_sends(history.sends, seen, anomalies["nonmonotonic_send"])
     _inconsistent_offsets(history, seen, anomalies["inconsistent_offsets"])
@@ -100,13 +121,17 @@ WriterKey = tuple[int, "int | None"]
 
 
 class _Observations:
-    """Indexes over a history's observations, built in one pass."""
+    """Indexes over a history's observations, built in one pass. Records are identified by
+    `History.record_id`: (topic, value), or (topic, partition, value) for a history whose
+    values are unique per partition only."""
 
     def __init__(self, history: History) -> None:
-        # value -> first position it was observed at, and all positions for values seen at more
-        # than one; most values are seen once, so this avoids a set per value.
-        self.first_seen: dict[str, Position] = {}
-        self.seen_at: dict[str, set[Position]] = {}
+        per_partition = history.value_scope == PARTITION_SCOPE
+        self.per_partition = per_partition
+        # record -> first position it was observed at, and all positions for records seen at
+        # more than one; most are seen once, so this avoids a set per record.
+        self.first_seen: dict[RecordId, Position] = {}
+        self.seen_at: dict[RecordId, set[Position]] = {}
         # position -> the first value claimed for it (by a log, a poll or an ack); positions
         # claimed for more than one value.
         self.holds: dict[Position, str] = {}
@@ -115,22 +140,29 @@ class _Observations:
         self.logged: dict[tuple[str, int], set[str]] = {}
         # topic -> partitions that have a final log.
         self.logged_partitions: dict[str, set[int]] = defaultdict(set)
+        # (topic, partition) -> its final log's start, where records were deleted below it.
+        self.log_starts = history.log_starts
         # (topic, partition) -> values returned by polls, and the highest offset polled.
         self.polled: dict[tuple[str, int], set[str]] = defaultdict(set)
         self.max_polled: dict[tuple[str, int], int] = {}
-        self.sends_by_value: dict[str, list[Send]] = defaultdict(list)
-        # Values sent by more than one process (an application resending after a restart):
-        # only for these does it matter which process wrote each record of the value.
-        self.shared: set[str] = set()
-        # For the records of shared values: position -> the process that wrote it, or None
+        self.sends_by_id: dict[RecordId, list[Send]] = defaultdict(list)
+        # Records sent by more than one process (an application resending after a restart):
+        # only for these does it matter which process wrote each of their copies.
+        self.shared: set[RecordId] = set()
+        # For the copies of shared records: position -> the process that wrote it, or None
         # when nothing says which.
         self.writer_at: dict[Position, str | None] = {}
 
-        sole_sender: dict[str, str] = {}
-        for send in history.sends:
-            self.sends_by_value[send.value].append(send)
-            if sole_sender.setdefault(send.value, send.process) != send.process:
-                self.shared.add(send.value)
+        # Each send's record, in `history.sends` order.
+        self.send_ids: list[RecordId] = [
+            (send.topic, send.partition if per_partition else None, send.value)
+            for send in history.sends
+        ]
+        sole_sender: dict[RecordId, str] = {}
+        for send, rid in zip(history.sends, self.send_ids, strict=True):
+            self.sends_by_id[rid].append(send)
+            if sole_sender.setdefault(rid, send.process) != send.process:
+                self.shared.add(rid)
         for (topic, partition), records in history.logs.items():
             self.logged[topic, partition] = {record.value for record in records}
             self.logged_partitions[topic].add(partition)
@@ -154,24 +186,27 @@ class _Observations:
 
     def _observe_all(self, records: Iterable[tuple[str, int, int, str]]) -> None:
         holds, first_seen, seen_at = self.holds, self.first_seen, self.seen_at
+        per_partition = self.per_partition
         for topic, partition, offset, value in records:
             where = (topic, partition, offset)
             if holds.setdefault(where, value) != value:
                 self.conflicts.add(where)
-            first = first_seen.setdefault(value, where)
+            rid = (topic, partition if per_partition else None, value)
+            first = first_seen.setdefault(rid, where)
             if first != where:
-                places = seen_at.get(value)
+                places = seen_at.get(rid)
                 if places is None:
-                    seen_at[value] = {first, where}
+                    seen_at[rid] = {first, where}
                 else:
                     places.add(where)
 
-    def _attribute(self, history: History, sole_sender: dict[str, str]) -> None:
-        """Which process wrote each record of a shared value. A record's producer id and epoch
-        name the producer session that appended it; a session belongs to a process when it
-        appended a value only that process sent, or a record that process's send was
+    def _attribute(self, history: History, sole_sender: dict[RecordId, str]) -> None:
+        """Which process wrote each copy of a shared record. A log record's producer id and
+        epoch name the producer session that appended it; a session belongs to a process when
+        it appended a record only that process sent, or a record that process's send was
         acknowledged at. The acknowledgement itself also names its record's writer."""
         shared = self.shared
+        per_partition = self.per_partition
         owner: dict[WriterKey, str | None] = {}
 
         def own(key: WriterKey, process: str) -> None:
@@ -185,80 +220,79 @@ class _Observations:
                 if producer_id is None or producer_id < 0:
                     continue  # no producer id: a non-idempotent producer
                 key = (producer_id, record.epoch)
-                if record.value in shared:
+                rid = (topic, partition if per_partition else None, record.value)
+                if rid in shared:
                     session_at[topic, partition, record.offset] = key
                 else:
-                    process = sole_sender.get(record.value)
+                    process = sole_sender.get(rid)
                     if process is not None:
                         own(key, process)
         acked_by: dict[Position, str] = {}
-        for value in sorted(shared):
-            for send in self.sends_by_value[value]:
+        for rid in sorted(shared, key=_sort_key):
+            for send in self.sends_by_id[rid]:
                 if send.outcome != "ok" or send.offset is None or send.partition is None:
                     continue
                 where = (send.topic, send.partition, send.offset)
-                if self.holds.get(where) != value or where in self.conflicts:
+                if self.holds.get(where) != send.value or where in self.conflicts:
                     continue
                 acked_by.setdefault(where, send.process)
                 key = session_at.get(where)
                 if key is not None:
                     own(key, send.process)
-        for value in sorted(shared):
-            for where in self.positions(value):
+        for rid in sorted(shared, key=_sort_key):
+            for where in self.positions(rid):
                 writer = acked_by.get(where)
                 if writer is None and where in session_at:
                     writer = owner.get(session_at[where])
                 self.writer_at[where] = writer
 
-    def _landed(self, history: History) -> dict[str, set[Position]]:
-        """Values at two or more positions, counting acknowledged positions with observed
+    def _landed(self, history: History) -> dict[RecordId, set[Position]]:
+        """Records at two or more positions, counting acknowledged positions with observed
         ones (Jepsen's version order takes both send and poll offsets)."""
-        landed = {value: set(places) for value, places in self.seen_at.items()}
-        acked_first: dict[str, Position] = {}
+        landed = {rid: set(places) for rid, places in self.seen_at.items()}
+        acked_first: dict[RecordId, Position] = {}
         first_seen = self.first_seen
-        for send in history.sends:
+        for send, rid in zip(history.sends, self.send_ids, strict=True):
             if send.outcome != "ok" or send.offset is None or send.partition is None:
                 continue
-            value = send.value
             where = (send.topic, send.partition, send.offset)
-            places = landed.get(value)
+            places = landed.get(rid)
             if places is not None:
                 places.add(where)
                 continue
-            first = first_seen.get(value)
+            first = first_seen.get(rid)
             if first is None:
-                first = acked_first.setdefault(value, where)
+                first = acked_first.setdefault(rid, where)
             if first != where:
-                landed[value] = {first, where}
+                landed[rid] = {first, where}
         return landed
 
-    def observed(self, value: str) -> bool:
-        return value in self.first_seen
+    def observed(self, rid: RecordId) -> bool:
+        return rid in self.first_seen
 
-    def positions(self, value: str) -> Iterable[Position]:
-        places = self.seen_at.get(value)
+    def positions(self, rid: RecordId) -> Iterable[Position]:
+        places = self.seen_at.get(rid)
         if places is not None:
             return places
-        first = self.first_seen.get(value)
+        first = self.first_seen.get(rid)
         return () if first is None else (first,)
 
-    def lowest_offset(self, send: Send) -> tuple[int, int] | None:
-        """(partition, offset) where the send's value first stands in its partition (or, when
-        the partition is unknown, anywhere in its topic), else its acknowledged position. For a
-        value several processes sent, records another process is known to have written are
-        not this send's."""
-        topic, partition = send.topic, send.partition
-        places = self.seen_at.get(send.value)
-        if places is None and send.value not in self.shared:
-            first = self.first_seen.get(send.value)
-            if first is not None and first[0] == topic and partition in (None, first[1]):
+    def lowest_offset(self, send: Send, rid: RecordId) -> tuple[int, int] | None:
+        """(partition, offset) where the send's record first stands in its partition (or,
+        when the partition is unknown, anywhere in its topic), else its acknowledged position.
+        For a record several processes sent, copies another process is known to have written
+        are not this send's."""
+        partition = send.partition
+        places = self.seen_at.get(rid)
+        if places is None and rid not in self.shared:
+            first = self.first_seen.get(rid)
+            if first is not None and partition in (None, first[1]):
                 return first[1], first[2]
         else:
             spots = [
                 (where[1], where[2])
-                for where in self.positions(send.value)
-                if where[0] == topic
-                and partition in (None, where[1])
+                for where in self.positions(rid)
+                if partition in (None, where[1])
                 and self.writer_at.get(where) in (None, send.process)
             ]
             if spots:
@@ -266,6 +300,12 @@ class _Observations:
         if partition is not None and send.offset is not None:
             return partition, send.offset
         return None
+
+
+def _sort_key(rid: RecordId) -> tuple[str, int, str]:
+    """A record id as a sort key (its partition may be None)."""
+    topic, partition, value = rid
+    return (topic, -1 if partition is None else partition, value)
 
 
 def _label(send: Send) -> str:
@@ -290,13 +330,13 @@ def position_dict(where: Position) -> dict[str, Any]:
 
 
 def _duplicates(seen: _Observations, anomaly: Anomaly) -> None:
-    found = sorted((sorted(places), value) for value, places in seen.landed.items())
-    for places, value in found:
-        sends = seen.sends_by_value.get(value, [])
-        observed = set(seen.positions(value))
+    found = sorted((sorted(places), _sort_key(rid), rid) for rid, places in seen.landed.items())
+    for places, _, rid in found:
+        sends = seen.sends_by_id.get(rid, [])
+        observed = set(seen.positions(rid))
         anomaly.add(
             {
-                "value": value,
+                "value": rid[2],
                 "positions": [position_dict(where) for where in places[:MAX_LISTED]],
                 "times_landed": len(places),
                 "only_acknowledged": [
@@ -308,44 +348,63 @@ def _duplicates(seen: _Observations, anomaly: Anomaly) -> None:
 
 
 def _lost_and_unseen(
-    sends: Iterable[Send], seen: _Observations, lost: Anomaly, unseen: Anomaly
+    sends: list[Send],
+    seen: _Observations,
+    lost: Anomaly,
+    unseen: Anomaly,
+    lost_elsewhere: set[RecordId] | None = None,
 ) -> None:
-    for send in sends:
+    """`sends` must be `History.sends`, whose records `seen.send_ids` lists. An `ok` send
+    never observed is unseen unless it is lost: by this checker's judgement, or, when
+    `lost_elsewhere` is given, by that set's."""
+    first_seen = seen.first_seen
+    for send, rid in zip(sends, seen.send_ids, strict=True):
         if send.outcome == "fail":
             continue
-        observed = seen.observed(send.value)
+        observed = rid in first_seen
         if send.outcome == "info" and not observed:
             continue
-        reason = _why_lost(send, seen)
+        reason = _why_lost(send, rid, seen)
         if reason is not None:
             lost.add({"value": send.value, "topic": send.topic, **_send_summary(send), **reason})
-        elif send.outcome == "ok" and not observed:
-            unseen.add({"value": send.value, "topic": send.topic, **_send_summary(send)})
+        if send.outcome == "ok" and not observed:
+            gone = reason is not None if lost_elsewhere is None else rid in lost_elsewhere
+            if not gone:
+                unseen.add({"value": send.value, "topic": send.topic, **_send_summary(send)})
 
 
-def _why_lost(send: Send, seen: _Observations) -> dict[str, Any] | None:
+def _why_lost(send: Send, rid: RecordId, seen: _Observations) -> dict[str, Any] | None:
     """Evidence that a must-have-committed send is missing where it should be, or None."""
     topic, partition, value = send.topic, send.partition, send.value
     if partition is None:
         logged = seen.logged_partitions.get(topic)
-        if not logged:
-            return None
+        if not logged or any((topic, p) in seen.log_starts for p in logged):
+            return None  # no log, or a log whose deleted head may have held it
         # Present if in one of the topic's logs, or read from a partition that has no log.
-        for where_topic, where_partition, _ in seen.positions(value):
-            if where_topic == topic and (
-                where_partition not in logged or value in seen.logged[topic, where_partition]
-            ):
+        for _, where_partition, _ in seen.positions(rid):
+            if where_partition not in logged or value in seen.logged[topic, where_partition]:
                 return None
         return {"missing_from": "final logs", "logged_partitions": sorted(logged)}
     log = seen.logged.get((topic, partition))
     if log is not None:
-        return None if value in log else {"missing_from": "final log"}
+        if value in log or below_log_start(seen.log_starts, topic, partition, send.offset):
+            return None
+        return {"missing_from": "final log"}
     if send.offset is None or value in seen.polled.get((topic, partition), ()):
         return None
     reached = seen.max_polled.get((topic, partition), -1)
     if reached > send.offset:
         return {"missing_from": "reads", "highest_offset_read": reached}
     return None
+
+
+def below_log_start(
+    starts: dict[tuple[str, int], int], topic: str, partition: int, offset: int | None
+) -> bool:
+    """Whether a write at ``offset`` (None: unknown) of a partition may lie below its final
+    log's start, where the log says nothing (the records there were deleted)."""
+    start = starts.get((topic, partition), 0)
+    return start > 0 and (offset is None or offset < start)
 
 
 def first_markers_after(records: list[LogRecord], markers: list[Marker]) -> dict[int, Marker]:
@@ -385,26 +444,28 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
         committed[key] = {
             r.value for r in records if r.offset not in after or after[r.offset].type != "ABORT"
         }
-    read_committed: set[str] = set()
+    read_committed: set[RecordId] = set()
     if any(txn.outcome == "info" for txn in history.txns):
         read_committed = {
-            record.value
+            history.record_id(record.topic, record.partition, record.value)
             for poll in history.polls
             if poll.isolation == "read_committed"
             for record in poll.records
         }
 
-    def missing(topic: str, partition: int | None, value: str) -> str | None:
+    def missing(topic: str, partition: int | None, value: str, offset: int | None) -> str | None:
         if partition is not None:
             log = committed.get((topic, partition))
-            return "final log" if log is not None and value not in log else None
+            if log is None or value in log:
+                return None
+            if below_log_start(seen.log_starts, topic, partition, offset):
+                return None  # it may have been deleted with the log's head
+            return "final log"
         logged = seen.logged_partitions.get(topic)
-        if not logged:
+        if not logged or any((topic, p) in seen.log_starts for p in logged):
             return None
-        for where_topic, where_partition, _ in seen.positions(value):
-            if where_topic == topic and (
-                where_partition not in logged or value in committed[topic, where_partition]
-            ):
+        for _, where_partition, _ in seen.positions(history.record_id(topic, None, value)):
+            if where_partition not in logged or value in committed[topic, where_partition]:
                 return None
         return "final logs"
 
@@ -412,9 +473,11 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
         writes = txn.sends
         if txn.outcome == "fail" or not writes:
             continue
-        if txn.outcome == "info" and not any(w.value in read_committed for w in writes):
+        if txn.outcome == "info" and not any(
+            history.record_id(w.topic, w.partition, w.value) in read_committed for w in writes
+        ):
             continue
-        reasons = [missing(w.topic, w.partition, w.value) for w in writes]
+        reasons = [missing(w.topic, w.partition, w.value, w.offset) for w in writes]
         if not all(reasons):
             continue
         first = writes[0]
@@ -442,12 +505,13 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
         )
 
 
-def _nonmonotonic_sends(sends: Iterable[Send], seen: _Observations, anomaly: Anomaly) -> None:
-    """`sends` must be in invocation order, as `History.sends` is."""
+def _nonmonotonic_sends(sends: list[Send], seen: _Observations, anomaly: Anomaly) -> None:
+    """`sends` must be `History.sends` (in invocation order; `seen.send_ids` lists their
+    records)."""
     # (process, topic, partition) -> (highest offset so far, the send that landed there)
     highest: dict[tuple[str, str, int], tuple[int, Send]] = {}
-    for send in sends:
-        landed = seen.lowest_offset(send)
+    for send, rid in zip(sends, seen.send_ids, strict=True):
+        landed = seen.lowest_offset(send, rid)
         if landed is None:
             continue
         partition, offset = landed

@@ -38,22 +38,61 @@ ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANO
 
 def check_history(history: History) -> CheckResult:
     """All checks; `anomalies` has every name in `ALL_ANOMALIES`, in that order, `counts`
-    summarises the sends as in `eosim.analysis.checker.check`, and `notes` says when the run was cut
-    by its duration."""
-    base = check(history)
+    summarises the sends as in `eosim.analysis.checker.check`, `notes` says when the run was cut
+    by its duration, and `unknown` why the history had nothing to check (`nothing_to_check`),
+    when no anomaly was found and it had not."""
+    if history.client_ops:
+        # A Jepsen history: its lost writes are the version orders'; `unseen` leaves out
+        # exactly those (so that unseen and the ok writes found lost make up Jepsen's unseen).
+        lost: set[tuple[str, int, str]] = set()
+        ordered = check_version_orders(history, lost)
+        base = check(history, {history.record_id(*record) for record in lost})
+    else:
+        ordered = check_version_orders(history)
+        ordered = {name: ordered[name] for name in INTERNAL_ANOMALIES}
+        base = check(history)
     found = {
         **base.anomalies,
         **check_transactions(history),
         **check_replicas(history),
         **check_rewrites(history),
     }
-    ordered = check_version_orders(history)
-    if not history.client_ops:
-        ordered = {name: ordered[name] for name in INTERNAL_ANOMALIES}
     found.update(ordered)
     found.update(check_cycles(history))
     anomalies = {name: found[name] for name in ALL_ANOMALIES}
-    return CheckResult(anomalies, base.counts, end_notes(history))
+    unknown = None
+    if not any(a.count for a in anomalies.values()):
+        unknown = nothing_to_check(history)
+    return CheckResult(anomalies, base.counts, end_notes(history), unknown)
+
+
+def nothing_to_check(history: History) -> str | None:
+    """Why the checks had nothing to judge in ``history``, or None when they had something.
+
+    They judge writes that may have happened against what was read or logged. A history
+    without a single write that was acknowledged (an `ok` send, txn or process op) and
+    without a single record read, logged or held by a replica (nor an `lso` line) gives them
+    nothing: every count is 0, but that is no evidence of anything. As Jepsen's checkers do
+    when there is nothing to check (Elle's `:empty-transaction-graph`, the set checker's "Set
+    was never read"), such a history is judged unknown, not valid."""
+    if not (history.ops or history.logs or history.replicas):
+        return "no op, log or replica line"
+    ok_write = (
+        any(send.outcome == "ok" for send in history.sends)
+        or any(txn.outcome == "ok" and txn.sends for txn in history.txns)
+        or any(step.outcome == "ok" for step in history.steps)
+    )
+    observed = (
+        any(poll.records for poll in history.polls)
+        or any(records for records in history.logs.values())
+        or any(markers for markers in history.markers.values())
+        or any(r.records or r.markers for r in history.replicas)
+        or any(m.kind == "poll" for op in history.client_ops for m in op.mops)
+        or bool(history.stable_offsets)
+    )
+    if ok_write or observed:
+        return None
+    return "no write was acknowledged and no record was read or logged"
 
 
 def end_notes(history: History) -> list[str]:
@@ -91,5 +130,6 @@ __all__ = [
     "CheckResult",
     "check_history",
     "end_notes",
+    "nothing_to_check",
     "transactional_ops",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "SWEEP_EXPECTABLE",
     "Condition",
     "ExpectResult",
+    "always_holding",
     "evaluate",
     "parse_expectation",
     "unknown_expect_key",
@@ -41,9 +42,13 @@ SINGLE_RUN_RUNS = (
 
 @dataclass(slots=True)
 class ExpectResult:
+    """``met`` is False when any expectation fails, and when the history had nothing to
+    check (``unknown`` says why): expectations judged on no evidence are not met."""
+
     met: bool
     checked: list[dict[str, object]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    unknown: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"met": self.met, "failures": self.failures, "checked": self.checked}
@@ -102,6 +107,18 @@ def parse_expectation(
     return name, str(condition)
 
 
+def always_holding(expect: Mapping[str, int | str], block: str = "expect") -> list[str]:
+    """A warning for each expectation of ``expect`` (a scenario's ``block``) that every count
+    or rate satisfies (:attr:`Condition.always_holds`): it can never fail, so it shows
+    nothing."""
+    return [
+        f"{block}.{key}: '{Condition.parse(value)}' holds for every possible count or rate, so "
+        "it can never fail; expect what the scenario shows, such as 0 or '>0', or remove it"
+        for key, value in expect.items()
+        if Condition.parse(value).always_holds
+    ]
+
+
 def format_rate(value: float | Fraction | None) -> str:
     """A rate per record with three significant digits (``1.5e-04``, ``0.0312``), ``-`` for
     none."""
@@ -111,13 +128,20 @@ def format_rate(value: float | Fraction | None) -> str:
     return "0" if v == 0 else (f"{v:.3g}" if v >= 1e-3 else f"{v:.2e}")
 
 
-def evaluate(expect: Mapping[str, int | str], observed: Mapping[str, int]) -> ExpectResult:
+def evaluate(
+    expect: Mapping[str, int | str], observed: Mapping[str, int], unknown: str | None = None
+) -> ExpectResult:
     """Judge ``expect`` on one run or history: a count on the observed count, a rate per
     record (``/record``, ``ppm``) on the count divided by ``observed["sent"]``, the records
     the run's applications sent or processed (as a sweep's ``sent``). With no record sent a
     rate is undefined and the expectation is not met. A share of runs cannot be judged on
-    one run: ValueError (the scenario loader and ``--expect`` refuse it before)."""
-    result = ExpectResult(met=True)
+    one run: ValueError (the scenario loader and ``--expect`` refuse it before). ``unknown``
+    (why the history had nothing to check: :func:`eosim.analysis.checks.nothing_to_check`)
+    makes the whole not met, whatever each item says, with that reason first among the
+    failures."""
+    result = ExpectResult(met=unknown is None, unknown=unknown)
+    if unknown is not None:
+        result.failures.append(f"nothing to check: {unknown}")
     for key, raw in expect.items():
         condition = Condition.parse(raw)
         actual = observed[key]

@@ -32,6 +32,11 @@ from typing import Any, NamedTuple
 FORMAT = "eosim-history"
 VERSION = 1
 OP_TYPES = ("invoke", "ok", "fail", "info")
+# What a record's value is unique within (`History.value_scope`): its topic (eosim's histories)
+# or its partition (Jepsen's).
+TOPIC_SCOPE, PARTITION_SCOPE = "topic", "partition"
+# A record's identity: (topic, partition or None in a topic-scoped history, value).
+RecordId = tuple[str, "int | None", str]
 
 
 class HistoryError(ValueError):
@@ -132,7 +137,9 @@ class Txn:
 
 @dataclass(slots=True)
 class Step:
-    """A consume-transform-produce step (`process` op): one input record, its output values."""
+    """A consume-transform-produce step (`process` op): one input record, its output values
+    and the topic it writes them to (`output_topic`; None when the op does not say, and then
+    an output is looked for in every topic)."""
 
     id: int | None
     process: str
@@ -143,6 +150,7 @@ class Step:
     outputs: list[str]
     transactional_id: str | None
     error: str | None = None
+    output_topic: str | None = None
 
 
 class Marker(NamedTuple):
@@ -212,6 +220,11 @@ class Replica:
     records: list[LogRecord]
     markers: list[Marker]
     line: int
+    # Whether the replica could still change by replication alone when the run ended (a
+    # follower not yet caught up with the current leader): false only when the line says so.
+    settled: bool = True
+    # The replica's log start offset: its log holds nothing below it (retention, DeleteRecords).
+    log_start_offset: int = 0
 
 
 class MicroOp(NamedTuple):
@@ -263,7 +276,15 @@ class History:
     `high_watermarks` hold a `log` line's `leader` (None: the partition was offline) and
     `high_watermark`, for the partitions whose `log` line has them.
 
-    `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`)."""
+    `log_starts` holds a `log` line's `log_start_offset` where it is above 0: the partition's
+    records below it were deleted (retention, DeleteRecords), so its log says nothing there.
+
+    `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`).
+
+    `value_scope` says what identifies a record (docs/history-format.md, "Record identity"):
+    its value within its topic (`"topic"`, eosim's histories) or within its partition
+    (`"partition"`, Jepsen's, whose values are unique per key, a key being one partition).
+    `record_id` gives that identity."""
 
     meta: dict[str, Any] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
@@ -281,8 +302,15 @@ class History:
     replicas: list[Replica] = field(default_factory=list)
     leaders: dict[tuple[str, int], str | None] = field(default_factory=dict)
     high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_starts: dict[tuple[str, int], int] = field(default_factory=dict)
     # Histories read from Jepsen: every client op whole (eosim's own histories have none).
     client_ops: list[ClientOp] = field(default_factory=list)
+    value_scope: str = TOPIC_SCOPE
+
+    def record_id(self, topic: str, partition: int | None, value: str) -> RecordId:
+        """What identifies a record: (topic, None, value) in a topic-scoped history,
+        (topic, partition, value) in a partition-scoped one."""
+        return (topic, partition if self.value_scope == PARTITION_SCOPE else None, value)
 
 
 # How an operation's outcome is counted, and the errors with which eosim completes an operation
@@ -477,6 +505,9 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
                 history.high_watermarks[key] = _count(
                     record["high_watermark"], line, "log.high_watermark", fail
                 )
+            start = _log_start(record, records, line, "log", fail)
+            if start:
+                history.log_starts[key] = start
         elif kind == "replica":
             replica = _parse_replica(record, line, fail)
             where = (replica.topic, replica.partition, replica.broker)
@@ -679,6 +710,20 @@ def _parse_log(
     return (topic, partition), _parse_records(record.get("records"), line, "log.records", fail)
 
 
+def _log_start(
+    record: dict[str, Any], records: list[LogRecord], line: int, kind: str, fail: _Fail
+) -> int:
+    """A `log` or `replica` line's optional `log_start_offset` (0 when absent); no record may
+    lie below it."""
+    if "log_start_offset" not in record:
+        return 0
+    start = _count(record["log_start_offset"], line, f"{kind}.log_start_offset", fail)
+    if records and records[0].offset < start:
+        message = f"{start} is above the first record's offset ({records[0].offset})"
+        raise fail(line, f"{kind}.log_start_offset", message)
+    return start
+
+
 def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> list[LogRecord]:
     """The `records` of a `log` or `replica` line: data records in increasing offset order."""
     records = []
@@ -844,7 +889,18 @@ def _invoked_step(op: Op, fail: _Fail) -> Step:
     transactional_id = _text(
         value.get("transactional_id"), line, "op.value.transactional_id", fail, null=True
     )
-    return Step(op.id, op.process, op.time, None, "info", source, outputs, transactional_id)
+    output_topic = _text(value.get("output_topic"), line, "op.value.output_topic", fail, null=True)
+    return Step(
+        op.id,
+        op.process,
+        op.time,
+        None,
+        "info",
+        source,
+        outputs,
+        transactional_id,
+        output_topic=output_topic,
+    )
 
 
 def _outputs(value: Any, line: int, fail: _Fail) -> list[str]:
@@ -961,6 +1017,24 @@ def _parse_replica(record: dict[str, Any], line: int, fail: _Fail) -> Replica:
     if end <= last:
         message = f"expected an offset above the last entry's ({last}), got {end}"
         raise fail(line, "replica.log_end_offset", message)
+    start = _log_start(record, records, line, "replica", fail)
+    if start > end:
+        message = f"{start} is above the log end offset ({end})"
+        raise fail(line, "replica.log_start_offset", message)
+    settled = record.get("settled", True)
+    if type(settled) is not bool:
+        raise fail(line, "replica.settled", f"expected a boolean, got {_describe(settled)}")
     return Replica(
-        topic, partition, broker, leader, epoch, high_watermark, end, records, markers, line
+        topic,
+        partition,
+        broker,
+        leader,
+        epoch,
+        high_watermark,
+        end,
+        records,
+        markers,
+        line,
+        settled,
+        start,
     )

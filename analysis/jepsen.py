@@ -7,6 +7,8 @@ ops carry a vector of micro-ops: `[:send k v]`, completed as `[:send k [offset v
 when unknown), and `[:poll]`, completed as `[:poll {k [[offset v] ...] ...}]`. A key `k` stands
 for one topic-partition. `:assign` and `:subscribe` carry a vector of keys; `:crash` and
 `:debug-topic-partitions` carry nothing this reader uses. Other ops (the nemesis's) are skipped.
+A data op without `:process` (hand-written histories, such as kafka_test.clj's version-orders
+test, leave it out) belongs to the one process `nil`.
 
 The conversion, so that eosim's checks run unchanged:
 
@@ -38,6 +40,7 @@ from edn_format import EDNDecodeError, Keyword
 
 from eosim.analysis.history import (
     OP_TYPES,
+    PARTITION_SCOPE,
     ClientOp,
     History,
     HistoryError,
@@ -56,6 +59,9 @@ DATA_FS = ("send", "poll", "txn")
 ASSIGN_FS = ("assign", "subscribe")
 KNOWN_FS = (*DATA_FS, *ASSIGN_FS, "crash", "debug-topic-partitions")
 NANOS_PER_MS = 1_000_000
+# The process of ops without `:process` (or with `:process nil`): one process, as Jepsen's
+# per-process indexes would key them all under nil.
+NO_PROCESS = "nil"
 
 
 def is_edn(path: str | os.PathLike[str]) -> bool:
@@ -198,7 +204,8 @@ def key_topic_partition(key: Any) -> tuple[str, int]:
 class _Converter:
     def __init__(self, source: str) -> None:
         self.source = source
-        self.history = History(meta={"format": "jepsen-kafka"})
+        # Jepsen's values are unique per key only, and a key is one topic-partition.
+        self.history = History(meta={"format": "jepsen-kafka"}, value_scope=PARTITION_SCOPE)
         # process -> (invocation op map, its line)
         self.open: dict[Any, tuple[dict[Any, Any], int]] = {}
         # (process, key) -> resets of that key's session; process -> keys it has touched
@@ -231,8 +238,10 @@ class _Converter:
         process = self._field(op, "process")
         if f not in KNOWN_FS or isinstance(process, Keyword):
             return  # the nemesis's ops and anything else this reader does not judge
-        if not isinstance(process, int) or isinstance(process, bool):
-            raise self.fail(where, ":process", f"expected an integer, got {render(process)}")
+        if process is None:
+            process = NO_PROCESS  # hand-written ops (kafka_test.clj's) may have none
+        elif not isinstance(process, int) or isinstance(process, bool):
+            raise self.fail(where, ":process", f"expected an integer or nil, got {render(process)}")
         time = self._field(op, "time")
         if time is None:
             time = self._field(op, "index")
@@ -242,6 +251,7 @@ class _Converter:
             raise self.fail(where, ":time", f"expected a number, got {render(time)}")
         op = dict(op)
         op[Keyword("time")] = time / NANOS_PER_MS
+        op[Keyword("process")] = process
         if type_ == "invoke":
             if process in self.open:
                 previous = self.open[process][1]
@@ -468,6 +478,7 @@ class _Converter:
 
 
 __all__ = [
+    "NO_PROCESS",
     "TOPIC",
     "is_edn",
     "key_topic_partition",

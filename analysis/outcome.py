@@ -22,6 +22,7 @@ from eosim.analysis.expect import (
     SWEEP_EXPECTABLE,
     Condition,
     ExpectResult,
+    always_holding,
     evaluate,
     rate_key_problem,
     unknown_expect_key,
@@ -42,6 +43,16 @@ def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenari
 def parse(text: str, source: str, overrides: Iterable[str] = ()) -> Scenario:
     """:func:`load` for scenario text already read (a sweep's variants)."""
     return _expectable(parse_scenario(text, source, overrides), source)
+
+
+def expectation_warnings(scenario: Scenario) -> list[str]:
+    """A warning for each expectation of the scenario that can never fail (``'>=0'``: see
+    :attr:`eosim.simulation.conditions.Condition.always_holds`), in ``expect:`` and
+    ``expect_sweep:``; ``eosim validate`` and ``eosim run`` print them."""
+    return [
+        *always_holding(scenario.expect, "expect"),
+        *always_holding(scenario.expect_sweep, "expect_sweep"),
+    ]
 
 
 def _expectable(scenario: Scenario, source: str) -> Scenario:
@@ -90,9 +101,16 @@ def judgement(
             name: with_time_units(a.examples) for name, a in check.anomalies.items() if a.count
         },
         "notes": list(check.notes),
+        "unknown": check.unknown,
         "cut_by_duration": cut_by_duration(history),
         "expect": expect.to_dict(),
     }
+
+
+def unknown_verdict(reason: str) -> str:
+    """The verdict of a run or history that had nothing to check: neither "no anomalies" nor
+    "expectations met"."""
+    return f"UNKNOWN: nothing to check ({reason})"
 
 
 def cut_by_duration(history: History) -> bool:
@@ -113,6 +131,8 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
+        if self.check.unknown is not None:
+            return unknown_verdict(self.check.unknown)
         return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
 
     @property
@@ -159,11 +179,13 @@ def run(
     """Run and check. ``trace`` also records every message, for :func:`timelines`;
     ``progress`` is called as the run goes (:data:`eosim.simulation.runner.Progress`)."""
     result = run_scenario(scenario, seed, trace=trace, progress=progress)
+    result.warnings[:0] = expectation_warnings(scenario)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | verdict.counts
     command = replay_command(source, result.seed, overrides)
-    return Outcome(scenario, result, history, verdict, evaluate(scenario.expect, observed), command)
+    expect = evaluate(scenario.expect, observed, verdict.unknown)
+    return Outcome(scenario, result, history, verdict, expect, command)
 
 
 def replay_command(source: str, seed: int, overrides: Iterable[str] = ()) -> str:

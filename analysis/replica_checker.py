@@ -18,9 +18,15 @@ How it judges, from the `replica` lines (`History.replicas`):
   append times are never compared (each replica appends at its own time). A record on one side
   and a marker or nothing on the other diverges; so does a marker with another type or
   producer. Control records appear only among `markers`, so an offset that is a marker on both
-  replicas is no gap. A replica's log is taken to start at offset 0 (eosim models no retention
-  or DeleteRecords), so an offset below the bound that one replica lacks and the other holds is
-  a divergence; one both lack is not.
+  replicas is no gap. A replica's log starts at its `log_start_offset` (0 when absent; records
+  below it were deleted by retention or DeleteRecords, each replica in its own time), so two
+  replicas are compared only at and above the higher of their starts; there, an offset below
+  the bound that one replica lacks and the other holds is a divergence; one both lack is not.
+* Only replicas that can no longer change by replication alone are judged: a replica line
+  with ``"settled": false`` (a follower that had not yet fetched from the current leader when
+  the run ended, whose next fetch could still truncate it) is left out, so a divergence that
+  would heal is not reported. A run normally waits for every replica to settle (its
+  converge phase) and says in a warning when one did not.
 * Count: one per diverging partition. The example shows the lowest diverging offset of the
   partition, the first pair of replicas (by broker name) diverging there, each replica's
   broker, leadership, leader epoch, high watermark, log end and entry at that offset, and every
@@ -49,7 +55,8 @@ def check_replicas(history: History) -> dict[str, Anomaly]:
     anomaly = Anomaly("replica_divergence")
     by_partition: dict[tuple[str, int], list[Replica]] = defaultdict(list)
     for replica in history.replicas:
-        by_partition[replica.topic, replica.partition].append(replica)
+        if replica.settled:
+            by_partition[replica.topic, replica.partition].append(replica)
     for (topic, partition), replicas in sorted(by_partition.items()):
         replicas = sorted(replicas, key=lambda r: r.broker)
         entries = [_entries(replica) for replica in replicas]
@@ -96,9 +103,12 @@ def _first_divergence(
     right: Replica,
     right_entries: dict[int, LogRecord | Marker],
 ) -> int | None:
-    """The lowest offset below both replicas' bounds where their entries differ, or None."""
+    """The lowest offset below both replicas' bounds, and at or above both their log starts,
+    where their entries differ, or None."""
     bound = min(_bound(left), _bound(right))
-    offsets = {o for o in left_entries if o < bound} | {o for o in right_entries if o < bound}
+    start = max(left.log_start_offset, right.log_start_offset)
+    offsets = {o for o in left_entries if start <= o < bound}
+    offsets |= {o for o in right_entries if start <= o < bound}
     for offset in sorted(offsets):
         if _differ(left_entries.get(offset), right_entries.get(offset)):
             return offset

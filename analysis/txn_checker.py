@@ -1,11 +1,13 @@
 """Check a history for transactional and consumer anomalies (the shared anomaly reference).
 
-As in `eosim.analysis.checker`, a record value identifies what the application wrote. A value's
-*writers* are the `txn` ops and plain `send`s that carried it. A value is *aborted* when it has
-writers and every one of them is `fail`. A final `log` record is *aborted* when the partition's
-control markers say so: the first marker of the record's producer id after its offset is an
-ABORT. A value is *visible* at a position when a non-aborted final log record holds it there,
-or an `ok` read_committed poll returned it there.
+As in `eosim.analysis.checker`, a record's topic and value identify what the application wrote
+(`History.record_id`; the same value in two topics is two records). A record's *writers* are
+the `txn` ops and plain `send`s that carried it. A record is *aborted* when it has writers and
+every one of them is `fail`. A final `log` record is *aborted* when the partition's control
+markers say so: the first marker of the record's producer id after its offset is an ABORT. A
+record is *visible* at a position when a non-aborted final log record holds it there, or an
+`ok` read_committed poll returned it there. A `process` op's outputs are records of its
+`output_topic`; an op that does not name one has its outputs looked for in every topic.
 
 From these:
 
@@ -33,14 +35,24 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
+from functools import cached_property
 from typing import Any
 
-from eosim.analysis.checker import MAX_LISTED, Anomaly, Position, first_markers_after, position_dict
+from eosim.analysis.checker import (
+    MAX_LISTED,
+    Anomaly,
+    Position,
+    below_log_start,
+    first_markers_after,
+    position_dict,
+)
 from eosim.analysis.history import (
+    PARTITION_SCOPE,
     History,
     Marker,
     OpenTxn,
     Poll,
+    RecordId,
     StableOffset,
     Step,
     Txn,
@@ -82,23 +94,16 @@ def check_transactions(history: History) -> dict[str, Anomaly]:
 
 
 class _Facts:
-    """Indexes over a history: writers of each value, aborted records, visible positions."""
+    """Indexes over a history: writers of each record, aborted records, visible positions.
+    Records are identified by `History.record_id`."""
 
     def __init__(self, history: History) -> None:
         self.history = history
-        self.txns_by_value: dict[str, list[Txn]] = defaultdict(list)
+        rid = history.record_id
+        self.txns_by_id: dict[RecordId, list[Txn]] = defaultdict(list)
         for txn in history.txns:
             for write in txn.sends:
-                self.txns_by_value[write.value].append(txn)
-        send_outcomes: dict[str, list[str]] = defaultdict(list)
-        for send in history.sends:
-            send_outcomes[send.value].append(send.outcome)
-        self.aborted_values = {
-            value
-            for value in set(self.txns_by_value) | set(send_outcomes)
-            if all(txn.outcome == "fail" for txn in self.txns_by_value.get(value, ()))
-            and all(outcome == "fail" for outcome in send_outcomes.get(value, ()))
-        }
+                self.txns_by_id[rid(write.topic, write.partition, write.value)].append(txn)
         # Each log record's first marker of its producer after it, and the positions of the
         # records such a marker shows aborted.
         self.marker_after: dict[Position, Marker] = {}
@@ -109,22 +114,72 @@ class _Facts:
                 self.marker_after[topic, partition, offset] = marker
                 if marker.type == "ABORT":
                     self.aborted_positions.add((topic, partition, offset))
-        self.visible: dict[str, set[Position]] = defaultdict(set)
+        self.committed_polls = [p for p in history.polls if p.isolation == READ_COMMITTED]
+        self._outputs: dict[tuple[str | None, str], set[Position]] | None = None
+
+    @cached_property
+    def aborted_ids(self) -> set[RecordId]:
+        """Records that have writers, every one of them `fail` (built on first use: only
+        reads and processing need it)."""
+        history = self.history
+        per_partition = history.value_scope == PARTITION_SCOPE
+        failed: set[RecordId] = set()
+        kept: set[RecordId] = set()
+        for txn in history.txns:
+            into = failed if txn.outcome == "fail" else kept
+            for w in txn.sends:
+                into.add((w.topic, w.partition if per_partition else None, w.value))
+        for send in history.sends:
+            into = failed if send.outcome == "fail" else kept
+            into.add((send.topic, send.partition if per_partition else None, send.value))
+        return failed - kept
+
+    @cached_property
+    def visible(self) -> dict[RecordId, set[Position]]:
+        """record -> the positions where it is visible (built on first use: only transactions
+        and processing steps need it)."""
+        history = self.history
+        rid = history.record_id
+        visible: dict[RecordId, set[Position]] = defaultdict(set)
+        aborted = self.aborted_positions
         for (topic, partition), records in history.logs.items():
             for record in records:
                 where = (topic, partition, record.offset)
-                if where not in self.aborted_positions:
-                    self.visible[record.value].add(where)
-        self.committed_polls = [p for p in history.polls if p.isolation == READ_COMMITTED]
+                if where not in aborted:
+                    visible[rid(topic, partition, record.value)].add(where)
         for poll in self.committed_polls:
             for topic, partition, offset, value in poll.records:
-                self.visible[value].add((topic, partition, offset))
+                visible[rid(topic, partition, value)].add((topic, partition, offset))
+        return visible
 
-    def is_visible(self, value: str) -> bool:
-        return bool(self.visible.get(value))
+    def write_id(self, write: TxnWrite) -> RecordId:
+        return self.history.record_id(write.topic, write.partition, write.value)
+
+    def is_visible(self, record: RecordId) -> bool:
+        return bool(self.visible.get(record))
+
+    def output_may_be_visible(self, step: Step, value: str) -> bool:
+        """An output of ``step`` visible, or possibly deleted with a log's head (some final log
+        starts above 0, and nothing says where the value went): absence is then no evidence."""
+        return self.output_visible(step, value) or bool(self.history.log_starts)
 
     def aborted(self, where: Position, value: str) -> bool:
-        return value in self.aborted_values or where in self.aborted_positions
+        record = self.history.record_id(where[0], where[1], value)
+        return record in self.aborted_ids or where in self.aborted_positions
+
+    def output_positions(self, step: Step, value: str) -> set[Position]:
+        """Where an output of a `process` op is visible: in the op's `output_topic`, or, when
+        the op names none, in any topic."""
+        if self._outputs is None:
+            outputs: dict[tuple[str | None, str], set[Position]] = defaultdict(set)
+            for (topic, _, held), places in self.visible.items():
+                outputs[topic, held] |= places
+                outputs[None, held] |= places
+            self._outputs = outputs
+        return self._outputs.get((step.output_topic, value), set())
+
+    def output_visible(self, step: Step, value: str) -> bool:
+        return bool(self.output_positions(step, value))
 
 
 def _txn_summary(txn: Txn) -> dict[str, Any]:
@@ -154,17 +209,19 @@ def _committed_reads(facts: _Facts) -> list[tuple[Poll, Position, str]]:
 def _aborted_reads(facts: _Facts, anomaly: Anomaly) -> None:
     """Reads of aborted data at either isolation level: read_committed must never see it,
     read_uncommitted may, and is reported too so that the two can be compared."""
-    reported: set[str] = set()
+    reported: set[RecordId] = set()
+    rid = facts.history.record_id
     reads = [
         (poll, (r.topic, r.partition, r.offset), r.value)
         for poll in facts.history.polls
         for r in poll.records
     ]
     for poll, where, value in reads:
-        if value in reported or not facts.aborted(where, value):
+        record = rid(where[0], where[1], value)
+        if record in reported or not facts.aborted(where, value):
             continue
-        reported.add(value)
-        txns = facts.txns_by_value.get(value, [])
+        reported.add(record)
+        txns = facts.txns_by_id.get(record, [])
         anomaly.add(
             {
                 **_read(poll, where, value),
@@ -184,14 +241,16 @@ def _torn_transactions(facts: _Facts, anomaly: Anomaly) -> None:
     for txn in facts.history.txns:
         if txn.outcome == "fail" or not txn.sends:
             continue
-        visible = [w.value for w in txn.sends if facts.is_visible(w.value)]
-        if not visible:
+        shown = [w for w in txn.sends if facts.is_visible(facts.write_id(w))]
+        if not shown:
             continue
-        missing = [w.value for w in txn.sends if evidence.proven_missing(w)]
-        if not missing:
+        absent = [w for w in txn.sends if evidence.proven_missing(w)]
+        if not absent:
             continue
-        judged = {*visible, *missing}
-        unproven = [w.value for w in txn.sends if w.value not in judged]
+        visible = [w.value for w in shown]
+        missing = [w.value for w in absent]
+        judged = {facts.write_id(w) for w in (*shown, *absent)}
+        unproven = [w.value for w in txn.sends if facts.write_id(w) not in judged]
         anomaly.add(
             {
                 **_txn_summary(txn),
@@ -231,11 +290,14 @@ class _MissingWrites:
 
     def proven_missing(self, write: TxnWrite) -> bool:
         value = write.value
-        if self.facts.is_visible(value):
+        if self.facts.is_visible(self.facts.write_id(write)):
             return False
-        logs = self.facts.history.logs
+        history = self.facts.history
+        logs = history.logs
         if write.partition is None:
-            if write.topic not in self.logged_topics:
+            if write.topic not in self.logged_topics or any(
+                topic == write.topic for topic, _ in history.log_starts
+            ):
                 return False
             # Not in any of the topic's logs; a read of it from a partition without a log
             # means it is there, only unjudged.
@@ -245,7 +307,9 @@ class _MissingWrites:
                 if topic == write.topic
             )
         if (write.topic, write.partition) in logs:
-            return True
+            return not below_log_start(
+                history.log_starts, write.topic, write.partition, write.offset
+            )
         if write.offset is None:
             return False
         highest, values = self.reads().get((write.topic, write.partition), (-1, set()))
@@ -261,9 +325,10 @@ def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
         for (topic, partition), log in facts.history.logs.items()
         for r in log
     }
-    reported: set[str] = set()
+    reported: set[RecordId] = set()
     for poll, where, value in _committed_reads(facts):
-        if value in reported:
+        read = facts.history.record_id(where[0], where[1], value)
+        if read in reported:
             continue
         record = records.get(where)
         if record is not None and record.value == value and record.transactional:
@@ -277,20 +342,18 @@ def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
         else:
             # No log record to judge by: only a read before the writing transaction even
             # began is certain to be early.
-            txns = facts.txns_by_value.get(value)
+            txns = facts.txns_by_id.get(read)
             if not txns or any(txn.outcome != "ok" for txn in txns):
                 continue
             if any(txn.invoke_time <= poll.time for txn in txns):
                 continue
             reason = "read before its transaction began"
-        reported.add(value)
+        reported.add(read)
         anomaly.add(
             {
                 **_read(poll, where, value),
                 "reason": reason,
-                "txns": [
-                    _txn_summary(txn) for txn in facts.txns_by_value.get(value, [])[:MAX_LISTED]
-                ],
+                "txns": [_txn_summary(txn) for txn in facts.txns_by_id.get(read, [])[:MAX_LISTED]],
             }
         )
 
@@ -359,7 +422,7 @@ def _step_summary(step: Step, facts: _Facts) -> dict[str, Any]:
         "process": step.process,
         "outcome": step.outcome,
         "outputs": step.outputs[:MAX_LISTED],
-        "visible_outputs": [v for v in step.outputs if facts.is_visible(v)][:MAX_LISTED],
+        "visible_outputs": [v for v in step.outputs if facts.output_visible(step, v)][:MAX_LISTED],
         "invoke_time": step.invoke_time,
         "complete_time": step.complete_time,
     }
@@ -371,11 +434,15 @@ def _duplicate_processing(facts: _Facts, anomaly: Anomaly) -> None:
         shown = [
             step
             for step in steps
-            if step.outcome != "fail" and any(facts.is_visible(v) for v in step.outputs)
+            if step.outcome != "fail" and any(facts.output_visible(step, v) for v in step.outputs)
         ]
-        repeated = sorted(
-            {v for step in steps for v in step.outputs if len(facts.visible.get(v, ())) > 1}
-        )
+        at_several: dict[str, set[Position]] = {}
+        for step in steps:
+            for v in step.outputs:
+                places = facts.output_positions(step, v)
+                if len(places) > 1:
+                    at_several.setdefault(v, set()).update(places)
+        repeated = sorted(at_several)
         if len(ok) < 2 and len(shown) < 2 and not repeated:
             continue
         anomaly.add(
@@ -384,7 +451,7 @@ def _duplicate_processing(facts: _Facts, anomaly: Anomaly) -> None:
                 "ok_steps": len(ok),
                 "steps_with_visible_output": len(shown),
                 "outputs_at_several_positions": [
-                    {"value": v, "positions": [position_dict(p) for p in sorted(facts.visible[v])]}
+                    {"value": v, "positions": [position_dict(p) for p in sorted(at_several[v])]}
                     for v in repeated[:MAX_LISTED]
                 ],
                 "steps": [_step_summary(step, facts) for step in steps[:MAX_LISTED]],
@@ -395,9 +462,9 @@ def _duplicate_processing(facts: _Facts, anomaly: Anomaly) -> None:
 def _processed(step: Step, facts: _Facts) -> bool:
     """The step's outputs committed: `ok`, or `info` with an output visible, and every output
     visible."""
-    visible = [facts.is_visible(v) for v in step.outputs]
+    visible = [facts.output_visible(step, v) for v in step.outputs]
     if step.outcome == "ok" or (step.outcome == "info" and any(visible)):
-        return all(visible)
+        return all(facts.output_may_be_visible(step, v) for v in step.outputs)
     return False
 
 

@@ -176,16 +176,19 @@ def _key(key: Key) -> dict[str, Any]:
     return {"topic": key[0], "partition": key[1]}
 
 
-def check_version_orders(history: History) -> dict[str, Anomaly]:
+def check_version_orders(
+    history: History, lost: set[tuple[str, int, str]] | None = None
+) -> dict[str, Anomaly]:
     """Every name in `REPLACED_ANOMALIES` and `INTERNAL_ANOMALIES`, with count 0 when absent;
-    all 0 for a history without client ops."""
+    all 0 for a history without client ops. `lost`, when given, receives every lost write as
+    (topic, partition, value), for `unseen` to leave out."""
     anomalies = {name: Anomaly(name) for name in (*REPLACED_ANOMALIES, *INTERNAL_ANOMALIES)}
     if not history.client_ops:
         return anomalies
     a = Analysis(history)
     _inconsistent_offsets(a, anomalies["inconsistent_offsets"])
     _duplicates(a, anomalies["duplicate"])
-    _lost_writes(a, anomalies["lost_write"])
+    _lost_writes(a, anomalies["lost_write"], lost)
     _poll_gaps(a, anomalies["poll_skip"], anomalies["nonmonotonic_poll"])
     _nonmonotonic_sends(a, anomalies["nonmonotonic_send"])
     _internal(a, anomalies)
@@ -218,7 +221,7 @@ def _duplicates(a: Analysis, anomaly: Anomaly) -> None:
                 anomaly.add({"value": value, "positions": positions, "times_landed": len(offsets)})
 
 
-def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
+def _lost_writes(a: Analysis, anomaly: Anomaly, lost: set[tuple[str, int, str]] | None) -> None:
     for key in sorted(a.ok_reads):
         order = a.orders.get(key)
         if order is None:
@@ -232,10 +235,15 @@ def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
         read = a.ok_reads[key]
         bound = max((first[v] for v in read if v in first), default=-1)
         must_read = sorted((i, v) for v, i in last.items() if i <= bound)
+        max_read: dict[str, Any] | None = None
         for _, value in must_read:
             writer = a.writer_of.get(key, {}).get(value)
             if value in read or writer is None or not a.must_have_committed(writer):
                 continue
+            if max_read is None:
+                max_read = _max_read(a, key, order, last, bound)
+            if lost is not None:
+                lost.add((key[0], key[1], value))
             anomaly.add(
                 {
                     "value": value,
@@ -247,8 +255,25 @@ def _lost_writes(a: Analysis, anomaly: Anomaly) -> None:
                     "max_read_index": bound,
                     "missing_from": "reads",
                     "writer": op_summary(writer),
+                    "max_read": max_read,
                 }
             )
+
+
+def _max_read(
+    a: Analysis, key: Key, order: VersionOrder, last: dict[str, int], bound: int
+) -> dict[str, Any] | None:
+    """The read proving how far a key was read, as Jepsen's lost-write-cases shows it
+    (`:max-read`): the first completed op, of any outcome, that read the first value whose last
+    index is the bound (None if no op did)."""
+    at_bound = [v for v in order.log[order.offset_of[bound]] if last.get(v) == bound]
+    if not at_bound:  # every value there appears again further on: Jepsen finds none either
+        return None
+    value = at_bound[0]
+    for op in a.ops:
+        if any(v == value for v, _ in reads(op).get(key, ())):
+            return op_summary(op)
+    return None
 
 
 def _pair(kind: str, key: Key, before: Placed, after: Placed, delta: int) -> dict[str, Any]:

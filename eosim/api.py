@@ -22,11 +22,13 @@ from eosim.analysis.outcome import (
     FAULT_TIME_KEYS,
     Outcome,
     cut_by_duration,
+    expectation_warnings,
     judgement,
     load,
     parse,
     run,
     timelines,
+    unknown_verdict,
     with_time_units,
 )
 from eosim.simulation import RunResult, ScenarioError
@@ -119,10 +121,6 @@ def check_file(path: str | os.PathLike[str]) -> tuple[History, CheckResult]:
     return history, check_history(history)
 
 
-class NothingToCheck(ValueError):
-    """A history file without a single op, log or replica line."""
-
-
 # What `eosim check --expect` cannot judge, with the reason (nothing today: `errored` is
 # counted from the history's errors, as `eosim run` counts it).
 NOT_IN_A_HISTORY: dict[str, str] = {}
@@ -142,6 +140,8 @@ class Checked:
 
     @property
     def verdict(self) -> str:
+        if self.check.unknown is not None:
+            return unknown_verdict(self.check.unknown)
         if self.expected:
             return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
         found = [name for name, a in self.check.anomalies.items() if a.count]
@@ -158,27 +158,25 @@ class Checked:
 
 def check(path: str | os.PathLike[str], expect: Mapping[str, int | str] | None = None) -> Checked:
     """Check a history file and judge ``expect`` (default: every anomaly 0) on its anomaly
-    counts and its sends' counts. :class:`NothingToCheck` if it has no op, log or replica
-    line; ``HistoryError`` if malformed."""
+    counts and its sends' counts. A history with nothing to check (an empty file, or no
+    write acknowledged and no record read or logged) has ``check.unknown`` set and its
+    expectations not met; ``HistoryError`` if malformed."""
     source = os.fspath(path)
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     history = load_any_history(path)
-    if not (history.ops or history.logs or history.replicas):
-        empty = Path(path).stat().st_size == 0
-        what = "the file is empty" if empty else "no op, log or replica line"
-        raise NothingToCheck(f"{source}: nothing to check: {what}")
     for key in expect or {}:
         if key in NOT_IN_A_HISTORY:
             raise ValueError(f"{key}: {NOT_IN_A_HISTORY[key]}")
     result = check_history(history)
+    if result.unknown is not None and Path(path).stat().st_size == 0:
+        result.unknown = "the file is empty"
     observed = {name: a.count for name, a in result.anomalies.items()} | result.counts
     judged = dict(expect) if expect else dict.fromkeys(ALL_ANOMALIES, 0)
-    return Checked(
-        source, history, result, evaluate(judged, observed), bool(expect), digest.hexdigest()
-    )
+    expected = evaluate(judged, observed, result.unknown)
+    return Checked(source, history, result, expected, bool(expect), digest.hexdigest())
 
 
 def write_history(result: RunResult, path: str | os.PathLike[str]) -> None:
@@ -199,7 +197,6 @@ def write_history(result: RunResult, path: str | os.PathLike[str]) -> None:
 __all__ = [
     "FAULT_TIME_KEYS",
     "Checked",
-    "NothingToCheck",
     "Outcome",
     "ScenarioError",
     "UnknownScenario",
@@ -208,6 +205,7 @@ __all__ = [
     "copy_scenario",
     "cut_by_duration",
     "describe_scenario",
+    "expectation_warnings",
     "find_scenario",
     "judgement",
     "load",

@@ -1,7 +1,8 @@
 """The ``eosim`` command line: a thin layer over :mod:`eosim.api`.
 
 Exit codes: 0 when expectations hold (or, for ``check``, no anomaly is found), 1 when they
-do not, 2 on bad input. Every bad-input error is one line on stderr, without a traceback.
+do not, 2 on bad input, 3 when the history had nothing to check (``run`` and ``check``: the
+verdict is unknown). Every bad-input error is one line on stderr, without a traceback.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from eosim.analysis.version_order import REPLACED_ANOMALIES
 from eosim.simulation import ScenarioError
 from eosim.simulation.config import ConfigException
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
 class BadInput(click.ClickException):
@@ -51,7 +52,7 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
     click.echo(
         f"{scenario}: ok ({s.name}: {len(s.producers)} producer(s), {len(s.faults)} fault spec(s))"
     )
-    for w in s.warnings():
+    for w in [*s.warnings(), *api.expectation_warnings(s)]:
         click.echo(f"warning    {w}")
 
 
@@ -111,7 +112,7 @@ def run(
         _print_summary(outcome, history_path)
     if trace:
         _emit_timelines(api.timelines(outcome), svg_dir, f"seed-{outcome.run.seed}", as_json)
-    sys.exit(EXIT_OK if outcome.expect.met else EXIT_FAILED)
+    sys.exit(_exit_code(outcome.check.unknown, outcome.expect.met))
 
 
 @cli.command()
@@ -161,7 +162,7 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
     """Check a history file (from eosim or a real cluster) for anomalies.
 
     Exit 0 when every --expect holds (without --expect: when no anomaly is found), 1 when
-    not, 2 on bad input."""
+    not, 2 on bad input, 3 when the history has nothing to check (unknown)."""
     expect: dict[str, str] = {}
     for text in expectations:
         try:
@@ -173,7 +174,7 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
         expect[name] = condition
     try:
         checked = api.check(history, expect)
-    except (HistoryError, api.NothingToCheck) as exc:
+    except HistoryError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
         raise BadInput(f"{history}: cannot read: {exc.strerror or exc}") from None
@@ -190,7 +191,14 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
         if checked.expected:
             _print_expect(checked.expect)
         click.echo(f"verdict    {checked.verdict}")
-    sys.exit(EXIT_OK if checked.expect.met else EXIT_FAILED)
+    sys.exit(_exit_code(checked.check.unknown, checked.expect.met))
+
+
+def _exit_code(unknown: str | None, met: bool) -> int:
+    """3 when there was nothing to check, else 0 when the expectations were met, else 1."""
+    if unknown is not None:
+        return EXIT_UNKNOWN
+    return EXIT_OK if met else EXIT_FAILED
 
 
 @cli.command()

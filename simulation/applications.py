@@ -127,6 +127,7 @@ class BuildContext:
             auto_commit_interval_ms=settings.auto_commit_interval_ms,
             auto_offset_reset=settings.auto_offset_reset,
             metadata_rng=self.streams.stream(f"metadata:{node}"),
+            rng=self.streams.stream(f"consumer:{node}"),
         )
 
 
@@ -240,6 +241,7 @@ class ReaderKind(ApplicationKind):
             isolation=settings.isolation,
             auto_offset_reset=settings.auto_offset_reset,
             metadata_rng=ctx.streams.stream(f"metadata:{spec.name}"),
+            rng=ctx.streams.stream(f"consumer:{spec.name}"),
         )
         consumer.assign(list(settings.partitions))
         return ReaderApp(

@@ -36,13 +36,14 @@ histories unchanged), is reached through a method here rather than a closure, jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import simpy
 
 from eosim.simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
-from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log import LogConfig, PartitionLog
+from eosim.simulation.broker.log_manager import LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from eosim.simulation.broker.replica_manager import ReplicationSettings
@@ -72,7 +73,9 @@ from eosim.simulation.nemesis import FaultTarget
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import Errors, TopicPartition
+from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.state_change import StateChangeLog
 
 if TYPE_CHECKING:
     from eosim.simulation.history import HistoryRecorder
@@ -94,6 +97,8 @@ class ClusterSettings:
     transaction_state_min_isr: int = 2
     offsets_replication_factor: int = 3
     offsets_min_isr: int = 1
+    # Retention and producer-id expiry (the brokers' LogManagers).
+    log: LogManagerSettings = field(default_factory=LogManagerSettings)
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ClusterSettings:
@@ -106,11 +111,19 @@ class ClusterSettings:
                 topic.replication_factor,
                 tc.min_insync_replicas,
                 tc.unclean_leader_election_enable,
+                LogConfig(
+                    None if tc.retention_ms is None else float(tc.retention_ms),
+                    tc.retention_bytes,
+                    tc.segment_bytes,
+                    float(tc.segment_ms),
+                ),
             )
         return cls(
             BrokerSettings(
                 request_time_ms=c.request_time_ms,
                 heartbeat_interval_ms=float(config.broker_heartbeat_interval_ms),
+                session_timeout_ms=float(config.broker_session_timeout_ms),
+                startup_ms=c.broker_startup,
             ),
             CoordinatorSettings(
                 load_ms=c.coordinator_load,
@@ -137,6 +150,12 @@ class ClusterSettings:
             config.transaction_state_log_min_isr,
             config.offsets_topic_replication_factor,
             config.min_insync_replicas,
+            LogManagerSettings(
+                float(config.log_retention_check_interval_ms),
+                float(config.log_initial_task_delay_ms),
+                float(config.producer_id_expiration_ms),
+                float(config.producer_id_expiration_check_interval_ms),
+            ),
         )
 
 
@@ -159,6 +178,8 @@ class Cluster:
         settings: ClusterSettings | None = None,
         probe: Probe | None = None,
         on_fence: FenceListener | None = None,
+        streams: RandomStreams | None = None,
+        state_log: StateChangeLog | None = None,
     ) -> None:
         settings = settings if settings is not None else ClusterSettings()
         metadata = metadata.with_internal_topics(
@@ -166,12 +187,15 @@ class Cluster:
         )
         topics = dict(settings.topics)
         n = len(metadata.brokers)
+        # Both internal topics are compacted (cleanup.policy=compact): retention leaves them.
+        compacted = LogConfig(delete=False)
         topics[TRANSACTION_STATE_TOPIC] = TopicSettings(
             min(settings.transaction_state_replication_factor, n),
             settings.transaction_state_min_isr,
+            log=compacted,
         )
         topics[CONSUMER_OFFSETS_TOPIC] = TopicSettings(
-            min(settings.offsets_replication_factor, n), settings.offsets_min_isr
+            min(settings.offsets_replication_factor, n), settings.offsets_min_isr, log=compacted
         )
         self.env = env
         self.network = network
@@ -179,6 +203,7 @@ class Cluster:
         self.rules = rules
         self.settings = settings
         self.probe = probe if probe is not None else Probe()
+        self.state_log = state_log if state_log is not None else StateChangeLog()
         # The internal partitions hosted so far (see the module docstring), in activation order.
         self.active: dict[InternalPartition, None] = {}
         self.allocator = ProducerIdBlockAllocator()
@@ -203,15 +228,22 @@ class Cluster:
                 replication=settings.replication,
                 topics=topics,
                 controller=CONTROLLER,
+                lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
+                log=settings.log,
             )
             self.brokers[name].replica_manager.hostable = self._hostable
+            self.brokers[name].attach_state_log(self.state_log)
         registrations = {}
         for tp in metadata.all_partitions():
             replicas = metadata.replicas(tp)
             registrations[tp] = PartitionRegistration(replicas, replicas, replicas[0])  # type: ignore[arg-type]
-        self.controller = QuorumController(
-            env, network, metadata.brokers, registrations, topics, settings.controller
+        controller_settings = replace(
+            settings.controller, eligible_leader_replicas=rules.eligible_leader_replicas
         )
+        self.controller = QuorumController(
+            env, network, metadata.brokers, registrations, topics, controller_settings
+        )
+        self.controller.state_log = self.state_log
         # Every broker starts with the controller's metadata (replayed before the run starts).
         snapshot = self.controller.snapshot()
         for broker in self.brokers.values():
@@ -246,8 +278,11 @@ class Cluster:
         network: Network,
         history: HistoryRecorder,
         probe: Probe,
+        streams: RandomStreams | None = None,
+        state_log: StateChangeLog | None = None,
     ) -> Cluster:
-        """The cluster a scenario describes; every fencing is recorded in ``history``."""
+        """The cluster a scenario describes; every fencing is recorded in ``history``, and
+        state changes in ``state_log`` (when it is enabled: traced runs)."""
         return cls(
             env,
             network,
@@ -260,6 +295,8 @@ class Cluster:
             ClusterSettings.from_scenario(scenario),
             probe,
             lambda txn_id, pid, epoch, t: history.fence(t, txn_id, pid, epoch),
+            streams,
+            state_log,
         )
 
     # -- lookups ---------------------------------------------------------------------------
@@ -301,9 +338,12 @@ class Cluster:
 
     def final_replica(self, tp: TopicPartition) -> Partition:
         """The replica whose log is ``tp``'s log at the end: its leader's, or, while it is
-        offline, that of the ISR member the controller would elect when it returns."""
+        offline, that of the replica the controller would elect when it returns (the first of
+        the ISR, else of the eligible leader replicas, else the first replica)."""
         reg = self.controller.registrations[tp]
-        name = reg.leader if reg.leader != NO_LEADER else reg.isr[0]
+        name = reg.leader
+        if name == NO_LEADER:
+            name = (reg.isr or reg.elr or reg.replicas)[0]
         part = self.brokers[name].partitions.get(tp)  # type: ignore[index]
         if part is None:  # an internal partition activated while that broker was down
             hosts = [b for b in reg.replicas if tp in self.brokers[b].partitions]  # type: ignore[index]
@@ -379,9 +419,96 @@ class Cluster:
         targets[CONTROLLER] = self.controller
         return targets
 
+    def delete_records(
+        self, topic: str, partition: int | None, offset: int
+    ) -> list[tuple[str, str, int]]:
+        """An administrator's DeleteRecords of ``topic`` (one ``partition``, or every one) below
+        ``offset`` (-1: each high watermark), sent to each partition's leader as the controller
+        has it (``LogManager.delete_records``): per partition, its name, the error and the
+        leader's log start after it (-1 when offline: NOT_LEADER_OR_FOLLOWER). The admin client
+        does not retry."""
+        answers = []
+        for tp in self.metadata.partitions():
+            if tp[0] != topic or partition not in (None, tp[1]):
+                continue
+            name = f"{tp[0]}-{tp[1]}"
+            leader = self.leader_of(tp)
+            broker = self.brokers[leader] if leader is not None else None
+            if broker is None or not broker.alive:
+                answers.append((name, Errors.NOT_LEADER_OR_FOLLOWER.name, -1))
+                continue
+            error = broker.log_manager.delete_records(tp, offset)
+            part = broker.partitions.get(tp)
+            start = part.log.log_start_offset if part is not None else -1
+            answers.append((name, error.name, start))
+        return answers
+
     def power_targets(self) -> dict[str, Broker]:
         """What a power loss can hit: the brokers (their unflushed writes are lost)."""
         return dict(self.brokers)
+
+    def settled(self, tp: TopicPartition, broker: str) -> bool:
+        """Whether ``broker``'s replica of ``tp`` can no longer change by replication alone:
+        it leads, or it follows the current leader and its last fetch at that epoch found no
+        divergence, or it stopped fetching for good (a failed partition)."""
+        part = self.brokers[broker].partitions.get(tp)
+        if part is None or not self.brokers[broker].alive:
+            return False
+        reg = self.controller.registrations[tp]
+        if reg.leader == broker:
+            return part.is_leader and part.leader_epoch == reg.leader_epoch
+        return part.fetch_failed is not None or (
+            reg.leader != NO_LEADER
+            and part.leader == reg.leader
+            and part.leader_epoch == reg.leader_epoch
+            and part.fetched_epoch == reg.leader_epoch
+        )
+
+    def unconverged(self) -> list[str]:
+        """What keeps the cluster from being at rest, in words (empty: at rest): a broker
+        that is down, starting or fenced, the controller down, a partition without a leader
+        that serves at the controller's epoch, or a replica that has not caught up with its
+        leader (a follower that stopped fetching for good never will)."""
+        reasons: list[str] = []
+        controller = self.controller
+        if not controller.alive or controller.paused:
+            reasons.append("the controller is down")
+        for name, broker in self.brokers.items():
+            if not broker.serving:
+                reasons.append(f"{name} is not serving")
+            elif controller.fenced[name]:
+                reasons.append(f"{name} is fenced")
+        for tp in self.metadata.partitions():
+            reg = controller.registrations[tp]
+            if reg.leader == NO_LEADER:
+                reasons.append(f"{tp[0]}-{tp[1]} has no leader")
+                continue
+            leader = self.brokers[reg.leader].partitions.get(tp)  # type: ignore[index]
+            if leader is None or not leader.is_leader or leader.leader_epoch != reg.leader_epoch:
+                reasons.append(f"{tp[0]}-{tp[1]}: {reg.leader} does not lead it yet")
+                continue
+            end = leader.log_end_offset
+            if leader.high_watermark < end:
+                reasons.append(f"{tp[0]}-{tp[1]}: high watermark {leader.high_watermark} < {end}")
+            for name in reg.replicas:
+                if name == reg.leader:
+                    continue
+                part = self.brokers[name].partitions.get(tp)  # type: ignore[index]
+                if part is None:
+                    continue
+                if part.fetch_failed is not None:
+                    reasons.append(f"{tp[0]}-{tp[1]} on {name} stopped fetching")
+                elif not self.settled(tp, name) or part.log_end_offset != end:  # type: ignore[arg-type]
+                    reasons.append(f"{tp[0]}-{tp[1]} on {name} at {part.log_end_offset} of {end}")
+        return reasons
+
+    def replica_failures(self) -> list[str]:
+        """Followers that stopped fetching for good, as warnings."""
+        return [
+            f"{name}: follower of {tp[0]}-{tp[1]} stopped fetching: {reason}"
+            for name, broker in self.brokers.items()
+            for tp, reason in broker.replica_manager.failures
+        ]
 
     @property
     def requests_handled(self) -> int:
@@ -392,8 +519,11 @@ class Cluster:
         for tp in self.metadata.partitions():
             final = self.final_replica(tp)
             log = final.log
+            # Only a log whose head was deleted says where it starts (histories of runs that
+            # delete nothing stay as they were).
+            start = {"log_start_offset": log.log_start_offset} if log.log_start_offset else {}
             if len(self.metadata.replicas(tp)) == 1:
-                history.add_log(tp[0], tp[1], log.records(), log.markers())
+                history.add_log(tp[0], tp[1], log.records(), log.markers(), **start)
                 continue
             history.add_log(
                 tp[0],
@@ -402,6 +532,7 @@ class Cluster:
                 log.markers(),
                 leader=self.leader_of(tp),
                 high_watermark=final.high_watermark,
+                **start,
             )
         for tp in self.metadata.partitions():
             replicas = self.metadata.replicas(tp)
@@ -409,20 +540,22 @@ class Cluster:
                 continue
             for name in replicas:
                 part = self.brokers[name].partitions[tp]
-                history.add_end_line(
-                    {
-                        "kind": "replica",
-                        "topic": tp[0],
-                        "partition": tp[1],
-                        "broker": name,
-                        "leader": self.leader_of(tp) == name,
-                        "leader_epoch": part.leader_epoch,
-                        "high_watermark": part.high_watermark,
-                        "log_end_offset": part.log_end_offset,
-                        "records": part.log.records(),
-                        "markers": part.log.markers(),
-                    }
-                )
+                line = {
+                    "kind": "replica",
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "broker": name,
+                    "leader": self.leader_of(tp) == name,
+                    "leader_epoch": part.leader_epoch,
+                    "high_watermark": part.high_watermark,
+                    "log_end_offset": part.log_end_offset,
+                    "settled": self.settled(tp, name),
+                    "records": part.log.records(),
+                    "markers": part.log.markers(),
+                }
+                if part.log.log_start_offset:
+                    line["log_start_offset"] = part.log.log_start_offset
+                history.add_end_line(line)
 
     def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
         """Every group's committed offsets at the end: what the leader of its

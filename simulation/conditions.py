@@ -91,6 +91,17 @@ class Condition:
     def is_rate(self) -> bool:
         return self.unit != COUNT
 
+    @property
+    def always_holds(self) -> bool:
+        """Whether every count or rate satisfies the condition, so that it can never fail:
+        ``>=0`` in any unit (nothing is counted below 0) and, for a share of runs, ``<=1`` or
+        ``<=100%`` (no share exceeds all runs). A count or a rate per record has no upper
+        bound (an anomaly may be counted more than once per record), so no ``<=N`` of theirs
+        always holds; nor does any ``==``, ``!=``, ``>`` or ``<``."""
+        if self.op == ">=" and self.bound == 0:
+            return True
+        return self.unit == RUNS and self.op == "<=" and self.bound >= 1
+
     def holds(self, actual: int | float | Fraction) -> bool:
         ops = {
             "==": actual == self.bound,

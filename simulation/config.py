@@ -130,6 +130,10 @@ def _int(low: int = 0, high: int = MAX_INT) -> Callable[[str, object], int]:
     return lambda key, value: _parse_int(key, value, low, high)
 
 
+def _long(low: int = 0) -> Callable[[str, object], int]:
+    return lambda key, value: _parse_int(key, value, low, 2**63 - 1)
+
+
 PRODUCER_KEYS: dict[str, _Key] = {
     "acks": _Key("acks", _parse_acks),
     "enable.idempotence": _Key("enable_idempotence", _parse_bool),
@@ -169,6 +173,7 @@ def parse_producer_config(
         if spec is None:
             raise ConfigException(key, value, "unknown producer configuration")
         setattr(config, spec.attr, spec.parse(key, value))
+    _backoff_configs(config, raw)
     transactional = config.transactional_id is not None
     _validate_idempotence(config, "enable.idempotence" in raw, transactional, rules, unsafe)
     _validate_timeouts(config, "delivery.timeout.ms" in raw, unsafe)
@@ -179,6 +184,25 @@ def parse_producer_config(
             "cannot set a transactional.id without enabling idempotence",
         )
     return config
+
+
+def _backoff_configs(config: ProducerConfig, raw: Mapping[str, object]) -> None:
+    """CommonClientConfigs.postProcessReconnectBackoffConfigs: ``reconnect.backoff.ms`` set
+    without ``reconnect.backoff.max.ms`` makes the reconnect backoff constant; and
+    ``warnDisablingExponentialBackoff``: ``retry.backoff.ms`` above ``retry.backoff.max.ms``
+    gives a constant backoff of the max (simulation/exponential_backoff.py)."""
+    if "reconnect.backoff.ms" in raw and "reconnect.backoff.max.ms" not in raw:
+        config.reconnect_backoff_max_ms = config.reconnect_backoff_ms
+        config.warnings.append(
+            "exponential reconnect backoff disabled: reconnect.backoff.ms is set, "
+            "reconnect.backoff.max.ms is not"
+        )
+    if config.retry_backoff_ms > config.retry_backoff_max_ms:
+        config.warnings.append(
+            f"retry.backoff.ms ({config.retry_backoff_ms}) is greater than retry.backoff.max.ms "
+            f"({config.retry_backoff_max_ms}): a static backoff of "
+            f"{config.retry_backoff_max_ms} ms applies"
+        )
 
 
 def _validate_idempotence(
@@ -255,6 +279,27 @@ def _optional_long(low: int = 1) -> Callable[[str, object], int | None]:
     return parse
 
 
+def _unlimited_below_zero(low: int) -> Callable[[str, object], int | None]:
+    """A Kafka long where a negative value (-1) means no limit: None here."""
+
+    def parse(key: str, value: object) -> int | None:
+        number = _parse_int(key, value, low, 2**63 - 1)
+        return None if number < 0 else number
+
+    return parse
+
+
+def _broker_retention_ms(key: str, value: object) -> int | None:
+    """log.retention.ms: -1 (keep for ever) or at least 1 (KafkaConfig.validateValues)."""
+    number = _parse_int(key, value, -1, 2**63 - 1)
+    if number == 0:
+        raise ConfigException(key, value, "must be unlimited (-1) or at least 1")
+    return None if number < 0 else number
+
+
+# The smallest segment.bytes Kafka accepts (LegacyRecord.RECORD_OVERHEAD_V0).
+MIN_SEGMENT_BYTES = 14
+
 # Broker configs a scenario may set under ``cluster.config`` (Kafka's names), with the
 # attribute of :class:`BrokerConfig` each sets.
 BROKER_KEYS: dict[str, _Key] = {
@@ -274,6 +319,18 @@ BROKER_KEYS: dict[str, _Key] = {
     ),
     "transaction.state.log.min.isr": _Key("transaction_state_log_min_isr", _int(1, 32767)),
     "offsets.topic.replication.factor": _Key("offsets_topic_replication_factor", _int(1, 32767)),
+    # Log housekeeping (LogManager, UnifiedLog) and the broker-wide defaults of the topic
+    # configs below.
+    "log.retention.check.interval.ms": _Key("log_retention_check_interval_ms", _long(1)),
+    "log.initial.task.delay.ms": _Key("log_initial_task_delay_ms", _long(0)),
+    "producer.id.expiration.ms": _Key("producer_id_expiration_ms", _int(1)),
+    "producer.id.expiration.check.interval.ms": _Key(
+        "producer_id_expiration_check_interval_ms", _int(1)
+    ),
+    "log.retention.ms": _Key("retention_ms", _broker_retention_ms),
+    "log.retention.bytes": _Key("retention_bytes", _unlimited_below_zero(-(2**63))),
+    "log.segment.bytes": _Key("segment_bytes", _int(MIN_SEGMENT_BYTES)),
+    "log.roll.ms": _Key("segment_ms", _long(1)),
 }
 
 # Topic configs a scenario may set under ``cluster.topics[].config`` (they override the
@@ -281,6 +338,10 @@ BROKER_KEYS: dict[str, _Key] = {
 TOPIC_KEYS: dict[str, _Key] = {
     "min.insync.replicas": _Key("min_insync_replicas", _int(1)),
     "unclean.leader.election.enable": _Key("unclean_leader_election_enable", _parse_bool),
+    "retention.ms": _Key("retention_ms", _unlimited_below_zero(-1)),
+    "retention.bytes": _Key("retention_bytes", _unlimited_below_zero(-(2**63))),
+    "segment.bytes": _Key("segment_bytes", _int(MIN_SEGMENT_BYTES)),
+    "segment.ms": _Key("segment_ms", _long(1)),
 }
 
 
@@ -304,6 +365,16 @@ class BrokerConfig:
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
     offsets_topic_replication_factor: int = 3
+    # Log housekeeping (ServerLogConfigs, TransactionLogConfig).
+    log_retention_check_interval_ms: int = 300_000
+    log_initial_task_delay_ms: int = 30_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+    # What a topic's log keeps (LogConfig; retention: None is -1, no limit).
+    retention_ms: int | None = 604_800_000
+    retention_bytes: int | None = None
+    segment_bytes: int = 1_073_741_824
+    segment_ms: int = 604_800_000
 
 
 def parse_named_config(

@@ -21,6 +21,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "load weighting.",
         "No connection handshake: a request to a crashed broker is answered by a reset after "
         "one network hop.",
+        "Backoff jitter is drawn once per wait, where Kafka draws it at every check of a "
+        "retried batch or of the metadata delay.",
     ),
     "network_loss": (
         "A loss black-holes the whole connection until request.timeout.ms or a reset "
@@ -34,7 +36,10 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     ),
     "replication": (
         "Replicas are placed round robin from a fixed start; no preferred-leader election, "
-        "reassignment, KIP-966 eligible leader replicas or tiered storage.",
+        "reassignment, controlled shutdown or tiered storage.",
+        "Eligible leader replicas (KIP-966) without the last-known-leader recovery.",
+        "A restarted broker's start-up time (cluster.broker_startup, 2 s) is a guess until "
+        "measured against a real Kafka.",
         "The controller is one node, not a quorum.",
         "Consumers do not validate their position after a leader change (KIP-320), and clients "
         "refresh metadata instead of taking the new leader from errors (KIP-951).",
@@ -44,27 +49,32 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "idempotence": (
         "Producer state after a restart is rebuilt by replaying the whole log, not from the "
         "latest snapshot.",
-        "producer.id.expiration.ms is not modelled (runs are far shorter than a day).",
+        "A produced batch has one timestamp, its creation in the producer (CreateTime), which "
+        "producer-id expiry and retention read.",
         "Renumbering in-flight batches on epoch exhaustion (epoch 32767) is simplified.",
     ),
     "transactions": (
         "KIP-890 verification and the transaction-version-2 implicit add are direct calls to "
         "the coordinator, not requests over the network.",
-        "The transaction version is one rule for the whole run, not recorded per "
-        "transactional.id.",
+        "The transaction version is one rule for the whole run, not recorded per transactional.id.",
         "Transaction markers travel without a connection, each lost or delayed on its own "
         "with the response-loss probability.",
         "Internal topics' replication factor is capped at the broker count (Kafka refuses to "
         "create them).",
+        "Transaction version 2 fences as Kafka 4.0.0 does (markers at epoch + 2, a failed "
+        "fence's epoch kept); KAFKA-19367 (4.0.1, 4.1) bumps once.",
     ),
     "consumers": (
         "No fetch long polling (fetch.min.bytes, fetch.max.wait.ms): a fetch is answered at "
         "once, and an empty poll waits poll_interval.",
+        "The consumer reconnects at once after a disconnection, without Kafka's reconnect backoff.",
         "No group membership or rebalancing: a group's members split partitions statically; "
         "takeover_after stands for a rebalance.",
-        "Logs are never truncated or deleted by retention: ListOffsets EARLIEST is always 0.",
+        "Every replica rolls segments at the same batches; DeleteRecords is applied at the "
+        "leader directly, without an admin client.",
     ),
 }
+
 
 def features(scenario: Scenario) -> list[str]:
     """The features of :data:`DEPARTURES` that ``scenario`` uses, in that order."""

@@ -21,12 +21,14 @@ layer sends at its next chance (an exponential backoff from ``retry.backoff.ms``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS, INTERNAL_TOPICS
+from eosim.simulation.exponential_backoff import ExponentialBackoff, Jitter
+
+# Re-exported: where the formula lived before it became simulation/exponential_backoff.py.
+from eosim.simulation.exponential_backoff import exponential_backoff as exponential_backoff
 from eosim.simulation.protocol import PartitionLeader, TopicPartition
 
 
@@ -77,26 +79,6 @@ class ClusterMetadata:
         return [tp for tp in self.partitions() if broker in self.replicas(tp)]
 
 
-class Jitter(Protocol):
-    """Where a client's backoff jitter comes from (a ``RandomStream`` of the run)."""
-
-    def uniform(self, low: float, high: float) -> float: ...
-
-
-# Kafka's CommonClientConfigs.RETRY_BACKOFF_EXP_BASE and RETRY_BACKOFF_JITTER.
-BACKOFF_BASE = 2.0
-BACKOFF_JITTER = 0.2
-
-
-def exponential_backoff(initial_ms: float, max_ms: float, attempts: int, factor: float) -> float:
-    """Kafka's ``ExponentialBackoff.backoff(attempts)``: ``initial * 2**attempts`` (the
-    exponent capped where it reaches ``max``), times a jitter ``factor`` in [0.8, 1.2), then
-    capped at ``max``."""
-    exp_max = math.log(max_ms / initial_ms, BACKOFF_BASE) if max_ms > initial_ms > 0 else 0.0
-    term = initial_ms * BACKOFF_BASE ** min(attempts, exp_max)
-    return min(term * factor, max_ms) if max_ms > 0 else term * factor
-
-
 class ClientMetadata:
     """A client's view of partition leadership (see the module docstring).
 
@@ -119,8 +101,7 @@ class ClientMetadata:
         "last_successful_refresh",
         "leaders",
         "max_age_ms",
-        "refresh_backoff_max_ms",
-        "refresh_backoff_ms",
+        "refresh_backoff",
         "topics",
         "update_requested",
     )
@@ -144,8 +125,9 @@ class ClientMetadata:
                 for tp in cluster.partitions()
             }
         self.max_age_ms = max_age_ms
-        self.refresh_backoff_ms = refresh_backoff_ms
-        self.refresh_backoff_max_ms = max(refresh_backoff_max_ms, refresh_backoff_ms)
+        # Metadata.refreshBackoff: retry.backoff.ms growing to retry.backoff.max.ms (constant
+        # at the max when that is the smaller).
+        self.refresh_backoff = ExponentialBackoff(refresh_backoff_ms, refresh_backoff_max_ms)
         self.jitter = jitter
         # Kafka's lastRefreshMs (last response or failure) and lastSuccessfulRefreshMs. A
         # client created mid-run has never asked: its first request goes out at once.
@@ -160,6 +142,11 @@ class ClientMetadata:
         known = self.leaders.get(tp)
         return known.leader if known is not None else None
 
+    def leader_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch the cache holds for ``tp`` (``MetadataSnapshot.leaderEpochFor``)."""
+        known = self.leaders.get(tp)
+        return known.leader_epoch if known is not None else None
+
     def partitions(self) -> list[TopicPartition]:
         return [(t, p) for t, n in self.topics.items() for p in range(n)]
 
@@ -169,9 +156,7 @@ class ClientMetadata:
         self.update_requested = True
 
     def _backoff(self, n: int) -> float:
-        return exponential_backoff(
-            self.refresh_backoff_ms, self.refresh_backoff_max_ms, n, self._factor
-        )
+        return self.refresh_backoff.with_factor(n, self._factor)
 
     def time_to_update(self, now: float) -> float:
         """0 when a metadata request should go out now; else how long until one should
@@ -213,4 +198,4 @@ class ClientMetadata:
 
     def _draw(self) -> None:
         if self.jitter is not None:
-            self._factor = self.jitter.uniform(1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER)
+            self._factor = self.refresh_backoff.draw(self.jitter)

@@ -33,6 +33,10 @@ class FaultEvent:
     extra_latency: float = 0.0
     probability: float = 0.0
     links: tuple[tuple[str, str], ...] = ()
+    # delete_records: the topic, its partition (None: every one) and the offset (-1: the HW).
+    topic: str | None = None
+    partition: int | None = None
+    offset: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -44,6 +48,12 @@ class FaultEvent:
     def to_spec(self) -> dict[str, Any]:
         """This event as an explicitly scheduled fault of a scenario file."""
         spec: dict[str, Any] = {"kind": self.kind, "at": round(self.start, 6)}
+        if self.kind == "delete_records":
+            spec["topic"] = self.topic
+            if self.partition is not None:
+                spec["partition"] = self.partition
+            spec["offset"] = self.offset
+            return spec
         spec["duration"] = round(self.end - self.start, 6)
         if self.targets:
             spec["nodes"] = list(self.targets)
@@ -101,7 +111,10 @@ def _periodic(spec: Fault, end: float, rng: RandomStream) -> list[FaultEvent]:
 
 def _event(spec: Fault, start: float, targets: tuple[str, ...], rng: RandomStream) -> FaultEvent:
     d = spec.duration
-    length = rng.uniform(d.min, d.max) if isinstance(d, DurationRange) else float(d)
+    if d is None:  # delete_records: instantaneous
+        length = 0.0
+    else:
+        length = rng.uniform(d.min, d.max) if isinstance(d, DurationRange) else float(d)
     groups = tuple(tuple(g) for g in spec.groups or ())
     links = tuple((a, b) for a, b in spec.links)
     return FaultEvent(
@@ -113,6 +126,9 @@ def _event(spec: Fault, start: float, targets: tuple[str, ...], rng: RandomStrea
         spec.extra_latency,
         spec.probability,
         links,
+        spec.topic,
+        spec.partition,
+        spec.offset,
     )
 
 
@@ -144,6 +160,9 @@ class Targets:
     resume: dict[str, Callable[[], None]] = field(default_factory=dict)
     # A power loss: a crash that also loses unflushed writes (brokers only); undone by restart.
     power_loss: dict[str, Callable[[], None]] = field(default_factory=dict)
+    # DeleteRecords (topic, partition or None for all, offset) -> each partition's answer:
+    # (partition name, error name, log start offset after it).
+    delete_records: Callable[[str, int | None, int], list[tuple[str, str, int]]] | None = None
 
     @classmethod
     def of(cls, *groups: Mapping[str, FaultTarget]) -> Targets:
@@ -176,6 +195,9 @@ class Nemesis:
     def _run(self, event: FaultEvent):  # type: ignore[no-untyped-def]
         if event.start > self.env.now:
             yield self.env.timeout(event.start - self.env.now)
+        if event.kind == "delete_records":
+            self._delete_records(event)
+            return
         undo = self._apply(event)
         detail = {k: v for k, v in event.to_dict().items() if k in ("groups", "links") and v}
         if event.extra_latency:
@@ -186,6 +208,21 @@ class Nemesis:
         yield self.env.timeout(max(event.end - self.env.now, 0.0))
         undo()
         self.history.fault(self.env.now, "stop", event.kind, list(event.targets), {})
+
+    def _delete_records(self, event: FaultEvent) -> None:
+        """An administrator's DeleteRecords, at once: one `fault` line with each partition's
+        answer (its error, and its leader's log start after it), started and stopped."""
+        assert self.targets.delete_records is not None and event.topic is not None
+        answers = self.targets.delete_records(event.topic, event.partition, event.offset)
+        names = [name for name, _error, _start in answers]
+        detail: dict[str, Any] = {"offset": event.offset}
+        detail["log_start_offsets"] = {name: start for name, error, start in answers}
+        errors = {name: error for name, error, _start in answers if error != "NONE"}
+        if errors:
+            detail["errors"] = errors
+        now = self.env.now
+        self.history.fault(now, "start", event.kind, names, detail)
+        self.history.fault(now, "stop", event.kind, names, {})
 
     def _apply(self, event: FaultEvent) -> Callable[[], None]:
         kind = event.kind

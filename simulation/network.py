@@ -20,7 +20,9 @@ sent still reach the broker ahead of its FIN, and the broker handles those reque
 responses are lost. So a request can be written long after its client stopped waiting for it
 (``in_flight_after_close: deliver``, the default). ``drop`` discards them instead, an
 idealisation kept for comparison. A broker crash destroys its side of every connection:
-nothing in flight on one arrives.
+nothing in flight on one arrives. A broker that closes a client's connection (after a failed
+``acks=0`` produce) destroys its side the same way, and each later message the client sends on it
+is answered with a reset, as TCP answers data sent to a closed socket.
 
 Packet loss (``packet_loss``, a probability per message, 0 by default) is the loss TCP repairs:
 a lost message is retransmitted, so it is neither dropped nor does it stall its connection; it
@@ -110,6 +112,12 @@ class Connection:
     client_closed: bool = False
     # Unique in the run, unlike ``generation``, which a restarted client counts from 1 again.
     number: int = 0
+    # The broker accepted it: a message of the client's on it reached a live broker, which
+    # kept it open. No handshake is modelled; this stands for the one that completed (a
+    # client's ClusterConnectionStates.ready, which resets its reconnect backoff).
+    established: bool = False
+    # Closed by the broker, whose host answers what the client still sends with a reset.
+    refused: bool = False
 
     def close(self) -> None:
         """The client closes the connection."""
@@ -121,6 +129,12 @@ class Connection:
         """The broker's side is gone (it crashed or refused): nothing more arrives."""
         self.closed = True
         self.client_closed = False
+
+    def close_by_server(self) -> None:
+        """The broker closed it (``RequestChannel.closeConnection``): nothing more arrives,
+        and each later message of the client's on it is answered with a reset."""
+        self.destroy()
+        self.refused = True
 
 
 @dataclass(slots=True)
@@ -266,6 +280,9 @@ class Network:
             self.messages_lost += 1
             if trace is not None:
                 self._record("dropped", msg)
+            if conn.refused and src == conn.client and not conn.blackholed:
+                # The client wrote to a socket its broker closed: TCP answers with a reset.
+                self.send(dst, src, Disconnected(dst, conn.generation))
             return
         if self._lost(src, dst, request, internal):
             self.messages_lost += 1
@@ -391,9 +408,16 @@ class Network:
         if msg.dst in self._paused:
             self._paused[msg.dst].append(msg)
             return
+        self._hand_over(msg)
+
+    def _hand_over(self, msg: Message) -> None:
         handler = self._handlers.get(msg.dst)
-        if handler is not None:
-            handler(msg)
+        if handler is None:
+            return
+        handler(msg)
+        conn = msg.conn
+        if conn is not None and not conn.closed and msg.src == conn.client:
+            conn.established = True
 
     def _outlives(self, msg: Message) -> bool:
         """A request sent before its client closed the connection still arrives."""
@@ -411,9 +435,7 @@ class Network:
 
     def resume_node(self, node: str) -> None:
         for msg in self._paused.pop(node, []):
-            handler = self._handlers.get(msg.dst)
-            if handler is not None:
-                handler(msg)
+            self._hand_over(msg)
 
     # -- faults ------------------------------------------------------------------------
     def start_partition(self, groups: Iterable[Iterable[str]]) -> object:

@@ -51,6 +51,10 @@ class Errors(Enum):
     NOT_ENOUGH_REPLICAS = (19, True)
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = (20, True)
     INVALID_REQUEST = (42, False)
+    # A batch larger than the topic's segment.bytes (UnifiedLog.append).
+    RECORD_LIST_TOO_LARGE = (18, False)
+    # DeleteRecords on an internal topic.
+    INVALID_TOPIC_EXCEPTION = (17, False)
     # Leader epochs (KIP-320): a request names an older epoch than the replica's, or a newer
     # one it has not heard of yet.
     FENCED_LEADER_EPOCH = (74, True)
@@ -58,6 +62,10 @@ class Errors(Enum):
     # AlterPartition: the partition epoch the leader named is not the controller's.
     INVALID_UPDATE_VERSION = (95, False)
     INELIGIBLE_REPLICA = (107, False)
+    OPERATION_NOT_ATTEMPTED = (55, False)
+    NEW_LEADER_ELECTED = (108, False)
+    # ListOffsets while a new leader's high watermark has not yet reached its epoch's start.
+    OFFSET_NOT_AVAILABLE = (78, True)
     # A broker registering while its previous incarnation's session is still alive.
     DUPLICATE_BROKER_REGISTRATION = (101, True)
     STALE_BROKER_EPOCH = (77, False)
@@ -97,6 +105,8 @@ _EXCEPTION_NAMES = {
     Errors.TRANSACTION_ABORTABLE: "TransactionAbortableException",
     Errors.NOT_ENOUGH_REPLICAS: "NotEnoughReplicasException",
     Errors.INVALID_REQUEST: "InvalidRequestException",
+    Errors.RECORD_LIST_TOO_LARGE: "RecordBatchTooLargeException",
+    Errors.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
     Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
     Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "NotEnoughReplicasAfterAppendException",
     Errors.FENCED_LEADER_EPOCH: "FencedLeaderEpochException",
@@ -124,6 +134,10 @@ class BatchData:
     base_sequence: int
     values: tuple[str, ...]
     transactional: bool = False
+    # The batch's max timestamp (CreateTime, set by the producer; None: the leader's clock)
+    # and its size in bytes (None: estimated from the values).
+    timestamp: float | None = None
+    size_bytes: int | None = None
 
     @property
     def last_sequence(self) -> int:
@@ -150,9 +164,9 @@ class ProduceRequest:
 class PartitionResponse:
     error: Errors
     base_offset: int = -1
-    # The partition's log start offset. eosim never removes a log's head (no retention or
-    # deleteRecords), so it is 0 on every broker answer; -1 (unknown) on errors the client
-    # makes up itself (a timeout, a disconnection).
+    # The partition's log start offset (PartitionResponse.logStartOffset): the leader's, on
+    # answers from a partition it leads; 0 where eosim's broker does not fill it in; -1
+    # (unknown) on errors the client makes up itself (a timeout, a disconnection).
     log_start_offset: int = 0
 
 
@@ -373,6 +387,10 @@ class ReplicaFetchPartition:
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
+    # Before KIP-595 (truncation rule ``leader_epoch_kip101``): a follower that has just
+    # become one first asks OffsetsForLeaderEpoch for this epoch (its latest) and fetches
+    # nothing; the leader answers in ``epoch_end_offset``.
+    epoch_query: int | None = None
 
 
 @dataclass(slots=True)
@@ -391,6 +409,13 @@ class ReplicaFetchData:
     # When the follower's log diverged from the leader's: the leader's (epoch, end offset)
     # for the follower's last fetched epoch (FetchResponse.divergingEpoch).
     diverging_epoch: tuple[int, int] | None = None
+    # The offset this answer is for (the fetch offset of the request).
+    fetch_offset: int = -1
+    # The answer to an OffsetsForLeaderEpoch query: (epoch, end offset), the epoch -1 where
+    # the protocol does not return it (KIP-101 before KIP-279).
+    epoch_end_offset: tuple[int, int] | None = None
+    # The leader's log start offset (FetchResponse.PartitionData.logStartOffset).
+    log_start_offset: int = 0
 
 
 @dataclass(slots=True)
@@ -406,16 +431,34 @@ CONTROLLER = "controller"
 
 @dataclass(slots=True)
 class BrokerRegistrationRequest:
+    """BrokerLifecycleManager's registration of a (new) broker process. ``incarnation`` names
+    the process (Kafka's incarnation id, new at every start); ``previous_broker_epoch`` is the
+    epoch a clean shutdown left in its log directories, -1 after an unclean one (KIP-966)."""
+
     correlation_id: int
     broker: str
     incarnation: int
+    previous_broker_epoch: int = -1
+
+
+@dataclass(slots=True)
+class BrokerRegistrationResponse:
+    correlation_id: int
+    error: Errors
+    broker_epoch: int = -1
 
 
 @dataclass(slots=True)
 class BrokerHeartbeatRequest:
+    """A registered broker's heartbeat: its broker epoch, how far it has replayed the
+    metadata log, and whether it wants to stay fenced (true until its first metadata has been
+    published: BrokerLifecycleManager's ``readyToUnfence``)."""
+
     correlation_id: int
     broker: str
-    incarnation: int
+    broker_epoch: int
+    metadata_offset: int = -1
+    want_fence: bool = False
 
 
 @dataclass(slots=True)
@@ -423,6 +466,22 @@ class BrokerHeartbeatResponse:
     correlation_id: int
     error: Errors
     fenced: bool = True
+    # Whether the broker has replayed the metadata log past its own registration.
+    caught_up: bool = False
+    # The controller's latest metadata offset (a broker further behind fetches a snapshot;
+    # stands for the KRaft fetch of the metadata log, which never skips a record).
+    metadata_offset: int = -1
+
+
+@dataclass(slots=True)
+class MetadataFetchRequest:
+    """A broker's fetch of the metadata log (KRaft's Fetch of ``__cluster_metadata`` by the
+    broker's raft client), answered with a snapshot :class:`MetadataDelta`: how a starting
+    broker catches up before its first publish, and how a broker that missed records (lost
+    on the network) catches up again."""
+
+    correlation_id: int
+    broker: str
 
 
 @dataclass(slots=True)
@@ -456,6 +515,8 @@ class PartitionState:
     leader: str | None
     leader_epoch: int
     partition_epoch: int
+    # Eligible leader replicas (KIP-966): out of the ISR but safe to elect while it is empty.
+    elr: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -40,13 +40,28 @@ class ProtocolRules:
     # sequence unresolved, bump only once nothing is in flight). False is Kafka as released.
     failed_batch_marks_sequence_unresolved: bool = False
     # Where a replica that becomes a follower cuts its log: "leader_epoch" (KIP-101 with
-    # KIP-279's fix, Kafka 2.1+: to the last offset its log shares with the leader's) or
-    # "high_watermark" (before KIP-101: to its own high watermark, which can lose or diverge
-    # committed records when two brokers fail in turn).
+    # KIP-279's fix, Kafka 2.1+, checked on every fetch since KIP-595: to the last offset its
+    # log shares with the leader's), "leader_epoch_kip101" (Kafka 0.11 to 2.0: one
+    # OffsetsForLeaderEpoch whose answer carries no epoch, so a follower cannot tell that the
+    # logs diverged inside an older epoch, KIP-279's case) or "high_watermark" (before
+    # KIP-101: to its own high watermark, which can lose or diverge committed records when
+    # two brokers fail in turn).
     truncation: str = "leader_epoch"
     # KIP-966 (3.7+): a leader does not advance the high watermark while its ISR is smaller
     # than min.insync.replicas. True is the older behaviour.
     hw_advances_under_min_isr: bool = False
+    # KIP-966 part 1, eligible leader replicas (the controller's eligible.leader.replicas
+    # feature: on by default in clusters created by 4.1+, off before): ISR members that leave
+    # it below min ISR stay electable while the ISR is empty, and a broker that comes back
+    # from an unclean shutdown leaves every ISR and ELR, so that the last ISR member cannot
+    # come back with a log it lost part of and be elected cleanly.
+    eligible_leader_replicas: bool = False
+    # KAFKA-9144 (fixed in 2.4.1 and 2.5.0): producer-id expiration counts a transaction
+    # marker as the producer's last write. False is the bug: only cached data batches count,
+    # and a marker with a new epoch (the coordinator fencing a timed-out transaction) clears
+    # them, so the entry expires at the next check and the partition forgets the fencing
+    # epoch: a fenced producer's late write is then accepted.
+    producer_expiry_tracks_marker_timestamps: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -56,11 +71,34 @@ class ProtocolRules:
         return [f.name for f in fields(cls)]
 
 
-# Known Kafka bugs, each reproduced by one rule at one value (both presets have every one of
-# them as Kafka does): bug id -> (rule, the value that reproduces it, the value that fixes it).
+# Known Kafka bugs, each reproduced by one rule at one value: bug id -> (rule, the value that
+# reproduces it, the value that fixes it). A preset has a bug's reproducing value unless the bug
+# was fixed in a release up to the preset's version (FIXED_IN), as in Kafka.
 KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
     "KAFKA-14034": ("failed_batch_marks_sequence_unresolved", False, True),
+    "KAFKA-9144": ("producer_expiry_tracks_marker_timestamps", False, True),
 }
+
+# The first releases of each line with a bug's fix (KAFKA-9144: 2.4.1 and 2.5.0, backported to
+# 2.3.2 and 2.2.3); a bug missing here is open in Kafka.
+FIXED_IN: dict[str, tuple[str, ...]] = {
+    "KAFKA-9144": ("2.2.3", "2.3.2", "2.4.1", "2.5.0"),
+}
+
+
+def has_fix(bug: str, version: str) -> bool:
+    """Whether Kafka ``version`` (a preset: the latest release of its line, "3.9") carries
+    ``bug``'s fix: its own line got a fixed release, or it is later than every line that did
+    (later lines branch off after the fix)."""
+    lines = [_line(release) for release in FIXED_IN.get(bug, ())]
+    mine = _line(version)
+    return bool(lines) and (mine in lines or mine > max(lines))
+
+
+def _line(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
 
 VERSIONS: dict[str, ProtocolRules] = {
     "3.9": ProtocolRules(
@@ -69,5 +107,6 @@ VERSIONS: dict[str, ProtocolRules] = {
         transaction_version=1,
     ),
     "4.0": ProtocolRules(),
+    "4.1": ProtocolRules(eligible_leader_replicas=True),
 }
 DEFAULT_VERSION = "4.0"

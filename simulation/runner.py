@@ -10,11 +10,13 @@ A run is a short list of phases over one SimPy environment (:func:`run_scenario`
 3. **heal**: if the workload finished, wait for the last scheduled fault to end (a paused
    zombie resumes, a crashed broker restarts);
 4. **settle**: ``settle`` more milliseconds, so that requests still on the wire land;
-5. **recover**: fault-free time for timed-out transactions to be aborted; then every
-   operation still open is completed ``info``;
-6. **drain**: when some application writes transactionally or processes, a fresh
+5. **recover**: fault-free time for timed-out transactions to be aborted;
+6. **converge**: wait (up to ``converge_timeout``) until the cluster is at rest: every broker
+   serving, every partition led, every replica caught up; then every operation still open is
+   completed ``info``;
+7. **drain**: when some application writes transactionally or processes, a fresh
    read_committed consumer reads every partition to its LSO;
-7. **collect**: the final logs, stores, offsets and LSOs go into the history, and the counts
+8. **collect**: the final logs, stores, offsets and LSOs go into the history, and the counts
    and statistics into the :class:`RunResult`.
 """
 
@@ -38,6 +40,7 @@ from eosim.simulation.network import LatencyModel, Network, NetworkSettings, Tra
 from eosim.simulation.probe import Probe
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.scenario import Scenario
+from eosim.simulation.state_change import StateChange, StateChangeLog
 
 
 class CountingEnvironment(simpy.Environment):
@@ -87,6 +90,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     trace: list[TraceEvent] | None = None
+    # Broker and partition state changes (traced runs only).
+    state_changes: list[StateChange] | None = None
 
     @property
     def sim_time_s(self) -> float:
@@ -103,6 +108,8 @@ def _recovery(scenario: Scenario, configs: dict[str, ProducerConfig]) -> float:
 
 
 DRAIN_LIMIT_MS = 60_000.0
+# How often the converge phase looks at the cluster.
+CONVERGE_STEP_MS = 100.0
 
 
 def run_scenario(
@@ -121,6 +128,7 @@ def run_scenario(
     run.heal()
     run.settle()
     run.recover()
+    run.converge()
     run.abandon_open_operations()
     run.drain()
     return run.collect(time.perf_counter() - started)
@@ -185,7 +193,10 @@ class Run:
                 "configs": {name: c.to_kafka_dict() for name, c in clients.producers.items()},
             }
         )
-        self.cluster = cluster = Cluster.from_scenario(scenario, env, network, history, probe)
+        self.state_log = StateChangeLog(env, enabled=trace)
+        self.cluster = cluster = Cluster.from_scenario(
+            scenario, env, network, history, probe, streams, self.state_log
+        )
         context = BuildContext(
             env, network, cluster.metadata, cluster.rules, probe, history, streams, clients
         )
@@ -195,6 +206,7 @@ class Run:
         )
         targets = Targets.of(cluster.fault_targets(), self.apps.fault_targets())
         targets.power_loss = {n: b.power_loss for n, b in cluster.power_targets().items()}
+        targets.delete_records = cluster.delete_records
         Nemesis(env, self.schedule, network, targets, history)
         self.crash_at = CrashAtNemesis(
             env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")
@@ -227,6 +239,26 @@ class Run:
         if recovery > 0:
             self.env.run(until=self.env.now + recovery)
 
+    def converge(self) -> None:
+        """Let the cluster come to rest before its state is judged: every broker serving,
+        every partition led at the controller's epoch, every replica caught up with its
+        leader. Checked every :data:`CONVERGE_STEP_MS` for at most the scenario's
+        ``converge_timeout``; a run that does not get there says why in a warning (its
+        replicas are then judged only where they can no longer change). A run cut by its
+        duration is judged as it stands."""
+        if self.cut_by_duration:
+            return
+        limit = self.env.now + self.scenario.converge_timeout
+        while (reasons := self.cluster.unconverged()) and self.env.now < limit:
+            self.env.run(until=min(self.env.now + CONVERGE_STEP_MS, limit))
+        if reasons:
+            more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+            shown = "; ".join(reasons[:3]) + more
+            self.warnings.append(
+                f"the cluster had not come to rest {self.scenario.converge_timeout / 1000:g} s "
+                f"after the workload: {shown}"
+            )
+
     def abandon_open_operations(self) -> None:
         pending = self.apps.abandon_open_ops(
             "RunEnded: still outstanding when the run's duration ran out"
@@ -249,6 +281,7 @@ class Run:
             metadata,
             isolation="read_committed",
             metadata_rng=self.streams.stream("metadata:drain"),
+            rng=self.streams.stream("consumer:drain"),
         )
         drainer.assign(metadata.partitions())
         drained = env.process(drain(env, drainer, self.history, "drain/0"))
@@ -275,6 +308,7 @@ class Run:
                     "duration": scenario.duration,
                 }
             )
+        self.warnings.extend(self.cluster.replica_failures())
         stats = {
             "messages_sent": self.network.messages_sent,
             "messages_lost": self.network.messages_lost,
@@ -297,6 +331,7 @@ class Run:
             warnings=self.warnings,
             stats=stats,
             trace=self.network.trace,
+            state_changes=self.state_log.events if self.state_log.enabled else None,
         )
 
 

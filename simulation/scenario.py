@@ -135,6 +135,11 @@ class Cluster(_Model):
     # How long the operating system leaves written pages dirty before writing them back on
     # its own (Linux: vm.dirty_expire_centisecs, 30 s): what a power loss can take.
     os_writeback: Duration = Field(default=30_000.0, ge=0.0)
+    # How long a restarted broker process takes from the machine being up to registering with
+    # the controller and replaying the metadata log (JVM start, log loading, the raft client).
+    # A guess until measured against a real Kafka; the session timeout usually matters more:
+    # a broker that comes back sooner waits for the controller to fence its previous self.
+    broker_startup: Duration = Field(default=2_000.0, ge=0.0)
     # transactional.id.expiration.ms (default 7 days), how often expired ids are removed
     # (transaction.remove.expired.transaction.cleanup.interval.ms, 1 hour) and how often open
     # transactions are checked against their timeout
@@ -387,7 +392,9 @@ class DurationRange(_Model):
         return self
 
 
-FaultKind = Literal["crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss"]
+FaultKind = Literal[
+    "crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss", "delete_records"
+]
 
 
 class Fault(_Model):
@@ -402,14 +409,37 @@ class Fault(_Model):
     every: Duration | None = None
     start: Duration = 0.0
     end: Duration | None = None
-    duration: Duration | DurationRange
+    # Every kind but delete_records (instantaneous) lasts a while.
+    duration: Duration | DurationRange | None = None
     extra_latency: Duration = 0.0
     probability: Probability = 0.0
     point: str | None = None
     occurrence: int = Field(default=1, ge=1)
+    # delete_records: the partition (None: every partition of the topic) and the offset below
+    # which its records go (-1: the high watermark), as an administrator's DeleteRecords.
+    topic: str | None = None
+    partition: int | None = Field(default=None, ge=0)
+    offset: int = Field(default=-1, ge=-1)
 
     @model_validator(mode="after")
     def _shape(self) -> Fault:
+        if self.kind == "delete_records":
+            if self.topic is None:
+                raise ValueError("a delete_records fault needs a 'topic'")
+            if self.duration is not None:
+                raise ValueError("a delete_records fault is instantaneous: it takes no 'duration'")
+            if self.nodes or self.groups or self.links or self.point is not None:
+                raise ValueError(
+                    "a delete_records fault names a 'topic' (and 'partition'), not nodes or links"
+                )
+        else:
+            if self.duration is None:
+                raise ValueError(f"a {self.kind} fault needs a 'duration'")
+            for key in ("topic", "partition"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"'{key}' applies to delete_records faults only")
+            if self.offset != -1:
+                raise ValueError("'offset' applies to delete_records faults only")
         if self.kind == "crash_at":
             if self.point not in POINTS:
                 raise ValueError(f"a crash_at fault needs a 'point', one of: {', '.join(POINTS)}")
@@ -450,11 +480,13 @@ _RULE_RANGES: dict[str, tuple[int, int]] = {
 
 
 # The rules that take one of a few names.
-_RULE_CHOICES: dict[str, tuple[str, ...]] = {"truncation": ("leader_epoch", "high_watermark")}
+_RULE_CHOICES: dict[str, tuple[str, ...]] = {
+    "truncation": ("leader_epoch", "leader_epoch_kip101", "high_watermark")
+}
 
 
 class Kafka(_Model):
-    version: Literal["3.9", "4.0"] = DEFAULT_VERSION  # type: ignore[assignment]
+    version: Literal["3.9", "4.0", "4.1"] = DEFAULT_VERSION  # type: ignore[assignment]
     rules: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("version", mode="before")
@@ -544,6 +576,9 @@ class Scenario(_Model):
     seed: int = Field(default=1, ge=0)
     duration: Duration = 600_000.0
     settle: Duration = 1_000.0
+    # After settle and recovery, how long the run may wait for the cluster to come to rest
+    # (every broker serving, every partition led, every replica caught up) before judging it.
+    converge_timeout: Duration = 120_000.0
     kafka: Kafka = Kafka()
     cluster: Cluster
     network: NetworkSpec = NetworkSpec()
@@ -614,6 +649,13 @@ class Scenario(_Model):
             known_topic(("processors", i, "output", "topic"), proc.output.topic)
         for i, c in enumerate(self.consumers):
             known_topic(("consumers", i, "topic"), c.topic)
+        for i, f in enumerate(self.faults):
+            known_topic(("faults", i, "topic"), f.topic)
+            if f.topic is not None and f.partition is not None and f.partition >= topics[f.topic]:
+                raise _PathError(
+                    ("faults", i, "partition"),
+                    f"must be in [0, {topics[f.topic] - 1}] for topic {f.topic!r}",
+                )
         for i, p in enumerate(self.producers):
             w = p.workload
             if w.topic not in topics:
@@ -713,12 +755,19 @@ class Scenario(_Model):
         for fault in data["faults"]:
             if fault["every"] is None:
                 del fault["every"]
+            for key, default in (("topic", None), ("partition", None), ("offset", -1)):
+                if fault[key] == default:
+                    del fault[key]
         network = data["network"]
         for key, default in (("packet_loss", 0.0), ("retransmission_timeout", 200.0)):
             if network[key] == default:
                 del network[key]
         if not data["expect_sweep"]:
             del data["expect_sweep"]
+        if data["converge_timeout"] == 120_000.0:
+            del data["converge_timeout"]
+        if data["cluster"]["broker_startup"] == 2_000.0:
+            del data["cluster"]["broker_startup"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

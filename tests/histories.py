@@ -176,13 +176,21 @@ class Builder:
         outcome: str | None = "ok",
         *,
         transactional_id: str | None = "app",
+        output_topic: str | None = None,
     ) -> int:
-        """A consume-transform-produce `process` op for one input record."""
+        """A consume-transform-produce `process` op for one input record (with `output_topic`
+        when given)."""
         op_id = self.next_id
         self.next_id += 1
         topic, partition, offset, value = source
         record = {"topic": topic, "partition": partition, "offset": offset, "value": value}
-        body = {"input": record, "outputs": outputs, "transactional_id": transactional_id}
+        body: dict[str, Any] = {
+            "input": record,
+            "outputs": outputs,
+            "transactional_id": transactional_id,
+        }
+        if output_topic is not None:
+            body["output_topic"] = output_topic
         self._op("invoke", "process", process, body, op_id)
         if outcome is not None:
             error = None if outcome == "ok" else "TimeoutException: commit"
@@ -285,10 +293,12 @@ class Builder:
         log_end_offset: int | None = None,
         markers: dict[int, str] | None = None,
         producer_id: int = 1000,
+        settled: bool | None = None,
+        log_start_offset: int | None = None,
     ) -> None:
         """A `replica` line: records as for `log`, control markers as offset -> type (all of
         `producer_id`). The log end defaults to one past the last entry and the high watermark
-        to the log end."""
+        to the log end; `settled` and `log_start_offset` are written only when given."""
         placed = values if isinstance(values, dict) else dict(enumerate(values))
         records = [
             {"offset": offset, "value": value, "producer_id": producer_id}
@@ -300,20 +310,23 @@ class Builder:
         ]
         if log_end_offset is None:
             log_end_offset = 1 + max([*placed, *(markers or {}), -1])
-        self.records.append(
-            {
-                "kind": "replica",
-                "topic": topic,
-                "partition": partition,
-                "broker": broker,
-                "leader": leader,
-                "leader_epoch": leader_epoch,
-                "high_watermark": log_end_offset if high_watermark is None else high_watermark,
-                "log_end_offset": log_end_offset,
-                "records": records,
-                "markers": controls,
-            }
-        )
+        line: dict[str, Any] = {
+            "kind": "replica",
+            "topic": topic,
+            "partition": partition,
+            "broker": broker,
+            "leader": leader,
+            "leader_epoch": leader_epoch,
+            "high_watermark": log_end_offset if high_watermark is None else high_watermark,
+            "log_end_offset": log_end_offset,
+            "records": records,
+            "markers": controls,
+        }
+        if settled is not None:
+            line["settled"] = settled
+        if log_start_offset is not None:
+            line["log_start_offset"] = log_start_offset
+        self.records.append(line)
 
     def history(self) -> History:
         return history_from_records(self.records)

@@ -88,6 +88,32 @@ def test_crash_resets_connections_and_refuses_requests():
     assert [rec["value"] for rec in broker.logs[TP].records()] == ["a"]
 
 
+def test_a_failed_acks_0_produce_closes_its_connection():
+    """KafkaApis.handleProduceRequest: an acks=0 produce gets no answer; if a partition
+    failed, the broker closes the connection instead, so that the client notices. What the
+    client sent behind it is discarded, and a later send on it is answered with a reset."""
+    env, net, broker, inbox = make()
+    conn = Connection("c", "broker-0", 1)
+
+    def plain(cid, tp, value):
+        data = BatchData(-1, -1, -1, (value,), False)  # a plain producer: no id, no sequence
+        net.send("c", "broker-0", ProduceRequest(cid, 0, [(tp, data)]), conn)
+
+    plain(1, TP, "a")
+    env.run(until=10)
+    assert inbox == [] and not conn.closed  # written: no answer, the connection stays
+    plain(2, ("t", 1), "b")  # broker-0 does not lead t-1: NOT_LEADER_OR_FOLLOWER
+    plain(3, TP, "c")  # behind it on the same connection, not read yet
+    env.run(until=20)
+    assert conn.closed
+    assert [type(m) for m in inbox] == [Disconnected] and inbox[0].generation == 1
+    assert [rec["value"] for rec in broker.logs[TP].records()] == ["a"]
+    plain(4, TP, "d")  # the client had not noticed: its host answers with a reset
+    env.run(until=30)
+    assert [type(m) for m in inbox] == [Disconnected, Disconnected]
+    assert [rec["value"] for rec in broker.logs[TP].records()] == ["a"]
+
+
 def test_pause_queues_requests_until_resume():
     env, net, broker, inbox = make()
     broker.pause()

@@ -183,6 +183,59 @@ def test_duplicate_across_partitions_seen_by_reads_only() -> None:
     assert offsets(example(result, "duplicate")["positions"]) == [("t", 0, 0), ("t", 1, 0)]
 
 
+# -- record identity: a value within its topic ---------------------------------------------
+
+
+def test_the_same_value_in_two_topics_is_two_records_not_a_duplicate() -> None:
+    h = Builder()
+    h.send("p/0", "1", topic="a", offset=0)
+    h.send("p/0", "1", topic="b", offset=0)
+    h.log("a", 0, ["1"])
+    h.log("b", 0, ["1"])
+    only(check(h.history()))
+
+
+def test_a_value_twice_in_one_topic_beside_another_topics_copy_is_a_duplicate() -> None:
+    h = Builder()
+    h.send("p/0", "1", topic="a", offset=0)
+    h.send("p/0", "1", topic="b", offset=0)
+    h.log("a", 0, ["1"])
+    h.log("b", 0, ["1", "1"])
+    result = check(h.history())
+    only(result, duplicate=1)
+    assert offsets(example(result, "duplicate")["positions"]) == [("b", 0, 0), ("b", 0, 1)]
+
+
+def test_a_value_read_in_one_topic_does_not_hide_the_same_value_unread_in_another() -> None:
+    # Values are unique per topic only: reading "1" from topic a says nothing of b's "1".
+    h = Builder()
+    h.send("p/0", "1", topic="a", offset=0)
+    h.send("p/0", "1", topic="b", offset=0)
+    h.poll("c/0", [("a", 0, 0, "1")])
+    result = check(h.history())
+    only(result, unseen=1)
+    assert example(result, "unseen")["topic"] == "b"
+
+
+def test_the_same_value_read_in_both_its_topics_is_seen_in_both() -> None:
+    h = Builder()
+    h.send("p/0", "1", topic="a", offset=0)
+    h.send("p/0", "1", topic="b", offset=0)
+    h.poll("c/0", [("a", 0, 0, "1"), ("b", 0, 0, "1")])
+    only(check(h.history()))
+
+
+def test_a_value_logged_in_another_topic_does_not_save_a_send_of_unknown_partition() -> None:
+    h = Builder()
+    h.send("p/0", "1", topic="a", partition=None)
+    h.send("p/0", "1", topic="b", offset=0)
+    h.log("a", 0, [])
+    h.log("b", 0, ["1"])
+    result = check(h.history())
+    only(result, lost_write=1)
+    assert example(result, "lost_write")["topic"] == "a"
+
+
 # -- lost_write and unseen -------------------------------------------------------------------
 
 
@@ -662,3 +715,35 @@ def test_clean_histories_have_no_anomalies_until_a_duplicate_is_injected(
         (topic, partition, original.offset),
         (topic, partition, copy_at),
     ]
+
+
+# -- logs whose head was deleted (retention, DeleteRecords) -----------------------------------
+
+
+def test_a_write_acknowledged_below_the_log_start_is_not_lost() -> None:
+    """The final log starts at 5: a write acknowledged at 2 may have been deleted with its
+    head; one acknowledged at 6 and missing is lost, and so is one at 5."""
+    h = Builder()
+    h.send("p/0", "old", offset=2)
+    h.send("p/0", "first", offset=5)
+    h.send("p/0", "kept", offset=6)
+    h.send("p/0", "gone", offset=7)
+    h.log("t", 0, {6: "kept"}, log_start_offset=5)
+    result = check(h.history())
+    only(result, lost_write=2, unseen=1)
+    assert sorted(e["value"] for e in result.anomalies["lost_write"].examples) == ["first", "gone"]
+    assert example(result, "unseen")["value"] == "old"
+
+
+def test_a_write_at_an_unknown_offset_of_a_log_with_a_deleted_head_is_not_judged_lost() -> None:
+    h = Builder()
+    h.send("p/0", "a", offset=None)  # acknowledged, offset unknown (acks=0)
+    h.send("p/0", "b", partition=None, offset=None)
+    h.log("t", 0, {9: "c"}, log_start_offset=9)
+    only(check(h.history()), unseen=2)
+    # The same history with the log starting at 0: both are lost.
+    h = Builder()
+    h.send("p/0", "a", offset=None)
+    h.send("p/0", "b", partition=None, offset=None)
+    h.log("t", 0, {9: "c"})
+    only(check(h.history()), lost_write=2)

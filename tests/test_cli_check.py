@@ -100,17 +100,76 @@ def test_check_expect_twice_is_bad_input(capsys, tmp_path):
     assert code == 2 and "already expected" in err
 
 
-@pytest.mark.parametrize("content", ["", "\n\n", '{"kind": "meta", "scenario": "x"}\n'])
-def test_a_history_with_nothing_to_check_is_bad_input(capsys, tmp_path, content):
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("", "the file is empty"),
+        ("\n\n", "no op, log or replica line"),
+        ('{"kind": "meta", "scenario": "x"}\n', "no op, log or replica line"),
+    ],
+)
+def test_a_history_without_lines_to_check_is_unknown_exit_3(capsys, tmp_path, content, reason):
     path = tmp_path / "empty.jsonl"
     path.write_text(content)
-    for argv in (["check", str(path)], ["check", str(path), "--json"]):
-        code, out, err = run_cli(capsys, *argv)
-        assert code == 2 and out == ""
-        assert err.strip().splitlines() == [
-            f"eosim: error: {path}: nothing to check: "
-            + ("the file is empty" if not content else "no op, log or replica line")
-        ]
+    code, out, err = run_cli(capsys, "check", str(path))
+    assert (code, err) == (3, "")
+    assert verdict(out) == f"UNKNOWN: nothing to check ({reason})"
+    code, out, _ = run_cli(capsys, "check", str(path), "--json")
+    data = json.loads(out)
+    assert code == 3 and data["unknown"] == reason
+    assert data["verdict"] == f"UNKNOWN: nothing to check ({reason})"
+
+
+NOTHING = "no write was acknowledged and no record was read or logged"
+
+
+def nothing_acknowledged(tmp_path: Path) -> str:
+    """Every send failed or is unknown, nothing was read, and the final log is empty."""
+    h = Builder()
+    h.send("p/0", "a", "fail")
+    h.send("p/0", "b", "info")
+    h.log("t", 0, [])
+    return write_lines(tmp_path / "nothing.jsonl", h)
+
+
+def test_a_history_with_nothing_acknowledged_or_observed_is_unknown_not_clean(capsys, tmp_path):
+    path = nothing_acknowledged(tmp_path)
+    code, out, _ = run_cli(capsys, "check", path)
+    assert code == 3 and verdict(out) == f"UNKNOWN: nothing to check ({NOTHING})"
+    # An acknowledged write, or a record read or logged, is something to check.
+    assert run_cli(capsys, "check", clean(tmp_path))[0] == 0
+    h = Builder()
+    h.poll("c/0", [("t", 0, 0, "x")])
+    assert run_cli(capsys, "check", write_lines(tmp_path / "reads.jsonl", h))[0] == 0
+
+
+def test_expectations_on_a_history_with_nothing_to_check_are_not_met(capsys, tmp_path):
+    path = nothing_acknowledged(tmp_path)
+    code, out, _ = run_cli(capsys, "check", path, "--expect", "lost_write=0", "--json")
+    data = json.loads(out)
+    assert code == 3
+    assert data["expect"]["met"] is False
+    assert data["expect"]["failures"] == [f"nothing to check: {NOTHING}"]
+    assert data["verdict"] == f"UNKNOWN: nothing to check ({NOTHING})"
+
+
+def test_run_of_a_scenario_that_acknowledged_nothing_is_unknown_exit_3(capsys, tmp_path):
+    path = tmp_path / "dead.yaml"
+    path.write_text(
+        "name: dead\n"
+        "cluster: {brokers: 1, topics: [{name: t, partitions: 1}]}\n"
+        "producers:\n"
+        "  - name: p\n"
+        "    config: {delivery.timeout.ms: 2000, request.timeout.ms: 1000}\n"
+        "    workload: {topic: t, records: 3, rate: 100}\n"
+        "faults: [{kind: crash, nodes: [broker-0], at: 0ms, duration: 30s}]\n"
+        "expect: {lost_write: 0}\n"
+    )
+    code, out, _ = run_cli(capsys, "run", str(path))
+    assert code == 3 and verdict(out) == f"UNKNOWN: nothing to check ({NOTHING})"
+    code, out, _ = run_cli(capsys, "run", str(path), "--json")
+    data = json.loads(out)
+    assert code == 3 and data["unknown"] == NOTHING and data["expect"]["met"] is False
 
 
 def test_check_json_has_the_fields_of_run_json(capsys, tmp_path):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from eosim.simulation.metadata import ClientMetadata, ClusterMetadata, exponential_backoff
+from eosim.simulation.exponential_backoff import exponential_backoff
+from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
 from eosim.simulation.protocol import PartitionLeader
 
 TP = ("t", 0)

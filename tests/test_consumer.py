@@ -251,6 +251,50 @@ def test_the_broker_refuses_a_fetch_beyond_the_log_end_only():
     assert [a.partitions[0][1].error for a in answers] == [Errors.NONE, Errors.OFFSET_OUT_OF_RANGE]
 
 
+@pytest.mark.parametrize(("reset", "after"), [("latest", ["e"]), ("earliest", ["c", "d", "e"])])
+def test_a_position_below_the_log_start_resets_the_position(reset: str, after: list[str]):
+    """Records deleted under the consumer (DeleteRecords, retention): its fetch below the log
+    start is OFFSET_OUT_OF_RANGE (UnifiedLog.checkLogStartOffset) and auto.offset.reset
+    applies as beyond the end; EARLIEST is the log start."""
+    c = Cluster(reset)
+    c.write("a", "b", "c", "d")
+    assert c.poll() in ([], ["a", "b", "c", "d"])
+    c.consumer.seek(TP, 0)
+    assert c.broker.log_manager.delete_records(TP, 2) is Errors.NONE
+    assert c.poll() == []  # answered OFFSET_OUT_OF_RANGE
+    assert TP not in c.consumer.positions
+    seen = c.poll()  # the reset's ListOffsets, then a fetch from the new position
+    c.write("e")
+    seen += c.poll() + c.poll()
+    assert seen == after
+
+
+def test_a_position_below_the_log_start_with_none_raises_to_the_application():
+    c = Cluster("none")
+    c.write("a", "b", "c")
+    c.consumer.seek(TP, 1)
+    assert c.broker.log_manager.delete_records(TP, 2) is Errors.NONE
+    exc = c.poll_raises()
+    assert isinstance(exc, OffsetOutOfRangeException) and exc.offsets == {TP: 1}
+
+
+def test_the_broker_refuses_a_fetch_below_the_log_start_and_lists_it_as_earliest():
+    c = Cluster("latest")
+    c.write("a", "b", "c")
+    assert c.broker.log_manager.delete_records(TP, 2) is Errors.NONE
+    answers: list = []
+    c.net.register("probe", lambda m: answers.append(m.payload), client=True)
+    for cid, offset in ((1, 1), (2, 2)):
+        c.net.send("probe", "broker-0", FetchRequest(cid, ((TP, offset),), "read_committed"))
+    c.net.send(
+        "probe", "broker-0", ListOffsetsRequest(3, ((TP, EARLIEST_TIMESTAMP),), "read_committed")
+    )
+    c.env.run(until=10)
+    fetches, listed = answers[:2], answers[2]
+    assert [a.partitions[0][1].error for a in fetches] == [Errors.OFFSET_OUT_OF_RANGE, Errors.NONE]
+    assert listed.partitions == [(TP, Errors.NONE, 2)]
+
+
 def test_a_lost_list_offsets_is_retried_and_a_seek_cancels_the_reset():
     c = Cluster("earliest")
     c.write("a")

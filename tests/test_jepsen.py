@@ -134,6 +134,98 @@ def test_a_vector_of_ops_and_keyword_keys_as_in_jepsens_tests():
     assert found(text) == {"aborted_read": 1}
 
 
+def test_a_value_read_in_one_key_does_not_hide_the_same_value_unread_in_another():
+    """Jepsen's values are unique per key only: :x's 1 was read, :y's 1 never was (Jepsen's
+    unseen reports {:y 1})."""
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send :x 1] [:send :y 1]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send :x [0 1]] [:send :y [0 1]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :ok, :process 1, :f :poll, :value [[:poll {:x [[0 1]]}]]}"""
+    result = check_history(parse_jepsen_history(text))
+    assert {n: a.count for n, a in result.anomalies.items() if a.count} == {"unseen": 1}
+    assert result.anomalies["unseen"].examples[0]["topic"] == ":y"
+    both = text.replace("{:x [[0 1]]}", "{:x [[0 1]], :y [[0 1]]}")
+    assert found(both) == {}
+
+
+def test_integer_keys_are_partitions_of_one_topic_and_values_are_unique_per_partition():
+    """Keys 0 and 1 are partitions 0 and 1 of topic jepsen; the 1 read from key 0 does not
+    hide key 1's, and the same value at offset 0 of two keys is no duplicate."""
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send 0 1] [:send 1 1]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send 0 [0 1]] [:send 1 [0 1]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :ok, :process 1, :f :poll, :value [[:poll {0 [[0 1]]}]]}"""
+    history = parse_jepsen_history(text)
+    assert [(s.topic, s.partition) for s in history.sends] == [("jepsen", 0), ("jepsen", 1)]
+    result = check_history(history)
+    assert {n: a.count for n, a in result.anomalies.items() if a.count} == {"unseen": 1}
+    assert result.anomalies["unseen"].examples[0]["partition"] == 1
+    assert found(text.replace("{0 [[0 1]]}", "{0 [[0 1]], 1 [[0 1]]}")) == {}
+
+
+def test_ops_without_a_process_are_read_as_the_one_process_nil():
+    """kafka_test.clj's version-orders-test writes its ops without :process (nor :index,
+    :time or invocations): they are accepted, as one process `nil`, and judged."""
+    text = """{:type :ok, :f :txn, :value [[:poll {:x [[0 :a] [1 :b]]}]]}
+{:type :info, :f :txn, :value [[:send :x [1 :c]] [:send :x [3 :b]] [:send :x [4 :d]]]}"""
+    history = parse_jepsen_history(text)
+    assert {op.process for op in history.client_ops} == {"nil"}
+    assert found(text) == {"inconsistent_offsets": 1, "duplicate": 1, "lost_write": 1}
+    paired = """{:type :invoke, :f :send, :value [[:send :x :a]]}
+{:type :ok, :f :send, :value [[:send :x [0 :a]]]}
+{:type :invoke, :process nil, :f :poll, :value [[:poll]]}
+{:type :ok, :process nil, :f :poll, :value [[:poll {:x [[0 :a]]}]]}"""
+    history = parse_jepsen_history(paired)
+    assert [(op.process, op.type, op.f) for op in history.client_ops] == [
+        ("nil", "ok", "send"),
+        ("nil", "ok", "poll"),
+    ]
+    assert found(paired) == {}
+
+
+def test_a_process_that_is_neither_an_integer_nor_nil_is_bad_input():
+    with pytest.raises(HistoryError, match=":process: expected an integer or nil"):
+        parse_jepsen_history('{:type :ok, :process "p", :f :poll, :value [[:poll]]}')
+
+
+def test_a_history_of_assignments_only_is_unknown(capsys, tmp_path):
+    """kafka_test.clj's empty-history-test: Jepsen's checker refuses to call it valid; eosim
+    answers unknown (nothing to check), exit 3, not "no anomalies"."""
+    path = tmp_path / "empty.edn"
+    path.write_text(
+        "{:index 0, :time 0, :type :invoke, :process 0, :f :assign, :value [:x]}\n"
+        "{:index 1, :time 1, :type :ok, :process 0, :f :assign, :value [:x]}\n"
+    )
+    code, out, err = run_cli(capsys, "check", str(path))
+    assert (code, err) == (3, "")
+    assert out.splitlines()[-1] == (
+        "verdict    UNKNOWN: nothing to check "
+        "(no write was acknowledged and no record was read or logged)"
+    )
+
+
+def test_unseen_leaves_out_exactly_the_writes_the_version_orders_call_lost():
+    """eosim's unseen and its lost ok writes make up Jepsen's unseen (every value an ok op
+    sent that no ok op polled). a, acknowledged at 0, was read at 5 by a failed poll only: its
+    last index is past what ok polls reached, so it is not lost, and it is unseen."""
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send :x :a]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send :x [0 :a]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :fail, :process 1, :f :poll, :value [[:poll {:x [[5 :a]]}]]}
+{:index 4, :type :invoke, :process 2, :f :poll, :value [[:poll]]}
+{:index 5, :type :ok, :process 2, :f :poll, :value [[:poll {:x [[2 :b]]}]]}"""
+    assert found(text) == {"duplicate": 1, "unseen": 1}
+    # a, acknowledged without an offset, was read at 0 by a failed poll only, below b, which
+    # an ok poll read: lost, and so not unseen as well.
+    text = """{:index 0, :type :invoke, :process 0, :f :send, :value [[:send :x :a] [:send :x :b]]}
+{:index 1, :type :ok, :process 0, :f :send, :value [[:send :x :a] [:send :x [1 :b]]]}
+{:index 2, :type :invoke, :process 1, :f :poll, :value [[:poll]]}
+{:index 3, :type :fail, :process 1, :f :poll, :value [[:poll {:x [[0 :a]]}]]}
+{:index 4, :type :invoke, :process 2, :f :poll, :value [[:poll]]}
+{:index 5, :type :ok, :process 2, :f :poll, :value [[:poll {:x [[1 :b]]}]]}"""
+    assert found(text) == {"lost_write": 1}
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [

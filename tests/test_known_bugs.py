@@ -12,7 +12,7 @@ import pytest
 
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
-from eosim.simulation.rules import KNOWN_BUGS, VERSIONS
+from eosim.simulation.rules import FIXED_IN, KNOWN_BUGS, VERSIONS, has_fix
 from eosim.simulation.runner import run_scenario
 from eosim.simulation.scenario import load_scenario
 
@@ -27,9 +27,25 @@ def anomalies(name: str, seed: int, *overrides: str) -> dict[str, int]:
 
 
 def test_every_preset_has_every_known_bug_as_kafka_does():
-    for bug, (rule, buggy, _fixed) in KNOWN_BUGS.items():
+    """A preset has a bug unless a release of its line, or of an earlier line, fixed it."""
+    for bug, (rule, buggy, fixed) in KNOWN_BUGS.items():
         for version, rules in VERSIONS.items():
-            assert getattr(rules, rule) == buggy, (bug, version)
+            expected = fixed if has_fix(bug, version) else buggy
+            assert getattr(rules, rule) == expected, (bug, version)
+
+
+def test_fixed_versions():
+    """KAFKA-9144's fix is in 2.4.1 and 2.5.0 (git tags of commits b13a7ff and dbc9cd6) and
+    backported to 2.2.3 and 2.3.2; KAFKA-14034 is open."""
+    assert FIXED_IN["KAFKA-9144"] == ("2.2.3", "2.3.2", "2.4.1", "2.5.0")
+    assert [has_fix("KAFKA-9144", v) for v in ("2.1", "2.2", "2.4", "3.9", "4.0")] == [
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    assert not any(has_fix("KAFKA-14034", v) for v in VERSIONS)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -40,3 +56,13 @@ def test_kafka_14034_duplicates_and_its_fix(seed, version):
     assert found.get("duplicate", 0) > 0 and "lost_write" not in found
     fix = f"kafka.rules.{rule}={fixed}"
     assert anomalies("kafka-14034", seed, f"kafka.version={version}", fix) == {}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kafka_9144_hanging_transaction_and_its_fix(seed):
+    """The fenced producer's late write is accepted after its entry expired early, and the
+    transaction it opens hangs; with the fix (both presets) the write is refused."""
+    rule, _buggy, fixed = KNOWN_BUGS["KAFKA-9144"]
+    found = anomalies("kafka-9144", seed)
+    assert found.get("hanging_transaction", 0) > 0 and found.get("zombie_write", 0) > 0
+    assert anomalies("kafka-9144", seed, f"kafka.rules.{rule}={fixed}") == {}

@@ -114,8 +114,11 @@ def test_tcp_gives_up_after_tcp_retries2_retransmissions():
     assert resets == [924_600.0] and conn.closed and net.retransmissions == 15
 
 
-# history_sha256 of scenario_with() at seed 1 before packet_loss existed.
-BEFORE = "bff92b681fd1c17abedd78866c26fcea84638a36384dea49a49b7de96b365bb2"
+# history_sha256 of scenario_with() at seed 1. The model before packet_loss existed gave the
+# same history (bff92b68...); re-pinned where a later model change moved it (issue 17: the
+# client backoffs, Kafka's ExponentialBackoff; a disconnection while a metadata update is due
+# counting as a failed update).
+BEFORE = "8232c6132fe1fee5ab5b226575cad48725c6d93da34494f3571bb51f9650f2a0"
 
 
 def test_histories_are_unchanged_at_zero_packet_loss_and_writes_survive_it():

@@ -135,6 +135,18 @@ def test_histories_without_replication_lines_have_none() -> None:
             {"log_end_offset": 8},
             "replica.log_end_offset: expected an offset above the last entry's (8), got 8",
         ),
+        (
+            {"log_start_offset": -1},
+            "replica.log_start_offset: expected an integer >= 0, got -1",
+        ),
+        (
+            {"log_start_offset": 1},
+            "replica.log_start_offset: 1 is above the first record's offset (0)",
+        ),
+        (
+            {"records": [], "markers": [], "log_end_offset": 3, "log_start_offset": 4},
+            "replica.log_start_offset: 4 is above the log end offset (3)",
+        ),
     ],
 )
 def test_a_malformed_replica_line_names_its_line_and_field(
@@ -158,8 +170,22 @@ def test_a_second_line_for_the_same_replica_is_refused() -> None:
         ("leader", 1, "log.leader: expected a string or null, got 1"),
         ("high_watermark", -1, "log.high_watermark: expected an integer >= 0, got -1"),
         ("high_watermark", None, "log.high_watermark: expected an integer >= 0, got None"),
+        ("log_start_offset", "3", "log.log_start_offset: expected an integer >= 0, got '3'"),
     ],
 )
 def test_malformed_log_replication_fields(field: str, value: Any, expected: str) -> None:
     log = {"kind": "log", "topic": "t", "partition": 0, "records": [], field: value}
     assert error_of([log]) == f"h.jsonl:1: {expected}"
+
+
+def test_log_start_offsets_are_read_from_log_and_replica_lines() -> None:
+    log = {"kind": "log", "topic": "t", "partition": 0, "log_start_offset": 4}
+    log["records"] = [{"offset": 4, "value": "a"}]
+    replica = replica_line(log_start_offset=0)
+    history = history_from_records([log, replica], source="h.jsonl")
+    assert history.log_starts == {("t", 0): 4}
+    assert history.replicas[0].log_start_offset == 0
+    below = {**log, "records": [{"offset": 3, "value": "a"}]}
+    assert error_of([below]) == (
+        "h.jsonl:1: log.log_start_offset: 4 is above the first record's offset (3)"
+    )

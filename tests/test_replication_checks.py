@@ -45,6 +45,17 @@ def test_a_history_without_replication_lines_has_neither_anomaly() -> None:
     assert result.anomalies["offset_rewrite"].count == 0
 
 
+@pytest.mark.parametrize(("settled", "count"), [(None, 1), (True, 1), (False, 0)])
+def test_a_follower_that_could_still_truncate_is_not_judged(settled: bool | None, count: int):
+    """An old leader whose fetcher had not yet reached the new leader when the run ended keeps
+    records its next fetch will cut (its high watermark covers them): not a divergence yet.
+    A line without `settled` (older eosim, or another tool) is judged."""
+    h = Builder()
+    h.replica("events", 0, "broker-1", ["a", "b"], leader=True, leader_epoch=2)
+    h.replica("events", 0, "broker-2", ["a", "x"], leader_epoch=1, settled=settled)
+    assert divergence(h.history()).count == count
+
+
 def test_replicas_disagreeing_below_both_high_watermarks_diverge() -> None:
     h = Builder()
     h.replica("events", 0, "broker-1", ["a", "b", "c"], leader=True, leader_epoch=2)
@@ -355,3 +366,18 @@ def test_a_scenario_may_expect_no_replica_divergence() -> None:
         "met": True,
     }
     assert checked["offset_rewrite"]["met"]
+
+
+def test_replicas_are_compared_only_above_both_log_starts() -> None:
+    """Each replica deletes its head in its own time (retention, DeleteRecords reaching the
+    followers through their fetches): an offset one replica has deleted is no divergence; one
+    above both starts still is."""
+    h = Builder()
+    h.replica("events", 0, "broker-1", ["a", "b", "c", "d"], leader=True)
+    h.replica("events", 0, "broker-2", {2: "c", 3: "d"}, log_start_offset=2)
+    assert divergence(h.history()).count == 0
+    h = Builder()
+    h.replica("events", 0, "broker-1", ["a", "b", "c", "d"], leader=True)
+    h.replica("events", 0, "broker-2", {2: "c", 3: "x"}, log_start_offset=2)
+    found = divergence(h.history())
+    assert found.count == 1 and found.examples[0]["offset"] == 3

@@ -189,8 +189,9 @@ def test_reset_replica_state_when_leader_is_elected():
 
 
 def leader(**kwargs) -> LeaderState:
-    base = dict(broker=0, replicas=(0, 1, 2), leader_epoch=1, isr=frozenset({0, 1, 2}),
-                epoch_start_offset=0)
+    base = dict(
+        broker=0, replicas=(0, 1, 2), leader_epoch=1, isr=frozenset({0, 1, 2}), epoch_start_offset=0
+    )
     base.update(kwargs)
     return LeaderState(**base)
 

@@ -423,7 +423,8 @@ def test_faults_on_the_controller_and_brokers_are_accepted(kind):
     [
         (
             "kafka.rules.truncation=foo",
-            "kafka.rules.truncation: expected one of leader_epoch, high_watermark",
+            "kafka.rules.truncation: expected one of leader_epoch, leader_epoch_kip101, "
+            "high_watermark",
         ),
         (
             "kafka.rules.hw_advances_under_min_isr=maybe",

@@ -65,3 +65,20 @@ def test_offset_reset_earliest_redoes_instead_of_losing():
     outcome = api.run(api.load(path, overrides))
     assert outcome.expect.met, outcome.expect.failures
     assert outcome.check.anomalies["duplicate_processing"].count > 0
+
+
+@pytest.mark.parametrize(
+    ("override", "duplicates"),
+    [
+        ("cluster.config.producer.id.expiration.ms=86400000", 0),  # Kafka's default: a day
+        ("kafka.rules.accept_unknown_producer_any_sequence=false", 1),  # one value, again
+    ],
+)
+def test_producer_id_expiry_duplicates_need_a_short_expiration(override: str, duplicates: int):
+    """idempotent-producer-id-expiry with Kafka's default expiration writes nothing twice;
+    before KIP-360 the broker answers UNKNOWN_PRODUCER_ID, and the producer's epoch bump
+    writes the batch again all the same."""
+    path = next(p for p in SCENARIOS if p.stem == "idempotent-producer-id-expiry")
+    outcome = api.run(api.load(path, [override]))
+    assert outcome.check.anomalies["duplicate"].count == duplicates
+    assert outcome.check.anomalies["lost_write"].count == 0

@@ -33,8 +33,15 @@ def sender_with_one_batch(**config: object):
     results: list[tuple[int, str | None, bool]] = []
     acc.append(TP, RecordEntry("v", None, 10, lambda *r: results.append(r)), 0.0)
     sender = Sender(
-        env, "p", None, ClusterMetadata(("b0",), {"t": 1}), acc, cfg, None,  # type: ignore[arg-type]
-        RandomStreams(1).stream("s"), lambda: None,
+        env,
+        "p",
+        None,
+        ClusterMetadata(("b0",), {"t": 1}),
+        acc,
+        cfg,
+        None,  # type: ignore[arg-type]
+        RandomStreams(1).stream("s"),
+        lambda: None,
     )
     batch = acc.pop_head(TP)
     return sender, batch, results

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
+import simpy
 from conformance.test_transaction_manager import FakeTransactions as _FakeTxn
 from support import scenario_with
 
 from eosim.simulation import run_scenario
+from eosim.simulation.config import parse_producer_config
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.network import Connection, Message
 from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.sender import Sender
 from eosim.simulation.producer.transaction_manager import TransactionManager
-from eosim.simulation.protocol import Errors, PartitionResponse
+from eosim.simulation.protocol import (
+    Errors,
+    PartitionLeader,
+    PartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import ProtocolRules
 
 
 def per_partition_order(result) -> tuple[int, int]:
@@ -159,3 +173,124 @@ def test_definitely_unwritten_failure_closes_the_sequence_gap_of_a_transactional
     c = _batch()
     tm.assign_sequence(c)
     assert c.base_sequence == 3
+
+
+class RecordingNetwork:
+    """A network that records what the Sender sends and delivers nothing."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.sent: list[tuple[float, str, object, Connection | None]] = []
+
+    def connect(self, client: str, broker: str, generation: int) -> Connection:
+        return Connection(client, broker, generation)
+
+    def send(self, src, dst, payload, conn=None, **_kw) -> None:
+        self.sent.append((self.env.now, dst, payload, conn))
+
+    def produces(self) -> list[tuple[float, str, ProduceRequest, Connection | None]]:
+        return [s for s in self.sent if isinstance(s[2], ProduceRequest)]  # type: ignore[misc]
+
+
+def test_a_retry_to_a_new_leader_skips_the_backoff():
+    """SenderTest.testProducerBatchRetriesWhenPartitionLeaderChanges (KAFKA-15415, Kafka
+    3.7+): a batch answered NOT_LEADER_OR_FOLLOWER goes to the new leader as soon as the
+    metadata names one, without waiting out retry.backoff.ms; a retry to the same leader
+    waits its backoff."""
+    env = simpy.Environment()
+    cfg = parse_producer_config(
+        {"enable.idempotence": False, "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000},
+        ProtocolRules(),
+    )
+    acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
+    network = RecordingNetwork(env)
+    cluster = ClusterMetadata(("b0", "b1"), {"t": 1}, {"t": 2})
+    results: list[tuple] = []
+    sender = Sender(
+        env,
+        "p",
+        network,
+        cluster,
+        acc,
+        cfg,
+        None,  # type: ignore[arg-type]
+        RandomStreams(1).stream("s"),
+        lambda: None,
+    )
+    tp = ("t", 0)
+
+    def answer(error: Errors, offset: int = -1) -> None:
+        _t, broker, request, conn = network.produces()[-1]
+        response = ProduceResponse(request.correlation_id, [PartitionResponse(error, offset)])
+        sender.receive(Message(broker, "p", response, conn, env.now))
+
+    acc.append(tp, RecordEntry("v", None, 10, lambda *r: results.append(r)), 0.0)
+    sender.wakeup()
+    env.run(until=1)
+    assert [(t, b) for t, b, *_ in network.produces()] == [(0, "b0")]
+    answer(Errors.NOT_LEADER_OR_FOLLOWER)
+    env.run(until=2)
+    assert len(network.produces()) == 1  # backing off
+
+    # The new leader (epoch 1) becomes known: the batch goes to it at once.
+    sender.metadata.update({tp: PartitionLeader("b1", 1, ("b0", "b1"))}, env.now)
+    sender.wakeup()
+    env.run(until=3)
+    assert [(t, b) for t, b, *_ in network.produces()] == [(0, "b0"), (2, "b1")]
+
+    # Refused again by the same leader: this retry waits its backoff (200 ms +-20%).
+    answer(Errors.NOT_LEADER_OR_FOLLOWER)
+    env.run(until=150)
+    assert len(network.produces()) == 2
+    env.run(until=300)
+    (t, broker, *_rest) = network.produces()[-1]
+    assert broker == "b1" and 3 + 160 <= t <= 3 + 240
+    answer(Errors.NONE, 999)
+    assert results == [(999, None, True)]
+
+
+def test_a_disconnection_while_an_update_is_due_counts_as_a_failed_update():
+    """DefaultMetadataUpdater.handleServerDisconnect: with no metadata request in flight and
+    an update due, a disconnection is a failed update (the next one backs off), and it
+    requests an update."""
+    env = simpy.Environment()
+    cfg = parse_producer_config({"enable.idempotence": False}, ProtocolRules())
+    acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
+    sender = Sender(
+        env,
+        "p",
+        RecordingNetwork(env),
+        ClusterMetadata(("b0",), {"t": 1}),
+        acc,
+        cfg,
+        None,  # type: ignore[arg-type]
+        RandomStreams(1).stream("s"),
+        lambda: None,
+    )
+    nc = sender._connections["b0"]
+    sender._connection(nc)
+    sender._disconnect(nc, 50.0, Errors.NETWORK_EXCEPTION)  # no update due yet
+    assert sender.metadata.attempts == 0 and sender.metadata.update_requested
+    sender._connection(nc)
+    sender._disconnect(nc, 500.0, Errors.NETWORK_EXCEPTION)  # due since 100 ms, not sent
+    assert sender.metadata.attempts == 1
+    assert sender.metadata.time_to_update(500.0) > 0  # backing off from the failure
+
+
+def test_an_acks_0_producer_follows_a_new_leader_once_the_old_one_closes_its_connection():
+    """Issue 17, point 3 (scenarios/at-most-once-failover.yaml): broker-0 leads events-0 while
+    cut off from the controller, which elects broker-1. After the heal broker-0 refuses the
+    producer's acks=0 writes; closing the connection makes the producer refresh its metadata,
+    so nothing written after the heal is lost (without the close it wrote into nothing until
+    metadata.max.age.ms)."""
+    from eosim.analysis.history import history_from_records
+    from eosim.simulation.scenario import load_scenario
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "at-most-once-failover.yaml"
+    result = run_scenario(load_scenario(path, ["producers.0.workload.records=8000"]), 1)
+    history = history_from_records(result.history.records())
+    logged = {rec["value"] for log in result.history.logs for rec in log["records"]}
+    lost = [s for s in history.sends if s.outcome == "ok" and s.value not in logged]
+    heal = 13_000.0
+    assert any(s.invoke_time < heal for s in lost)  # the cut itself loses writes
+    assert [s.value for s in lost if s.invoke_time >= heal + 50] == []

@@ -30,11 +30,24 @@ def test_a_run_row_counts_its_realised_faults():
     row = execute_run(plan, plan.sweep_id(), "test", 0)
     assert list(row) == SCHEMA.names
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides({}))
-    realised = Counter(f.kind for f in api.run(scenario, row["seed"]).run.faults)
+    traced = api.run(scenario, row["seed"], trace=True).run
+    realised = Counter(f.kind for f in traced.faults)
     assert realised["crash"] > 0 and realised["pause"] > 0  # one second of 2/s and 1/s
     for kind in FAULT_KINDS:
         assert row[f"faults_{kind}"] == realised.get(kind, 0)
-    assert row["messages_lost"] >= 0
+    # Every message the network lost (1% request and response loss) or dropped (a crashed
+    # broker's connections), as the run's message trace shows them.
+    assert traced.trace is not None
+    gone = sum(1 for e in traced.trace if e.event in ("lost", "dropped"))
+    assert gone > 0 and row["messages_lost"] == gone
+
+
+def test_a_run_without_loss_or_faults_loses_no_message():
+    quiet = (*SMALL, "network.request_loss=0", "network.response_loss=0", "faults=[]")
+    plan, _ = build_plan(CHAOS, 1, (), (), 4, quiet)
+    row = execute_run(plan, plan.sweep_id(), "test", 0)
+    assert row["messages_lost"] == 0
+    assert all(row[f"faults_{kind}"] == 0 for kind in FAULT_KINDS)
 
 
 def test_the_replay_command_survives_a_shell(tmp_path):

@@ -114,6 +114,24 @@ def test_sink_modes(store: str, duplicates: bool) -> None:
     assert any(r["kind"] == "log" and r["topic"] == "store.app" for r in records)
 
 
+@pytest.mark.parametrize(
+    ("output", "topic"), [("{topic: out}", "out"), ("{store: append}", "store.app")]
+)
+def test_process_ops_name_the_topic_their_outputs_go_to(output: str, topic: str) -> None:
+    """A record is identified by its topic and value (docs/history-format.md), so a `process`
+    op says where its outputs go: the output topic, or the sink's store changelog."""
+    _r, records, _verdict = run(
+        PIPELINE,
+        "producers.0.workload.records=20",
+        f"processors.0.output={output}",
+        f"processors.0.transactional={'false' if 'store' in output else 'true'}",
+    )
+    steps = [r for r in records if r["kind"] == "op" and r["f"] == "process" and r["value"]]
+    assert steps and {r["value"]["output_topic"] for r in steps} == {topic}
+    history = history_from_records(records)
+    assert {step.output_topic for step in history.steps} == {topic}
+
+
 # -- zombies and timeouts ---------------------------------------------------------------------
 def test_a_paused_instance_is_fenced_when_a_new_one_takes_over() -> None:
     _r, records, verdict = run(

@@ -440,6 +440,67 @@ def test_uncommitted_input_is_not_lost() -> None:
     only(check_transactions(h.history()))
 
 
+# -- record identity: a value within its topic ---------------------------------------------
+
+
+def test_a_failed_write_is_an_aborted_read_even_if_its_value_committed_in_another_topic() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["1"], "fail", topic="a")
+    h.txn("p/0", "tx", ["1"], "ok", topic="b")
+    h.read_committed("c/0", [("a", 0, 0, "1")])
+
+    result = check_transactions(h.history())
+
+    only(result, aborted_read=1)
+    assert example(result, "aborted_read")["topic"] == "a"
+
+
+def test_reading_a_value_another_topics_failed_write_carried_is_no_aborted_read() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["1"], "fail", topic="a")
+    h.read_committed("c/0", [("b", 0, 0, "1")])  # b's "1" has no failed writer
+    only(check_transactions(h.history()))
+
+
+def test_a_write_visible_only_in_another_topic_is_missing_from_its_own() -> None:
+    h = Builder()
+    h.txn("p/0", "tx", ["1", "2"], "ok", topic="a")
+    h.log("a", 0, ["2"])
+    h.log("b", 0, ["1"])
+
+    result = check_transactions(h.history())
+
+    only(result, torn_transaction=1)
+    found = example(result, "torn_transaction")
+    assert (found["visible"], found["missing"]) == (["2"], ["1"])
+
+
+def test_an_output_is_looked_for_in_its_output_topic_only() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok", output_topic="out")
+    _input_log(h)
+    h.log("out", 0, ["o0"])
+    h.log("other", 0, ["o0"])  # the same value in another topic: another record
+    only(check_transactions(h.history()))
+
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok", output_topic="out")
+    h.offsets("app", [("in", 0, 1)])
+    _input_log(h)
+    h.log("out", 0, [])
+    h.log("other", 0, ["o0"])  # not where the step wrote it
+    only(check_transactions(h.history()), lost_processing=1)
+
+
+def test_an_output_without_output_topic_is_looked_for_in_every_topic() -> None:
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok")
+    _input_log(h)
+    h.log("out", 0, ["o0"])
+    h.log("other", 0, ["o0"])
+    only(check_transactions(h.history()), duplicate_processing=1)
+
+
 # -- zombie_write ----------------------------------------------------------------------------
 
 
@@ -640,7 +701,43 @@ def test_eosim_check_prints_the_note_and_lists_it_in_json(tmp_path, capsys) -> N
             main(argv)
         assert exc.value.code == 0
         out = capsys.readouterr().out
+        note = (
+            "the run was cut by its duration (3000 ms) before its workload finished; 1 open "
+            "transaction was still within its timeout at its end (5600 ms): not hanging"
+        )
         if "--json" in argv:
-            assert json.loads(out)["notes"] == check_history(h.history()).notes
+            assert json.loads(out)["notes"] == [note]
         else:
-            assert "warning    the run was cut by its duration (3000 ms)" in out
+            assert f"warning    {note}" in out.splitlines()
+
+
+# -- logs whose head was deleted (retention, DeleteRecords) -----------------------------------
+
+
+def test_a_write_that_may_lie_below_the_log_start_is_not_proof_of_a_torn_transaction() -> None:
+    """A transaction's write missing from a log whose head was deleted is unproven unless its
+    acknowledged offset is at or above the log start."""
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")  # no offsets reported
+    h.log("t", 0, {5: "a"}, log_start_offset=5)
+    only(check_transactions(h.history()))
+    h = Builder()
+    tx = h.invoke_txn("p/0", "tx", ["a", "b"])
+    h.complete_txn(tx, "p/0", offsets={"a": 5, "b": 6})
+    h.log("t", 0, {5: "a"}, log_start_offset=5)
+    result = check_transactions(h.history())
+    only(result, torn_transaction=1)
+    assert example(result, "torn_transaction")["missing"] == ["b"]
+
+
+def test_outputs_deleted_with_a_log_head_are_not_lost_processing() -> None:
+    """The output of a processed input was deleted before the end: not evidence that the
+    input's processing was lost. An input never processed at all is still lost."""
+    h = Builder()
+    h.step("app/0", ("in", 0, 0, "i0"), ["o0"], "ok")
+    h.offsets("app", [("in", 0, 2)])
+    _input_log(h)
+    h.log("out", 0, {}, log_start_offset=1)
+    result = check_transactions(h.history())
+    only(result, lost_processing=1)
+    assert example(result, "lost_processing")["value"] == "i1"  # no step at all

@@ -191,6 +191,7 @@ class _Instance:
             body = {
                 "input": {"topic": topic, "partition": partition, "offset": offset, "value": value},
                 "outputs": [self.app.output_value(value, self.process_id)],
+                "output_topic": self.app.output_topic,
                 "transactional_id": txn_id,
             }
             op_id = self.app.history.invoke("process", self.process_id, self.env.now, body)
@@ -358,6 +359,11 @@ class ProcessorApp:
         consumer = self._make_consumer(node)
         consumer.assign(list(self.partitions))
         return consumer
+
+    @property
+    def output_topic(self) -> str:
+        """Where the outputs go: the output topic, or the external store's changelog topic."""
+        return self.store.topic if self.store is not None else self.out_topic
 
     @staticmethod
     def output_value(value: str, process_id: str) -> str:

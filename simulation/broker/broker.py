@@ -6,10 +6,14 @@ handled request costs ``request_time_ms`` of simulated time.
 
 A crash stops the broker at once: queued requests are dropped and every open connection is
 reset (clients are told after one network hop, as a TCP reset would tell them). Logs survive
-the crash (a process crash keeps the page cache; replication is a later layer). On restart
-each partition's ProducerStateManager is rebuilt by replaying the log, which is what Kafka
-does after an unclean shutdown when no snapshot is newer than the log, and the producer-id
-block is lost. A pause (GC, SIGSTOP) stops request handling while requests keep arriving.
+a process crash (the page cache outlives the process); a power loss keeps only what was
+flushed or written back by the operating system at the moment the power went
+(:mod:`eosim.simulation.broker.durability`). A restart is a new process
+(:mod:`eosim.simulation.broker.lifecycle`): it rebuilds each partition's ProducerStateManager
+by replaying the log, which is what Kafka does after an unclean shutdown when no snapshot is
+newer than the log, loses its producer-id block, and accepts no connection until it has
+registered again, caught up with the metadata and been unfenced. A pause (GC, SIGSTOP) stops
+request handling while requests keep arriving.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from typing import Any
 
 import simpy
 
+from eosim.simulation.broker.lifecycle import BrokerLifecycleManager, LifecycleSettings
 from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log_manager import LogManager, LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
@@ -33,9 +39,8 @@ from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     AlterPartitionResponse,
-    BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
-    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
     Disconnected,
     Errors,
     FetchPartition,
@@ -58,8 +63,11 @@ from eosim.simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from eosim.simulation.records import batch_size
 from eosim.simulation.request_channel import RequestChannel
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.state_change import DISABLED, StateChangeLog
 
 # KIP-890 part 1: (transactional id, producer id, epoch, partition) -> error or NONE
 PartitionVerifier = Callable[[str | None, int, int, TopicPartition], Errors]
@@ -102,9 +110,19 @@ class BrokerSettings:
     request_time_ms: float = 0.1
     # The most records one fetch returns for a partition (whole batches, at least one).
     fetch_max_records: int = 500
-    # broker.heartbeat.interval.ms, and how soon a refused registration is tried again.
+    # broker.heartbeat.interval.ms, and broker.session.timeout.ms (which caps the backoff of a
+    # refused registration).
     heartbeat_interval_ms: float = 2_000.0
-    registration_retry_ms: float = 1_000.0
+    session_timeout_ms: float = 9_000.0
+    # How long a restarted broker process takes to start (cluster.broker_startup).
+    startup_ms: float = 2_000.0
+
+    def lifecycle(self) -> LifecycleSettings:
+        return LifecycleSettings(
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            session_timeout_ms=self.session_timeout_ms,
+            startup_ms=self.startup_ms,
+        )
 
 
 class Broker:
@@ -129,6 +147,8 @@ class Broker:
         replication: ReplicationSettings | None = None,
         topics: dict[str, TopicSettings] | None = None,
         controller: str | None = None,
+        lifecycle_rng: RandomStream | None = None,
+        log: LogManagerSettings | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -166,21 +186,49 @@ class Broker:
         )
         self.controller = controller
         self.incarnation = 0
-        self.registered = controller is not None
-        self._power_lost = False
+        # Whether the machine has power (a crashed process's machine keeps its page cache).
+        self.powered = True
+        self.state_log: StateChangeLog = DISABLED
+        self.lifecycle: BrokerLifecycleManager | None = None
+        if controller is not None:
+            rm = self.replica_manager
+            self.lifecycle = BrokerLifecycleManager(
+                env,
+                name,
+                network,
+                controller,
+                settings.lifecycle(),
+                lifecycle_rng,
+                lambda: rm.metadata_offset,
+                lambda: self.alive and not self.paused,
+            )
         for tp in partitions:
             self.replica_manager.lead_alone(tp)
         self.handlers = self._dispatch_table()
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
-        if controller is not None:
-            env.process(self._heartbeat_loop())
         self.replica_manager.flush_task()
+        # Retention and producer-id expiry (Kafka's LogManager and UnifiedLog schedulers).
+        self.log_manager = LogManager(
+            env,
+            lambda: self.replica_manager,
+            log if log is not None else LogManagerSettings(),
+            lambda: self.alive and not self.paused,
+        )
+        self.log_manager.start()
+
+    def attach_state_log(self, log: StateChangeLog) -> None:
+        """Record this broker's state changes (its life, its replicas' roles) in ``log``."""
+        self.state_log = log
+        self.replica_manager.state_log = log
+        if self.lifecycle is not None:
+            self.lifecycle.state_log = log
 
     def _new_state(self) -> ProducerStateManager:
         return ProducerStateManager(
             self.rules.producer_state_cached_batches,
             self.rules.accept_unknown_producer_any_sequence,
+            self.rules.producer_expiry_tracks_marker_timestamps,
         )
 
     # -- replicas ---------------------------------------------------------------------------
@@ -198,14 +246,25 @@ class Broker:
         return {tp: p.producer_state for tp, p in self.replica_manager.partitions.items()}
 
     # -- arrival -----------------------------------------------------------------------
+    @property
+    def registered(self) -> bool:
+        return self.lifecycle is None or self.lifecycle.registered
+
+    @property
+    def serving(self) -> bool:
+        """Whether the broker accepts connections: alive and, with a controller, RUNNING."""
+        return self.alive and (self.lifecycle is None or self.lifecycle.serving)
+
     def receive(self, msg: Message) -> None:
-        if not self.alive:
-            # Connection refused: the client learns after one hop.
+        kind = type(msg.payload)
+        if not self.alive or (kind not in _OUTBOUND_ANSWERS and not self.serving):
+            # Connection refused (no process, or one that does not listen yet): the client
+            # learns after one hop.
             if msg.conn is not None:
                 msg.conn.destroy()
                 self._notify_reset(msg.conn)
             return
-        if type(msg.payload) in _OWN_THREADS:
+        if kind in _OWN_THREADS:
             # Answers to this broker's own requests and the controller's metadata are handled
             # by threads of their own (fetchers, the lifecycle manager, the metadata loader),
             # not by the request handlers; a paused process handles them when it resumes.
@@ -323,6 +382,7 @@ class Broker:
             AlterPartitionResponse: rm.on_alter_partition_response,
             MetadataDelta: self._handle_metadata_delta,
             BrokerHeartbeatResponse: self._handle_heartbeat_response,
+            BrokerRegistrationResponse: self._handle_registration_response,
             Disconnected: rm.on_disconnected,
         }
 
@@ -367,8 +427,9 @@ class Broker:
         return pid not in part.log.ongoing or part.producer_state.epoch_of(pid) != epoch
 
     def _handle_produce(self, request: ProduceRequest) -> ProduceResponse | None:
+        msg = self._current
         if self.add_partition is None or request.transactional_id is None:
-            return self._produce(request, {}, None)
+            return self._produce(request, {}, None, msg.conn)
         # Transaction version 2: the partitions the leader must add to the transaction first
         # (ReplicaManager.appendRecords with addPartition: the append waits for the
         # coordinator's answers).
@@ -378,10 +439,9 @@ class Broker:
             if data.transactional and self._needs_add(tp, data.producer_id, data.epoch)
         ]
         if not adds:
-            return self._produce(request, {}, None)
+            return self._produce(request, {}, None, msg.conn)
         added: dict[TopicPartition, Errors] = {}
         reply: list[Callable[[object], None]] = []
-        msg = self._current
         now_answer: list[object | None] = []
 
         def one_done(tp: TopicPartition, error: Errors) -> None:
@@ -389,9 +449,9 @@ class Broker:
             if len(added) < len(adds):
                 return
             if not reply:
-                now_answer.append(self._produce(request, added, None))
+                now_answer.append(self._produce(request, added, None, msg.conn))
                 return
-            response = self._produce(request, added, reply[0])
+            response = self._produce(request, added, reply[0], msg.conn)
             if response is not None:
                 reply[0](response)
             elif request.acks == 0 and self.alive:
@@ -415,10 +475,11 @@ class Broker:
         request: ProduceRequest,
         added: dict[TopicPartition, Errors],
         reply: Callable[[object], None] | None,
+        conn: Connection | None,
     ) -> ProduceResponse | None:
         """Append a produce request's batches; ``added``: the coordinator's answers for the
         partitions the leader added to the transaction; ``reply``: how to answer a request
-        that was held for them."""
+        that was held for them; ``conn``: the connection it came on."""
         now = self.env.now
         rm = self.replica_manager
         results: list[PartitionResponse] = []
@@ -456,7 +517,12 @@ class Broker:
             refused = part.leader_state.append_error(request.acks)
             if refused is not Errors.NONE:
                 # Partition.appendRecordsToLeader: too few in sync for acks=all.
-                results.append(PartitionResponse(refused))
+                results.append(PartitionResponse(refused, log_start_offset=log.log_start_offset))
+                continue
+            size = data.size_bytes if data.size_bytes is not None else batch_size(data.values)
+            if size > log.config.segment_bytes:
+                # UnifiedLog.append: a batch must fit in a segment.
+                results.append(PartitionResponse(Errors.RECORD_LIST_TOO_LARGE, log_start_offset=-1))
                 continue
             last_seq = data.last_sequence
             check = state.check(pid, data.epoch, data.base_sequence, last_seq)
@@ -469,6 +535,8 @@ class Broker:
                     now,
                     data.transactional,
                     part.leader_epoch,
+                    data.timestamp,
+                    size,
                 )
                 state.update(
                     data.producer_id,
@@ -477,22 +545,47 @@ class Broker:
                     last_seq,
                     batch.base_offset,
                     batch.last_offset,
+                    batch.timestamp,
                 )
                 part.appended(batch, now)
                 rm.after_leader_append(part)
-                results.append(PartitionResponse(Errors.NONE, batch.base_offset))
+                results.append(
+                    PartitionResponse(Errors.NONE, batch.base_offset, log.log_start_offset)
+                )
                 waits.append((tp, batch.last_offset + 1))
             elif check.verdict is Verdict.DUPLICATE:
                 assert check.duplicate_of is not None
-                results.append(PartitionResponse(Errors.NONE, check.duplicate_of.first_offset))
+                first = check.duplicate_of.first_offset
+                results.append(PartitionResponse(Errors.NONE, first, log.log_start_offset))
                 waits.append((tp, check.duplicate_of.last_offset + 1))
             else:
-                results.append(PartitionResponse(_VERDICT_ERRORS[check.verdict]))
+                # The log start offset travels with the error (ReplicaManager.appendToLocalLog),
+                # so a producer told UNKNOWN_PRODUCER_ID can see its records were deleted.
+                error = _VERDICT_ERRORS[check.verdict]
+                results.append(PartitionResponse(error, log_start_offset=log.log_start_offset))
         if request.acks == 0:
+            # KafkaApis.handleProduceRequest: acks=0 gets no answer; if any partition failed,
+            # the broker closes the connection so that the client notices and refreshes its
+            # metadata (requestChannel.closeConnection).
+            if any(r.error is not Errors.NONE for r in results):
+                self._close_connection(conn)
             return None
         if request.acks == -1 and waits:
             return self._after_replication(request.correlation_id, request, results, waits, reply)
         return ProduceResponse(request.correlation_id, results)
+
+    def _close_connection(self, conn: Connection | None) -> None:
+        """RequestChannel.closeConnection: the broker closes a client's connection. What the
+        client sent on it that was not read yet is discarded, later sends on it are refused
+        (a reset), and the client learns of the close after one hop."""
+        if conn is None or conn.closed or not self.alive:
+            return
+        key = id(conn)
+        self._stalled.pop(key, None)
+        self._muted.discard(key)
+        self._connections.pop(key, None)
+        conn.close_by_server()
+        self._notify_reset(conn)
 
     def _after_replication(
         self,
@@ -554,9 +647,9 @@ class Broker:
                 continue
             log = part.log
             hw = part.high_watermark
-            if offset > log.log_end_offset or offset < 0:
-                # The log starts at 0 (nothing is ever deleted here); beyond its end (or
-                # before its start) a read is refused, as in Kafka's LocalLog.read.
+            if offset > log.log_end_offset or offset < log.log_start_offset:
+                # Beyond the log's end or before its start a read is refused
+                # (LocalLog.read, UnifiedLog.checkLogStartOffset).
                 refused = FetchPartition(
                     Errors.OFFSET_OUT_OF_RANGE,
                     last_stable_offset=log.last_stable_offset(hw),
@@ -572,16 +665,23 @@ class Broker:
         return FetchResponse(request.correlation_id, parts)
 
     def _handle_list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        """EARLIEST: the log start offset (always 0: nothing is deleted); LATEST: the end a
+        """EARLIEST: the log start offset; LATEST: the end a
         consumer of that isolation level may read to (Partition.fetchOffsetForTimestamp): the
-        last stable offset for read_committed, else the high watermark."""
+        last stable offset for read_committed, else the high watermark, refused with
+        OFFSET_NOT_AVAILABLE while a new leader's high watermark has not yet reached the
+        start of its epoch (it may still be below offsets a consumer has already read)."""
         parts: list[tuple[TopicPartition, Errors, int]] = []
         for tp, timestamp in request.partitions:
             part = self.replica_manager.leader_partition(tp)
             if part is None:
                 parts.append((tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
-            elif timestamp == EARLIEST_TIMESTAMP:
-                parts.append((tp, Errors.NONE, 0))
+                continue
+            state = part.leader_state
+            assert state is not None
+            if timestamp == EARLIEST_TIMESTAMP:
+                parts.append((tp, Errors.NONE, part.log.log_start_offset))
+            elif state.epoch_start_offset > state.high_watermark:
+                parts.append((tp, Errors.OFFSET_NOT_AVAILABLE, -1))
             elif request.isolation == "read_committed":
                 parts.append((tp, Errors.NONE, part.log.last_stable_offset(part.high_watermark)))
             else:
@@ -613,8 +713,16 @@ class Broker:
                 self.probe.hit("leader.before_marker", self.name)
                 if not self.alive:
                     return None
+            assert part.leader_state is not None
+            refused = part.leader_state.append_error(-1)
+            if refused is not Errors.NONE:
+                # The coordinator's markers are appended with requiredAcks -1 (KafkaApis.
+                # handleWriteTxnMarkersRequest), so Partition.appendRecordsToLeader refuses
+                # them below min.insync.replicas before anything is appended.
+                results.append((tp, refused))
+                continue
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
-            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch)
+            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch, self.env.now)
             if verdict is not Verdict.APPEND:
                 results.append((tp, _VERDICT_ERRORS[verdict]))
                 continue
@@ -635,7 +743,8 @@ class Broker:
             results.append((tp, Errors.NONE))
             waits.append((tp, marker.last_offset + 1))
         if not waits:
-            return WriteTxnMarkersResponse(request.correlation_id, pid, results)
+            final = [(tp, _marker_error(tp, error)) for tp, error in results]
+            return WriteTxnMarkersResponse(request.correlation_id, pid, final)
         # Markers are written with acks=all (ReplicaManager.appendRecords, requiredAcks -1).
 
         def build(errors: dict[TopicPartition, Errors]) -> WriteTxnMarkersResponse:
@@ -652,49 +761,37 @@ class Broker:
 
     # -- the controller: metadata, registration and heartbeats ------------------------------
     def _handle_metadata_delta(self, delta: MetadataDelta) -> None:
-        self.replica_manager.apply_metadata(
-            delta.offset, delta.partitions, delta.snapshot, delta.fenced
-        )
+        """Replay the controller's metadata (the broker's metadata publisher). A starting
+        broker applies nothing until a snapshot brings it up to date (its first publish); a
+        broker that finds a record missing fetches a snapshot rather than skip it."""
+        rm = self.replica_manager
+        lifecycle = self.lifecycle
+        if lifecycle is not None and not delta.snapshot:
+            if not lifecycle.published:
+                return
+            if delta.offset > rm.metadata_offset + 1:
+                lifecycle.fetch_metadata()
+                return
+        rm.apply_metadata(delta.offset, delta.partitions, delta.snapshot, delta.fenced)
+        if lifecycle is not None and delta.snapshot:
+            lifecycle.snapshot_applied()
 
-    def _heartbeat_loop(self):  # type: ignore[no-untyped-def]
-        interval = self.settings.heartbeat_interval_ms
-        while True:
-            yield self.env.timeout(interval)
-            if self.alive and not self.paused and self.registered:
-                self._send_to_controller(
-                    BrokerHeartbeatRequest(self.incarnation, self.name, self.incarnation)
-                )
-
-    def _send_to_controller(self, request: object) -> None:
-        assert self.controller is not None
-        self.network.send(self.name, self.controller, request, internal=True)
-
-    def _register(self, incarnation: int) -> None:
-        """BrokerLifecycleManager: register until the controller accepts (it refuses while the
-        previous incarnation's session is alive: DUPLICATE_BROKER_REGISTRATION)."""
-        if not self.alive or self.registered or incarnation != self.incarnation:
-            return
-        self._send_to_controller(BrokerRegistrationRequest(incarnation, self.name, incarnation))
-        timer = self.env.timeout(self.settings.registration_retry_ms)
-        timer.callbacks.append(lambda _ev: self._register(incarnation))
+    def _handle_registration_response(self, response: BrokerRegistrationResponse) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.on_registration_response(response)
 
     def _handle_heartbeat_response(self, response: BrokerHeartbeatResponse) -> None:
-        if response.error is Errors.NONE and response.correlation_id == self.incarnation:
-            if not self.registered:
-                self.registered = True
-                # First heartbeat right away: the controller unfences a caught-up broker.
-                self._send_to_controller(
-                    BrokerHeartbeatRequest(self.incarnation, self.name, self.incarnation)
-                )
-        elif response.error is Errors.STALE_BROKER_EPOCH and self.registered:
-            self.registered = False
-            self._register(self.incarnation)
+        if self.lifecycle is not None and self.lifecycle.on_heartbeat_response(response):
+            self._kick()
 
     # -- faults ------------------------------------------------------------------------
     def crash(self) -> None:
         if not self.alive:
             return
         self.alive = False
+        self.state_log.record(self.name, "crash", incarnation=self.incarnation)
+        if self.lifecycle is not None:
+            self.lifecycle.stopped()
         self.replica_manager.shutdown()
         if self.coordinator is not None:
             self.coordinator.crash()
@@ -711,10 +808,14 @@ class Broker:
         self._connections.clear()
 
     def power_loss(self) -> None:
-        """The machine loses power: a crash that also loses every write not yet on disk
-        (the log is cut back when it restarts)."""
-        if self.alive:
-            self._power_lost = True
+        """The machine loses power: the process dies and the page cache with it, so each log
+        keeps only what was flushed or written back by now (cut at once: nothing is written
+        back while the power is off). A broker already without power loses nothing more."""
+        if not self.powered:
+            return
+        self.powered = False
+        cut = self.replica_manager.lose_page_cache()
+        self.state_log.record(self.name, "power_loss", cut=cut)
         self.crash()
 
     def _notify_reset(self, conn: Connection) -> None:
@@ -722,21 +823,24 @@ class Broker:
         self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
 
     def restart(self) -> None:
+        """The machine is up (again) and a new broker process starts: producer state rebuilt
+        from the logs, a new producer-id block, and, with a controller, the start-up of
+        :class:`BrokerLifecycleManager` (registration, catch-up, unfencing) before it serves."""
         if self.alive:
             return
         self.alive = True
+        self.powered = True
         self.incarnation += 1
+        self.state_log.record(self.name, "restart", incarnation=self.incarnation)
         self.producer_ids.reset()
         rm = self.replica_manager
         led = sorted(tp for tp, p in rm.partitions.items() if p.leader == self.name)
-        rm.recover(self._power_lost)
-        self._power_lost = False
-        if self.controller is None:
+        rm.recover()
+        if self.lifecycle is None:
             for tp in led:  # a standalone broker leads its partitions again at once
                 rm.lead_alone(tp, rm.partitions[tp].leader_epoch)
         else:
-            self.registered = False
-            self._register(self.incarnation)
+            self.lifecycle.started(self.incarnation)
         if self.coordinator is not None:
             self.coordinator.restart()
         self._kick()
@@ -760,9 +864,13 @@ _OWN_THREADS = frozenset(
         AlterPartitionResponse,
         MetadataDelta,
         BrokerHeartbeatResponse,
+        BrokerRegistrationResponse,
         Disconnected,
     }
 )
+# What reaches a broker on connections it opened itself (to leaders, the controller, the
+# partitions its coordinators write markers to): accepted even before the broker listens.
+_OUTBOUND_ANSWERS = _OWN_THREADS | {WriteTxnMarkersResponse}
 
 
 def _marker_error(tp: TopicPartition, error: Errors) -> Errors:

@@ -2,11 +2,10 @@
 
 Every replica keeps, per partition, the start offset of each leader epoch it has log data
 for (KIP-101). A leader answers OffsetsForLeaderEpoch with :meth:`LeaderEpochCache.end_offset_for`;
-a follower that becomes a follower again compares the answer with its own cache and truncates
-to the last offset both logs agree on (:func:`truncation_offset`, KIP-101 with KIP-279's
-iteration over diverging epochs). Before leader epochs, a follower truncated to its own high
-watermark instead, which can lose or diverge committed records on a double failure; the rule
-``kafka.rules.truncation`` picks one (``"leader_epoch"`` or ``"high_watermark"``).
+a follower compares the answer with its own cache and truncates to the last offset both logs
+agree on (:func:`truncation_state`, KIP-101 with KIP-279's iteration over diverging epochs).
+Before leader epochs, a follower truncated to its own high watermark instead, which can lose
+or diverge committed records on a double failure.
 
 Pure logic, no SimPy, so every rule is unit-tested directly (tests/test_replication_logic.py).
 """
@@ -66,10 +65,66 @@ class LeaderEpochCache:
         return self.epochs[higher - 1], self.start_offsets[higher]
 
     def truncate_from_end(self, end_offset: int) -> None:
-        """The log was truncated to ``end_offset``: forget epochs that start at or after it."""
+        """The log was truncated to ``end_offset``: forget epochs that start at or after it
+        (an undefined offset changes nothing)."""
+        if end_offset < 0:
+            return
         while self.start_offsets and self.start_offsets[-1] >= end_offset:
             self.epochs.pop()
             self.start_offsets.pop()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset`` (retention, DeleteRecords): epochs that
+        ended before it go; the one it falls in now starts there
+        (LeaderEpochFileCache.truncateFromStart). An undefined offset changes nothing."""
+        if start_offset < 0:
+            return
+        keep_from = bisect.bisect_right(self.start_offsets, start_offset) - 1
+        if keep_from < 0:
+            return  # before the first epoch's start: nothing to clear
+        del self.epochs[:keep_from]
+        del self.start_offsets[:keep_from]
+        self.start_offsets[0] = start_offset
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetTruncationState:
+    """Where a follower cuts its log, and whether that settles it (else it asks again)."""
+
+    offset: int
+    complete: bool
+
+
+def truncation_state(
+    follower: LeaderEpochCache,
+    follower_log_end_offset: int,
+    follower_high_watermark: int,
+    leader_epoch: int,
+    leader_end_offset: int,
+) -> OffsetTruncationState:
+    """Where a follower truncates on the leader's (epoch, end offset) answer for its epoch
+    (AbstractFetcherThread.getOffsetTruncationState), the one rule of every truncation by
+    leader epochs: an OffsetsForLeaderEpoch answer (KIP-101, KIP-279) or a fetch answer's
+    diverging epoch (KIP-595).
+
+    * No end offset: the leader does not know the epoch; fall back to the follower's high
+      watermark.
+    * No epoch in the answer (KIP-101 before KIP-279): min(leader's end, own log end), done.
+    * Otherwise look up the leader's epoch locally: with no entry at or below it,
+      min(leader's end, own log end); with an older epoch than the leader's, the logs diverged
+      inside it: cut to where that local epoch ends and ask again; with the same epoch,
+      min(leader's end, own end of the epoch, own log end), done.
+    """
+    if leader_end_offset == UNDEFINED_EPOCH_OFFSET:
+        return OffsetTruncationState(min(follower_high_watermark, follower_log_end_offset), True)
+    if leader_epoch == UNDEFINED_EPOCH:
+        return OffsetTruncationState(min(leader_end_offset, follower_log_end_offset), True)
+    epoch, end = follower.end_offset_for(leader_epoch, follower_log_end_offset)
+    if end == UNDEFINED_EPOCH_OFFSET:
+        return OffsetTruncationState(min(leader_end_offset, follower_log_end_offset), True)
+    if epoch != leader_epoch:
+        return OffsetTruncationState(min(end, follower_log_end_offset), False)
+    return OffsetTruncationState(min(end, leader_end_offset, follower_log_end_offset), True)
 
 
 def truncation_offset(
@@ -78,27 +133,17 @@ def truncation_offset(
     follower_high_watermark: int,
     leader_end_offset_for: Callable[[int], tuple[int, int]],
 ) -> int:
-    """Where a replica that becomes a follower truncates its log, by leader epochs.
-
-    ``leader_end_offset_for(epoch)`` is the leader's OffsetsForLeaderEpoch answer. As in
-    AbstractFetcherThread (KIP-279): ask for the follower's latest epoch; if the leader knows
-    that epoch, keep min(leader's end, follower's end); if the leader answers an older epoch,
-    the logs diverged inside it: look that epoch up locally and ask again, until the epochs
-    agree. With no epoch the leader recognises, fall back to the follower's high watermark.
-    """
-    epoch = follower.latest_epoch
+    """Where a follower ends up after asking OffsetsForLeaderEpoch until it is done (KIP-279),
+    each step by :func:`truncation_state`; ``leader_end_offset_for(epoch)`` is the leader's
+    answer. The model makes the same steps one answer at a time; this is their fixed point,
+    for tests."""
     offset = follower_log_end_offset
-    for _ in range(len(follower.epochs) + 1):
-        leader_epoch, leader_end = leader_end_offset_for(epoch)
-        if leader_epoch == UNDEFINED_EPOCH or leader_end == UNDEFINED_EPOCH_OFFSET:
-            return min(follower_high_watermark, follower_log_end_offset)
-        follower_epoch, follower_end = follower.end_offset_for(
-            leader_epoch, follower_log_end_offset
-        )
-        if follower_end == UNDEFINED_EPOCH_OFFSET:
-            return min(follower_high_watermark, follower_log_end_offset)
-        offset = min(leader_end, follower_end, follower_log_end_offset)
-        if follower_epoch == leader_epoch:
+    cache = LeaderEpochCache(list(follower.epochs), list(follower.start_offsets))
+    for _ in range(len(follower.epochs) + 2):
+        leader_epoch, leader_end = leader_end_offset_for(cache.latest_epoch)
+        state = truncation_state(cache, offset, follower_high_watermark, leader_epoch, leader_end)
+        offset = min(offset, state.offset)
+        cache.truncate_from_end(offset)
+        if state.complete:
             return offset
-        epoch = follower_epoch  # diverged earlier: resolve the older epoch next
     return offset

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.leader_epoch_cache import LeaderEpochCache
-from eosim.simulation.broker.log import PartitionLog
+from eosim.simulation.broker.log import LogConfig, PartitionLog
 from eosim.simulation.broker.producer_state import ProducerStateManager
 from eosim.simulation.protocol import Errors, TopicPartition
 from eosim.simulation.records import LogBatch
@@ -54,11 +54,20 @@ class ReplicaState:
     last_caught_up_time_ms: float = float("-inf")
 
     def reset_for_new_leader(self, now: float, leader_end_offset: int, in_sync: bool) -> None:
-        """Replica.resetReplicaState when this broker becomes leader: a follower in the ISR is
-        taken as caught up now, any other as never; its log end is unknown until it fetches."""
+        """Replica.resetReplicaState when this broker becomes leader (it was not before): the
+        follower's log end and last fetch are unknown until it fetches; a follower in the ISR
+        counts as caught up now, any other as never."""
         self.log_end_offset = -1
+        self.last_fetch_leader_log_end_offset = -1
+        self.last_fetch_time_ms = float("-inf")
+        self.last_caught_up_time_ms = now if in_sync else float("-inf")
+
+    def reset_for_new_epoch(self, now: float, leader_end_offset: int, in_sync: bool) -> None:
+        """Replica.resetReplicaState when this broker, already leader, starts a new leader
+        epoch: what it knew of the follower's log stays; an ISR member counts as having
+        fetched and caught up now, any other as never."""
         self.last_fetch_leader_log_end_offset = leader_end_offset
-        self.last_fetch_time_ms = now
+        self.last_fetch_time_ms = now if in_sync else float("-inf")
         self.last_caught_up_time_ms = now if in_sync else float("-inf")
 
     def is_caught_up(self, leader_end_offset: int, now: float, max_lag_ms: float) -> bool:
@@ -201,6 +210,8 @@ class TopicSettings:
     replication_factor: int = 1
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    # What its logs keep (retention.ms, retention.bytes, segment.bytes, segment.ms).
+    log: LogConfig = field(default_factory=LogConfig)
 
 
 class Partition:
@@ -215,6 +226,8 @@ class Partition:
         "broker",
         "durability",
         "epoch_cache",
+        "fetch_failed",
+        "fetched_epoch",
         "follower_hw",
         "leader",
         "leader_epoch",
@@ -224,6 +237,7 @@ class Partition:
         "producer_state",
         "replicas",
         "tp",
+        "truncating",
     )
 
     def __init__(
@@ -245,6 +259,15 @@ class Partition:
         self.replicas: tuple[str, ...] = ()
         self.leader_state: LeaderState | None = None
         self.follower_hw = 0
+        # A follower that must ask its leader where to truncate before fetching (KIP-101
+        # without KIP-595's fetch validation).
+        self.truncating = False
+        # Why this follower stopped fetching for good (AbstractFetcherThread's failed
+        # partitions: an answer it could not append), or None.
+        self.fetch_failed: str | None = None
+        # The leader epoch of this follower's last answered fetch that brought no divergence:
+        # from then on its log agrees with the leader's as far as it goes.
+        self.fetched_epoch = -1
 
     @property
     def is_leader(self) -> bool:
@@ -278,9 +301,11 @@ class Partition:
         hw_advances_under_min_isr: bool,
     ) -> None:
         """Partition.makeLeader: the epoch starts at the log end (the leader-epoch cache gets
-        an entry for it), each follower's state is reset (ISR members count as caught up now),
-        and the HW starts from what this replica knew as a follower."""
+        an entry for it), each follower's state is reset (ISR members count as caught up now;
+        a broker that was not leader before knows nothing of its followers' logs), and the
+        HW starts from what this replica knew as a follower."""
         leo = self.log.log_end_offset
+        previous = self.leader_state
         self.leader, self.leader_epoch, self.partition_epoch = (
             self.broker,
             leader_epoch,
@@ -288,6 +313,8 @@ class Partition:
         )
         self.replicas = replicas
         self.epoch_cache.assign(leader_epoch, leo)
+        self.truncating = False
+        self.fetch_failed = None
         state = LeaderState(
             self.broker,  # type: ignore[arg-type]
             replicas,  # type: ignore[arg-type]
@@ -297,10 +324,16 @@ class Partition:
             topic.min_insync_replicas,
             replica_lag_time_max_ms,
             hw_advances_under_min_isr,
-            high_watermark=min(self.follower_hw, leo),
+            high_watermark=min(self.follower_hw, leo)
+            if previous is None
+            else previous.high_watermark,
         )
         for r, follower in state.followers.items():
-            follower.reset_for_new_leader(now, leo, r in state.isr)
+            if previous is not None and r in previous.followers:
+                follower.log_end_offset = previous.followers[r].log_end_offset
+                follower.reset_for_new_epoch(now, leo, r in state.isr)
+            else:
+                follower.reset_for_new_leader(now, leo, r in state.isr)
         self.leader_state = state
         state.maybe_increment_high_watermark(leo, now)
 
@@ -321,11 +354,14 @@ class Partition:
         self.durability.appended(self.log.log_end_offset, now)
 
     def append_as_follower(self, batches: list[LogBatch], leader_hw: int, now: float) -> None:
+        """Append what the leader sent, then take the leader's HW capped at this log's end
+        (UnifiedLog.updateHighWatermark on every fetch answer: it can fall, say when a new
+        leader's HW starts below what this replica had heard)."""
         for batch in batches:
             self.log.append_as_follower(batch)
             self.producer_state.load((batch,))
             self.appended(batch, now)
-        self.follower_hw = max(self.follower_hw, min(leader_hw, self.log.log_end_offset))
+        self.follower_hw = min(leader_hw, self.log.log_end_offset)
 
     def truncate_to(self, offset: int, fresh_state: ProducerStateManager) -> None:
         """Drop the log from ``offset`` on; producer state, leader epochs and durability follow
@@ -334,9 +370,39 @@ class Partition:
             return
         self.log.truncate_to(offset)
         end = self.log.log_end_offset
-        self.producer_state = fresh_state.load(self.log.batches)
+        self.producer_state = self.log.rebuild_producer_state(fresh_state)
         self.epoch_cache.truncate_from_end(end)
         self.durability.truncated(end)
         self.follower_hw = min(self.follower_hw, end)
         if self.leader_state is not None:
             self.leader_state.high_watermark = min(self.leader_state.high_watermark, end)
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """UnifiedLog.maybeIncrementLogStartOffset (the caller keeps ``offset`` at or below the
+        high watermark): the log's head goes, and the leader-epoch cache forgets the epochs
+        that start below it (``truncateFromStart``). True if the log start moved."""
+        if not self.log.increment_log_start_offset(offset, self.producer_state):
+            return False
+        self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+        return True
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """A follower's fetch answer names the leader's log start: this replica's moves up to
+        it, never past its own high watermark (ReplicaFetcherThread.processPartitionData)."""
+        offset = min(leader_log_start, self.high_watermark)
+        if offset > self.log.log_start_offset:
+            self.increment_log_start_offset(offset)
+
+    def truncate_fully_and_start_at(
+        self, offset: int, fresh_state: ProducerStateManager, now: float
+    ) -> None:
+        """UnifiedLog.truncateFullyAndStartAt: an empty log starting at ``offset``, with no
+        producer state, no leader epochs, and its high watermark there."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state = fresh_state
+        self.epoch_cache = LeaderEpochCache()
+        self.durability.truncated(offset)
+        self.durability.flush(offset, now)
+        self.follower_hw = offset
+        if self.leader_state is not None:
+            self.leader_state.high_watermark = offset

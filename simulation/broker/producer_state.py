@@ -22,14 +22,23 @@ seen (TRANSACTION_COORDINATOR_FENCED, ``checkCoordinatorEpoch``). Otherwise it s
 producer's epoch (a new one clears the cached batches; the same one keeps them) and coordinator
 epoch.
 
+Producer ids expire (``removeExpiredProducers``): a producer whose last write here is at least
+``producer.id.expiration.ms`` old and that has no transaction open on the partition is
+forgotten, and its next batch is then judged as a new producer's (rule 5). The last write is
+the max timestamp of its last data batch or, since KAFKA-9144's fix (Kafka 2.4.1/2.5.0), of its
+last transaction marker too. Before the fix (rule ``producer_expiry_tracks_marker_timestamps``
+false) the time came from the cached data batches only, and a marker with a new epoch (the
+coordinator fencing a timed-out transaction) clears them: the entry had no time at all and
+expired at the next check, fencing epoch and coordinator epoch with it.
+
 The class is pure logic with no SimPy in it, so every rule is unit-tested directly.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Container, Iterable
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from eosim.simulation.protocol import (
@@ -38,7 +47,7 @@ from eosim.simulation.protocol import (
     NO_SEQUENCE,
     increment_sequence,
 )
-from eosim.simulation.records import LogBatch
+from eosim.simulation.records import NO_TIMESTAMP, LogBatch
 
 NO_COORDINATOR_EPOCH = -1
 
@@ -49,6 +58,8 @@ class BatchMetadata:
     last_seq: int
     first_offset: int
     last_offset: int
+    # The batch's max timestamp (BatchMetadata.timestamp).
+    timestamp: float = NO_TIMESTAMP
 
 
 @dataclass(slots=True)
@@ -57,6 +68,9 @@ class ProducerStateEntry:
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=deque)
     coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    # ProducerStateEntry.lastTimestamp: the max timestamp of the producer's last data batch or
+    # transaction marker here.
+    last_timestamp: float = NO_TIMESTAMP
 
     @property
     def last_seq(self) -> int:
@@ -96,13 +110,23 @@ def in_sequence(last_seq: int, next_first_seq: int) -> bool:
 class ProducerStateManager:
     """Producer state of one partition: ``check`` a batch, then ``update`` once appended."""
 
-    __slots__ = ("accept_unknown_producer_any_sequence", "cached_batches", "producers")
+    __slots__ = (
+        "accept_unknown_producer_any_sequence",
+        "cached_batches",
+        "marker_timestamps",
+        "producers",
+    )
 
     def __init__(
-        self, cached_batches: int = 5, accept_unknown_producer_any_sequence: bool = True
+        self,
+        cached_batches: int = 5,
+        accept_unknown_producer_any_sequence: bool = True,
+        marker_timestamps: bool = True,
     ) -> None:
         self.cached_batches = cached_batches
         self.accept_unknown_producer_any_sequence = accept_unknown_producer_any_sequence
+        # KAFKA-9144's fix: a marker's timestamp counts as the producer's last write.
+        self.marker_timestamps = marker_timestamps
         self.producers: dict[int, ProducerStateEntry] = {}
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Check:
@@ -136,9 +160,10 @@ class ProducerStateManager:
         last_seq: int,
         first_offset: int,
         last_offset: int,
+        timestamp: float = NO_TIMESTAMP,
     ) -> None:
-        """Record an appended batch (after :meth:`check` said APPEND, or replaying the log,
-        where nothing is validated)."""
+        """Record an appended batch of max timestamp ``timestamp`` (after :meth:`check` said
+        APPEND, or replaying the log, where nothing is validated)."""
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self.producers.get(producer_id)
@@ -146,9 +171,12 @@ class ProducerStateManager:
             entry = ProducerStateEntry(producer_id, epoch)
             self.producers[producer_id] = entry
         entry.maybe_update_epoch(epoch)
-        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
+        entry.batches.append(
+            BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp)
+        )
         if len(entry.batches) > self.cached_batches:
             entry.batches.popleft()
+        entry.last_timestamp = timestamp  # ProducerStateEntry.addBatch
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
         """May a COMMIT/ABORT marker of ``epoch`` from coordinator epoch ``coordinator_epoch``
@@ -162,21 +190,26 @@ class ProducerStateManager:
             return Verdict.COORDINATOR_FENCED
         return Verdict.APPEND
 
-    def update_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
-        """Record an appended marker (after :meth:`check_marker`, or replaying the log)."""
+    def update_marker(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, timestamp: float = NO_TIMESTAMP
+    ) -> None:
+        """Record an appended marker written at ``timestamp`` (after :meth:`check_marker`, or
+        replaying the log)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = ProducerStateEntry(producer_id)
             self.producers[producer_id] = entry
         entry.maybe_update_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
+        if self.marker_timestamps:
+            entry.last_timestamp = timestamp  # appendEndTxnMarker, since KAFKA-9144
 
     def load(self, batches: Iterable[LogBatch]) -> ProducerStateManager:
         """Rebuild the state from a log's batches, oldest first (a restarted broker, or one
         whose log was truncated, does this; Kafka starts from a snapshot instead)."""
         for b in batches:
             if b.control is not None:
-                self.update_marker(b.producer_id, b.epoch, b.coordinator_epoch)
+                self.update_marker(b.producer_id, b.epoch, b.coordinator_epoch, b.timestamp)
                 continue
             self.update(
                 b.producer_id,
@@ -185,7 +218,15 @@ class ProducerStateManager:
                 b.last_sequence,
                 b.base_offset,
                 b.last_offset,
+                b.timestamp,
             )
+        return self
+
+    def restore(self, snapshot: ProducerStateManager) -> ProducerStateManager:
+        """Start from ``snapshot``'s entries (copies), as Kafka loads a producer snapshot before
+        replaying the log after it; returns self, to :meth:`load` the rest."""
+        for pid, entry in snapshot.producers.items():
+            self.producers[pid] = replace(entry, batches=deque(entry.batches))
         return self
 
     def epoch_of(self, producer_id: int) -> int:
@@ -193,9 +234,46 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry.epoch if entry is not None else NO_PRODUCER_EPOCH
 
-    def mark(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
-        """Check a marker and, if it may be appended, record it."""
+    def mark(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, timestamp: float = NO_TIMESTAMP
+    ) -> Verdict:
+        """Check a marker and, if it may be appended, record it (written at ``timestamp``)."""
         verdict = self.check_marker(producer_id, epoch, coordinator_epoch)
         if verdict is Verdict.APPEND:
-            self.update_marker(producer_id, epoch, coordinator_epoch)
+            self.update_marker(producer_id, epoch, coordinator_epoch, timestamp)
         return verdict
+
+    # -- expiration ----------------------------------------------------------------------
+    def last_timestamp(self, entry: ProducerStateEntry) -> float:
+        """When the producer last wrote here, as expiration sees it: ``lastTimestamp``; before
+        KAFKA-9144's fix, the timestamp of its last cached data batch (none: no time)."""
+        if self.marker_timestamps:
+            return entry.last_timestamp
+        return entry.batches[-1].timestamp if entry.batches else NO_TIMESTAMP
+
+    def is_expired(
+        self,
+        entry: ProducerStateEntry,
+        now: float,
+        expiration_ms: float,
+        ongoing: Container[int] = (),
+    ) -> bool:
+        """ProducerStateManager.isProducerExpired: no transaction open (``ongoing``: the
+        producer ids with one) and ``producer.id.expiration.ms`` since its last write."""
+        return (
+            entry.producer_id not in ongoing and now - self.last_timestamp(entry) >= expiration_ms
+        )
+
+    def remove_expired_producers(
+        self, now: float, expiration_ms: float, ongoing: Container[int] = ()
+    ) -> list[int]:
+        """ProducerStateManager.removeExpiredProducers: forget every expired producer; the ids
+        removed, in the order they were first seen."""
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if self.is_expired(entry, now, expiration_ms, ongoing)
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return expired

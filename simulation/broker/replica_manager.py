@@ -37,6 +37,7 @@ from typing import Any
 import simpy
 
 from eosim.simulation.broker.durability import LogDurability
+from eosim.simulation.broker.leader_epoch_cache import UNDEFINED_EPOCH, truncation_state
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_state import ProducerStateManager
 from eosim.simulation.coordinator.directory import is_internal
@@ -56,6 +57,20 @@ from eosim.simulation.protocol import (
     TopicPartition,
 )
 from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.state_change import DISABLED, StateChangeLog
+
+# Partition.handleAlterPartitionError: the controller says the change was not applied ...
+_ALTER_NOT_APPLIED = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBLE_REPLICA})
+# ... or the leader's state is out of date and only new metadata can settle it.
+_ALTER_AWAIT_METADATA = frozenset(
+    {
+        Errors.FENCED_LEADER_EPOCH,
+        Errors.INVALID_UPDATE_VERSION,
+        Errors.INVALID_REQUEST,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.NEW_LEADER_ELECTED,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +159,11 @@ class ReplicaManager:
         self.new_state = new_state
         self.is_running = is_running  # alive and not paused
         self.probe = probe if probe is not None else Probe()
+        self.state_log: StateChangeLog = DISABLED
+        # The high watermark last written to the state-change log, per led partition.
+        self._logged_hw: dict[TopicPartition, int] = {}
+        # Followers that stopped fetching for good: (partition, why), in order.
+        self.failures: list[tuple[TopicPartition, str]] = []
         # How a held follower fetch is answered (the broker sends it and unmutes the
         # connection).
         self.respond = respond
@@ -174,6 +194,7 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         if part is None:
             part = Partition(tp, self.broker, self.new_state(), self.settings.durability())
+            part.log.config = self.topic(tp).log
             self.partitions[tp] = part
         return part
 
@@ -268,6 +289,17 @@ class ReplicaManager:
         assert part.leader_state is not None
         part.leader_state.ineligible = self.fenced  # type: ignore[assignment]
         self._alter_in_flight.pop(part.tp, None)
+        if self.state_log.enabled:
+            self.state_log.record(
+                self.broker,
+                "became_leader",
+                part.tp,
+                leader_epoch=state.leader_epoch,
+                isr=list(state.isr),
+                log_end_offset=part.log_end_offset,
+                high_watermark=part.high_watermark,
+            )
+            self._logged_hw[part.tp] = part.high_watermark
         if len(state.replicas) > 1:
             self._start_isr_task()
         self._high_watermark_moved(part)
@@ -275,28 +307,40 @@ class ReplicaManager:
             self.on_internal_role(part.tp, state.leader_epoch, self._activating)
 
     def _leader_isr_update(self, part: Partition, state: PartitionState) -> None:
+        """New metadata for a partition this broker leads at the same epoch: a newer partition
+        epoch, or an ISR other than the one it has, replaces its ISR and ends any pending
+        AlterPartition (Partition.makeLeader's updateAssignmentAndIsr)."""
         leader_state = part.leader_state
         assert leader_state is not None
-        part.partition_epoch = state.partition_epoch
         isr = frozenset(state.isr)
-        if leader_state.pending_isr is not None and leader_state.pending_isr == isr:
+        if state.partition_epoch > part.partition_epoch or isr != leader_state.isr:
             self._alter_in_flight.pop(part.tp, None)
-            leader_state.isr_committed(isr)
-        else:
-            leader_state.isr = isr  # type: ignore[assignment]
+            leader_state.isr_committed(isr)  # type: ignore[arg-type]
+        part.partition_epoch = max(part.partition_epoch, state.partition_epoch)
         self._maybe_advance(part)
 
     def _make_follower(self, part: Partition, state: PartitionState) -> None:
         was_leader = part.is_leader
         part.make_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas)
+        part.fetch_failed = None
         self._alter_in_flight.pop(part.tp, None)
+        self._logged_hw.pop(part.tp, None)
+        self.state_log.record(
+            self.broker,
+            "became_follower",
+            part.tp,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            log_end_offset=part.log_end_offset,
+        )
         if was_leader:
             self._fail_waits(part.tp, Errors.NOT_LEADER_OR_FOLLOWER)
             if self.on_internal_role is not None and is_internal(part.tp[0]):
                 self.on_internal_role(part.tp, None, False)
         if self.rules.truncation == "high_watermark":
             # Before KIP-101: a new follower cuts its log back to its own high watermark.
-            part.truncate_to(part.high_watermark, self.new_state())
+            self._truncate(part, part.high_watermark, "high watermark (before KIP-101)")
+        part.truncating = self.rules.truncation == "leader_epoch_kip101"
         self._stop_fetching(part.tp)
         if state.leader is not None:
             self._fetcher(state.leader).partitions[part.tp] = None
@@ -379,10 +423,33 @@ class ReplicaManager:
         state = part.leader_state
         if state is None:
             return
-        state.maybe_increment_high_watermark(part.log_end_offset, self.env.now)
+        if state.maybe_increment_high_watermark(part.log_end_offset, self.env.now):
+            self._log_hw(part)
         # Waits can complete without the HW moving too (an ISR change that makes a
         # wait answerable, say); checking them is cheap.
         self._high_watermark_moved(part)
+
+    def _log_hw(self, part: Partition) -> None:
+        if self.state_log.enabled and self._logged_hw.get(part.tp) != part.high_watermark:
+            self._logged_hw[part.tp] = part.high_watermark
+            self.state_log.record(
+                self.broker, "high_watermark", part.tp, high_watermark=part.high_watermark
+            )
+
+    def _truncate(self, part: Partition, offset: int, reason: str) -> None:
+        """Cut ``part``'s log back to ``offset`` (whole batches), saying why in the
+        state-change log when that drops anything."""
+        before = part.log_end_offset
+        part.truncate_to(max(offset, 0), self.new_state())
+        if part.log_end_offset < before:
+            self.state_log.record(
+                self.broker,
+                "truncated",
+                part.tp,
+                log_end_offset=before,
+                to=part.log_end_offset,
+                reason=reason,
+            )
 
     # -- leader: follower fetches -----------------------------------------------------------
     def handle_replica_fetch(
@@ -431,28 +498,62 @@ class ReplicaManager:
             return ReplicaFetchData(Errors.NOT_LEADER_OR_FOLLOWER)
         log = part.log
         leo = log.log_end_offset
+        if fp.epoch_query is not None:
+            # OffsetsForLeaderEpoch (KIP-101): the end of the follower's epoch here; before
+            # KIP-279 the answer carries no epoch.
+            epoch, end = part.epoch_cache.end_offset_for(fp.epoch_query, leo)
+            if self.rules.truncation == "leader_epoch_kip101":
+                epoch = UNDEFINED_EPOCH
+            return ReplicaFetchData(
+                Errors.NONE,
+                high_watermark=state.high_watermark,
+                log_end_offset=leo,
+                fetch_offset=fp.fetch_offset,
+                epoch_end_offset=(epoch, end),
+            )
         if self.rules.truncation == "leader_epoch" and fp.last_fetched_epoch >= 0:
+            # Partition.fetchRecords: validate the follower's last fetched epoch (KIP-595).
             epoch, end = part.epoch_cache.end_offset_for(fp.last_fetched_epoch, leo)
+            if epoch == UNDEFINED_EPOCH or end < 0:
+                return ReplicaFetchData(
+                    Errors.OFFSET_OUT_OF_RANGE,
+                    high_watermark=state.high_watermark,
+                    log_end_offset=leo,
+                    fetch_offset=fp.fetch_offset,
+                )
             if end < fp.fetch_offset or epoch < fp.last_fetched_epoch:
                 return ReplicaFetchData(
                     Errors.NONE,
                     high_watermark=state.high_watermark,
                     log_end_offset=leo,
                     diverging_epoch=(epoch, end),
+                    fetch_offset=fp.fetch_offset,
                 )
-        if fp.fetch_offset > leo:
+        if fp.fetch_offset > leo or fp.fetch_offset < log.log_start_offset:
             return ReplicaFetchData(
-                Errors.OFFSET_OUT_OF_RANGE, high_watermark=state.high_watermark, log_end_offset=leo
+                Errors.OFFSET_OUT_OF_RANGE,
+                high_watermark=state.high_watermark,
+                log_end_offset=leo,
+                fetch_offset=fp.fetch_offset,
+                log_start_offset=log.log_start_offset,
             )
         if update:
             state.follower_fetched(replica, fp.fetch_offset, leo, now)  # type: ignore[arg-type]
             if state.isr_to_expand(replica):  # type: ignore[arg-type]
                 self._alter_isr(part, state.isr | {replica})  # type: ignore[operator]
+            self._log_hw(part)
             self._high_watermark_moved(part)
         batches, _aborted = log.fetch(
             fp.fetch_offset, "replica", self.settings.replica_fetch_max_records
         )
-        return ReplicaFetchData(Errors.NONE, batches, state.high_watermark, leo)
+        return ReplicaFetchData(
+            Errors.NONE,
+            batches,
+            state.high_watermark,
+            leo,
+            fetch_offset=fp.fetch_offset,
+            log_start_offset=log.log_start_offset,
+        )
 
     def _complete_parked(self, tps: set[TopicPartition]) -> None:
         for parked in list(self._parked):
@@ -536,21 +637,38 @@ class ReplicaManager:
             self._send_alter(part)
 
     def on_alter_partition_response(self, response: AlterPartitionResponse) -> None:
+        """The controller's answer (Partition.handleAlterPartitionError for errors): accepted
+        applies the ISR; OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA (the controller says
+        the change was not applied) return to the committed ISR; FENCED_LEADER_EPOCH,
+        INVALID_UPDATE_VERSION, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION and
+        NEW_LEADER_ELECTED leave the change pending until new metadata replaces it; anything
+        else is retried."""
         sent = self._alter_in_flight.get(response.tp)
         if sent is None or sent[0] != response.correlation_id:
             return
-        del self._alter_in_flight[response.tp]
         part = self.partitions.get(response.tp)
         if part is None or part.leader_state is None:
+            del self._alter_in_flight[response.tp]
             return
-        if response.error is Errors.NONE:
+        error = response.error
+        if error is Errors.NONE:
+            del self._alter_in_flight[response.tp]
             if response.leader_epoch == part.leader_epoch:
                 part.partition_epoch = response.partition_epoch
                 part.leader_state.isr_committed(frozenset(response.isr))
             else:
                 part.leader_state.isr_committed(None)
-        else:
+        elif error in _ALTER_NOT_APPLIED:
+            del self._alter_in_flight[response.tp]
             part.leader_state.isr_committed(None)
+        elif error in _ALTER_AWAIT_METADATA:
+            # Stays pending (the in-flight entry too, so it is not sent again): the next
+            # metadata for this partition settles it.
+            self._alter_in_flight[response.tp] = (sent[0], float("inf"))
+            return
+        else:
+            self._send_alter(part)  # retried
+            return
         self._maybe_advance(part)
 
     # -- follower: fetching from leaders ------------------------------------------------------
@@ -592,7 +710,9 @@ class ReplicaManager:
             ready = [
                 tp
                 for tp in fetcher.partitions
-                if fetcher.delayed_until.get(tp, 0.0) <= now and tp in self.partitions
+                if fetcher.delayed_until.get(tp, 0.0) <= now
+                and tp in self.partitions
+                and self.partitions[tp].fetch_failed is None
             ]
             if not ready or not self.is_running():
                 waits = [t - now for t in fetcher.delayed_until.values() if t > now]
@@ -605,11 +725,15 @@ class ReplicaManager:
             parts = []
             for tp in ready:
                 part = self.partitions[tp]
+                query = part.epoch_cache.latest_epoch if part.truncating else None
                 parts.append(
                     (
                         tp,
                         ReplicaFetchPartition(
-                            part.log_end_offset, part.last_fetched_epoch, part.leader_epoch
+                            part.log_end_offset,
+                            part.last_fetched_epoch,
+                            part.leader_epoch,
+                            query,
                         ),
                     )
                 )
@@ -654,23 +778,63 @@ class ReplicaManager:
             if tp not in fetcher.partitions:
                 continue  # no longer following this leader
             part = self.partitions[tp]
-            if data.error is Errors.NONE and data.diverging_epoch is not None:
+            if part.fetch_failed is not None:
+                continue
+            if data.fetch_offset >= 0 and data.fetch_offset != part.log_end_offset:
+                # The log moved since the fetch was sent (AbstractFetcherThread processes an
+                # answer only for the offset it still fetches from).
+                continue
+            if data.error is Errors.NONE and data.epoch_end_offset is not None:
+                if not part.truncating:
+                    continue
+                epoch, end = data.epoch_end_offset
+                self._truncate_to_leader(part, epoch, end, "OffsetsForLeaderEpoch")
+            elif data.error is Errors.NONE and data.diverging_epoch is not None:
                 epoch, end = data.diverging_epoch
-                _mine_epoch, mine_end = part.epoch_cache.end_offset_for(epoch, part.log_end_offset)
-                offset = min(end, mine_end if mine_end >= 0 else part.high_watermark)
-                part.truncate_to(max(offset, 0), self.new_state())
+                self._truncate_to_leader(part, epoch, end, "diverging epoch")
             elif data.error is Errors.NONE:
+                if part.truncating:
+                    continue
                 if data.batches and data.batches[0].base_offset != part.log_end_offset:
-                    continue  # the log moved since the fetch was sent
+                    self._fail_fetch(
+                        part,
+                        f"the leader answered a fetch at {part.log_end_offset} with a batch "
+                        f"from offset {data.batches[0].base_offset} (mid-batch: the logs "
+                        "diverged where the follower cannot tell)",
+                    )
+                    continue
                 part.append_as_follower(data.batches, data.high_watermark, now)
+                part.fetched_epoch = part.leader_epoch
+                part.follow_log_start(data.log_start_offset)
             elif data.error is Errors.OFFSET_OUT_OF_RANGE:
                 if data.log_end_offset < part.log_end_offset:
-                    # The leader's log is shorter (an unclean election): cut back to it.
-                    part.truncate_to(data.log_end_offset, self.new_state())
+                    # AbstractFetcherThread.fetchOffsetAndTruncate: the leader's log is
+                    # shorter (an unclean election): cut back to it.
+                    self._truncate(part, data.log_end_offset, "offset out of range")
+                elif data.log_start_offset > part.log_end_offset:
+                    # Everything this replica has was deleted on the leader: start again at
+                    # its log start (AbstractFetcherThread.fetchOffsetAndTruncate).
+                    part.truncate_fully_and_start_at(data.log_start_offset, self.new_state(), now)
             else:
                 fetcher.delayed_until[tp] = now + self.settings.replica_fetch_backoff_ms
         if fetcher.wakeup is not None and not fetcher.wakeup.triggered:
             fetcher.wakeup.succeed()
+
+    def _truncate_to_leader(self, part: Partition, epoch: int, end: int, why: str) -> None:
+        """Truncate on the leader's (epoch, end offset) by :func:`truncation_state`; done
+        when it says so, else the next fetch asks again."""
+        decision = truncation_state(
+            part.epoch_cache, part.log_end_offset, part.high_watermark, epoch, end
+        )
+        self._truncate(part, decision.offset, f"{why} ({epoch}, {end})")
+        part.truncating = not decision.complete and part.truncating
+
+    def _fail_fetch(self, part: Partition, reason: str) -> None:
+        """The follower cannot append what its leader sent: the partition stops fetching
+        until its leadership changes (AbstractFetcherThread.markPartitionFailed), loudly."""
+        part.fetch_failed = reason
+        self.failures.append((part.tp, reason))
+        self.state_log.record(self.broker, "fetch_failed", part.tp, reason=reason)
 
     def on_disconnected(self, payload: Disconnected) -> None:
         fetcher = self._fetchers.get(payload.node)
@@ -707,16 +871,32 @@ class ReplicaManager:
                     part.leader, part.leader_epoch, part.partition_epoch, part.replicas
                 )
 
-    def recover(self, power_loss: bool) -> None:
-        """Restart after a crash: each replica's log is what survived (after a power loss only
-        what was flushed or written back) and its producer state is rebuilt from it."""
+    def lose_page_cache(self) -> dict[str, list[int]]:
+        """The machine lost power: each replica's log is cut back, now, to what was flushed or
+        written back by the operating system (what a restart will find on disk). Returns the
+        cuts, ``"topic-partition" -> [old log end, new log end]``, of the logs that lost
+        records."""
         now = self.env.now
+        cut: dict[str, list[int]] = {}
         for tp in sorted(self.partitions):
             part = self.partitions[tp]
-            if power_loss:
-                part.truncate_to(part.durability.durable_end(now), self.new_state())
-                part.durability.flush(part.log_end_offset, now)
-            part.producer_state = self.new_state().load(part.log.batches)
+            before = part.log_end_offset
+            # Deleted segments stay deleted: the log restarts no lower than its start
+            # (LogLoader opens an empty segment at the checkpointed log start).
+            durable = max(part.durability.durable_end(now), part.log.log_start_offset)
+            if durable < before:
+                part.truncate_to(durable, self.new_state())
+                if part.log_end_offset < before:
+                    cut[f"{tp[0]}-{tp[1]}"] = [before, part.log_end_offset]
+            part.durability.flush(part.log_end_offset, now)
+        return cut
+
+    def recover(self) -> None:
+        """Restart after a crash: each replica's producer state is rebuilt from its log (what
+        survived), and its high watermark is at most its log end."""
+        for tp in sorted(self.partitions):
+            part = self.partitions[tp]
+            part.producer_state = part.log.rebuild_producer_state(self.new_state())
             part.follower_hw = min(part.follower_hw, part.log_end_offset)
 
     def flush_task(self) -> None:

@@ -36,6 +36,7 @@ import simpy
 
 from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 from eosim.simulation.consumer.network_client import ConsumerNetworkClient
+from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
 from eosim.simulation.network import Network
 from eosim.simulation.protocol import (
@@ -111,6 +112,7 @@ class KafkaConsumer:
         metadata_max_age_ms: float = 300_000.0,
         retry_backoff_max_ms: float = 1_000.0,
         metadata_rng: RandomStream | None = None,
+        rng: RandomStream | None = None,
     ) -> None:
         if auto_offset_reset not in OFFSET_RESET_STRATEGIES:
             raise ValueError(f"auto.offset.reset must be one of {OFFSET_RESET_STRATEGIES}")
@@ -130,6 +132,11 @@ class KafkaConsumer:
         self.isolation = isolation
         self.group = group
         self.retry_backoff_ms = retry_backoff_ms
+        # AbstractCoordinator.retryBackoff: the coordinator waits (finding it, synchronous
+        # commits, fetching committed offsets) grow from retry.backoff.ms to
+        # retry.backoff.max.ms, jittered from ``rng``, the consumer's own stream.
+        self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
+        self.rng = rng
         self.client = ConsumerNetworkClient(env, node, network, request_timeout_ms, host)
         self.auto_offset_reset = auto_offset_reset
         self.assignment: list[TopicPartition] = []
@@ -437,6 +444,8 @@ class KafkaConsumer:
             self.coordinator = response.node
 
     def _find_coordinator(self) -> Process:
+        """AbstractCoordinator.ensureCoordinatorReady: FindCoordinator to the brokers in turn
+        until one names the coordinator, backing off exponentially between failures."""
         assert self.group is not None
         brokers = self.metadata.brokers
         i = 0
@@ -448,11 +457,13 @@ class KafkaConsumer:
             if response is not None and response.error is Errors.NONE:
                 self.coordinator = response.node
             else:
-                yield self.env.timeout(self.retry_backoff_ms)
+                yield self.env.timeout(self.retry_backoff.backoff(i - 1, self.rng))
 
     def _coordinator_call(self, build: Any) -> Process:
         """Send a request to the group coordinator until it answers without a retriable
-        error; returns the response."""
+        error; returns the response. Between attempts the wait grows exponentially
+        (ConsumerCoordinator.commitOffsetsSync and fetchCommittedOffsets)."""
+        attempts = 0
         while True:
             if not self.client.running:
                 return None  # closed (the process died): give up
@@ -474,7 +485,8 @@ class KafkaConsumer:
                 pass
             else:
                 return response
-            yield self.env.timeout(self.retry_backoff_ms)
+            yield self.env.timeout(self.retry_backoff.backoff(attempts, self.rng))
+            attempts += 1
 
     def committed(self) -> Process:
         """The group's committed offsets for the assigned partitions (stable ones)."""

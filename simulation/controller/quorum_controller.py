@@ -6,15 +6,27 @@ pause or cut off (Kafka's ``QuorumController`` with its ``ClusterControlManager`
 
 * **Liveness.** Brokers heartbeat every ``broker.heartbeat.interval.ms`` (2 s). A broker not
   heard from for ``broker.session.timeout.ms`` (9 s) is fenced: it leaves every ISR (unless it
-  is the last member) and a new leader is elected wherever it led
-  (:mod:`eosim.simulation.controller.partition_change`). A restarted broker registers again, which
-  is refused while its previous session is alive (DUPLICATE_BROKER_REGISTRATION), is sent the
-  whole metadata, and is unfenced by its first heartbeat: partitions without a leader may
-  then elect it.
+  is the last member and eligible leader replicas are off) and a new leader is elected
+  wherever it led (:mod:`eosim.simulation.controller.partition_change`).
+* **Registration** (``ClusterControlManager.registerBroker``). A restarted broker is a new
+  incarnation. Its registration is refused while the previous incarnation's session is alive
+  (DUPLICATE_BROKER_REGISTRATION), so a broker that comes back within the session timeout
+  waits until the controller has fenced its old self and moved its leaderships away. An
+  accepted registration gets a new broker epoch and starts fenced. A broker that did not shut
+  down cleanly (every crash and power loss: its ``previous_broker_epoch`` is -1) is, with
+  eligible leader replicas on, removed from every ISR and ELR (KIP-966's unclean-shutdown
+  handling, ``handleBrokerUncleanShutdown``): its log may have lost records it had
+  acknowledged.
+* **Unfencing** (``BrokerHeartbeatManager``): a fenced, registered broker is unfenced by a
+  heartbeat that no longer asks to stay fenced and shows it has replayed the metadata log past
+  its registration; partitions without a leader may then elect it.
 * **AlterPartition**: a leader's ISR change is checked (leader epoch, partition epoch, the new
   members alive) and published.
 * **Publishing**: every change goes to every broker as a numbered :class:`MetadataDelta`, over
-  the network, so a broker cut off from the controller keeps acting on what it last heard.
+  the network, so a broker cut off from the controller keeps acting on what it last heard; a
+  broker that finds a gap in the numbers, or hears in a heartbeat answer that it is behind,
+  fetches a snapshot (:class:`MetadataFetchRequest`), as the KRaft fetch of the metadata log
+  never skips a record.
 
 A crashed controller does nothing until it restarts (a quorum would elect another; with one
 node the cluster runs on without one); on restart it gives every live broker a fresh session,
@@ -32,10 +44,12 @@ import simpy
 from eosim.simulation.broker.partition import TopicSettings
 from eosim.simulation.controller.partition_change import (
     NO_LEADER,
+    ElectionPolicy,
     PartitionRegistration,
     alter_isr,
     on_broker_fenced,
     on_broker_unfenced,
+    on_unclean_shutdown,
 )
 from eosim.simulation.network import Message, Network
 from eosim.simulation.protocol import (
@@ -45,12 +59,15 @@ from eosim.simulation.protocol import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
     Errors,
     MetadataDelta,
+    MetadataFetchRequest,
     PartitionState,
     TopicPartition,
 )
 from eosim.simulation.request_channel import RequestChannel
+from eosim.simulation.state_change import DISABLED, StateChangeLog
 
 # Called with (broker, fenced) whenever a broker is fenced or unfenced.
 FenceListener = Callable[[str, bool], None]
@@ -60,6 +77,9 @@ FenceListener = Callable[[str, bool], None]
 class ControllerSettings:
     session_timeout_ms: float = 9_000.0
     request_time_ms: float = 0.1
+    # KIP-966's eligible leader replicas (eligible.leader.replicas.version=1: on by default in
+    # new 4.1+ clusters, off before).
+    eligible_leader_replicas: bool = False
 
 
 class QuorumController:
@@ -81,16 +101,22 @@ class QuorumController:
         self.alive = True
         self.paused = False
         self.fenced: dict[str, bool] = dict.fromkeys(brokers, False)
+        # The registered incarnation of each broker, its broker epoch, and the metadata offset
+        # of its registration (a heartbeat is "caught up" once the broker has replayed past it).
         self.incarnation: dict[str, int] = dict.fromkeys(brokers, 0)
+        self.broker_epoch: dict[str, int] = dict.fromkeys(brokers, 0)
+        self.registration_offset: dict[str, int] = dict.fromkeys(brokers, 0)
         self.last_heartbeat: dict[str, float] = dict.fromkeys(brokers, 0.0)
         self.offset = 0
         self.listeners: list[FenceListener] = []
+        self.state_log: StateChangeLog = DISABLED
         self.requests = RequestChannel(env, self, self.settings.request_time_ms)
         # Request type -> handler(sender, request), built once.
         self.handlers: dict[type, Callable[[str, Any], None]] = {
             BrokerHeartbeatRequest: self._heartbeat,
             BrokerRegistrationRequest: self._register,
             AlterPartitionRequest: self._alter_partition,
+            MetadataFetchRequest: self._metadata_fetch,
         }
         network.register(CONTROLLER, self.receive, client=False)
         env.process(self._loop())
@@ -107,6 +133,7 @@ class QuorumController:
             leader,  # type: ignore[arg-type]
             reg.leader_epoch,
             reg.partition_epoch,
+            reg.elr,  # type: ignore[arg-type]
         )
 
     def snapshot(self) -> dict[TopicPartition, PartitionState]:
@@ -117,6 +144,16 @@ class QuorumController:
 
     def _alive(self, broker: object) -> bool:
         return not self.fenced.get(broker, True)  # type: ignore[arg-type]
+
+    def policy(self, tp: TopicPartition) -> ElectionPolicy:
+        """The election rules of ``tp``'s topic: unclean election, ELR, effective min ISR."""
+        topic = self.topics.get(tp[0], TopicSettings())
+        replicas = len(self.registrations[tp].replicas)
+        return ElectionPolicy(
+            topic.unclean_leader_election_enable,
+            self.settings.eligible_leader_replicas,
+            min(topic.min_insync_replicas, replicas),
+        )
 
     # -- the request loop ---------------------------------------------------------------------
     def receive(self, msg: Message) -> None:
@@ -145,45 +182,85 @@ class QuorumController:
                 return
             if not self.alive or self.paused:
                 return  # a stopped controller judges nobody; it restarts the clocks later
+            self.state_log.record(CONTROLLER, "session_expired", broker=broker)
             self._fence(broker)
 
         timer.callbacks.append(check)
 
     def _heartbeat(self, broker: str, request: BrokerHeartbeatRequest) -> None:
-        if request.incarnation != self.incarnation[broker]:
+        """BrokerHeartbeatManager: keep the session; unfence a registered broker that no longer
+        wants to be fenced and has replayed the metadata log past its registration."""
+        if request.broker_epoch != self.broker_epoch[broker]:
             self._reply(
                 broker, BrokerHeartbeatResponse(request.correlation_id, Errors.STALE_BROKER_EPOCH)
             )
             return
         self.last_heartbeat[broker] = self.env.now
         self._expect_heartbeat(broker)
-        if self.fenced[broker]:
+        caught_up = request.metadata_offset >= self.registration_offset[broker]
+        if self.fenced[broker] and not request.want_fence and caught_up:
             self._unfence(broker)
-        self._reply(broker, BrokerHeartbeatResponse(request.correlation_id, Errors.NONE, False))
+        self._reply(
+            broker,
+            BrokerHeartbeatResponse(
+                request.correlation_id, Errors.NONE, self.fenced[broker], caught_up, self.offset
+            ),
+        )
 
     def _register(self, broker: str, request: BrokerRegistrationRequest) -> None:
+        """ClusterControlManager.registerBroker."""
         if request.incarnation == self.incarnation[broker]:
-            return  # a repeat of an accepted registration
-        if not self.fenced[broker]:
-            # ClusterControlManager.registerBroker: the old incarnation's session is alive.
+            # A repeat of an accepted registration: the same broker epoch again.
             self._reply(
                 broker,
-                BrokerHeartbeatResponse(
+                BrokerRegistrationResponse(
+                    request.correlation_id, Errors.NONE, self.broker_epoch[broker]
+                ),
+            )
+            return
+        if not self.fenced[broker]:
+            # The previous incarnation's session is alive.
+            self.state_log.record(CONTROLLER, "registration_refused", broker=broker)
+            self._reply(
+                broker,
+                BrokerRegistrationResponse(
                     request.correlation_id, Errors.DUPLICATE_BROKER_REGISTRATION
                 ),
             )
             return
+        unclean = request.previous_broker_epoch != self.broker_epoch[broker]
         self.incarnation[broker] = request.incarnation
+        changed: dict[TopicPartition, PartitionState] = {}
+        if unclean:
+            for tp in sorted(self.registrations):
+                reg = self.registrations[tp]
+                if broker not in reg.replicas:
+                    continue
+                new = on_unclean_shutdown(reg, broker, self._alive, self.policy(tp))
+                if new is not reg:
+                    self._change(tp, new, "unclean_shutdown")
+                    changed[tp] = self.state(tp)
+        # The RegisterBrokerRecord (and the changes above) in one batch: its offset is the
+        # new broker epoch. The new incarnation starts fenced.
+        self._publish(changed, force=True)
+        epoch = self.offset
+        self.broker_epoch[broker] = epoch
+        self.registration_offset[broker] = epoch
+        self.state_log.record(
+            CONTROLLER, "registered", broker=broker, broker_epoch=epoch, unclean=unclean
+        )
         self.last_heartbeat[broker] = self.env.now
         self._expect_heartbeat(broker)
-        # The new incarnation replays the metadata from the start, then hears it registered.
+        self._reply(broker, BrokerRegistrationResponse(request.correlation_id, Errors.NONE, epoch))
+
+    def _metadata_fetch(self, broker: str, request: MetadataFetchRequest) -> None:
+        """A broker catching up on the metadata log gets all of it (a snapshot)."""
         self.network.send(
             CONTROLLER,
             broker,
             MetadataDelta(self.offset, self.snapshot(), True, self.fenced_brokers()),
             internal=True,
         )
-        self._reply(broker, BrokerHeartbeatResponse(request.correlation_id, Errors.NONE, True))
 
     def _fence(self, broker: str) -> None:
         self._set_fenced(broker, True)
@@ -196,22 +273,44 @@ class QuorumController:
         ``on_broker_fenced`` / ``on_broker_unfenced`` says, the changes (and the broker's new
         state) are published, and the listeners hear of it."""
         self.fenced[broker] = fenced
+        self.state_log.record(CONTROLLER, "fenced" if fenced else "unfenced", broker=broker)
         change = on_broker_fenced if fenced else on_broker_unfenced
         changed = {}
         for tp in sorted(self.registrations):
             reg = self.registrations[tp]
             if broker not in reg.replicas:
                 continue
-            new = change(reg, broker, self._alive, self._unclean(tp))  # type: ignore[arg-type]
+            policy = self.policy(tp)
+            new = change(reg, broker, self._alive, policy.unclean_allowed, policy)  # type: ignore[arg-type]
             if new is not reg:
-                self.registrations[tp] = new
+                self._change(tp, new, "fenced" if fenced else "unfenced")
                 changed[tp] = self.state(tp)
         self._publish(changed, force=True)
         for listener in self.listeners:
             listener(broker, fenced)
 
-    def _unclean(self, tp: TopicPartition) -> bool:
-        return self.topics.get(tp[0], TopicSettings()).unclean_leader_election_enable
+    def _change(self, tp: TopicPartition, new: PartitionRegistration, cause: str) -> None:
+        """Store ``tp``'s new registration (and say what changed in the state-change log)."""
+        old = self.registrations[tp]
+        self.registrations[tp] = new
+        if not self.state_log.enabled:
+            return
+        if new.leader != old.leader:
+            self.state_log.record(
+                CONTROLLER,
+                "leader_elected" if new.leader != NO_LEADER else "offline",
+                tp,
+                leader=None if new.leader == NO_LEADER else new.leader,
+                leader_epoch=new.leader_epoch,
+                isr=list(new.isr),
+                elr=list(new.elr),
+                unclean=new.unclean,
+                cause=cause,
+            )
+        elif new.isr != old.isr or new.elr != old.elr:
+            self.state_log.record(
+                CONTROLLER, "isr_changed", tp, isr=list(new.isr), elr=list(new.elr), cause=cause
+            )
 
     # -- AlterPartition -------------------------------------------------------------------------
     def _alter_partition(self, broker: str, request: AlterPartitionRequest) -> None:
@@ -227,11 +326,12 @@ class QuorumController:
                 request.partition_epoch,
                 request.isr,  # type: ignore[arg-type]
                 self._alive,
+                self.policy(tp),
             )
         if error != "NONE" or new is None:
             self._reply(broker, AlterPartitionResponse(request.correlation_id, tp, Errors[error]))
             return
-        self.registrations[tp] = new
+        self._change(tp, new, "alter_partition")
         self._publish({tp: self.state(tp)})
         self._reply(
             broker,

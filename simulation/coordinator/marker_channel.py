@@ -6,7 +6,12 @@ as Kafka's ``TransactionMarkerRequestCompletionHandler`` does:
 
 * NONE: the partition is done;
 * a retriable error (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS,
-  REQUEST_TIMED_OUT): the partition is sent again after ``retry_backoff_ms``;
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT; Kafka's KAFKA_STORAGE_ERROR too, which
+  eosim's brokers never answer): the partition is sent again, to its leader then, after
+  ``retry_backoff_ms``. Markers are appended with acks=all, so a leader whose ISR is below
+  min.insync.replicas refuses them (NOT_ENOUGH_REPLICAS), and one whose ISR shrinks while
+  they wait answers NOT_ENOUGH_REPLICAS_AFTER_APPEND or, once its HW stops (KIP-966),
+  REQUEST_TIMED_OUT: the transaction stays in Prepare* until the partition takes them;
 * INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED (a newer producer epoch or a newer
   coordinator has written there): the transaction's pending completion is cancelled
   (``removeMarkersForTxn``). Nothing of that answer is retried and ``on_done`` is never
@@ -56,6 +61,7 @@ RETRIABLE_MARKER_ERRORS = frozenset(
         Errors.UNKNOWN_TOPIC_OR_PARTITION,
         Errors.NOT_LEADER_OR_FOLLOWER,
         Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         Errors.REQUEST_TIMED_OUT,
     }
 )

@@ -21,8 +21,11 @@ The protocol decisions live in :class:`TransactionCoordinator` and :class:`Group
   answer, a fence in the history) happens. A failed write is reverted: NOT_ENOUGH_REPLICAS,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT and UNKNOWN_TOPIC_OR_PARTITION are
   answered COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER NOT_COORDINATOR. The model
-  applies a change to the in-memory metadata as it writes it and restores a copy on failure,
-  which nobody can tell apart from Kafka's pending transition. Offset commits are written the
+  applies a change to the in-memory metadata as it writes it and, if the write fails, restores
+  the copy it took when the write started (Kafka's transition stays pending and is dropped).
+  What Kafka changes in memory outside a transition stays changed as it does there: a fence's
+  epoch, set before its PrepareAbort is written, is in the copy, so a failed fence leaves the
+  producer fenced (``hasFailedEpochFence``, KAFKA-9666). Offset commits are written the
   same way to ``__consumer_offsets`` (acks=all, ``offsets.commit.timeout.ms``).
 * **Markers.** After Prepare* is replicated the marker channel writes the markers, stamped
   with the coordinator epoch; Complete* is written once every partition accepted them. A
@@ -631,10 +634,14 @@ class CoordinatorRuntime:
         def start(answer: Callable[[object], None]) -> None:
             def written(error: Errors) -> None:
                 if error is not Errors.NONE:
+                    if result.fenced_epoch is not None:
+                        self.txn.fence_failed(meta)
                     answer(InitProducerIdResponse(cid, error))
                     return
-                if old is not None and (meta.producer_id, meta.epoch) != old:
-                    self._fenced(meta, old)
+                if result.fenced_epoch is not None:
+                    self._fenced(meta, meta.producer_id, result.fenced_epoch)
+                elif old is not None and (meta.producer_id, meta.epoch) != old:
+                    self._fenced(meta, old[0], old[1] + 1)
                 if result.abort_markers:
                     self._write_markers(meta)
                 answer(InitProducerIdResponse(cid, result.error, result.producer_id, result.epoch))
@@ -643,13 +650,11 @@ class CoordinatorRuntime:
 
         return self._answer(start)
 
-    def _fenced(self, meta: TransactionMetadata, old: tuple[int, int]) -> None:
-        if self.on_fence is None:
-            return
-        pid, epoch = old
-        # Every epoch of ``pid`` up to the old one is fenced from now on (a fence under
-        # transaction version 2 bumps twice; the second bump fences nothing more).
-        self.on_fence(meta.transactional_id, pid, epoch + 1, self.env.now)
+    def _fenced(self, meta: TransactionMetadata, pid: int, epoch: int) -> None:
+        """Every epoch of ``pid`` below ``epoch`` is fenced from now on (a fence under
+        transaction version 2 bumps twice; the second bump fences nothing more)."""
+        if self.on_fence is not None:
+            self.on_fence(meta.transactional_id, pid, epoch, self.env.now)
 
     def _end_txn(self, request: EndTxnRequest) -> object | None:
         cid = request.correlation_id
@@ -752,7 +757,6 @@ class CoordinatorRuntime:
             meta = self.txn.transactions[txn_id]
             if self.partition_error(internal_partition(txn_id, "transaction")) is not Errors.NONE:
                 continue
-            old = (meta.producer_id, meta.epoch)
             fence, writes = self._run(
                 lambda meta=meta: self.txn.fence_and_abort(meta, self.env.now)
             )
@@ -764,12 +768,16 @@ class CoordinatorRuntime:
                 return
 
             def written(
-                error: Errors, meta: TransactionMetadata = meta, old: tuple[int, int] = old
+                error: Errors,
+                meta: TransactionMetadata = meta,
+                fenced: int | None = fence.fenced_epoch,
             ) -> None:
                 if error is not Errors.NONE:
+                    # The fenced epoch stays in memory; the next round fences at it again.
+                    self.txn.fence_failed(meta)
                     return
-                if (meta.producer_id, meta.epoch) != old:
-                    self._fenced(meta, old)
+                assert fenced is not None
+                self._fenced(meta, meta.producer_id, fenced)
                 self._write_markers(meta)
 
             self._write(writes[0], written)

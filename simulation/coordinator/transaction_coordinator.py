@@ -11,9 +11,10 @@ Rules, each read from Kafka's ``TransactionCoordinator`` and ``TransactionMetada
   above ``transaction.max.timeout.ms`` is refused. A caller that names its producer id and
   epoch (KIP-360) is fenced unless the id is the current one, or the metadata was just
   created, or the id is the previous one and its epoch is exhausted. Prepare* answers
-  CONCURRENT_TRANSACTIONS. Ongoing is fenced (epoch + 1) and aborted, answered
-  CONCURRENT_TRANSACTIONS so that the retry gets a fresh epoch; at epoch 32767 the fence is
-  refused (UNKNOWN_SERVER_ERROR, Kafka's answer to the IllegalStateException). Empty and
+  CONCURRENT_TRANSACTIONS. Ongoing is fenced (epoch + 1, kept in memory even if the
+  PrepareAbort cannot be written, and then not bumped again by the next fence) and aborted,
+  answered CONCURRENT_TRANSACTIONS so that the retry gets a fresh epoch; at epoch 32767 the
+  fence is refused (UNKNOWN_SERVER_ERROR, Kafka's answer to the IllegalStateException). Empty and
   Complete* bump the epoch (``prepareIncrementProducerEpoch``): no expected epoch -> bump and
   forget the last epoch; expected == current (or no current) -> bump and remember the old
   one as the last epoch; expected == last epoch -> the retry of a bump that succeeded, answer
@@ -68,6 +69,8 @@ class InitProducerIdResult:
     epoch: int = NO_PRODUCER_EPOCH
     # Partitions that need ABORT markers because an open transaction was fenced.
     abort_markers: tuple[TopicPartition, ...] = ()
+    # An open transaction was fenced: the fence's epoch (every lower epoch is fenced).
+    fenced_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,8 @@ class EndTxnResult:
 class FenceResult:
     error: Errors
     markers: tuple[TopicPartition, ...] = ()
+    # The fence's epoch, now in memory whether or not its PrepareAbort is written.
+    fenced_epoch: int | None = None
 
 
 class TransactionCoordinator:
@@ -207,7 +212,11 @@ class TransactionCoordinator:
             fence = self.fence_and_abort(meta, now)
             if fence.error is not Errors.NONE:
                 return InitProducerIdResult(fence.error)
-            return InitProducerIdResult(Errors.CONCURRENT_TRANSACTIONS, abort_markers=fence.markers)
+            return InitProducerIdResult(
+                Errors.CONCURRENT_TRANSACTIONS,
+                abort_markers=fence.markers,
+                fenced_epoch=fence.fenced_epoch,
+            )
         if meta.state not in (S.EMPTY, *COMPLETE_STATES):
             raise RuntimeError(f"{txn_id}: InitProducerId in state {meta.state.value}")
         expected_epoch = None if expected is None else expected[1]
@@ -257,18 +266,21 @@ class TransactionCoordinator:
 
     def fence_and_abort(self, meta: TransactionMetadata, now: float) -> FenceResult:
         """Fence the open transaction's producer and start aborting it: Kafka's
-        ``prepareFenceProducerEpoch`` (epoch + 1, refused at 32767) followed by an abort that is
-        not from the client. Under transaction version 2 that abort bumps the epoch once more,
-        as every end of a transaction does (``prepareAbortOrCommit``): the markers carry
-        epoch + 2. If that second bump would pass 32767, Kafka has already set the fenced epoch
-        in memory when ``prepareTransitionTo`` throws; nothing is written and the transaction
-        stays Ongoing."""
+        ``prepareFenceProducerEpoch`` (epoch + 1, refused at 32767; no bump if an earlier
+        fence's write failed, ``hasFailedEpochFence``) followed by an abort that is not from
+        the client (``endTransaction``). That abort puts the fenced epoch into the in-memory
+        metadata at once, outside the write, so it stays there, still fencing the producer, if
+        the PrepareAbort cannot be written (the caller then calls :meth:`fence_failed`).
+        Under transaction version 2 the abort bumps the epoch once more, as every end of a
+        transaction does (``prepareAbortOrCommit``): the markers carry epoch + 2. If that
+        second bump would pass 32767, ``prepareTransitionTo`` throws with the fenced epoch
+        already in memory; nothing is written and the transaction stays Ongoing."""
         if meta.epoch >= MAX_EPOCH:
             return FenceResult(Errors.UNKNOWN_SERVER_ERROR)
-        fenced = meta.epoch + 1
+        fenced = meta.epoch if meta.has_failed_epoch_fence else meta.epoch + 1
+        meta.epoch, meta.last_producer_epoch = fenced, NO_PRODUCER_EPOCH
         if self.epoch_bump_per_transaction:
             if fenced >= MAX_EPOCH:
-                meta.epoch, meta.last_producer_epoch = fenced, NO_PRODUCER_EPOCH
                 return FenceResult(Errors.UNKNOWN_SERVER_ERROR)
             epoch, last = fenced + 1, fenced
         else:
@@ -281,7 +293,14 @@ class TransactionCoordinator:
             last_producer_epoch=last,
             next_producer_id=NO_PRODUCER_ID,
         )
-        return FenceResult(Errors.NONE, tuple(meta.partitions))
+        return FenceResult(Errors.NONE, tuple(meta.partitions), fenced)
+
+    @staticmethod
+    def fence_failed(meta: TransactionMetadata) -> None:
+        """The PrepareAbort of a fence could not be written (the coordinator still owns the
+        id): the fenced epoch stays in memory, and the next fence does not bump it again
+        (``TransactionCoordinator.endTransaction`` sets ``hasFailedEpochFence``)."""
+        meta.has_failed_epoch_fence = True
 
     # -- AddPartitionsToTxn --------------------------------------------------------------
     def _check_producer(self, meta: TransactionMetadata | None, pid: int, epoch: int) -> Errors:
@@ -358,8 +377,10 @@ class TransactionCoordinator:
         return EndTxnResult(Errors.INVALID_TXN_STATE)
 
     def complete(self, txn_id: str, now: float) -> None:
-        """Every marker is written: move Prepare* to Complete* (``prepareComplete``)."""
+        """Every marker is written: move Prepare* to Complete* (``prepareComplete``, which also
+        clears ``hasFailedEpochFence``)."""
         meta = self.transactions[txn_id]
+        meta.has_failed_epoch_fence = False
         target = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         changes: dict[str, object] = {}
         if self.epoch_bump_per_transaction:

@@ -67,6 +67,11 @@ class TransactionMetadata:
     switches to at Complete*. Kafka keeps these three in memory only: its transaction log
     record has no field for the last epoch and does not fill in the previous and next ids, so
     a coordinator that loads the log starts with all three unset.
+
+    ``has_failed_epoch_fence`` is Kafka's ``hasFailedEpochFence`` (KAFKA-9666): a fence's
+    epoch went into memory but its PrepareAbort could not be written, so the next fence uses
+    that epoch again instead of bumping it once more. Memory only, like the three above;
+    cleared when the transaction completes (``prepareComplete``).
     """
 
     transactional_id: str
@@ -81,6 +86,7 @@ class TransactionMetadata:
     previous_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    has_failed_epoch_fence: bool = False
 
     @property
     def epoch_exhausted(self) -> bool:

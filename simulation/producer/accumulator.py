@@ -3,7 +3,9 @@
 ``send()`` appends a record to the last batch of its partition's deque, or opens a new batch
 when that one is full. A batch becomes *ready* when it is full, when ``linger.ms`` has
 passed since it was created, when a flush is under way, or when ``buffer.memory`` is
-exhausted. A batch being retried waits out its backoff. The Sender drains at most one batch
+exhausted. A batch being retried waits out its backoff, unless its partition's leader has
+changed since its last attempt (KAFKA-15415, Kafka 3.7+, so both modelled versions: a retry to
+a new leader goes at once). The Sender drains at most one batch
 per partition per request, and the accumulator's memory, counted in ``batch.size`` units as
 Kafka's BufferPool does, is returned when a batch completes.
 
@@ -56,6 +58,10 @@ class ProducerBatch:
     done: bool = False
     in_flight: bool = False
     full: bool = False
+    # The partition's leader epoch as the batch last saw it, and its attempt count when it
+    # first saw that epoch (ProducerBatch.currentLeaderEpoch, attemptsWhenLeaderLastChanged).
+    current_leader_epoch: int | None = None
+    attempts_when_leader_last_changed: int = 0
 
     @property
     def record_count(self) -> int:
@@ -64,6 +70,22 @@ class ProducerBatch:
     @property
     def has_sequence(self) -> bool:
         return self.base_sequence != NO_SEQUENCE
+
+    def maybe_update_leader_epoch(self, leader_epoch: int | None) -> None:
+        """ProducerBatch.maybeUpdateLeaderEpoch: remember a higher leader epoch, and at which
+        attempt it was first seen."""
+        if leader_epoch is not None and (
+            self.current_leader_epoch is None or self.current_leader_epoch < leader_epoch
+        ):
+            self.attempts_when_leader_last_changed = self.attempts
+            self.current_leader_epoch = leader_epoch
+
+    @property
+    def leader_changed_for_the_ongoing_retry(self) -> bool:
+        """ProducerBatch.hasLeaderChangedForTheOngoingRetry: a retry whose partition got a new
+        leader since the last attempt went out. Kafka counts re-enqueues and eosim counts sends,
+        which agree while a batch waits in its queue (the only time this is asked)."""
+        return self.attempts >= 1 and self.attempts == self.attempts_when_leader_last_changed
 
     def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
         self.producer_id = producer_id
@@ -145,8 +167,16 @@ class RecordAccumulator:
         self.incomplete -= 1
 
     # -- readiness ---------------------------------------------------------------------
-    def ready(self, now: float, sendable: Callable[[TopicPartition], bool]) -> tuple[list, float]:
-        """Partitions whose head batch may be drained now, and the delay until the next."""
+    def ready(
+        self,
+        now: float,
+        sendable: Callable[[TopicPartition], bool],
+        leader_epoch: Callable[[TopicPartition], int | None] | None = None,
+    ) -> tuple[list, float]:
+        """Partitions whose head batch may be drained now, and the delay until the next.
+        ``leader_epoch``: each partition's leader epoch in the client's metadata; a retried
+        head whose partition's leader changed since its last attempt does not wait out its
+        backoff (RecordAccumulator.shouldBackoff)."""
         ready: list[TopicPartition] = []
         next_delay = float("inf")
         exhausted = not self.has_room_for(0)
@@ -154,9 +184,11 @@ class RecordAccumulator:
             if not dq:
                 continue
             head = dq[0]
+            if leader_epoch is not None:
+                head.maybe_update_leader_epoch(leader_epoch(tp))
             if head.attempts > 0:
                 wait = head.last_attempt_ms + head.retry_backoff_ms - now
-                if wait > 0:
+                if wait > 0 and not head.leader_changed_for_the_ongoing_retry:
                     next_delay = min(next_delay, wait)
                     continue
                 if sendable(tp):

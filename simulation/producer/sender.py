@@ -16,8 +16,11 @@ Each pass of the loop (Kafka's ``Sender.runOnce``):
 5. sleeps until the next deadline or until woken by an append or a response.
 
 Responses complete batches. Retriable errors re-enqueue the batch after an exponential,
-jittered backoff (``retry.backoff.ms`` to ``retry.backoff.max.ms``) while ``retries`` and
-``delivery.timeout.ms`` allow. Everything else fails it.
+jittered backoff (``retry.backoff.ms`` to ``retry.backoff.max.ms``, Kafka's
+``ExponentialBackoff``: jitter first, then the cap) while ``retries`` and
+``delivery.timeout.ms`` allow. Everything else fails it. A closed connection waits out the
+reconnect backoff (``reconnect.backoff.ms`` to ``reconnect.backoff.max.ms``, the same
+formula, ``ClusterConnectionStates``) before it is used again.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import cast
 import simpy
 
 from eosim.simulation.config import ProducerConfig
+from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
 from eosim.simulation.network import Connection, Message, Network
 from eosim.simulation.probe import Probe
@@ -54,7 +58,6 @@ from eosim.simulation.protocol import (
 from eosim.simulation.rng import RandomStream
 
 INF = float("inf")
-JITTER = 0.2
 # The shortest sleep: a deadline a few ulps away must still move the clock past it, or the
 # loop would wake at the same instant forever.
 MIN_SLEEP_MS = 1e-6
@@ -79,6 +82,8 @@ class NodeConnection:
     conn: Connection | None = None
     in_flight: list[InFlightRequest] = field(default_factory=list)
     ready_at: float = 0.0
+    # ClusterConnectionStates' failedAttempts: connections that closed since one was last
+    # established.
     failures: int = 0
 
 
@@ -113,6 +118,13 @@ class Sender:
         self.config = config
         self.tm = transaction_manager
         self.rng = rng
+        # RecordAccumulator.retryBackoff and ClusterConnectionStates.reconnectBackoff.
+        self.retry_backoff = ExponentialBackoff(
+            config.retry_backoff_ms, config.retry_backoff_max_ms
+        )
+        self.reconnect_backoff = ExponentialBackoff(
+            config.reconnect_backoff_ms, config.reconnect_backoff_max_ms
+        )
         self.on_batches_done = on_batches_done
         self.running = True
         self._connections = {b: NodeConnection(b) for b in metadata.brokers}
@@ -184,7 +196,7 @@ class Sender:
         if tm is not None and not tm.has_producer_id:
             # Nothing can be drained yet, but the InitProducerId request may still time out.
             return min(delay, self._next_connection_delay(now))
-        ready, ready_delay = self.accumulator.ready(now, self._sendable)
+        ready, ready_delay = self.accumulator.ready(now, self._sendable, self.metadata.leader_epoch)
         delay = min(delay, ready_delay)
         if ready:
             self._drain_and_send(ready, now)
@@ -226,19 +238,20 @@ class Sender:
 
     def _disconnect(self, nc: NodeConnection, now: float, error: Errors) -> None:
         if nc.conn is not None:
+            if nc.conn.established:
+                nc.failures = 0  # ClusterConnectionStates.ready reset the count
             nc.conn.close()
             nc.conn = None
+        # ClusterConnectionStates.disconnected: backoff(failedAttempts), then one more failure.
+        nc.ready_at = now + self.reconnect_backoff.backoff(nc.failures, self.rng)
         nc.failures += 1
-        # NetworkClient: a disconnection (a timeout among them) may mean stale metadata.
-        self.metadata.request_update()
-        base = self.config.reconnect_backoff_ms * 2 ** (nc.failures - 1)
-        backoff = min(base, self.config.reconnect_backoff_max_ms)
-        nc.ready_at = now + backoff * (1 + self.rng.uniform(-JITTER, JITTER))
+        # NetworkClient.cancelInFlightRequests: what was in flight fails. An acks=0 produce is
+        # never in flight: its batches completed when it was sent.
         requests, nc.in_flight = nc.in_flight, []
         for i, request in enumerate(requests):
             if request.metadata:
                 self._metadata_in_flight = False
-                self.metadata.failed(now)  # DefaultMetadataUpdater.handleServerDisconnect
+                self.metadata.failed(now)  # DefaultMetadataUpdater.handleFailedRequest
                 continue
             if request.txn is not None:
                 assert self.txn is not None
@@ -254,6 +267,13 @@ class Sender:
             for batch in request.batches:
                 batch.fate_unknown = True
                 self._complete_batch(batch, PartitionResponse(err, log_start_offset=-1), now)
+        # DefaultMetadataUpdater.handleServerDisconnect: a disconnection while an update is due
+        # (and none in flight) counts as a failed update, so the next one backs off; and since
+        # a disconnection may mean stale metadata (a timeout, or a broker closing the
+        # connection after an acks=0 produce failed), an update is requested.
+        if not self._metadata_in_flight and self.metadata.time_to_update(now) == 0:
+            self.metadata.failed(now)
+        self.metadata.request_update()
         self.on_batches_done()
 
     # -- InitProducerId ----------------------------------------------------------------
@@ -370,8 +390,16 @@ class Sender:
             if b.attempts > 1:
                 self.retries += 1
             values = tuple(r.value for r in b.records)
+            # The batch's timestamp: CreateTime, taken here as the batch's creation (Kafka
+            # stamps each record at send(); the batch's max timestamp is its last record's).
             data = BatchData(
-                b.producer_id, b.epoch, b.base_sequence, values, self._txn_id is not None
+                b.producer_id,
+                b.epoch,
+                b.base_sequence,
+                values,
+                self._txn_id is not None,
+                b.created_ms,
+                b.size,
             )
             partitions.append((b.tp, data))
         acks = self.config.acks
@@ -415,7 +443,6 @@ class Sender:
         if request is None:
             return
         nc.in_flight.remove(request)
-        nc.failures = 0
         now = self.env.now
         if request.metadata:
             self._metadata_in_flight = False
@@ -484,9 +511,10 @@ class Sender:
         return self.tm.can_retry(batch, response)
 
     def _retry_backoff(self, batch: ProducerBatch) -> float:
-        base = self.config.retry_backoff_ms * 2 ** max(batch.attempts - 1, 0)
-        capped = min(base, max(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms))
-        return capped * (1 + self.rng.uniform(-JITTER, JITTER))
+        """RecordAccumulator: ``retryBackoff.backoff(attempts - 1)``, Kafka counting the
+        batch's retries where eosim counts its sends. The jitter is drawn once, at re-enqueue
+        (Kafka draws it each time it checks the batch)."""
+        return self.retry_backoff.backoff(max(batch.attempts - 1, 0), self.rng)
 
     # -- delivery timeout --------------------------------------------------------------
     def _expire_batches(self, now: float) -> float:

@@ -10,6 +10,9 @@ from typing import Any
 import simpy
 
 from eosim.simulation.broker.broker import Broker, BrokerSettings
+from eosim.simulation.broker.log import LogConfig
+from eosim.simulation.broker.log_manager import LogManagerSettings
+from eosim.simulation.broker.partition import TopicSettings
 from eosim.simulation.cluster import Cluster as ModelCluster
 from eosim.simulation.cluster import ClusterSettings
 from eosim.simulation.controller.quorum_controller import ControllerSettings
@@ -23,7 +26,10 @@ from eosim.simulation.protocol import (
     BatchData,
     EndTxnRequest,
     Errors,
+    FetchPartition,
+    FetchRequest,
     InitProducerIdRequest,
+    ListOffsetsRequest,
     PartitionResponse,
     ProduceRequest,
     TopicPartition,
@@ -55,8 +61,12 @@ class Cluster(ModelCluster):
         brokers: int = 2,
         partitions: tuple[TopicPartition, ...] = (("t", 0), ("t", 1)),
         version: str = "4.0",
+        log: LogManagerSettings | None = None,
+        topic_logs: dict[str, LogConfig] | None = None,
         **rules: Any,
     ) -> None:
+        """``log``: the brokers' log housekeeping settings (Kafka's defaults); ``topic_logs``:
+        topic -> its log configs (retention, segments)."""
         env = simpy.Environment()
         self.net = Network(
             env,
@@ -74,9 +84,15 @@ class Cluster(ModelCluster):
             metadata,
             VERSIONS[version].with_overrides(rules),
             ClusterSettings(
-                BrokerSettings(heartbeat_interval_ms=25.0, registration_retry_ms=25.0),
+                BrokerSettings(
+                    heartbeat_interval_ms=25.0, session_timeout_ms=FAILOVER_MS, startup_ms=5.0
+                ),
                 CoordinatorSettings(load_ms=10.0),
                 controller=ControllerSettings(session_timeout_ms=FAILOVER_MS),
+                topics={
+                    topic: TopicSettings(log=config) for topic, config in (topic_logs or {}).items()
+                },
+                log=log if log is not None else LogManagerSettings(),
             ),
             on_fence=lambda txn_id, pid, epoch, t: self.fences.append((txn_id, pid, epoch, t)),
         )
@@ -140,11 +156,13 @@ class Cluster(ModelCluster):
         count: int = 1,
         transactional: bool = False,
         txn_id: str | None = None,
+        value: str | None = None,
+        timestamp: float | None = None,
     ) -> PartitionResponse:
-        """One batch of ``count`` records; the leader's answer for it."""
-        batch = BatchData(
-            pid, epoch, seq, tuple(f"v{seq + i}" for i in range(count)), transactional
-        )
+        """One batch of ``count`` records (each ``value``, or ``v<sequence>``; with the given
+        max ``timestamp``, else the leader's clock); the leader's answer for it."""
+        values = (value,) * count if value is not None else (f"v{seq + i}" for i in range(count))
+        batch = BatchData(pid, epoch, seq, tuple(values), transactional, timestamp)
         answer = self.call(
             self.leaders[tp],
             lambda cid: ProduceRequest(cid, -1, [(tp, batch)], transactional_id=txn_id),
@@ -160,5 +178,53 @@ class Cluster(ModelCluster):
         )
         return answer.results[0][1]
 
+    def fetch(
+        self, tp: TopicPartition, offset: int, isolation: str = "read_uncommitted"
+    ) -> FetchPartition:
+        """A consumer's fetch of ``tp`` at ``offset``; the leader's answer for it."""
+        answer = self.call(
+            self.leaders[tp], lambda cid: FetchRequest(cid, ((tp, offset),), isolation)
+        )
+        return answer.partitions[0][1]
+
+    def list_offsets(
+        self, tp: TopicPartition, timestamp: int, isolation: str = "read_uncommitted"
+    ) -> tuple[Errors, int]:
+        """ListOffsets for ``tp`` (EARLIEST_TIMESTAMP or LATEST_TIMESTAMP): (error, offset)."""
+        answer = self.call(
+            self.leaders[tp], lambda cid: ListOffsetsRequest(cid, ((tp, timestamp),), isolation)
+        )
+        _tp, error, offset = answer.partitions[0]
+        return error, offset
+
     def run(self, ms: float) -> None:
         self.env.run(until=self.env.now + ms)
+
+    # -- the transaction log's availability ------------------------------------------------
+    def txn_id_led_by(self, node: str) -> str:
+        """A transactional id whose ``__transaction_state`` partition ``node`` leads."""
+        for i in range(200):
+            txn_id = f"tx{i}"
+            if self.coordinator_of(txn_id) == node:
+                return txn_id
+        raise AssertionError(f"no transactional id led by {node}")
+
+    def stop_log_followers(self, txn_id: str) -> list[str]:
+        """Crash the followers of ``txn_id``'s ``__transaction_state`` partition (min ISR 2)
+        and wait until the controller has fenced them: the partition's ISR is its leader
+        alone, and every write to it is refused with NOT_ENOUGH_REPLICAS, which the coordinator
+        answers COORDINATOR_NOT_AVAILABLE. Returns the crashed brokers."""
+        partition = internal_partition(txn_id, "transaction")
+        leader = self.coordinator_of(txn_id)
+        followers = [b for b in self.metadata.replicas(partition) if b != leader]
+        for b in followers:
+            self.brokers[b].crash()
+        self.run(FAILOVER_MS + 50)
+        assert self.controller.registrations[partition].isr == (leader,)
+        return followers
+
+    def restart(self, brokers: list[str]) -> None:
+        """Restart ``brokers`` and wait until they are registered, caught up and in sync."""
+        for b in brokers:
+            self.brokers[b].restart()
+        self.run(3_000)

@@ -13,20 +13,25 @@ from __future__ import annotations
 from conformance.cluster import RECOVERY_MS, Cluster
 from conformance.not_modelled import not_modelled
 
-from eosim.simulation.broker.log import LogBatch, PartitionLog
+from eosim.simulation.broker.log import LogBatch, LogConfig, PartitionLog
+from eosim.simulation.broker.log_manager import LogManagerSettings
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
 from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
 from eosim.simulation.protocol import MAX_SEQUENCE, NO_SEQUENCE, Errors
 
 PID = 1
 TP = ("test", 0)
+# PRODUCER_ID_EXPIRATION_MS_DEFAULT, the expiration Kafka's test runs with: one day.
+EXPIRATION_MS = 86_400_000.0
 
 
-def client_append(psm: ProducerStateManager, pid: int, epoch: int, seq: int, offset: int):
+def client_append(
+    psm: ProducerStateManager, pid: int, epoch: int, seq: int, offset: int, timestamp: float = 0.0
+):
     """Kafka's appendClientEntry for a one-record batch: validate, then record."""
     verdict = psm.check(pid, epoch, seq, seq).verdict
     if verdict is Verdict.APPEND:
-        psm.update(pid, epoch, seq, seq, offset, offset)
+        psm.update(pid, epoch, seq, seq, offset, offset, timestamp)
     return verdict
 
 
@@ -35,6 +40,22 @@ def leader() -> Cluster:
     # (under transaction version 1 that is the client's business, and it is not here).
     return Cluster(
         brokers=1, partitions=(TP,), transaction_partition_verification=False, transaction_version=1
+    )
+
+
+def leader_with_logs(producer_id_expiration_ms: float, check_ms: float) -> Cluster:
+    """A leader whose producer ids expire after ``producer_id_expiration_ms``, checked every
+    ``check_ms``."""
+    return Cluster(
+        brokers=1,
+        partitions=(TP,),
+        log=LogManagerSettings(
+            producer_id_expiration_ms=producer_id_expiration_ms,
+            producer_id_expiration_check_interval_ms=check_ms,
+        ),
+        topic_logs={TP[0]: LogConfig()},
+        transaction_partition_verification=False,
+        transaction_version=1,
     )
 
 
@@ -223,16 +244,98 @@ def test_recover_empty_transaction():
 
 
 def test_producer_state_after_fencing_abort_marker():
-    """ProducerStateManagerTest.testProducerStateAfterFencingAbortMarker (the expiration half
-    is not modelled: eosim keeps every producer id)."""
+    """ProducerStateManagerTest.testProducerStateAfterFencingAbortMarker: a fencing ABORT (a
+    new epoch) clears the cached batches, and the producer does not expire at the next check:
+    its fencing epoch is kept (KAFKA-9144's fix, in both presets)."""
     psm = ProducerStateManager()
     log = PartitionLog(*TP)
     log.append(PID, 0, 0, ("a",), 0.0, transactional=True)
     client_append(psm, PID, 0, 0, 0)
-    assert psm.mark(PID, 1, 0) is Verdict.APPEND
+    assert psm.mark(PID, 1, 0, 1.0) is Verdict.APPEND
     log.append_marker(PID, 1, "ABORT", 1.0)
     assert PID not in log.ongoing
     assert len(psm.producers[PID].batches) == 0  # lastDataOffset / firstDataOffset -1
+    assert psm.remove_expired_producers(1.0, EXPIRATION_MS, log.ongoing) == []
+    assert PID in psm.producers
+
+
+def test_producer_state_after_fencing_abort_marker_before_kafka_9144():
+    """KAFKA-9144 (rule ``producer_expiry_tracks_marker_timestamps`` false, Kafka before
+    2.4.1): the same fencing ABORT leaves an entry with no batch and so no timestamp, and the
+    next check expires it, fencing epoch and all. The case Kafka's fix added to its test
+    (testProducerStateAfterFencingAbortMarker's last assertion) then fails."""
+    psm = ProducerStateManager(marker_timestamps=False)
+    client_append(psm, PID, 0, 0, 0)
+    assert psm.mark(PID, 1, 0, 1.0) is Verdict.APPEND
+    assert psm.remove_expired_producers(1.0, EXPIRATION_MS) == [PID]
+    # The fenced epoch is forgotten: the old producer's next batch is taken as a new one's.
+    assert psm.check(PID, 0, 1, 1).verdict is Verdict.APPEND
+
+
+def test_remove_expired_pids_on_reload():
+    """ProducerStateManagerTest.testRemoveExpiredPidsOnReload: after a reload the producer is
+    gone, so its next append (sequence 2) is accepted as a new producer's and the producer is
+    back with that sequence. Kafka's reload finds no snapshot in range; eosim's reload (a
+    restart) replays what the log keeps, so here the producer's records were deleted (its
+    state kept as Kafka's snapshots keep it) and its entry expired, which eosim's reload, like
+    Kafka's ``loadFromSnapshot``, does not bring back."""
+    cl = leader_with_logs(producer_id_expiration_ms=60_000, check_ms=10_000)
+    broker = cl.leader(TP)
+    assert cl.produce(TP, PID, 0, 0).error is Errors.NONE
+    assert cl.produce(TP, PID, 0, 1).error is Errors.NONE
+    assert broker.log_manager.delete_records(TP, 2) is Errors.NONE
+    part = broker.partitions[TP]
+    assert part.log.batches == [] and PID in part.log.head_state.producers
+    cl.run(70_000)  # the producer expires: from the live state and from the deleted head
+    assert PID not in broker.producer_state[TP].producers
+    assert PID not in part.log.head_state.producers
+    broker.crash()
+    broker.restart()
+    cl.run(RECOVERY_MS)  # re-registered, unfenced and leading again
+    assert PID not in broker.producer_state[TP].producers
+    assert cl.produce(TP, PID, 0, 2).error is Errors.NONE
+    assert list(broker.producer_state[TP].producers) == [PID]
+    assert broker.producer_state[TP].producers[PID].last_seq == 2
+    assert broker.logs[TP].log_end_offset == 3
+
+
+def test_accept_append_without_producer_state_on_replica():
+    """ProducerStateManagerTest.testAcceptAppendWithoutProducerStateOnReplica: a replica whose
+    producer entry expired takes the leader's next batch (sequence 2) without validation, and
+    the entry is back with its epoch and sequence."""
+    psm = ProducerStateManager()
+    client_append(psm, PID, 0, 0, 0, timestamp=0.0)
+    client_append(psm, PID, 0, 1, 1, timestamp=1.0)
+    assert psm.remove_expired_producers(1.0 + EXPIRATION_MS, EXPIRATION_MS) == [PID]
+    batch = LogBatch(2, PID, 0, 2, ("c",), 70_001.0, timestamp=70_001.0)
+    psm.load((batch,))  # the follower's append: no validation
+    entry = psm.producers[PID]
+    assert (entry.epoch, entry.first_seq, entry.last_seq) == (0, 2, 2)
+
+
+def test_pid_expiration_timeout():
+    """ProducerStateManagerTest.testPidExpirationTimeout: idle for producer.id.expiration.ms
+    plus 1, the producer is removed; its next batch (sequence 1) is accepted as a new
+    producer's."""
+    psm = ProducerStateManager()
+    client_append(psm, PID, 5, 0, 1, timestamp=0.0)
+    assert psm.remove_expired_producers(EXPIRATION_MS + 1, EXPIRATION_MS) == [PID]
+    assert client_append(psm, PID, 5, 1, 2, timestamp=EXPIRATION_MS + 1) is Verdict.APPEND
+    assert len(psm.producers) == 1 and psm.producers[PID].last_seq == 1
+
+
+def test_producers_with_ongoing_transactions_dont_expire():
+    """ProducerStateManagerTest.testProducersWithOngoingTransactionsDontExpire: a producer with
+    a transaction open on the partition is kept however long it is idle."""
+    psm = ProducerStateManager()
+    log = PartitionLog(*TP)
+    log.append(PID, 5, 0, ("a",), 0.0, transactional=True)
+    client_append(psm, PID, 5, 0, 0, timestamp=0.0)
+    assert log.ongoing == {PID: 0}
+    assert psm.remove_expired_producers(EXPIRATION_MS + 1, EXPIRATION_MS, log.ongoing) == []
+    assert PID in psm.producers and log.ongoing == {PID: 0}
+    assert psm.remove_expired_producers(EXPIRATION_MS + 1, EXPIRATION_MS, log.ongoing) == []
+    assert PID in psm.producers
 
 
 def test_accept_append_with_sequence_gaps_on_replica():
@@ -341,6 +444,24 @@ def test_skip_empty_transactions():
     assert log.last_stable_offset() == third
 
 
+def test_first_unstable_offset_after_truncation():
+    """ProducerStateManagerTest.testFirstUnstableOffsetAfterTruncation: a transaction from
+    offset 99 is unstable until the high watermark passes its COMMIT at 105; truncating back
+    below the marker makes it open, and unstable, again."""
+    log = PartitionLog("t", 0)
+    log.append(-1, -1, NO_SEQUENCE, tuple(f"p{i}" for i in range(99)), 0.0)
+    log.append(7, 0, 0, tuple(f"t{i}" for i in range(6)), 0.0, True)
+    assert log.last_stable_offset(log.log_end_offset) == 99
+    log.append_marker(7, 0, "COMMIT", 0.0)
+    assert log.last_stable_offset(105) == 99  # the marker is not yet below the HW
+    assert log.last_stable_offset(106) == 106
+    log.append(7, 0, 6, ("after",), 0.0)
+    log.truncate_to(106)
+    assert log.last_stable_offset(106) == 106
+    log.truncate_to(100)
+    assert log.last_stable_offset(log.log_end_offset) == 99
+
+
 NOT_MODELLED = {
     "testHasLateTransaction": "no late-transaction metric",
     "testHasLateTransactionInitializedAfterReload": "no late-transaction metric",
@@ -348,10 +469,6 @@ NOT_MODELLED = {
     "testHasLateTransactionUpdatedAfterFullTruncation": "no late-transaction metric",
     "testTruncateAndReloadRemovesOutOfRangeSnapshots": "no snapshots: a restart replays the log",
     "testTakeSnapshot": "no snapshots: a restart replays the log",
-    "testRemoveExpiredPidsOnReload": "no producer-id expiration (docs/model.md departure 5)",
-    "testAcceptAppendWithoutProducerStateOnReplica": "no producer-id expiration, no replicas",
-    "testPidExpirationTimeout": "no producer-id expiration (docs/model.md departure 5)",
-    "testProducersWithOngoingTransactionsDontExpire": "no producer-id expiration",
     "testLoadFromCorruptSnapshotFile": "no snapshots: a restart replays the log",
     "testAppendEmptyControlBatch": "no compaction, so no emptied control batches",
     "testEntryForVerification": "verification is an instantaneous call, no verification guard",
@@ -360,7 +477,6 @@ NOT_MODELLED = {
     "testLoadFromEmptySnapshotFile": "no snapshots: a restart replays the log",
     "testReadWriteSnapshot": "no snapshots: a restart replays the log",
     "testSequenceAndEpochInVerificationEntry": "no verification state entry",
-    "testFirstUnstableOffsetAfterTruncation": "one replica: the log is never truncated",
 }
 
 

@@ -14,6 +14,7 @@ from conformance.cluster import Cluster
 from conformance.coordinators import NEW_PID, coordinator_with
 from conformance.not_modelled import not_modelled
 
+from eosim.simulation.coordinator.directory import internal_partition
 from eosim.simulation.coordinator.transaction_log import partition_for
 from eosim.simulation.coordinator.transaction_state import TransactionState
 from eosim.simulation.protocol import (
@@ -30,6 +31,7 @@ PID = 10
 PID2 = 11
 EPOCH = 1
 TP = ("topic1", 0)
+TP0 = ("t", 0)  # a partition of the small cluster
 VERSIONS = ["3.9", "4.0"]  # Kafka's @ValueSource(shorts = Array(0, 2))
 
 
@@ -203,13 +205,39 @@ def test_init_producer_id_with_invalid_epoch_after_producer_id_rotation():
 
 
 def test_should_not_bump_epoch_with_pending_transaction():
-    """TransactionCoordinatorTest.shouldNotBumpEpochWithPendingTransaction: Kafka's metadata is
-    Ongoing with PrepareCommit pending; eosim writes at once, so the transaction is in
-    PrepareCommit. Either way the bump is answered CONCURRENT_TRANSACTIONS."""
-    c, meta = coordinator_with(TXN, PID, S.PREPARE_COMMIT, epoch=10, partitions=(TP,))
-    r = c.init_producer_id(TXN, 1, 5.0, expected=(PID, 10))
-    assert (r.error, r.producer_id, r.epoch) == (Errors.CONCURRENT_TRANSACTIONS, -1, -1)
-    assert meta.epoch == 10
+    """TransactionCoordinatorTest.shouldNotBumpEpochWithPendingTransaction: the transaction is
+    Ongoing with its PrepareCommit pending (the write waits for the log's followers); a bump
+    naming the current producer and epoch is answered CONCURRENT_TRANSACTIONS and changes
+    nothing."""
+    cl, txn, pid, epoch, node = pending_end_txn()
+    bump = cl.call(node, lambda cid: InitProducerIdRequest(cid, txn, 60_000, pid, epoch), 5.0)
+    assert (bump.error, bump.producer_id, bump.epoch) == (Errors.CONCURRENT_TRANSACTIONS, -1, -1)
+    assert cl.brokers[node].coordinator._pending[txn].epoch == epoch
+    assert cl.fences == []
+
+
+def pending_end_txn(timeout_ms: int = 60_000, pending: str = "EndTxn"):  # type: ignore[no-untyped-def]
+    """A producer's transaction on ``TP0`` whose EndTxn(commit) (or an AddPartitionsToTxn of
+    ``("t", 1)``) is being written: the followers of its ``__transaction_state`` partition are
+    down (not yet fenced), so the write waits."""
+    cl = Cluster(brokers=3, version="3.9")
+    node = cl.leaders[TP0]
+    txn = cl.txn_id_led_by(node)
+    cl.run(50)
+    init = cl.call(node, lambda cid: InitProducerIdRequest(cid, txn, timeout_ms))
+    pid, epoch = init.producer_id, init.epoch
+    assert cl.add(txn, pid, epoch, TP0) is Errors.NONE
+    partition = internal_partition(txn, "transaction")
+    for b in cl.metadata.replicas(partition):
+        if b != node:
+            cl.brokers[b].crash()
+    if pending == "EndTxn":
+        assert cl.end(txn, pid, epoch, True, wait_ms=5.0) is None  # held: the write waits
+    else:
+        add = cl.call(node, lambda c: AddPartitionsToTxnRequest(c, txn, pid, epoch, (("t", 1),)), 5)
+        assert add is None
+    assert txn in cl.brokers[node].coordinator._pending
+    return cl, txn, pid, epoch, node
 
 
 # -- AddPartitionsToTxn and verification -----------------------------------------------------------
@@ -437,13 +465,91 @@ def test_should_abort_expired_transactions_in_ongoing_state_and_bump_epoch():
     assert record.partitions == (TP,) and c.transactions[TXN].last_producer_epoch == -1
 
 
-def test_should_not_abort_expired_transactions_that_have_a_pending_state_transition():
+@pytest.mark.parametrize("pending", ["EndTxn", "AddPartitionsToTxn"])
+def test_should_not_abort_expired_transactions_that_have_a_pending_state_transition(pending):
     """TransactionCoordinatorTest.shouldNotAbortExpiredTransactionsThatHaveAPendingStateTransition:
-    a transaction whose EndTxn is under way (eosim: already PrepareCommit) is no timeout
-    candidate."""
-    c, _ = coordinator_with(TXN, PID, S.ONGOING, epoch=EPOCH, partitions=(TP,), timeout_ms=1)
-    c.end_txn(TXN, PID, EPOCH, True, 2.0)
-    assert c.expired(1.0 + 10_000.0) == []
+    a transaction past its timeout whose PrepareCommit (Kafka's case; or a further Ongoing) is
+    still being written is skipped by the timeout check (abortTimedOutTransactions): no fence,
+    no bump."""
+    cl, txn, _pid, epoch, node = pending_end_txn(timeout_ms=1_000, pending=pending)
+    cl.run(10_000)  # one abort check; the write waits until its 30 s timeout
+    runtime = cl.brokers[node].coordinator
+    assert txn in runtime._pending and runtime._pending[txn].epoch == epoch
+    assert cl.meta(txn).epoch == epoch and cl.fences == []
+
+
+# -- a fence whose transaction log write fails --------------------------------------------------
+def ongoing_with_unavailable_log(version: str, timeout_ms: int = 60_000):  # type: ignore[no-untyped-def]
+    """A producer's open transaction on ``TP0`` (led by its coordinator), then the followers of
+    its ``__transaction_state`` partition down: every write to the log now fails."""
+    cl = Cluster(brokers=3, version=version)
+    txn = cl.txn_id_led_by(cl.leaders[TP0])
+    cl.run(50)
+    init = cl.call(cl.coordinator_of(txn), lambda cid: InitProducerIdRequest(cid, txn, timeout_ms))
+    pid, epoch = init.producer_id, init.epoch
+    assert cl.add(txn, pid, epoch, TP0) is Errors.NONE
+    produced = cl.produce(TP0, pid, epoch, 0, transactional=True, txn_id=txn)
+    assert produced.error is Errors.NONE
+    return cl, txn, pid, epoch, cl.stop_log_followers(txn)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_should_not_repeatedly_bump_epoch_due_to_init_pid_during_ongoing_txn_if_append_to_log_fails(
+    version,
+):
+    """TransactionCoordinatorTest.shouldNotRepeatedlyBumpEpochDueToInitPidDuringOngoingTxnIfAppend
+    ToLogFails: the fence (epoch + 1) stays in memory when its PrepareAbort write fails, with
+    ``hasFailedEpochFence`` set, and a retried InitProducerId fences at that epoch without bumping
+    it again; once the log takes the write, the transaction is aborted and the flag cleared.
+    Meanwhile, and after the log has recovered, the fenced producer is PRODUCER_FENCED."""
+    cl, txn, pid, epoch, followers = ongoing_with_unavailable_log(version)
+    for _ in range(2):
+        assert cl.init(txn).error is Errors.COORDINATOR_NOT_AVAILABLE
+        meta = cl.meta(txn)
+        assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (S.ONGOING, epoch + 1, True)
+        assert meta.partitions == [TP0]
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    cl.restart(followers)
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    assert cl.init(txn).error is Errors.CONCURRENT_TRANSACTIONS
+    cl.run(500)
+    meta = cl.meta(txn)
+    aborted_at = epoch + 2 if version == "4.0" else epoch + 1
+    assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (
+        S.COMPLETE_ABORT,
+        aborted_at,
+        False,
+    )
+    marker = cl.leader(TP0).partitions[TP0].log.batches[-1]
+    assert (marker.control, marker.epoch) == ("ABORT", aborted_at)
+    assert [f[2] for f in cl.fences] == [epoch + 1]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_should_not_bump_epoch_when_aborting_expired_transaction_if_append_to_log_fails(version):
+    """TransactionCoordinatorTest.shouldNotBumpEpochWhenAbortingExpiredTransactionIfAppendToLog
+    Fails: the timeout abort's fence stays in memory (epoch + 1, ``hasFailedEpochFence``) when
+    its write fails; the next rounds fence at that epoch again instead of bumping, and the
+    producer stays fenced, also once the log has recovered and the abort is written."""
+    cl, txn, pid, epoch, followers = ongoing_with_unavailable_log(version, timeout_ms=1_000)
+    cl.run(10_000)  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    meta = cl.meta(txn)
+    assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (S.ONGOING, epoch + 1, True)
+    cl.run(10_000)  # the next round fails too, at the same epoch
+    assert (meta.state, meta.epoch) == (S.ONGOING, epoch + 1)
+    assert cl.add(txn, pid, epoch, TP0) is Errors.PRODUCER_FENCED
+    cl.restart(followers)
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    cl.run(10_000)  # the next round writes the abort
+    meta = cl.meta(txn)
+    aborted_at = epoch + 2 if version == "4.0" else epoch + 1
+    assert (meta.state, meta.epoch, meta.has_failed_epoch_fence) == (
+        S.COMPLETE_ABORT,
+        aborted_at,
+        False,
+    )
+    assert cl.end(txn, pid, epoch, True).error is Errors.PRODUCER_FENCED
+    assert [f[2] for f in cl.fences] == [epoch + 1]
 
 
 NOT_MODELLED = {
@@ -458,10 +564,6 @@ NOT_MODELLED = {
     "abort are one step: no other request can come between them",
     "shouldNotAcceptSmallerEpochDuringTransactionExpiration": "the fence and the abort are one "
     "step: no other request can come between them",
-    "shouldNotRepeatedlyBumpEpochDueToInitPidDuringOngoingTxnIfAppendToLogFails": "transaction "
-    "log appends never fail",
-    "shouldNotBumpEpochWhenAbortingExpiredTransactionIfAppendToLogFails": "transaction log "
-    "appends never fail",
     "testDescribeTransactions": "no DescribeTransactions API",
     "testDescribeTransactionsWithEmptyTransactionalId": "no DescribeTransactions API",
     "testDescribeTransactionsWithExpiringTransactionalId": "no DescribeTransactions API",

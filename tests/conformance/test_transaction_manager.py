@@ -203,9 +203,11 @@ def test_out_of_order_handled_failure_bumps_idempotent_epoch():
     assert tm.epoch == 6
 
 
-@pytest.mark.skip(reason="eosim's idempotent (non-transactional) producer has no fatal state: "
-                  "none of the errors that put one there in Kafka (authorization, "
-                  "unsupported version) is modelled")
+@pytest.mark.skip(
+    reason="eosim's idempotent (non-transactional) producer has no fatal state: "
+    "none of the errors that put one there in Kafka (authorization, "
+    "unsupported version) is modelled"
+)
 def test_no_failed_batch_handling_when_txn_manager_is_in_fatal_error():
     """TransactionManagerTest.testNoFailedBatchHandlingWhenTxnManagerIsInFatalError"""
 

@@ -5,18 +5,23 @@ timeout validation, timeout candidates, transactional.id expiration and loading.
 from __future__ import annotations
 
 import pytest
+from conformance.cluster import Cluster
 from conformance.coordinators import coordinator_with
 from conformance.not_modelled import not_modelled
 
+from eosim.simulation.coordinator import runtime as runtime_module
+from eosim.simulation.coordinator.directory import internal_partition
+from eosim.simulation.coordinator.runtime import coordinator_error
 from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
 from eosim.simulation.coordinator.transaction_log import partition_for
 from eosim.simulation.coordinator.transaction_state import TransactionState
-from eosim.simulation.protocol import Errors
+from eosim.simulation.protocol import AddPartitionsToTxnRequest, Errors
 from eosim.simulation.rules import VERSIONS
 
 S = TransactionState
 EXPIRATION_MS = 604_800_000.0  # transactional.id.expiration.ms default
 TP0, TP1 = ("topic1", 0), ("topic1", 1)
+T0 = ("t", 0)  # a partition of the small cluster
 
 
 @pytest.mark.parametrize(
@@ -107,10 +112,135 @@ def test_load_and_remove_transactions_for_partition():
     assert successor.transactions["tx"].partitions == [TP0]
 
 
+# -- appends to the replicated transaction log that fail ------------------------------------------
+def test_should_not_remove_expired_transactional_ids_if_log_append_fails():
+    """TransactionStateManagerTest.shouldNotRemoveExpiredTransactionalIdsIfLogAppendFails: the
+    expired id's tombstone (a Dead record) is refused (NOT_ENOUGH_REPLICAS: its partition's ISR is
+    the leader alone), so the id stays, not pending and usable, as does the id that has not
+    expired; once the log is back, the id still has its producer id."""
+    cl = Cluster(brokers=3, version="3.9")
+    node = cl.leaders[T0]
+    expired = cl.txn_id_led_by(node)
+    fresh = next(f"fresh{i}" for i in range(200) if cl.coordinator_of(f"fresh{i}") == node)
+    cl.run(50)
+    init = cl.init(expired)
+    pid, epoch = init.producer_id, init.epoch
+    assert cl.add(expired, pid, epoch, T0) is Errors.NONE
+    assert cl.end(expired, pid, epoch, commit=False).error is Errors.NONE
+    cl.run(100)
+    assert cl.init(fresh).error is Errors.NONE
+    assert cl.meta(expired).state is S.COMPLETE_ABORT
+    followers = cl.stop_log_followers(expired)
+    runtime = cl.brokers[node].coordinator
+    assert runtime is not None
+    cl.meta(expired).updated_ms = cl.env.now - EXPIRATION_MS
+    cl.meta(fresh).updated_ms = cl.env.now
+    runtime._expire_ids()  # TransactionStateManager.removeExpiredTransactionalIds
+    cl.run(100)
+    for txn_id in (expired, fresh):
+        assert txn_id in runtime.txn.transactions and txn_id not in runtime._pending
+    assert cl.meta(expired).state is S.COMPLETE_ABORT
+    cl.restart(followers)
+    again = cl.init(expired)
+    assert (again.error, again.producer_id) == (Errors.NONE, pid)
+
+
+@pytest.mark.parametrize(
+    ("append_error", "rules"),
+    [
+        (Errors.NOT_ENOUGH_REPLICAS, {}),
+        (Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, {"hw_advances_under_min_isr": True}),
+        (Errors.REQUEST_TIMED_OUT, {}),
+    ],
+)
+def test_append_fail_to_coordinator_not_available_error(monkeypatch, append_error, rules):
+    """TransactionStateManagerTest.testAppendFailToCoordinatorNotAvailableError: an
+    AddPartitionsToTxn write refused or failed by the transaction log's partition is answered
+    COORDINATOR_NOT_AVAILABLE, the metadata is what it was and the id is not pending.
+    NOT_ENOUGH_REPLICAS: the ISR is already the leader alone; NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    the ISR shrinks while the write waits and the HW moves with it (before KIP-966);
+    REQUEST_TIMED_OUT: it shrinks and the HW stops (KIP-966), so the write times out (30 s).
+    (UNKNOWN_TOPIC_OR_PARTITION, the test's fourth error, maps the same way,
+    ``test_append_errors_map_as_kafka_maps_them``; eosim's leaders never answer it for a
+    partition they host.)"""
+    seen: list[Errors] = []
+
+    def recording(error: Errors) -> Errors:
+        seen.append(error)
+        return runtime_module.APPEND_ERRORS.get(error, error)
+
+    monkeypatch.setattr(runtime_module, "coordinator_error", recording)
+    cl = Cluster(brokers=3, version="3.9", **rules)
+    txn = cl.txn_id_led_by(cl.leaders[T0])
+    node = cl.coordinator_of(txn)
+    cl.run(50)
+    init = cl.init(txn)
+    pid, epoch = init.producer_id, init.epoch
+    if append_error is Errors.NOT_ENOUGH_REPLICAS:
+        cl.stop_log_followers(txn)
+        answer = cl.add(txn, pid, epoch, T0)
+    else:
+        partition = internal_partition(txn, "transaction")
+        for b in cl.metadata.replicas(partition):
+            if b != node:
+                cl.brokers[b].crash()  # the write waits for them; then the ISR shrinks
+        answer = cl.call(
+            node, lambda cid: AddPartitionsToTxnRequest(cid, txn, pid, epoch, (T0,)), 31_000
+        ).error
+    assert answer is Errors.COORDINATOR_NOT_AVAILABLE
+    assert seen[-1] is append_error
+    meta = cl.meta(txn)
+    assert (meta.state, meta.partitions, meta.epoch) == (S.EMPTY, [], epoch)
+    assert txn not in cl.brokers[node].coordinator._pending
+
+
+def test_append_errors_map_as_kafka_maps_them():
+    """TransactionStateManager.appendTransactionToLog's mapping of log append errors."""
+    assert coordinator_error(Errors.UNKNOWN_TOPIC_OR_PARTITION) is Errors.COORDINATOR_NOT_AVAILABLE
+    assert coordinator_error(Errors.NOT_ENOUGH_REPLICAS) is Errors.COORDINATOR_NOT_AVAILABLE
+    assert (
+        coordinator_error(Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        is Errors.COORDINATOR_NOT_AVAILABLE
+    )
+    assert coordinator_error(Errors.REQUEST_TIMED_OUT) is Errors.COORDINATOR_NOT_AVAILABLE
+    assert coordinator_error(Errors.NOT_LEADER_OR_FOLLOWER) is Errors.NOT_COORDINATOR
+
+
+def test_pending_state_not_reset_on_retry_append():
+    """TransactionStateManagerTest.testPendingStateNotResetOnRetryAppend: the Complete* write of
+    the marker channel is appended with retryOnError (COORDINATOR_NOT_AVAILABLE), so while the
+    log refuses it the id stays pending (its metadata unchanged: PrepareCommit) and the write
+    is tried again until it succeeds."""
+    cl = Cluster(brokers=3, version="3.9")
+    node = cl.leaders[T0]
+    txn = cl.txn_id_led_by(node)
+    cl.run(50)
+    init = cl.init(txn)
+    pid, epoch = init.producer_id, init.epoch
+    assert cl.add(txn, pid, epoch, T0) is Errors.NONE
+    runtime = cl.brokers[node].coordinator
+    assert runtime is not None
+    partition = internal_partition(txn, "transaction")
+    followers = [b for b in cl.metadata.replicas(partition) if b != node]
+    stopped: list[str] = []
+
+    def stop(at: str) -> None:
+        if at == node and not stopped:
+            stopped.extend(followers)
+            for b in followers:
+                cl.brokers[b].crash()
+
+    cl.probe.on("coordinator.prepare_persisted", stop)
+    assert cl.end(txn, pid, epoch, commit=True).error is Errors.NONE
+    cl.run(40_000)  # the Complete* write times out (30 s), then is refused at once, again
+    assert stopped == followers
+    assert cl.meta(txn).state is S.PREPARE_COMMIT and txn in runtime._pending
+    assert cl.init(txn).error is Errors.CONCURRENT_TRANSACTIONS
+    cl.restart(followers)
+    assert cl.meta(txn).state is S.COMPLETE_COMMIT and txn not in runtime._pending
+
+
 NOT_MODELLED = {
-    "shouldNotRemoveExpiredTransactionalIdsIfLogAppendFails": "log appends never fail",
-    "testAppendFailToCoordinatorNotAvailableError": "log appends never fail",
-    "testPendingStateNotResetOnRetryAppend": "no pending states: appends are immediate",
     "testLoadTransactionMetadataWithCorruptedLog": "the transaction log cannot be corrupted",
     "testListTransactionsFiltering": "no ListTransactions API",
 }

@@ -1,0 +1,141 @@
+"""LogManager: a broker's housekeeping of its logs: retention, producer-id expiry, DeleteRecords.
+
+Kafka's ``LogManager`` runs ``kafka-log-retention`` every ``log.retention.check.interval.ms``
+(5 minutes), the first time ``log.initial.task.delay.ms`` (30 s) after start-up: every log that
+is not compacted has ``UnifiedLog.deleteOldSegments`` applied, leader and follower replicas
+alike, each bounded by its own high watermark (see
+:meth:`~eosim.simulation.broker.log.PartitionLog.delete_old_segments`). Each ``UnifiedLog``
+schedules ``PeriodicProducerExpirationCheck`` every ``producer.id.expiration.check.interval.ms``
+(10 minutes), which forgets the producers idle for ``producer.id.expiration.ms`` (1 day) with
+no transaction open on the partition (``ProducerStateManager.removeExpiredProducers``); eosim
+runs one such check per broker for all its replicas, at the same times.
+
+DeleteRecords (``ReplicaManager.deleteRecords``, ``Partition.deleteRecordsOnLeader``) moves a
+partition leader's log start up to an offset (-1: the high watermark); an offset above the high
+watermark is OFFSET_OUT_OF_RANGE. Followers learn the new log start from their fetches.
+
+A broker that is down or paused does nothing; its checks go on at the same times once it is
+back (Kafka's scheduler starts again with the initial delay after a restart).
+
+With Kafka's defaults a check costs a few comparisons per partition: nothing is worked out
+about a log's segments unless a segment could be deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import simpy
+
+from eosim.simulation.broker.replica_manager import ReplicaManager
+from eosim.simulation.protocol import Errors, TopicPartition
+
+# DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark.
+HIGH_WATERMARK = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerSettings:
+    """Broker configs of log housekeeping, Kafka's defaults (milliseconds)."""
+
+    log_retention_check_interval_ms: float = 300_000.0
+    # log.initial.task.delay.ms (an internal config): the first retention check.
+    log_initial_task_delay_ms: float = 30_000.0
+    producer_id_expiration_ms: float = 86_400_000.0
+    producer_id_expiration_check_interval_ms: float = 600_000.0
+
+
+class LogManager:
+    """One broker's log housekeeping, driven by two SimPy timers."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        replicas: Callable[[], ReplicaManager],
+        settings: LogManagerSettings,
+        is_running: Callable[[], bool],
+    ) -> None:
+        """``replicas``: the broker's replica manager (asked each time: a restart may
+        replace it); ``is_running``: whether the broker is up and not paused."""
+        self.env = env
+        self.replicas = replicas
+        self.settings = settings
+        self.is_running = is_running
+        # Segments deleted and producer ids expired so far (for tests and curious readers).
+        self.segments_deleted = 0
+        self.producers_expired = 0
+
+    def start(self) -> None:
+        s = self.settings
+        self.env.process(
+            self._every(
+                s.log_initial_task_delay_ms, s.log_retention_check_interval_ms, self.cleanup_logs
+            )
+        )
+        interval = s.producer_id_expiration_check_interval_ms
+        self.env.process(self._every(interval, interval, self.remove_expired_producers))
+
+    def _every(self, delay: float, period: float, task: Callable[[], None]):  # type: ignore[no-untyped-def]
+        yield self.env.timeout(delay)
+        while True:
+            if self.is_running():
+                task()
+            yield self.env.timeout(period)
+
+    # -- the periodic tasks ------------------------------------------------------------
+    def cleanup_logs(self) -> None:
+        """LogManager.cleanupLogs: retention on every log this broker hosts."""
+        now = self.env.now
+        partitions = self.replicas().partitions
+        for tp in sorted(partitions):
+            part = partitions[tp]
+            log = part.log
+            before = log.log_start_offset
+            self.segments_deleted += log.delete_old_segments(
+                now, part.high_watermark, part.producer_state
+            )
+            if log.log_start_offset > before:
+                # The deleted head's epochs leave the leader-epoch cache with it.
+                part.epoch_cache.truncate_from_start(log.log_start_offset)
+
+    def remove_expired_producers(self) -> None:
+        """UnifiedLog.removeExpiredProducers on every log this broker hosts; the state kept
+        for the deleted head (Kafka's producer snapshots) expires alike."""
+        now = self.env.now
+        expiration = self.settings.producer_id_expiration_ms
+        partitions = self.replicas().partitions
+        for tp in sorted(partitions):
+            part = partitions[tp]
+            state = part.producer_state
+            if not state.producers:
+                continue
+            ongoing = part.log.ongoing
+            self.producers_expired += len(state.remove_expired_producers(now, expiration, ongoing))
+            head = part.log.head_state
+            if head is not None:
+                for pid in [
+                    pid
+                    for pid, entry in head.producers.items()
+                    if state.is_expired(entry, now, expiration, ongoing)
+                ]:
+                    del head.producers[pid]
+
+    # -- DeleteRecords ---------------------------------------------------------------------
+    def delete_records(self, tp: TopicPartition, offset: int) -> Errors:
+        """Partition.deleteRecordsOnLeader: move the leader's log start up to ``offset``
+        (HIGH_WATERMARK: the high watermark). NOT_LEADER_OR_FOLLOWER if this broker does not
+        lead ``tp``, OFFSET_OUT_OF_RANGE for an offset below 0 or above the high watermark
+        (UnifiedLog.maybeIncrementLogStartOffset), INVALID_TOPIC_EXCEPTION for an internal
+        topic. Followers move theirs when their fetches tell them."""
+        part = self.replicas().leader_partition(tp)
+        if part is None:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if not part.log.config.delete:
+            return Errors.INVALID_TOPIC_EXCEPTION
+        hw = part.high_watermark
+        target = hw if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > hw:
+            return Errors.OFFSET_OUT_OF_RANGE
+        part.increment_log_start_offset(target)
+        return Errors.NONE

@@ -1,0 +1,257 @@
+"""A restarted broker as Kafka starts one (BrokerServer.startup, BrokerLifecycleManager,
+ClusterControlManager.registerBroker, KIP-966), and what a power loss keeps.
+
+Each test drives the model's Cluster on the constant-latency harness of test_replication
+(sessions of 100 ms, a client node "c")."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from test_replication import SESSION_MS, TP, Harness
+
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.simulation import load_scenario, run_scenario
+from eosim.simulation.broker.durability import LogDurability
+from eosim.simulation.broker.lifecycle import BrokerState
+from eosim.simulation.broker.replica_manager import ReplicationSettings
+from eosim.simulation.protocol import Disconnected, Errors, ProduceResponse
+from eosim.simulation.scenario import parse_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def values(h: Harness, broker: str) -> list[str]:
+    return [r["value"] for r in h.replica(broker).log.records()]
+
+
+# -- power loss: the page cache is lost at the moment of the loss ---------------------------
+def _one_broker(writeback_ms: float = 30_000.0) -> Harness:
+    replication = ReplicationSettings(
+        replica_lag_time_max_ms=200.0, replica_fetch_wait_max_ms=50.0, os_writeback_ms=writeback_ms
+    )
+    return Harness(rf=1, brokers=1, replication=replication)
+
+
+def test_an_outage_longer_than_the_writeback_delay_loses_what_was_not_written_back():
+    """Nothing is written back while the power is off: a 40 s outage after an append 1 s
+    old loses it (computing what survives at the restart kept it, as 41 s had passed)."""
+    h = _one_broker()
+    h.run(5)
+    h.produce("broker-0", ("a",), acks=1)
+    h.run(1_000)
+    broker = h.cluster.brokers["broker-0"]
+    broker.power_loss()
+    h.run(40_000)
+    broker.restart()
+    h.run(SESSION_MS * 3)
+    assert values(h, "broker-0") == []
+
+
+def test_a_short_outage_loses_everything_younger_than_the_writeback_delay_at_the_loss():
+    """The append "a" is 35 s old when the power goes (written back), "b" 25 s (not yet): only "a"
+    survives a 10 s outage, although "b" is 35 s old when the broker restarts."""
+    h = _one_broker()
+    h.run(5)
+    h.produce("broker-0", ("a",), acks=1)
+    h.run(10_000)
+    h.produce("broker-0", ("b",), acks=1, seq=1)
+    h.run(25_000)
+    broker = h.cluster.brokers["broker-0"]
+    broker.power_loss()
+    h.run(10_000)
+    broker.restart()
+    h.run(SESSION_MS * 3)
+    assert values(h, "broker-0") == ["a"]
+
+
+def test_durable_end_is_what_was_flushed_or_written_back_by_then():
+    d = LogDurability(os_writeback_ms=30_000.0)
+    d.appended(10, 0.0)
+    d.appended(20, 10_000.0)
+    assert d.durable_end(35_000.0) == 10
+    assert d.durable_end(45_000.0) == 20
+
+
+def test_a_crashed_broker_whose_machine_then_loses_power_loses_its_page_cache():
+    """The process died but the machine stayed up (its writes in the page cache); the power
+    loss that follows takes them."""
+    h = _one_broker()
+    h.run(5)
+    h.produce("broker-0", ("a",), acks=1)
+    h.run(10)
+    broker = h.cluster.brokers["broker-0"]
+    broker.crash()
+    h.run(10)
+    broker.power_loss()
+    broker.restart()
+    h.run(SESSION_MS * 3)
+    assert values(h, "broker-0") == []
+
+
+# -- the restart path -----------------------------------------------------------------------
+def test_a_restarted_broker_refuses_connections_until_it_is_running():
+    """BrokerServer enables its sockets last: a client that connects to a new process before
+    it has registered and been unfenced is refused (it sees a reset), afterwards served."""
+    h = Harness(rf=1, brokers=1)
+    h.run(5)
+    broker = h.cluster.brokers["broker-0"]
+    broker.crash()
+    broker.restart()
+    h.run(10)
+    assert broker.lifecycle is not None and broker.lifecycle.state is BrokerState.STARTING
+    h.inbox.clear()
+    refused = h.produce("broker-0", ("early",), acks=1)
+    h.run(10)
+    assert h.answer(refused) is None
+    assert any(isinstance(p, Disconnected) for _t, p in h.inbox)
+    h.run(SESSION_MS * 3)
+    assert broker.lifecycle.state is BrokerState.RUNNING
+    served = h.produce("broker-0", ("late",), acks=1)
+    h.run(10)
+    answer = h.answer(served)
+    assert answer is not None and isinstance(answer[1], ProduceResponse)
+    assert answer[1].results[0].error is Errors.NONE
+    assert values(h, "broker-0") == ["late"]
+
+
+SHORT_LOSS = """
+name: short-loss
+cluster:
+  brokers: 3
+  topics: [{name: events, partitions: 1, replication_factor: 3,
+            config: {min.insync.replicas: 2}}]
+producers:
+  - name: p
+    config: {acks: all}
+    workload: {topic: events, records: 1, rate: 1000}
+faults:
+  - {kind: power_loss, nodes: [broker-0], at: 2107ms, duration: 2ms}
+"""
+
+
+def test_registration_is_retried_with_an_exponential_backoff_capped_at_the_session():
+    """BrokerLifecycleManager's resendExponentialBackoff: 100 ms doubling (2% jitter) while
+    the controller refuses the new incarnation, which it does until the old session (9 s
+    after broker-0's last heartbeat) expires; then it registers, and is unfenced at once."""
+    result = run_scenario(parse_scenario(SHORT_LOSS, "short-loss"), 1, trace=True)
+    changes = result.state_changes or []
+    refused = [c.time for c in changes if c.event == "registration_refused"]
+    expired = next(c.time for c in changes if c.event == "session_expired")
+    registered = next(c.time for c in changes if c.event == "registered")
+    gaps = [b - a for a, b in itertools.pairwise(refused)]
+    assert gaps and all(1.9 < b / a < 2.1 for a, b in itertools.pairwise(gaps)), gaps
+    assert gaps[0] == pytest.approx(100, rel=0.05)
+    assert max(refused) < expired < registered
+    assert registered - refused[-1] == pytest.approx(2 * gaps[-1], rel=0.05)
+
+
+def test_a_single_short_power_loss_of_the_leader_loses_no_acknowledged_write():
+    """The new user's case (eosim shrink of an RF 3, acks=all, min.insync.replicas=2 run): a
+    2 ms power loss of the leader. Before, the broker came back leading its empty log at
+    epoch 0 and the followers truncated the record they held; now the new process serves
+    nobody until the controller has fenced its old self and elected a follower."""
+    scenario = load_scenario(SCENARIOS / "replication-power-loss-single.yaml")
+    for seed in (1, 2, 3):
+        result = run_scenario(scenario, seed)
+        found = check_history(history_from_records(list(result.history.records())))
+        assert found.anomalies["lost_write"].count == 0, seed
+
+
+# -- KIP-966: the last ISR member back from an unclean shutdown -----------------------------
+def _last_replica_standing(version_rules: dict[str, object]) -> Harness:
+    """RF 3, min ISR 2: "a" is acknowledged by all three; broker-1 and broker-2 stop (paused,
+    so their logs keep "a") and are fenced, leaving broker-0 the last ISR member; broker-0
+    loses power (and "a") and comes back; then broker-1 and broker-2 come back."""
+    h = Harness(min_isr=2, rules=version_rules)
+    h.run(5)
+    h.produce("broker-0", ("a",), acks=-1)
+    h.run(30)
+    assert values(h, "broker-1") == ["a"] and values(h, "broker-2") == ["a"]
+    h.cluster.brokers["broker-1"].pause()
+    h.cluster.brokers["broker-2"].pause()
+    h.run(SESSION_MS + 60)
+    assert h.cluster.controller.registrations[TP].leader == "broker-0"
+    broker0 = h.cluster.brokers["broker-0"]
+    broker0.power_loss()
+    broker0.restart()
+    h.run(SESSION_MS * 4)
+    h.cluster.brokers["broker-1"].resume()
+    h.cluster.brokers["broker-2"].resume()
+    h.run(SESSION_MS * 4)
+    return h
+
+
+def test_without_eligible_leader_replicas_the_last_isr_member_comes_back_and_loses_data():
+    """Kafka 4.0 (ELR off): broker-0 stayed in the ISR as its last member, is elected cleanly
+    when it is unfenced, and the others truncate "a" to follow it: an acknowledged write lost
+    to one power loss."""
+    h = _last_replica_standing({})
+    assert h.leader() == "broker-0"
+    assert all(values(h, b) == [] for b in ("broker-0", "broker-1", "broker-2"))
+
+
+def test_with_eligible_leader_replicas_the_unclean_replica_is_not_elected():
+    """Kafka 4.1 (ELR on): broker-1 and broker-2 became eligible leader replicas when they
+    left the ISR below min ISR; broker-0's unclean shutdown takes it out of the ISR, so the
+    partition waits for an eligible replica, which still has "a"."""
+    h = _last_replica_standing({"eligible_leader_replicas": True})
+    assert h.leader() in ("broker-1", "broker-2")
+    assert values(h, h.leader()) == ["a"]  # type: ignore[arg-type]
+    assert values(h, "broker-0") == ["a"]
+
+
+@pytest.mark.parametrize(("version", "lost"), [("4.0", True), ("4.1", False)])
+def test_the_kip_966_scenario_loses_writes_only_without_elr(version: str, lost: bool):
+    scenario = load_scenario(
+        SCENARIOS / "replication-last-replica-standing.yaml", [f"kafka.version={version}"]
+    )
+
+    result = run_scenario(scenario, 1)
+    found = check_history(history_from_records(list(result.history.records())))
+    assert (found.anomalies["lost_write"].count > 0) is lost
+
+
+# -- truncation: KIP-279's case, which KIP-101 alone gets wrong -----------------------------
+def _fast_leader_changes(rule: str) -> Harness:
+    """broker-0 leads at epoch 0 and writes "x" that broker-1 never gets; broker-0 dies,
+    broker-1 leads at epoch 1 and writes "y"; broker-1 dies and broker-0 comes back and is
+    elected (uncleanly) at epoch 2, never having heard of epoch 1; broker-1 returns as its
+    follower. Both logs hold "a" at 0 and differ at 1."""
+    h = Harness(rf=2, brokers=2, unclean=True, rules={"truncation": rule})
+    h.run(5)
+    h.produce("broker-0", ("a",), acks=-1)
+    h.run(20)
+    cut = h.net.start_spike((), loss=1.0, links=[("broker-0", "broker-1")])
+    h.produce("broker-0", ("x",), acks=1, seq=1)
+    h.run(5)
+    h.cluster.brokers["broker-0"].crash()
+    h.run(SESSION_MS + 60)
+    h.net.stop(cut)
+    assert h.leader() == "broker-1"
+    h.produce("broker-1", ("y",), acks=1, seq=1)
+    h.run(5)
+    h.cluster.brokers["broker-1"].crash()
+    h.cluster.brokers["broker-0"].restart()
+    h.run(SESSION_MS * 3)
+    assert h.leader() == "broker-0"
+    h.cluster.brokers["broker-1"].restart()
+    h.run(SESSION_MS * 4)
+    return h
+
+
+def test_leader_epochs_with_kip_279_truncate_the_follower_to_where_the_logs_agree():
+    h = _fast_leader_changes("leader_epoch")
+    assert values(h, "broker-0") == values(h, "broker-1") == ["a", "x"]
+
+
+def test_without_kip_279_the_follower_keeps_a_record_the_leader_never_had():
+    """KIP-101 alone: the leader, asked for epoch 1, answers only the offset where its next
+    epoch starts (2), so the follower keeps "y" at offset 1 where the leader has "x"; the
+    replicas diverge below both high watermarks."""
+    h = _fast_leader_changes("leader_epoch_kip101")
+    assert values(h, "broker-0") == ["a", "x"]
+    assert values(h, "broker-1")[:2] == ["a", "y"]
