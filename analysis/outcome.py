@@ -32,7 +32,7 @@ from eosim.analysis.timeline import Timeline
 from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
 from eosim.simulation.runner import Progress
 from eosim.simulation.scenario import parse_scenario
-from eosim.simulation.trace import trace_records
+from eosim.simulation.trace import state_change_records, trace_records
 
 
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
@@ -196,13 +196,16 @@ def replay_command(source: str, seed: int, overrides: Iterable[str] = ()) -> str
 
 
 def timelines(outcome: Outcome) -> list[Timeline]:
-    """One timeline per anomaly type found, around its first example (needs ``trace=True``)."""
+    """One timeline per anomaly type found, around its first example (needs ``trace=True``);
+    a lost write's tells what happened to its partition, from the run's state changes."""
     if outcome.run.trace is None:
         raise ValueError("timelines need a run made with trace=True")
     trace = trace_records(outcome.run.trace)
     history = list(outcome.run.history.records())
+    changes = outcome.run.state_changes
+    states = state_change_records(changes) if changes is not None else None
     return [
-        timeline.build(name, a.examples[0], trace, history)
+        timeline.build(name, a.examples[0], trace, history, states)
         for name, a in outcome.check.anomalies.items()
         if a.count and a.examples
     ]
