@@ -106,17 +106,13 @@ class PartitionStory:
         return [f"{e.time:.3f} {e.why}" for e in self.events if e.decisive and e.why]
 
     def summary(self) -> list[str]:
-        """The story's head: where the record was, and why it was lost."""
+        """The story's head: where the record was, then why it was lost (:meth:`reasons`;
+        none when no state change cut its offset or elected a leader without it)."""
         at = f", offset {self.offset}" if self.offset is not None else ""
         head = (
             f"{self.partition}{at} (replicas {', '.join(self.replicas)}); when sent: {self.at_send}"
         )
-        reasons = self.reasons()
-        if not reasons:
-            reasons = [
-                "no state change below cut the record's offset or elected a leader without it"
-            ]
-        return [head, *reasons]
+        return [head, *self.reasons()]
 
 
 def node_key(node: str) -> tuple[str, int, str]:

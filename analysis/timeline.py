@@ -51,10 +51,17 @@ class Timeline:
     # (PartitionStory.summary); empty for other anomalies.
     summary: list[str] = field(default_factory=list)
 
+    def summary_lines(self) -> list[str]:
+        """The head a lost write's timeline prints: its partition, then what decided the
+        loss, or that no state change of the partition explains it."""
+        if len(self.summary) == 1:
+            return [*self.summary, f"({NOT_EXPLAINED})"]
+        return self.summary
+
     def text(self) -> str:
         head = f"timeline of {self.anomaly} ({', '.join(self.values)})"
         lines = [head, "-" * len(head)]
-        for i, line in enumerate(self.summary):
+        for i, line in enumerate(self.summary_lines()):
             lines.append(f"{('partition' if i == 0 else 'lost by' if i == 1 else ''):<11}{line}")
         if self.summary:
             lines.append("")
@@ -83,7 +90,7 @@ class Timeline:
         as wide as its lanes, or as its longest label where that reaches further
         (:func:`text_width`), so no label is cut."""
         lane_w, row_h, left = 220, 22, 110
-        top = 60 + SUMMARY_LINE_H * len(self.summary)
+        top = 60 + SUMMARY_LINE_H * len(self.summary_lines())
         lanes_width = left + lane_w * len(self.lanes) + 40
         height = top + row_h * (len(self.rows) + 1) + 20
         x = {lane: left + lane_w * i + lane_w // 2 for i, lane in enumerate(self.lanes)}
@@ -99,7 +106,7 @@ class Timeline:
 
         title = f"{self.anomaly}: {', '.join(self.values)}"
         text(10, 20, title, 'font-size="13" font-weight="bold"', 13)
-        for i, line in enumerate(self.summary):
+        for i, line in enumerate(self.summary_lines()):
             head = "partition: " if i == 0 else "lost by: " if i == 1 else ""
             attrs = 'fill="#333"' if i == 0 else 'fill="#b00" font-weight="bold"'
             indent = 0 if i < 2 else text_width("lost by: ")  # under the first reason
@@ -362,6 +369,10 @@ def build(
     summary = story.summary() if story is not None else []
     return Timeline(anomaly, values, lanes, rows, summary)
 
+
+NOT_EXPLAINED = (
+    "no state change of the partition cut the record's offset or elected a leader without it"
+)
 
 # At one time: faults first, then state changes, operations, messages.
 ROW_ORDER = {"fault": 0, "state": 1, "gap": 1, "op": 2, "message": 3}

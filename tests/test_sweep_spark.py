@@ -407,6 +407,71 @@ def test_markdown_report_writes_its_images(clean, tmp_path):
     assert "| variant |" in text
 
 
+@pytest.fixture(scope="module")
+def lossy(spark, tmp_path_factory):
+    """Three variants, each with response loss: every one shows duplicates."""
+    out = tmp_path_factory.mktemp("sweeps") / "lossy"
+    sweep(spark, out, runs=4, grid=("network.response_loss=0.02,0.05,0.1",))
+    return out
+
+
+def test_every_failing_variant_gets_a_story(lossy, tmp_path):
+    """The report told the first failing runs' story, which were all of the first variant or
+    two: each variant that showed an anomaly gets its own story now, folded but the first."""
+    import re
+
+    from eosim.analysis.report import write_report
+    from eosim.analysis.report.data import load
+    from eosim.analysis.report.render import build, render_html
+
+    data = load(lossy)
+    table = data.table.set_index("variant")
+    for anomaly, rows in data.failing.items():
+        failing = [int(v) for v in table.index if table.loc[v, f"runs_{anomaly}"] > 0]
+        assert [int(r["variant"]) for r in rows] == failing, anomaly
+        for r in rows:
+            assert r["failing_runs"] == table.loc[int(r["variant"]), f"runs_{anomaly}"]
+            assert r["run"] == r["first_runs"][0] and r["replay"]
+    assert len(data.failing["duplicate"]) == 3
+    content = build(lossy)
+    told = {(s.anomaly, s.variant) for s in content.stories}
+    assert told == {(a, int(r["variant"])) for a, rows in data.failing.items() for r in rows}
+    assert all(s.timeline_svg and s.run[s.anomaly] > 0 for s in content.stories)
+    html = render_html(content)
+    stories = re.findall(r'<details class="story"( open)?><summary>([^<]*)</summary>', html)
+    assert len(stories) == len(content.stories)
+    assert [bool(o) for o, _ in stories].count(True) == len(data.failing)  # one open each
+    assert "variant 2 (response_loss=0.1), run 2:" in html
+    md = write_report(lossy, tmp_path / "r.md", "md").read_text()
+    for s in content.stories:
+        assert f"r_files/timeline-{s.anomaly}-v{s.variant}.svg" in md
+        assert (tmp_path / "r_files" / f"timeline-{s.anomaly}-v{s.variant}.svg").is_file()
+    assert md.count("#### variant ") == len(content.stories)
+
+
+def test_a_lost_writes_story_in_the_report_says_what_lost_it(spark, tmp_path):
+    """A replicated sweep: the report's story of a lost write names the power loss and the
+    election that lost it (kafka.version 4.0); with ELR (4.1) nothing is lost."""
+    from eosim.analysis.report import write_report
+    from eosim.analysis.report.render import build, render_html
+
+    out = tmp_path / "res"
+    scenario = str(ROOT / "scenarios" / "replication-last-replica-standing.yaml")
+    run_sweep(scenario, 2, grid=("kafka.version=4.0,4.1",), quiet=True, spark=spark, out=out)
+    content = build(out)
+    (story,) = [s for s in content.stories if s.anomaly == "lost_write"]
+    assert story.variant == 0 and story.label == "version=4.0"
+    assert (
+        story.summary[1].endswith("offset 0 with it")
+        and "power loss on broker-0" in story.summary[1]
+    )
+    assert "lost by" in story.timeline_text and "<== cuts offset" in story.timeline_text
+    html = render_html(content)
+    assert "; lost by " in html and "<li>lost by " in html
+    md = write_report(out, tmp_path / "r.md", "md").read_text()
+    assert "- lost by " in md and "power loss on broker-0" in md
+
+
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_a_report_goes_where_out_says_creating_its_folders(clean, tmp_path, capsys, fmt):
     """`eosim report --format md --out dir/x.md` failed when dir did not exist; the report's
