@@ -449,7 +449,7 @@ def test_every_failing_variant_gets_a_story(lossy, tmp_path):
     assert md.count("#### variant ") == len(content.stories)
 
 
-def test_a_lost_writes_story_in_the_report_says_what_lost_it(spark, tmp_path):
+def test_a_lost_writes_story_in_the_report_says_what_lost_it(spark, tmp_path, capsys):
     """A replicated sweep: the report's story of a lost write names the power loss and the
     election that lost it (kafka.version 4.0); with ELR (4.1) nothing is lost."""
     from eosim.analysis.report import write_report
@@ -470,6 +470,16 @@ def test_a_lost_writes_story_in_the_report_says_what_lost_it(spark, tmp_path):
     assert "; lost by " in html and "<li>lost by " in html
     md = write_report(out, tmp_path / "r.md", "md").read_text()
     assert "- lost by " in md and "power loss on broker-0" in md
+    # eosim replay draws the same story.
+    from eosim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(out), "--run", f"0:{story.run['run']}", "--svg", str(tmp_path)])
+    assert exc.value.code == 0
+    printed = capsys.readouterr().out
+    assert story.timeline_text in printed
+    drawn = (tmp_path / f"run-0-{story.run['run']}-lost_write.svg").read_text()
+    assert drawn == story.timeline_svg
 
 
 @pytest.mark.parametrize("fmt", ["md", "html"])
