@@ -17,11 +17,13 @@ them this module tells the story of one record's partition:
   until the last *decisive* event, however late;
 * decisive, and marked so: a power loss whose cut covers the record's offset, a truncation
   that cuts it, the election of a leader whose log ends at or before it (the controller's
-  ``leader_elected`` and the broker's ``became_leader``), and an unclean election. When a
-  leader without the record was elected, the cuts that count are the one that took the record
-  from that leader and those that followed the election (followers truncating to match it); a
-  cut that a replica later fetched back from a leader that still had the record is shown
-  without the mark;
+  ``leader_elected`` and the broker's ``became_leader``), and an unclean election. Of the
+  cuts, those count that followed the election of a leader without the record (followers
+  truncating to match it), the one that took the record from that leader, and, before such
+  an election, those after which no leader holding the record led (the leader it was
+  appended to, until it was cut itself, or a new leader whose log reached past the offset):
+  with such a leader the replica could fetch the record again, and its cut is shown without
+  the mark;
 * readable: runs of high-watermark moves collapse into one line ("HW 10 -> 57 (12 moves)",
   saying where the HW passed the record's offset, that is, where the record was committed),
   and so do repeated refused registrations; a story longer than :data:`MAX_EVENTS` lines leaves
@@ -146,10 +148,10 @@ def partition_story(
         return None
     members = set(replicas)
     relevant = [r for r in states if _concerns(r, on_partition, members)]
-    at_send, _ = _state_at(relevant, on_partition, sent, replicas)
-    _, epoch = _state_at(relevant, on_partition, appended, replicas)
+    at_send, _, _ = _state_at(relevant, on_partition, sent, replicas)
+    _, epoch, leader = _state_at(relevant, on_partition, appended, replicas)
     later = [r for r in relevant if r["time"] >= sent]
-    decisive = _decisive(later, on_partition, name, offset, appended, epoch)
+    decisive = _decisive(later, on_partition, name, offset, appended, epoch, leader)
     window_end = acked + after_ack_ms
     end = max([window_end, *(later[i]["time"] for i in decisive)])
     hw_before: dict[str, int] = {}
@@ -201,9 +203,9 @@ def _state_at(
     on_partition: Callable[[Record], bool],
     when: float,
     replicas: list[str],
-) -> tuple[str, int]:
-    """The partition at ``when`` as its leader, leader epoch and ISR (text), and the epoch
-    (-1 when nothing says)."""
+) -> tuple[str, int, str | None]:
+    """The partition at ``when``: its leader, leader epoch and ISR as text, the epoch (-1
+    when nothing says) and the leader (None when none)."""
     leader: str | None = None
     epoch = -1
     isr: list[str] = list(replicas)
@@ -225,7 +227,7 @@ def _state_at(
                 isr = list(d["isr"])
     who = f"leader {leader}" if leader else "no leader"
     at = f" at epoch {epoch}" if epoch >= 0 else ""
-    return f"{who}{at}, ISR [{','.join(isr)}]", epoch
+    return f"{who}{at}, ISR [{','.join(isr)}]", epoch, leader
 
 
 def _cut_of(r: Record, on_partition: Callable[[Record], bool], name: str) -> tuple[int, int] | None:
@@ -247,8 +249,10 @@ def _decisive(
     offset: int | None,
     appended: float,
     epoch: int,
+    leader: str | None,
 ) -> dict[int, tuple[str, str]]:
-    """Index in ``later`` -> (a few words, a sentence) for each decisive event."""
+    """Index in ``later`` -> (a few words, a sentence) for each decisive event. ``epoch`` and
+    ``leader`` are the partition's when the record was appended (that leader holds it)."""
     out: dict[int, tuple[str, str]] = {}
     cuts: list[tuple[int, str]] = []  # (index, broker) of each cut of the record's offset
     leaders_without: list[int] = []  # became_leader of a replica without the record
@@ -279,15 +283,41 @@ def _decisive(
             ):
                 elected_without[i] = j
                 break
-    if leaders_without:
-        first = min(later[j]["time"] for j in leaders_without)
-        counted = {i for i, _ in cuts if later[i]["time"] >= first}
-        for j in leaders_without:
-            own = [i for i, node in cuts if node == later[j]["node"] and i < j]
-            if own:
-                counted.add(own[-1])
-    else:
-        counted = {i for i, _ in cuts}
+    # Which cuts count. Until a leader without the record is elected, a cut is made good
+    # when a leader holding the record leads after it (the replica can fetch it again):
+    # the leader it was appended to, until it is cut itself, then each new leader whose log
+    # reaches past the offset. The cut that took the record from a leader-to-be without it,
+    # and every cut from that election on, count.
+    elections = [
+        min([j, *(i for i, k in elected_without.items() if k == j)]) for j in leaders_without
+    ]
+    first = min(elections, default=len(later))
+    holder, holds = leader, leader is not None
+    cut_at = dict(cuts)
+    counted: set[int] = set()
+    pending: list[int] = []
+    for i, r in enumerate(later[:first]):
+        if i in cut_at:
+            if cut_at[i] == holder:
+                holds = False
+            if not holds:
+                pending.append(i)
+        d = r["detail"]
+        if (
+            offset is not None
+            and r["event"] == "became_leader"
+            and on_partition(r)
+            and d.get("leader_epoch", -1) > epoch
+        ):
+            holder, holds = r["node"], d.get("log_end_offset", -1) > offset
+            if holds:
+                pending = []  # made good
+    counted.update(pending)
+    counted.update(i for i, _ in cuts if i >= first)
+    for j in leaders_without:
+        own = [i for i, node in cuts if node == later[j]["node"] and i < j]
+        if own:
+            counted.add(own[-1])
     for i in sorted(counted):
         r = later[i]
         before, after = _cut_of(r, on_partition, name) or (None, None)

@@ -411,6 +411,8 @@ def _story(
         offset = v.get("offset") if offset is None else offset
     if topic is None or partition is None:
         return None
+    if offset is not None and offset < 0:
+        offset = None  # not known: an acks=0 send is answered without one (-1)
     acked = acks[-1]["time"] if acks else high
     delivered = [
         r.end_time

@@ -295,9 +295,22 @@ def test_the_decisive_events():
     assert len(early.summary()) == 1 and early.reasons() == []
 
 
-def test_without_a_leader_change_every_cut_counts():
-    states = [*START, change(30.0, "broker-0", "power_loss", None, cut={"t-0": [12, 3]})]
-    assert [e.decisive for e in story(states).events if e.decisive] == ["cuts offset 5"]
+def test_a_cut_counts_unless_a_leader_holding_the_record_leads_after_it():
+    """Without a leader change: broker-1's cut while broker-0, which holds the record, leads
+    can be fetched back; once broker-0 loses it too, both count. Power lost on every replica
+    at once: every cut counts."""
+    follower = change(20.0, "broker-1", "truncated", log_end_offset=9, to=4, reason="x")
+    leader = change(30.0, "broker-0", "power_loss", None, cut={"t-0": [12, 3]})
+    s = story([*START, follower], after_ack_ms=100.0)
+    assert not any(e.decisive for e in s.events)
+    s = story([*START, follower, leader])
+    assert [(e.time, e.decisive) for e in s.events if e.decisive] == [(30.0, "cuts offset 5")]
+    both = change(30.0, "broker-1", "power_loss", None, cut={"t-0": [12, 0]})
+    s = story([*START, leader, both])
+    assert [(e.node, e.decisive) for e in s.events if e.decisive] == [
+        ("broker-0", "cuts offset 5"),
+        ("broker-1", "cuts offset 5"),
+    ]
 
 
 def test_the_story_ends_at_its_last_decisive_event_and_skips_other_partitions():
@@ -313,7 +326,7 @@ def test_the_story_ends_at_its_last_decisive_event_and_skips_other_partitions():
     states.sort(key=lambda r: r["time"])
     s = story(states)
     assert s.events == []  # nothing from the send (10) to the window's end (13)
-    late_cut = change(5000.0, "broker-1", "truncated", log_end_offset=9, to=0, reason="x")
+    late_cut = change(5000.0, "broker-0", "truncated", log_end_offset=9, to=0, reason="x")
     s = story([*states, late_cut])
     assert [e.event for e in s.events] == ["isr_changed", "truncated"]
     assert s.replicas == ["broker-0", "broker-1"]
@@ -332,7 +345,7 @@ def test_a_long_story_is_shortened_around_its_decisive_events():
             )
         )
         churn.append(change(t + 1, "broker-1", "running", None))
-    cut = change(10_000.0, "broker-1", "truncated", log_end_offset=9, to=0, reason="x")
+    cut = change(10_000.0, "broker-0", "truncated", log_end_offset=9, to=0, reason="x")
     states = sorted([*START, *churn, cut], key=lambda r: r["time"])
     s = story(states)
     assert len(s.events) <= ps.MAX_EVENTS
@@ -397,3 +410,16 @@ def test_partition_story_rows_are_escaped_in_svg():
     # Not for other anomalies.
     other = timeline.build("duplicate", {"value": "v"}, trace, history, states)
     assert other.summary == [] and all(r.kind != "state" for r in other.rows)
+
+
+def test_a_loss_no_state_change_explains_says_so():
+    """at-most-once: an acks=0 write lost on the network. It has no offset (its completion
+    says -1), so there is none to cut, and the timeline says nothing of the partition
+    explains it."""
+    t, example = lost_write_timeline("at-most-once.yaml")
+    assert example["offset"] is None and "@2:-1" in t.text()
+    lines = t.text().splitlines()
+    assert lines[2].startswith(f"partition  events-{example['partition']} (replicas ")
+    assert lines[3] == f"lost by    ({timeline.NOT_EXPLAINED})"
+    assert decisive(t) == []
+    assert any(r.kind == "message" and r.status == "lost" for r in t.rows)
