@@ -42,6 +42,7 @@ from eosim.analysis.history import (
     Marker,
     RecordId,
     Send,
+    op_counts,
     paused_gc,
 )
 
@@ -70,10 +71,11 @@ class Anomaly:
 
 @dataclass
 class CheckResult:
-    """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the sends:
-    sent, acked (ok), failed (fail) and indeterminate (info, including never completed);
-    `notes` says how the history was judged when that needs saying, and `unknown` (set by
-    `eosim.analysis.checks.check_history`) why it had nothing to check."""
+    """`anomalies` has every name in `ANOMALIES`, in that order; `counts` summarises the
+    applications' operations as `eosim.analysis.history.op_counts` counts them (sent, acked,
+    failed, indeterminate, errored); `notes` says how the history was judged when that needs
+    saying, and `unknown` (set by `eosim.analysis.checks.check_history`) why it had nothing to
+    check."""
 
     anomalies: dict[str, Anomaly]
     counts: dict[str, int]
@@ -111,14 +113,7 @@ def _check(history: History, lost: set[RecordId] | None = None) -> CheckResult:
     _lost_transactions(history, seen, anomalies["lost_write"])
     _nonmonotonic_sends(history.sends, seen, anomalies["nonmonotonic_send"])
     _inconsistent_offsets(history, seen, anomalies["inconsistent_offsets"])
-    outcomes = [send.outcome for send in history.sends]
-    counts = {
-        "sent": len(outcomes),
-        "acked": outcomes.count("ok"),
-        "failed": outcomes.count("fail"),
-        "indeterminate": outcomes.count("info"),
-    }
-    return CheckResult(anomalies, counts)
+    return CheckResult(anomalies, op_counts(history))
 
 
 # A producer session as the log records it: (producer id, epoch).

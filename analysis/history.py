@@ -313,6 +313,32 @@ class History:
         return (topic, partition if self.value_scope == PARTITION_SCOPE else None, value)
 
 
+# How an operation's outcome is counted, and the errors with which eosim completes an operation
+# its process left open by dying (a crash) or that was still open when the run ended: those are
+# not errors the client raised (``eosim.simulation.history``'s ``ProcessCrashed:`` and
+# ``RunEnded:`` completions).
+OUTCOME_COUNTS = {"ok": "acked", "fail": "failed", "info": "indeterminate"}
+ABANDONED_ERRORS = ("ProcessCrashed:", "RunEnded:")
+COUNT_KEYS = ("sent", "acked", "failed", "indeterminate", "errored")
+
+
+def op_counts(history: History) -> dict[str, int]:
+    """The applications' operations as ``eosim run`` and ``eosim check`` count them, one
+    function for both: every operation invoked (each ``send``, each producer transaction
+    ``txn`` and each processed input ``process``) is ``sent``; by outcome, ``acked`` (ok),
+    ``failed`` (fail) and ``indeterminate`` (info, including never completed); and ``errored``,
+    those completed with an error, whatever the outcome, except the operations a dying process
+    or the end of the run left open (``ABANDONED_ERRORS``)."""
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    for ops in (history.sends, history.txns, history.steps):
+        for op in ops:
+            counts["sent"] += 1
+            counts[OUTCOME_COUNTS[op.outcome]] += 1
+            if op.error is not None and not op.error.startswith(ABANDONED_ERRORS):
+                counts["errored"] += 1
+    return counts
+
+
 def load_history(path: str | os.PathLike[str]) -> History:
     """Read a JSON Lines history file."""
     source = os.fspath(path)

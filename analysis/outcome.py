@@ -32,7 +32,7 @@ from eosim.analysis.timeline import Timeline
 from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
 from eosim.simulation.runner import Progress
 from eosim.simulation.scenario import parse_scenario
-from eosim.simulation.trace import trace_records
+from eosim.simulation.trace import state_change_records, trace_records
 
 
 def load(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> Scenario:
@@ -135,6 +135,18 @@ class Outcome:
             return unknown_verdict(self.check.unknown)
         return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
 
+    @property
+    def warnings(self) -> list[str]:
+        """The scenario's configuration warnings (``Scenario.warnings``: the clients' and the
+        scenario's own, as ``eosim validate`` prints them), then the run's, without repeats."""
+        return list(dict.fromkeys([*self.scenario.warnings(), *self.run.warnings]))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The run's operations counted from its history, as ``eosim check`` counts a history
+        file (:func:`eosim.analysis.history.op_counts`)."""
+        return self.check.counts
+
     def to_dict(self) -> dict[str, Any]:
         r = self.run
         return {
@@ -143,12 +155,12 @@ class Outcome:
             "sim_time_s": round(r.sim_time_s, 6),
             "events": r.events,
             "wall_time_s": round(r.wall_time_s, 4),
-            **judgement(r.counts, self.check, self.expect, self.history),
+            **judgement(self.counts, self.check, self.expect, self.history),
             "verdict": self.verdict,
             "faults": [
                 {FAULT_TIME_KEYS.get(k, k): v for k, v in f.to_dict().items()} for f in r.faults
             ],
-            "warnings": r.warnings,
+            "warnings": self.warnings,
             "stats": r.stats,
             "history_sha256": r.history.digest(),
             "replay": self.command,
@@ -170,7 +182,7 @@ def run(
     result.warnings[:0] = expectation_warnings(scenario)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
-    observed = {name: a.count for name, a in verdict.anomalies.items()} | result.counts
+    observed = {name: a.count for name, a in verdict.anomalies.items()} | verdict.counts
     command = replay_command(source, result.seed, overrides)
     expect = evaluate(scenario.expect, observed, verdict.unknown)
     return Outcome(scenario, result, history, verdict, expect, command)
@@ -184,13 +196,16 @@ def replay_command(source: str, seed: int, overrides: Iterable[str] = ()) -> str
 
 
 def timelines(outcome: Outcome) -> list[Timeline]:
-    """One timeline per anomaly type found, around its first example (needs ``trace=True``)."""
+    """One timeline per anomaly type found, around its first example (needs ``trace=True``);
+    a lost write's tells what happened to its partition, from the run's state changes."""
     if outcome.run.trace is None:
         raise ValueError("timelines need a run made with trace=True")
     trace = trace_records(outcome.run.trace)
     history = list(outcome.run.history.records())
+    changes = outcome.run.state_changes
+    states = state_change_records(changes) if changes is not None else None
     return [
-        timeline.build(name, a.examples[0], trace, history)
+        timeline.build(name, a.examples[0], trace, history, states)
         for name, a in outcome.check.anomalies.items()
         if a.count and a.examples
     ]

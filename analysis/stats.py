@@ -56,6 +56,86 @@ Z95 = 1.959963984540054
 PER_MILLION = 1_000_000
 
 
+def wilson_bounds(rate: float, trials: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``rate`` over ``trials`` (not necessarily a
+    whole number: an effective sample size), in closed form; equal to
+    :func:`wilson_interval` for ``rate = k / trials``."""
+    if trials <= 0:
+        return (0.0, 1.0)
+    z2n = z * z / trials
+    centre = (rate + z2n / 2) / (1 + z2n)
+    half = z * math.sqrt(rate * (1 - rate) / trials + z2n / (4 * trials)) / (1 + z2n)
+    # At a rate of 0 (1) the low (high) bound is 0 (1) exactly; rounding would leave a speck.
+    low = 0.0 if rate <= 0 else max(centre - half, 0.0)
+    high = 1.0 if rate >= 1 else min(centre + half, 1.0)
+    return (low, high)
+
+
+MAX_TRIALS = 10**15
+
+
+def _settled(op: str, bound: float, low: float, high: float) -> bool:
+    """Whether [low, high] lies wholly on one side of ``bound`` for a condition ``op``."""
+    if op in ("<", ">="):
+        return high < bound or low >= bound
+    return high <= bound or low > bound  # "<=", ">"
+
+
+def trials_to_settle(rate: float, trials: float, op: str, bound: float) -> float | None:
+    """The least number of trials (a real number: round it up) at which the Wilson interval of
+    ``rate`` would no longer straddle ``bound`` (for a condition ``op bound``, as
+    :func:`eosim.analysis.sweep.verdict.interval_verdict` judges it), if the observed rate
+    held; ``trials`` when it does not straddle it already; None when no number would: the
+    rate is the bound itself (``>0`` with nothing seen, say), or beyond :data:`MAX_TRIALS`.
+
+    The Wilson interval of a fixed rate narrows monotonically towards it as the trials grow,
+    so the answer is found by doubling and then bisection."""
+    if _settled(op, bound, *wilson_bounds(rate, trials)):
+        return trials
+    if rate == bound:
+        return None
+    low, high = trials, max(trials, 1.0) * 2
+    while not _settled(op, bound, *wilson_bounds(rate, high)):
+        low, high = high, high * 2
+        if high > MAX_TRIALS:
+            return None
+    for _ in range(200):
+        if high - low <= high * 1e-12:
+            break
+        middle = (low + high) / 2
+        if _settled(op, bound, *wilson_bounds(rate, middle)):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def effective_trials(rate: float, low: float, high: float) -> float | None:
+    """The number of independent trials whose Wilson interval around ``rate`` is as wide as
+    [low, high] (an interval from clustered data, or a Poisson one): the effective sample
+    size behind it. None for an unbounded or empty interval."""
+    width = high - low
+    if not math.isfinite(width) or width <= 0:
+        return None
+    if rate >= 1:
+        return None
+    lo, hi = 1e-9, 1.0
+    while wilson_bounds(rate, hi)[1] - wilson_bounds(rate, hi)[0] > width:
+        lo, hi = hi, hi * 2
+        if hi > MAX_TRIALS:
+            return None
+    for _ in range(200):
+        middle = (lo + hi) / 2
+        low_m, high_m = wilson_bounds(rate, middle)
+        if high_m - low_m > width:
+            lo = middle
+        else:
+            hi = middle
+        if hi - lo <= hi * 1e-9:
+            break
+    return hi
+
+
 @dataclass(frozen=True, slots=True)
 class RatioSums:
     """What :func:`ratio_interval` needs of a set of runs: their number and the sums of x, y,

@@ -1,31 +1,44 @@
-"""Timelines: the few messages, operations and faults that explain one anomaly.
+"""Timelines: the few messages, operations, faults and state changes that explain one anomaly.
 
 Input is plain data: message trace records (see ``simulation/trace.py``), the history's
-records and one anomaly example. The timeline keeps only what touches the anomalous
-records: the requests that carried them, the responses to those requests, the operations
-that sent them, the losses and resets on the same links, and the faults that overlap.
-It renders as text (one line per event) and as SVG (a lane per node, messages as arrows).
+records, one anomaly example and, for a lost write, the run's state changes
+(``eosim.simulation.trace.state_change_records``). The timeline keeps only what touches the
+anomalous records: the requests that carried them, the responses to those requests, the
+operations that sent them, the losses and resets on the same links, and the faults that
+overlap. A lost write's timeline also tells what happened to the record's partition
+(:mod:`eosim.analysis.partition_story`): elections, ISR changes, truncations, HW moves, the
+faults, restarts and registrations of its replicas, with the events that decided the loss
+marked and summed up at the top. It renders as text (one line per event) and as SVG (a lane
+per node, messages as arrows, state changes as marks on their node's lane).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from eosim.analysis.partition_story import PartitionStory, node_key, partition_story
+
 MARGIN_MS = 2.0
+# The anomalies whose timelines tell their partition's story (a lost record's).
+PARTITION_STORIES = ("lost_write",)
 
 
 @dataclass
 class Row:
     time: float
-    kind: str  # message | op | fault
+    kind: str  # message | op | fault | state (a state change on node src) | gap
     src: str
     dst: str | None
     label: str
-    status: str = ""  # lost, dropped, held, ok, info, fail, start, stop
+    # lost, dropped, held, ok, info, fail, start, stop; a fault's kind; a state change's event
+    status: str = ""
     end_time: float | None = None
     highlight: bool = False
+    # Why a state change decided the anomaly ("cuts offset 7"), or "".
+    note: str = ""
 
 
 @dataclass
@@ -34,13 +47,32 @@ class Timeline:
     values: list[str]
     lanes: list[str]
     rows: list[Row] = field(default_factory=list)
+    # A lost record's partition and, one per line, the events that decided the loss
+    # (PartitionStory.summary); empty for other anomalies.
+    summary: list[str] = field(default_factory=list)
+
+    def summary_lines(self) -> list[str]:
+        """The head a lost write's timeline prints: its partition, then what decided the
+        loss, or that no state change of the partition explains it."""
+        if len(self.summary) == 1:
+            return [*self.summary, f"({NOT_EXPLAINED})"]
+        return self.summary
 
     def text(self) -> str:
         head = f"timeline of {self.anomaly} ({', '.join(self.values)})"
         lines = [head, "-" * len(head)]
+        for i, line in enumerate(self.summary_lines()):
+            lines.append(f"{('partition' if i == 0 else 'lost by' if i == 1 else ''):<11}{line}")
+        if self.summary:
+            lines.append("")
         for r in self.rows:
             mark = "*" if r.highlight else " "
-            if r.kind == "message":
+            if r.kind in ("state", "gap"):
+                mark = "!" if r.note else " "
+                end = f" .. {r.end_time:.3f}" if r.end_time is not None else ""
+                note = f"  <== {r.note}" if r.note else ""
+                lines.append(f"{mark}{r.time:>12.3f}{end:<12} {r.src:<26} {r.label}{note}")
+            elif r.kind == "message":
                 arrow = f"{r.src} -> {r.dst}"
                 status = f"  [{r.status}]" if r.status else ""
                 end = f" .. {r.end_time:.3f}" if r.end_time is not None else ""
@@ -52,65 +84,114 @@ class Timeline:
         return "\n".join(lines)
 
     def svg(self) -> str:
-        lane_w, top, row_h, left = 220, 60, 22, 110
-        width = left + lane_w * len(self.lanes) + 40
+        """The timeline drawn as SVG: a lane per node, messages as arrows, ops as dots,
+        faults as bands, state changes as squares on their node's lane (decisive ones as red
+        diamonds on an amber band), the partition's summary under the title. The drawing is
+        as wide as its lanes, or as its longest label where that reaches further
+        (:func:`text_width`), so no label is cut."""
+        lane_w, row_h, left = 220, 22, 110
+        top = 60 + SUMMARY_LINE_H * len(self.summary_lines())
+        lanes_width = left + lane_w * len(self.lanes) + 40
         height = top + row_h * (len(self.rows) + 1) + 20
         x = {lane: left + lane_w * i + lane_w // 2 for i, lane in enumerate(self.lanes)}
-        out = [
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'font-family="monospace" font-size="11">',
-            '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="3" '
-            'orient="auto"><path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker>'
-            '<marker id="h" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">'
-            '<path d="M0,0 L7,3 L0,6 z" fill="#c00"/></marker></defs>',
-            f'<text x="10" y="20" font-size="13" font-weight="bold">'
-            f"{escape(self.anomaly)}: {escape(', '.join(self.values))}</text>",
-        ]
+        right = float(lanes_width)  # the drawing's right edge, widened by labels
+        body: list[str] = []
+
+        def text(tx: float, y: float, content: str, attrs: str, size: int = FONT_SIZE) -> None:
+            nonlocal right
+            middle = 'text-anchor="middle"' in attrs
+            width = text_width(content, size)
+            right = max(right, (tx + width / 2 if middle else tx + width) + SVG_MARGIN)
+            body.append(f'<text x="{tx}" y="{y}" {attrs}>{escape(content)}</text>')
+
+        title = f"{self.anomaly}: {', '.join(self.values)}"
+        text(10, 20, title, 'font-size="13" font-weight="bold"', 13)
+        for i, line in enumerate(self.summary_lines()):
+            head = "partition: " if i == 0 else "lost by: " if i == 1 else ""
+            attrs = 'fill="#333"' if i == 0 else 'fill="#b00" font-weight="bold"'
+            indent = 0 if i < 2 else text_width("lost by: ")  # under the first reason
+            text(10 + indent, 38 + SUMMARY_LINE_H * i, head + line, attrs)
         for lane, lx in x.items():
-            out.append(
-                f'<text x="{lx}" y="{top - 12}" text-anchor="middle" '
-                f'font-weight="bold">{escape(lane)}</text>'
-            )
-            out.append(
+            text(lx, top - 12, lane, 'text-anchor="middle" font-weight="bold"')
+            body.append(
                 f'<line x1="{lx}" y1="{top}" x2="{lx}" y2="{height - 10}" '
                 'stroke="#bbb" stroke-dasharray="4 3"/>'
             )
+        bands: list[tuple[int, str]] = []  # each band's place and colour, drawn once the
+        # width is known
         for i, r in enumerate(self.rows):
             y = top + row_h * (i + 1)
             color = "#c00" if r.highlight else "#333"
-            out.append(f'<text x="8" y="{y + 4}" fill="#666">{r.time:.3f}</text>')
+            text(8, y + 4, f"{r.time:.3f}", 'fill="#666"')
             if r.kind == "message" and r.dst in x and r.src in x:
                 x1, x2 = x[r.src], x[r.dst]
                 if r.status in ("lost", "dropped"):
                     x2 = (x1 + x2) // 2
                 marker = "h" if r.highlight else "a"
-                out.append(
+                body.append(
                     f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="{color}" '
                     f'stroke-width="1.5" marker-end="url(#{marker})"/>'
                 )
                 if r.status in ("lost", "dropped"):
-                    out.append(
-                        f'<text x="{x2 + 4}" y="{y + 4}" fill="#c00" font-weight="bold">✕</text>'
-                    )
-                tx = min(x1, x2) + 6
+                    text(x2 + 4, y + 4, "✕", 'fill="#c00" font-weight="bold"')
                 label = r.label + (f" [{r.status}]" if r.status else "")
-                out.append(f'<text x="{tx}" y="{y - 4}" fill="{color}">{escape(label)}</text>')
+                text(min(x1, x2) + 6, y - 4, label, f'fill="{color}"')
             elif r.kind == "op" and r.src in x:
-                out.append(f'<circle cx="{x[r.src]}" cy="{y}" r="4" fill="{color}"/>')
-                out.append(
-                    f'<text x="{x[r.src] + 8}" y="{y + 4}" fill="{color}">{escape(r.label)}</text>'
-                )
+                body.append(f'<circle cx="{x[r.src]}" cy="{y}" r="4" fill="{color}"/>')
+                text(x[r.src] + 8, y + 4, r.label, f'fill="{color}"')
+            elif r.kind == "state" and r.src in x:
+                cx = x[r.src]
+                label = r.label + (f" [until {r.end_time:.3f}]" if r.end_time is not None else "")
+                if r.note:
+                    bands.append((len(body), DECISIVE_BAND))
+                    body.append(str(y))
+                    body.append(
+                        f'<polygon points="{cx},{y - 6} {cx + 6},{y} {cx},{y + 6} {cx - 6},{y}" '
+                        'fill="#c00"/>'
+                    )
+                    text(cx + 10, y + 4, f"{label}  <== {r.note}", 'fill="#b00" font-weight="bold"')
+                else:
+                    body.append(
+                        f'<rect x="{cx - 4}" y="{y - 4}" width="8" height="8" fill="#47a"/>'
+                    )
+                    text(cx + 10, y + 4, label, 'fill="#245"')
+            elif r.kind in ("state", "gap"):
+                text(left, y + 4, r.label, 'fill="#777" font-style="italic"')
             else:
-                out.append(
-                    f'<rect x="{left - 10}" y="{y - 9}" width="{width - left}" '
-                    'height="16" fill="#fdd" opacity="0.6"/>'
-                )
-                out.append(
-                    f'<text x="{left}" y="{y + 4}" fill="#900" font-weight="bold">'
-                    f"FAULT {escape(r.status)}: {escape(r.label)}</text>"
-                )
-        out.append("</svg>")
-        return "\n".join(out)
+                bands.append((len(body), FAULT_BAND))
+                body.append(str(y))
+                text(left, y + 4, f"FAULT {r.status}: {r.label}", 'fill="#900" font-weight="bold"')
+        width = math.ceil(right)
+        for at, fill in bands:
+            y = int(body[at])
+            body[at] = (
+                f'<rect x="{left - 10}" y="{y - 9}" width="{width - left}" '
+                f'height="16" fill="{fill}" opacity="0.6"/>'
+            )
+        head = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="monospace" font-size="{FONT_SIZE}">',
+            '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="3" '
+            'orient="auto"><path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker>'
+            '<marker id="h" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">'
+            '<path d="M0,0 L7,3 L0,6 z" fill="#c00"/></marker></defs>',
+        ]
+        return "\n".join([*head, *body, "</svg>"])
+
+
+# The SVG's text: monospace at 11 px (the title at 13 px). A monospace glyph is about 0.6 em
+# wide (DejaVu Sans Mono, Liberation Mono and Courier New: 0.60-0.62 em; bold the same);
+# widths are reckoned at 0.62 em so that a label always fits, plus a margin at the right.
+FONT_SIZE = 11
+CHAR_EM = 0.62
+SVG_MARGIN = 10
+SUMMARY_LINE_H = 15
+FAULT_BAND, DECISIVE_BAND = "#fdd", "#fde2a8"
+
+
+def text_width(content: str, size: int = FONT_SIZE) -> float:
+    """The width in pixels :meth:`Timeline.svg` reserves for ``content`` at ``size`` px."""
+    return len(content) * size * CHAR_EM
 
 
 def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
@@ -138,7 +219,12 @@ def build(
     example: dict[str, Any],
     trace: list[dict[str, Any]],
     history: list[dict[str, Any]],
+    states: list[dict[str, Any]] | None = None,
 ) -> Timeline:
+    """The timeline of one anomaly example. ``states`` are the run's state changes
+    (``eosim.simulation.trace.state_change_records``): a lost write's timeline (one of
+    :data:`PARTITION_STORIES`) tells its partition's story from them; other anomalies, and
+    a timeline without them, show the record's own messages, operations and faults only."""
     values = values_of(anomaly, example)
     wanted = set(values)
     carriers = [t for t in trace if wanted.intersection(t["values"])]
@@ -195,11 +281,6 @@ def build(
             chosen[(t["msg"], t["event"])] = t
     times = [t["time"] for t in chosen.values()] + [h["time"] for h in ops]
     low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
-    faults = [
-        h
-        for h in history
-        if h.get("kind") == "fault" and (h["phase"] == "start" and h["time"] <= high)
-    ]
     rows: list[Row] = []
     sends = {t["msg"]: t for t in chosen.values() if t["event"] == "send"}
     finals = {}
@@ -239,7 +320,15 @@ def build(
                 highlight=True,
             )
         )
+    story = None
+    if anomaly in PARTITION_STORIES and states:
+        story = _story(example, ops, rows, states, low, high)
+    faults = [h for h in history if h.get("kind") == "fault" and h["phase"] == "start"]
     for h in faults:
+        if h["time"] > high and (
+            story is None or h["time"] > story.end or not _concerns(h, story.replicas)
+        ):
+            continue  # after the record's own rows: only faults on its partition's replicas
         stop = next(
             (
                 f["time"]
@@ -262,11 +351,74 @@ def build(
         )
         until = f" until {stop:.3f}" if stop is not None else ""
         rows.append(Row(h["time"], "fault", what, None, f"{what}{until}", h["fault"]))
-    rows.sort(key=lambda r: (r.time, r.kind != "fault", r.kind != "op"))
-    lanes = []
+    if story is not None:
+        for e in story.events:
+            kind = "gap" if e.event == "omitted" else "state"
+            rows.append(
+                Row(e.time, kind, e.node, None, e.label, e.event, e.end_time, note=e.decisive)
+            )
+    rows.sort(key=lambda r: (r.time, ROW_ORDER.get(r.kind, len(ROW_ORDER))))
+    lanes: list[str] = []
     for r in rows:
         for node in (r.src, r.dst):
-            if node and node not in lanes and r.kind != "fault":
+            if node and node not in lanes and r.kind not in ("fault", "gap"):
                 lanes.append(node)
-    lanes.sort(key=lambda n: (n.startswith("broker"), n))
-    return Timeline(anomaly, values, lanes, rows)
+    if story is not None:
+        lanes += [b for b in story.replicas if b not in lanes]
+    lanes.sort(key=_lane_key)
+    summary = story.summary() if story is not None else []
+    return Timeline(anomaly, values, lanes, rows, summary)
+
+
+NOT_EXPLAINED = (
+    "no state change of the partition cut the record's offset or elected a leader without it"
+)
+
+# At one time: faults first, then state changes, operations, messages.
+ROW_ORDER = {"fault": 0, "state": 1, "gap": 1, "op": 2, "message": 3}
+
+
+def _lane_key(node: str) -> tuple[int, tuple[str, int, str]]:
+    """Clients first, then brokers in natural order, then the controller."""
+    rank = 2 if node == "controller" else 1 if node.startswith("broker") else 0
+    return rank, node_key(node)
+
+
+def _concerns(fault: dict[str, Any], nodes: list[str]) -> bool:
+    """Whether a fault touches any of ``nodes`` (a fault that names no node touches all)."""
+    named = set(fault.get("targets") or [])
+    named.update(n for g in fault.get("groups") or [] for n in g)
+    named.update(n for link in fault.get("links") or [] for n in link)
+    return not named or bool(named.intersection(nodes))
+
+
+def _story(
+    example: dict[str, Any],
+    ops: list[dict[str, Any]],
+    rows: list[Row],
+    states: list[dict[str, Any]],
+    low: float,
+    high: float,
+) -> PartitionStory | None:
+    """The lost record's partition story: where the record is (the example's topic,
+    partition and offset, else its acknowledgement's), when it was appended (the delivery
+    of the last request that carried it before its acknowledgement) and acknowledged."""
+    topic, partition, offset = example.get("topic"), example.get("partition"), example.get("offset")
+    acks = [h for h in ops if h.get("type") == "ok"]
+    for h in acks:
+        v = h["value"]
+        partition = v.get("partition") if partition is None else partition
+        offset = v.get("offset") if offset is None else offset
+    if topic is None or partition is None:
+        return None
+    if offset is not None and offset < 0:
+        offset = None  # not known: an acks=0 send is answered without one (-1)
+    acked = acks[-1]["time"] if acks else high
+    delivered = [
+        r.end_time
+        for r in rows
+        if r.kind == "message" and r.highlight and r.end_time is not None and r.end_time <= acked
+    ]
+    appended = max(delivered, default=low)
+    sent = low + MARGIN_MS  # the record's first row
+    return partition_story(states, topic, partition, offset, sent, appended, acked)

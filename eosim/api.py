@@ -34,17 +34,96 @@ from eosim.analysis.outcome import (
 from eosim.simulation import RunResult, ScenarioError
 
 
+# -- shipped scenarios -----------------------------------------------------------------------
+class UnknownScenario(ValueError):
+    """Neither a file nor a shipped scenario's name; its text is one line for the user."""
+
+
+def shipped_scenarios_dir() -> Path | None:
+    """Where the scenarios shipped with eosim are: ``eosim/scenarios`` in an installed eosim
+    (package data), the source tree's ``scenarios/`` in a checkout; None if neither is."""
+    package = Path(__file__).resolve().parent
+    installed = package / "scenarios"
+    if installed.is_dir():
+        return installed
+    tree = package.parent
+    if (tree / "simulation" / "__init__.py").is_file() and (tree / "scenarios").is_dir():
+        return tree / "scenarios"
+    return None
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """Every shipped scenario by name (its file name without ``.yaml``), sorted."""
+    directory = shipped_scenarios_dir()
+    if directory is None:
+        return {}
+    return {p.stem: p for p in sorted(directory.glob("*.yaml"), key=lambda p: p.stem)}
+
+
+def describe_scenario(path: Path) -> str:
+    """A scenario's description, first sentence (``eosim scenarios``); empty when it has
+    none or cannot be read."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    text = " ".join(str((data or {}).get("description") or "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def find_scenario(text: str) -> str:
+    """The scenario file ``text`` names: a path that exists wins; otherwise the name of a
+    shipped scenario (``idempotent`` or ``idempotent.yaml``), as its file's path. Anything
+    else raises :class:`UnknownScenario` naming the closest shipped scenarios."""
+    if Path(text).exists():
+        return text
+    shipped = shipped_scenarios()
+    name = Path(text).name
+    stem = name[: -len(Path(name).suffix)] if Path(name).suffix in (".yaml", ".yml") else name
+    if text == name and stem in shipped:
+        return str(shipped[stem])
+    import difflib
+
+    close = difflib.get_close_matches(stem, list(shipped), n=4, cutoff=0.6)
+    if text != name and stem in shipped:
+        hint = f"the shipped scenario of that name is `eosim run {stem}`"
+    elif close:
+        hint = f"shipped scenarios with a close name: {', '.join(close)}"
+    else:
+        hint = "`eosim scenarios` lists the shipped ones"
+    raise UnknownScenario(f"{text}: no such file, and no shipped scenario of that name; {hint}")
+
+
+def copy_scenario(name: str, directory: str | os.PathLike[str] = ".") -> Path:
+    """Copy shipped scenario ``name`` into ``directory`` (created if needed) as NAME.yaml;
+    never over an existing file. Raises :class:`UnknownScenario` or :class:`FileExistsError`."""
+    shipped = shipped_scenarios()
+    stem = name[:-5] if name.endswith(".yaml") else name
+    if stem not in shipped:
+        import difflib
+
+        close = difflib.get_close_matches(stem, list(shipped), n=4, cutoff=0.6)
+        hint = f"close names: {', '.join(close)}" if close else "`eosim scenarios` lists them"
+        raise UnknownScenario(f"{name}: no shipped scenario of that name; {hint}")
+    target = Path(directory) / f"{stem}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "xb") as out:  # exclusive: an existing file is never overwritten
+        out.write(shipped[stem].read_bytes())
+    return target
+
+
 def check_file(path: str | os.PathLike[str]) -> tuple[History, CheckResult]:
     """Load a history file and run every check on it (delivery and transactional)."""
     history = load_history(path)
     return history, check_history(history)
 
 
-# What `eosim check --expect` cannot judge, with the reason.
-NOT_IN_A_HISTORY = {
-    "errored": "counted by eosim run (operations its clients completed with an exception); "
-    "a history does not record it"
-}
+# What `eosim check --expect` cannot judge, with the reason (nothing today: `errored` is
+# counted from the history's errors, as `eosim run` counts it).
+NOT_IN_A_HISTORY: dict[str, str] = {}
 
 
 @dataclass
@@ -120,14 +199,20 @@ __all__ = [
     "Checked",
     "Outcome",
     "ScenarioError",
+    "UnknownScenario",
     "check",
     "check_file",
+    "copy_scenario",
     "cut_by_duration",
+    "describe_scenario",
     "expectation_warnings",
+    "find_scenario",
     "judgement",
     "load",
     "parse",
     "run",
+    "shipped_scenarios",
+    "shipped_scenarios_dir",
     "timelines",
     "with_time_units",
     "write_history",

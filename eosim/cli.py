@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -51,7 +52,7 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
     click.echo(
         f"{scenario}: ok ({s.name}: {len(s.producers)} producer(s), {len(s.faults)} fault spec(s))"
     )
-    for w in api.expectation_warnings(s):
+    for w in [*s.warnings(), *api.expectation_warnings(s)]:
         click.echo(f"warning    {w}")
 
 
@@ -183,10 +184,7 @@ def check(history: str, expectations: tuple[str, ...], as_json: bool) -> None:
         result = checked.check
         c = result.counts
         click.echo(f"history    {history}")
-        click.echo(
-            f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
-            f"{c['indeterminate']} indeterminate"
-        )
+        _print_sends(c)
         _print_txns(checked.history)
         _print_notes(result.notes, checked.history)
         _print_anomalies(result.anomalies, checked.history)
@@ -259,7 +257,7 @@ def sweep(
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     try:
         result = run_sweep(
-            scenario,
+            _scenario_file(scenario),
             runs,
             grid=grid,
             vary=vary,
@@ -318,7 +316,11 @@ def shrink(
     _load(scenario, overrides)
     try:
         result = do_shrink(
-            scenario, seed, anomaly, overrides, log=lambda m: click.echo(f"shrink     {m}")
+            _scenario_file(scenario),
+            seed,
+            anomaly,
+            overrides,
+            log=lambda m: click.echo(f"shrink     {m}"),
         )
     except ShrinkError as exc:
         raise BadInput(str(exc)) from None
@@ -354,6 +356,47 @@ def report(results: str, out: str | None, fmt: str) -> None:
     except ReportError as exc:
         raise BadInput(str(exc)) from None
     click.echo(f"report     {path}")
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(ctx: click.Context) -> None:
+    """List the scenarios shipped with eosim (any command takes one by name: `eosim run
+    idempotent`), or copy one to edit it (`eosim scenarios copy NAME [DIR]`)."""
+    if ctx.invoked_subcommand is None:
+        list_scenarios(max(80, shutil.get_terminal_size((100, 24)).columns))
+
+
+def list_scenarios(width: int) -> None:
+    """One line per shipped scenario: its name and its description's first sentence, cut to
+    ``width`` characters."""
+    shipped = api.shipped_scenarios()
+    if not shipped:
+        raise BadInput("no shipped scenarios found beside this eosim")
+    column = max(len(name) for name in shipped) + 2
+    for name, path in shipped.items():
+        text = api.describe_scenario(path)
+        room = width - column
+        if len(text) > room:
+            text = text[: room - 1].rsplit(" ", 1)[0] + "…"
+        click.echo(f"{name:<{column}}{text}".rstrip())
+
+
+@scenarios.command("copy")
+@click.argument("name")
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+def copy_scenario(name: str, directory: str) -> None:
+    """Copy shipped scenario NAME into DIRECTORY (default: here) as NAME.yaml, to edit and run;
+    an existing file is never overwritten."""
+    try:
+        target = api.copy_scenario(name, directory)
+    except api.UnknownScenario as exc:
+        raise BadInput(str(exc)) from None
+    except FileExistsError as exc:
+        raise BadInput(f"{exc.filename}: exists; copy into another directory") from None
+    except OSError as exc:
+        raise BadInput(f"{directory}: cannot write: {exc.strerror or exc}") from None
+    click.echo(f"copied     {name} -> {target}")
 
 
 @cli.command()
@@ -433,9 +476,18 @@ class ProgressLine:
 
 
 def _load(path: str, overrides: tuple[str, ...]) -> Any:
+    """The scenario ``path`` names (a file, or a shipped scenario's name), loaded."""
     try:
-        return api.load(path, overrides)
+        return api.load(_scenario_file(path), overrides)
     except (ScenarioError, ConfigException) as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _scenario_file(text: str) -> str:
+    """The file a SCENARIO argument names: a path that exists, else a shipped scenario's."""
+    try:
+        return api.find_scenario(text)
+    except api.UnknownScenario as exc:
         raise BadInput(str(exc)) from None
 
 
@@ -506,15 +558,21 @@ def _print_notes(notes: list[str], history: History) -> None:
         click.echo(f"{'warning' if note in cut else 'note':<11}{note}")
 
 
-def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
-    r = outcome.run
-    c = r.counts
-    click.echo(f"scenario   {r.scenario} (seed {r.seed})")
-    click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
+def _print_sends(c: dict[str, int]) -> None:
+    """The ``sends`` line of ``run`` and ``check``: the applications' operations, counted from
+    the history by one function (``eosim.analysis.history.op_counts``)."""
     click.echo(
         f"sends      {c['sent']} sent, {c['acked']} acked, {c['failed']} failed, "
         f"{c['indeterminate']} indeterminate, {c['errored']} errored"
     )
+
+
+def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
+    r = outcome.run
+    c = outcome.counts
+    click.echo(f"scenario   {r.scenario} (seed {r.seed})")
+    click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
+    _print_sends(c)
     _print_txns(outcome.history)
     if r.faults:
         kinds: dict[str, int] = {}
@@ -522,7 +580,7 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
             kinds[f.kind] = kinds.get(f.kind, 0) + 1
         click.echo("faults     " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
     _print_notes(outcome.check.notes, outcome.history)
-    for w in r.warnings:
+    for w in outcome.warnings:
         click.echo(f"warning    {w}")
     _print_anomalies(outcome.check.anomalies, outcome.history)
     if outcome.expect.checked:

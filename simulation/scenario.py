@@ -729,6 +729,12 @@ class Scenario(_Model):
             self._clients = _resolve_clients(self)
         return self._clients
 
+    def warnings(self) -> list[str]:
+        """What is valid but likely not meant: every client configuration's warning, then the
+        configuration warnings of the scenario itself (:func:`min_isr_warnings`).
+        ``eosim validate`` and ``eosim run`` print them."""
+        return [*self.clients.warnings, *min_isr_warnings(self)]
+
     def topic_partitions(self) -> dict[str, int]:
         return {t.name: t.partitions for t in self.cluster.topics}
 
@@ -784,6 +790,49 @@ def resolve(scenario: Scenario) -> ClientConfigs:
 _PLAIN_WITH_TXN_ID = (
     "Kafka's send() throws IllegalStateException on a producer with a transactional.id until "
     "initTransactions() has completed, and a {what} never calls it; remove the key{hint}"
+)
+
+
+def min_isr_warnings(scenario: Scenario) -> list[str]:
+    """A topic whose ``min.insync.replicas`` (its own, or the broker default it takes) is
+    above its replication factor. Kafka accepts it (no check when a topic or the broker is
+    configured). Since 3.7 a partition uses min(min.insync.replicas, its replicas)
+    (``Partition.effectiveMinIsr``, KAFKA-15583; the controller's
+    ``ReplicationControlManager.getTopicEffectiveMinIsr`` likewise), as the model does
+    (``LeaderState.effective_min_isr``): acks=all then waits for every replica, and a single
+    replica out of the ISR refuses them with NOT_ENOUGH_REPLICAS. Before 3.7 the partition
+    compared the ISR with the configured value itself, so every acks=all produce failed with
+    NOT_ENOUGH_REPLICAS (ProducerFailureHandlingTest.testNotEnoughReplicas, removed with
+    KAFKA-15583)."""
+    out = []
+    default = scenario.cluster.broker_config().min_insync_replicas
+    takes_default: list[Topic] = []
+    for i, topic in enumerate(scenario.cluster.topics):
+        rf = topic.replication_factor
+        min_isr = scenario.cluster.topic_config(topic).min_insync_replicas
+        if min_isr <= rf:
+            continue
+        if "min.insync.replicas" not in topic.config:
+            takes_default.append(topic)
+            continue
+        out.append(
+            f"cluster.topics.{i}.config.min.insync.replicas: {min_isr} is above the replication "
+            f"factor of topic {topic.name!r} ({rf}). Kafka accepts it; since 3.7 it uses "
+            f"min({min_isr}, {rf}) = {rf} instead{_MIN_ISR_CONSEQUENCE}"
+        )
+    if takes_default:
+        which = ", ".join(f"{t.name!r} ({t.replication_factor})" for t in takes_default)
+        out.append(
+            f"cluster.config.min.insync.replicas: {default} is above the replication factor of "
+            f"topic(s) {which}, which take it. Kafka accepts it; since 3.7 it uses the "
+            f"replication factor instead{_MIN_ISR_CONSEQUENCE}"
+        )
+    return out
+
+
+_MIN_ISR_CONSEQUENCE = (
+    " (KAFKA-15583), so acks=all writes need every replica in the ISR (else "
+    "NOT_ENOUGH_REPLICAS); before 3.7 every acks=all write failed"
 )
 
 

@@ -44,7 +44,14 @@ def test_clean_history_and_result_shape() -> None:
 
     only(result)
     assert list(result.anomalies) == list(ANOMALIES)
-    assert result.counts == {"sent": 4, "acked": 1, "failed": 1, "indeterminate": 2}
+    # b and c completed with an error (errored); d never completed.
+    assert result.counts == {
+        "sent": 4,
+        "acked": 1,
+        "failed": 1,
+        "indeterminate": 2,
+        "errored": 2,
+    }
     as_dict = result.to_dict()
     assert list(as_dict["anomalies"]) == list(ANOMALIES)
     assert as_dict["anomalies"]["duplicate"] == {"count": 0, "examples": []}

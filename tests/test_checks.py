@@ -84,9 +84,8 @@ def test_check_history_keeps_the_base_result_and_counts() -> None:
 
     combined, base = check_history(history), check(history)
 
-    assert (
-        combined.counts == base.counts == {"sent": 2, "acked": 1, "failed": 1, "indeterminate": 0}
-    )
+    expected = {"sent": 2, "acked": 1, "failed": 1, "indeterminate": 0, "errored": 1}
+    assert combined.counts == base.counts == expected
     for name in ANOMALIES:
         assert combined.anomalies[name].to_dict() == base.anomalies[name].to_dict()
     assert combined.anomalies["duplicate"].count == 1

@@ -165,7 +165,7 @@ def test_check_counts_replica_divergence_when_the_history_has_replica_lines(caps
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "no-such.yaml"], "cannot read"),
+        (["run", "no-such.yaml"], "no such file, and no shipped scenario of that name"),
         (["run", "SCEN", "--seed", "-4"], "--seed"),
         (["run", "SCEN", "--set", "producers.0.config.acks=7"], "acks"),
         (["run", "SCEN", "--set", "producers.0.config.enable.idempotance=true"], "did you mean"),
@@ -374,3 +374,101 @@ def test_a_deeply_nested_history_line_is_one_line(capsys, tmp_path):
     assert err.strip().splitlines() == [
         f"eosim: error: {path}:1: line: invalid JSON: nested too deeply"
     ]
+
+
+MIN_ISR_ABOVE_RF = """\
+name: min-isr-above-rf
+cluster:
+  brokers: 3
+  config: {min.insync.replicas: 3}
+  topics:
+    - {name: a, partitions: 1, replication_factor: 2, config: {min.insync.replicas: 4}}
+    - {name: b, partitions: 1, replication_factor: 2}
+    - {name: c, partitions: 1, replication_factor: 3}
+    - {name: d, partitions: 1, replication_factor: 1, config: {min.insync.replicas: 1}}
+producers:
+  - name: p
+    config: {acks: all}
+    workload: {topic: a, records: 50, rate: 1000}
+"""
+
+
+def test_min_insync_replicas_above_the_replication_factor_is_warned_of(capsys, tmp_path):
+    """Kafka accepts min.insync.replicas above a topic's replication factor, and since 3.7
+    uses the replication factor instead (Partition.effectiveMinIsr), as the model does; before
+    3.7 every acks=all write failed. validate said nothing: it warns now, for a topic's own
+    value and for the broker default a topic takes, and run warns alike."""
+    path = tmp_path / "s.yaml"
+    path.write_text(MIN_ISR_ABOVE_RF)
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert code == 0 and err == ""
+    warnings = [line for line in out.splitlines() if line.startswith("warning    ")]
+    assert len(warnings) == 2, out
+    assert warnings[0].startswith(
+        "warning    cluster.topics.0.config.min.insync.replicas: 4 is above the replication "
+        "factor of topic 'a' (2). Kafka accepts it; since 3.7 it uses min(4, 2) = 2 instead"
+    )
+    assert warnings[1].startswith(
+        "warning    cluster.config.min.insync.replicas: 3 is above the replication factor of "
+        "topic(s) 'b' (2), which take it."
+    )
+    assert all("before 3.7 every acks=all write failed" in w for w in warnings)
+    code, out, _ = run_cli(capsys, "run", str(path))
+    assert code == 0 and [line for line in out.splitlines() if line in warnings] == warnings
+    assert "sends      50 sent, 50 acked" in out  # acks=all works, with every replica in sync
+    code, out, _ = run_cli(capsys, "run", str(path), "--json")
+    assert [f"warning    {w}" for w in json.loads(out)["warnings"]] == warnings
+    # At or below the replication factor: nothing to say.
+    path.write_text(
+        MIN_ISR_ABOVE_RF.replace("min.insync.replicas: 4", "min.insync.replicas: 2").replace(
+            "config: {min.insync.replicas: 3}", "config: {}"
+        )
+    )
+    code, out, _ = run_cli(capsys, "validate", str(path))
+    assert code == 0 and "warning" not in out
+
+
+def test_shipped_scenarios_are_taken_by_name_from_any_directory(capsys, tmp_path, monkeypatch):
+    """`eosim run idempotent` works wherever it is typed; a path that exists wins over a
+    name; an unknown name is one line listing close names, exit 2, for every command that
+    takes a scenario."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "validate", "idempotent")
+    assert code == 0 and out.startswith("idempotent: ok (idempotent:"), err
+    code, out, _ = run_cli(capsys, "run", "at-least-once.yaml", *SMALL)
+    assert code == 0 and "replay     eosim run at-least-once.yaml --seed 1" in out
+    code, out, _ = run_cli(capsys, "run", "idempotent", "--json", *SMALL)
+    assert code == 0 and json.loads(out)["replay"].startswith("eosim run idempotent --seed ")
+    (tmp_path / "idempotent").write_text("name: mine\n")  # a file of that name wins, and fails
+    code, _, err = run_cli(capsys, "validate", "idempotent")
+    assert code == 2 and err.startswith("eosim: error: idempotent:")
+    for command in (["validate"], ["run"], ["sweep", "--runs", "2"], ["shrink", "--seed", "1"]):
+        code, out, err = run_cli(capsys, *command, "idempotnt")
+        assert code == 2 and out == ""
+        assert err.splitlines() == [
+            "eosim: error: idempotnt: no such file, and no shipped scenario of that name; "
+            "shipped scenarios with a close name: idempotent, idempotent-restart"
+        ]
+    code, _, err = run_cli(capsys, "run", "scenarios/idempotent.yaml")
+    assert code == 2 and "the shipped scenario of that name is `eosim run idempotent`" in err
+
+
+def test_scenarios_lists_and_copies_them(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "scenarios")
+    lines = out.splitlines()
+    names = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
+    assert code == 0 and [line.split()[0] for line in lines] == names
+    assert all(len(line) <= 100 for line in lines)
+    assert (
+        "idempotent-restart" in out and "An idempotent producer that crashes and restarts." in out
+    )
+    target = tmp_path / "mine"
+    code, out, _ = run_cli(capsys, "scenarios", "copy", "idempotent", str(target))
+    assert code == 0 and out == f"copied     idempotent -> {target / 'idempotent.yaml'}\n"
+    copied = (target / "idempotent.yaml").read_bytes()
+    assert copied == (ROOT / "scenarios" / "idempotent.yaml").read_bytes()
+    (target / "idempotent.yaml").write_text("edited")
+    code, _, err = run_cli(capsys, "scenarios", "copy", "idempotent", str(target))
+    assert code == 2 and "exists" in err and (target / "idempotent.yaml").read_text() == "edited"
+    code, _, err = run_cli(capsys, "scenarios", "copy", "idempotnt", str(target))
+    assert code == 2 and "close names: idempotent" in err

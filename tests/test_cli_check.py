@@ -84,7 +84,6 @@ def test_check_expect_tolerating_anomalies_exits_0_where_plain_check_exits_1(cap
         ("=0", "expected name=value"),
         ("duplicate=-1", "is not a condition"),
         ("duplicate=some", "is not a condition"),
-        ("errored=0", "a history does not record it"),
     ],
 )
 def test_check_bad_expect_is_one_line_and_exit_2(capsys, tmp_path, value, message):
@@ -189,8 +188,8 @@ def test_check_json_has_the_fields_of_run_json(capsys, tmp_path):
         assert checked[key] == ran[key], key
     assert ran["examples"]["duplicate"] and list(checked["anomalies"]) == list(ALL_ANOMALIES)
     assert checked["history_sha256"] == hashlib.sha256(history.read_bytes()).hexdigest()
-    # A history's counts are its sends'; `errored` is the run's own.
-    assert checked["counts"] == {k: v for k, v in ran["counts"].items() if k != "errored"}
+    # Both count the operations from the history, with one function.
+    assert checked["counts"] == ran["counts"]
     assert set(checked["expect"]) == set(ran["expect"]) == {"met", "failures", "checked"}
     assert checked["verdict"] == "anomalies found: duplicate, nonmonotonic_send"
     assert ran["verdict"] == "expectations met"
@@ -234,3 +233,72 @@ def test_run_json_faults_in_ms(capsys):
     faults = json.loads(out)["faults"]
     assert faults and all({"start_ms", "end_ms"} <= set(f) for f in faults)
     assert not any({"start", "end"} & set(f) for f in faults)
+
+
+def counted(tmp_path: Path) -> str:
+    """Sends, transactions and processed inputs with every outcome: ok, fail, info (a
+    timeout, a crash, the run's end, never completed), with and without errors."""
+    h = Builder()
+    h.send("p/0", "a", offset=0)  # acked
+    h.send("p/0", "b", "fail")  # failed, errored (TimeoutException)
+    c = h.send("p/0", "c", "info")  # indeterminate, errored (a disconnection)
+    d = h.send("p/0", "d", "info")  # indeterminate: the process died
+    h.send("p/0", "e", None)  # indeterminate: never completed
+    f = h.send("p/1", "f", "info")  # indeterminate: the run ended
+    h.txn("t/0", "tx", ["g"])  # acked
+    g = h.txn("t/0", "tx", ["h"], "fail")  # failed, errored (an aborted transaction)
+    s1 = h.step("app/0", ("in", 0, 0, "x"), ["x'"], "info")  # the processor crashed
+    s2 = h.step("app/0", ("in", 0, 1, "y"), ["y'"], "info")  # errored: a fatal commit error
+    errors = {
+        c: "NetworkException: the connection was closed",
+        d: "ProcessCrashed: the producer process died with the send outstanding",
+        f: "RunEnded: still outstanding when the run's duration ran out",
+        g: "AbortedByApplication: abortTransaction",
+        s1: "ProcessCrashed: the processor died in the step",
+        s2: "KafkaException: the client can no longer retry them",
+    }
+    for record in h.records:
+        if record["type"] != "invoke" and record.get("id") in errors:
+            record["error"] = errors[record["id"]]
+    h.log("t", 0, ["a"])
+    return write_lines(tmp_path / "counted.jsonl", h)
+
+
+def test_one_function_counts_the_operations_of_a_history(tmp_path):
+    from eosim.analysis.history import load_history, op_counts
+
+    assert op_counts(load_history(counted(tmp_path))) == {
+        "sent": 10,
+        "acked": 2,
+        "failed": 2,
+        "indeterminate": 6,
+        "errored": 4,
+    }
+
+
+def test_check_counts_as_run_does_errored_included(capsys, tmp_path):
+    path = counted(tmp_path)
+    code, out, _ = run_cli(capsys, "check", path, "--expect", "errored=4")
+    assert "sends      10 sent, 2 acked, 2 failed, 6 indeterminate, 4 errored\n" in out
+    assert code == 0 and verdict(out) == "expectations met"
+    code, out, _ = run_cli(capsys, "check", path, "--expect", "errored=0")
+    assert code == 1 and "errored                     0   got 4: NOT MET" in out
+
+
+@pytest.mark.parametrize(
+    "name", ["transactional-pipeline", "idempotent-restart", "at-least-once-chaos"]
+)
+def test_run_and_check_print_the_same_sends_line(capsys, tmp_path, name):
+    """`eosim run` counted every operation its applications invoked (processed inputs too),
+    `eosim check` only the history's sends, and without `errored`: on the transactional
+    pipeline one said 4,034 sent, the other 2,000. Both now count from the history, with one
+    function."""
+    history = tmp_path / "h.jsonl"
+    _, ran, _ = run_cli(capsys, "run", scenario(name), "--history", str(history))
+    _, checked, _ = run_cli(capsys, "check", str(history))
+    sends = [
+        next(line for line in out.splitlines() if line.startswith("sends "))
+        for out in (ran, checked)
+    ]
+    assert sends[0] == sends[1], sends
+    assert "errored" in sends[1]

@@ -233,10 +233,51 @@ def test_interval_verdict_reports_the_point_estimate_too():
     assert check.point_met is True and check.estimate == 0.0
     assert check.low == 0.0 and check.high == pytest.approx(-math.log(0.025) / 1_000)
     assert check.text == (
-        "duplicate <1e-4/record: inconclusive: 0 ppm [0-3,690] vs 100 ppm (point estimate meets it)"
+        "duplicate <1e-4/record: inconclusive: 0 ppm [0-3,690] vs 100 ppm (point estimate meets "
+        "it; about 371 runs in all would settle it at this rate)"
     )
     runs = judge_row(DIRTY, "duplicate", Condition.parse("<=50%/runs"))
     assert runs.text == "duplicate <=50%/runs: not met: 40 of 40 runs, 100.0% [91.2-100.0] vs 50%"
+
+
+def test_an_inconclusive_rate_says_how_many_runs_would_settle_it():
+    """An inconclusive verdict says how many runs (in all) would take its interval off the
+    bound if the observed rate held: exactly the Wilson threshold for a share of runs, and
+    within a few percent of it for a rate per record (its run-clustered interval is matched to
+    a Wilson one of the same width)."""
+    share = judge_row(FEW, "duplicate", Condition.parse("<10%/runs"))  # 0 of 10: [0, 27.8%]
+    assert share.runs_to_settle == 35
+    for runs, verdict in ((34, INCONCLUSIVE), (35, MET)):
+        again = judge_row(
+            row(0, runs, [(100, 0)] * runs), "duplicate", Condition.parse("<10%/runs")
+        )
+        assert again.verdict == verdict, (runs, again.text)
+    # 0 of 1,000 records against 100 ppm: met from 369 runs of 100 records (Poisson bound
+    # 3.689 / records), estimated at 371.
+    record = judge_row(FEW, "duplicate", Condition.parse("<1e-4/record"))
+    assert record.runs_to_settle == 371
+    for runs, verdict in ((368, INCONCLUSIVE), (369, MET), (371, MET)):
+        again = judge_row(row(0, runs, [(100, 0)] * runs), "duplicate", Condition.parse("<100ppm"))
+        assert again.verdict == verdict, (runs, again.text)
+    # A rate above the bound settles as not met: 10 of 40 runs (25%) against <30%.
+    some = row(10, 40, [(100, 1)] * 10 + [(100, 0)] * 30)
+    check = judge_row(some, "duplicate", Condition.parse("<30%/runs"))
+    assert check.verdict == INCONCLUSIVE and check.runs_to_settle is not None
+    n = check.runs_to_settle
+    settled = row(n // 4, n, [(100, 1)] * (n // 4) + [(100, 0)] * (n - n // 4))
+    assert judge_row(settled, "duplicate", Condition.parse("<30%/runs")).verdict == MET
+    # Nothing seen cannot settle ">0": no number of runs at a rate of 0 would.
+    never = judge_row(CLEAN, "duplicate", Condition.parse(">0/record"))
+    assert never.runs_to_settle is None
+    assert never.text.endswith(
+        "(point estimate misses it; no number of runs would settle it at this rate)"
+    )
+    assert never.to_dict()["runs_to_settle"] is None and record.to_dict()["runs_to_settle"] == 371
+    # One run bounds no per-record rate.
+    alone = judge_row(row(0, 1, [(100, 0)]), "duplicate", Condition.parse("<1e-4/record"))
+    assert alone.runs_to_settle is None and alone.text.endswith("; one run bounds no rate)")
+    # A settled verdict carries none.
+    assert judge_row(CLEAN, "duplicate", Condition.parse("<100ppm")).runs_to_settle is None
 
 
 def test_the_worst_verdict_decides():

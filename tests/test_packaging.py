@@ -24,17 +24,24 @@ def _installed_name(init: Path) -> str:
     return ".".join([FOLDERS[top], *rest])
 
 
+# Folders installed for their data only (no __init__.py): the shipped scenarios.
+DATA_PACKAGES = {"eosim.scenarios": "scenarios"}
+
+
 def test_every_package_folder_is_installed_under_eosim() -> None:
     """The explicit package list in pyproject.toml names every folder with an __init__.py
-    (a new subpackage left out would be missing from a wheel, not from a source checkout)."""
+    (a new subpackage left out would be missing from a wheel, not from a source checkout),
+    and the data-only scenarios folder."""
     folders = sorted(
         _installed_name(init) for top in FOLDERS for init in (ROOT / top).rglob("__init__.py")
     )
-    assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == folders
+    assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted([*folders, *DATA_PACKAGES])
     assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {
         "eosim.simulation": "simulation",
         "eosim.analysis": "analysis",
+        **DATA_PACKAGES,
     }
+    assert PYPROJECT["tool"]["setuptools"]["package-data"]["eosim.scenarios"] == ["*.yaml"]
 
 
 def test_no_module_imports_the_bare_folder_names() -> None:
@@ -130,3 +137,86 @@ def test_layers_contract_catches_an_upward_import(tmp_path: Path) -> None:
     out = _lint_imports(site, ROOT / "pyproject.toml")
     assert out.returncode != 0
     assert "eosim.analysis.shrink -> eosim.api" in out.stdout
+
+
+# What a source tree has that a wheel must not be built from.
+NOT_SOURCE = {".git", "build", "dist", "results", "__pycache__", ".pytest_cache", ".ruff_cache"}
+NOT_SOURCE |= {".hypothesis", ".venv"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """eosim built as a wheel by pip (in its own build environment, as a user's install
+    builds it), from a copy of the source tree."""
+    tmp = tmp_path_factory.mktemp("wheel")
+
+    def ignore(_folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if n in NOT_SOURCE or n.endswith(".egg-info")}
+
+    source = tmp / "source"
+    shutil.copytree(ROOT, source, ignore=ignore)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(source)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (path,) = tmp.glob("eosim-*.whl")
+    return path
+
+
+def test_the_wheel_ships_the_scenarios_and_every_data_file(wheel: Path) -> None:
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = sorted(p.name for p in (ROOT / "scenarios").glob("*.yaml"))
+    assert (
+        shipped
+        and sorted(n.split("/")[-1] for n in names if n.startswith("eosim/scenarios/")) == shipped
+    )
+    for data in (
+        "eosim/scenario.schema.json",
+        "eosim/analysis/sweep/log4j2.properties",
+        "eosim/analysis/report/templates/report.html",
+        "eosim/analysis/report/templates/report.css",
+    ):
+        assert data in names, data
+
+
+def test_an_installed_eosim_runs_its_scenarios_by_name(wheel: Path, tmp_path: Path) -> None:
+    """From the wheel alone (unpacked as pip installs it, away from the source tree): the
+    scenarios are listed, taken by name, and copied out."""
+    import zipfile
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def eosim(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "eosim.cli", *argv],
+            cwd=elsewhere,
+            env=_clean_env() | {"PYTHONPATH": str(site)},
+            capture_output=True,
+            text=True,
+        )
+
+    listed = eosim("scenarios")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert names == sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
+    ok = eosim("validate", "idempotent")
+    assert ok.returncode == 0 and ok.stdout.startswith("idempotent: ok"), ok.stderr
+    unknown = eosim("validate", "idempotnt")
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
+    assert "close name: idempotent" in unknown.stderr.replace("names", "name")
+    copied = eosim("scenarios", "copy", "at-most-once", "mine")
+    assert copied.returncode == 0, copied.stderr
+    copy = elsewhere / "mine" / "at-most-once.yaml"
+    assert copy.read_bytes() == (ROOT / "scenarios" / "at-most-once.yaml").read_bytes()
+    # The copy is a path that exists: it wins over the shipped scenario of the same name.
+    copy.write_text(copy.read_text().replace("name: at-most-once", "name: my-copy"))
+    ok = eosim("validate", "mine/at-most-once.yaml")
+    assert ok.returncode == 0 and "(my-copy:" in ok.stdout, ok.stderr

@@ -105,7 +105,46 @@ def test_banner_judges_the_sweeps_own_expectations():
         "1 (inconclusive: duplicate <1e-4/record: 0 ppm [0-184]: inconclusive)."
     )
     html = render_html(Content(data))
-    assert 'class="banner unmet"' in html and "sweep: inconclusive" in html
+    assert 'class="banner unmet"' in html and '<td class="unsure"' in html
+
+
+def test_an_inconclusive_sweep_expectation_says_so_and_how_many_runs_would_settle_it(tmp_path):
+    """The expect cell of a variant whose runs met expect: but whose expect_sweep was
+    inconclusive read "met", in red; it reads "inconclusive", with the runs that would settle
+    it (the most that any of its inconclusive checks needs)."""
+    from eosim.analysis.report.render import verdict_table
+
+    data = sweep(failures={1: "lost_write 0: broken in 1 of 10 runs"})
+    data.sweep_verdict = _sweep_verdict({0: "inconclusive", 1: "not met"})
+    data.sweep_verdict["variants"][0]["checks"] = [
+        {"verdict": "inconclusive", "text": "a", "runs_to_settle": 74},
+        {"verdict": "met", "text": "b", "runs_to_settle": None},
+        {"verdict": "inconclusive", "text": "c", "runs_to_settle": 1234},
+    ]
+    data.table["expect_sweep"] = ["inconclusive", "not met"]
+    data.table["expect_sweep_detail"] = ["a; b; c", "d"]
+    cells = [row[-1] for row in verdict_table(data).rows]
+    assert (cells[0].text, cells[0].sub, cells[0].cls) == (
+        "inconclusive",
+        "about 1,234 runs would settle it at this rate",
+        "unsure",
+    )
+    assert (cells[1].text, cells[1].sub, cells[1].cls) == (
+        "NOT MET: lost_write 0: broken in 1 of 10 runs",
+        "sweep: not met",
+        "bad",
+    )
+    md = render_markdown(Content(data), tmp_path / "r_files")
+    assert "| inconclusive · about 1,234 runs would settle it at this rate |" in md
+    # Runs that met expect: under a sweep expectation not met, or one no run count settles.
+    data.table.loc[1, "expect_met"] = True
+    data.sweep_verdict["variants"][0]["checks"][2]["runs_to_settle"] = None
+    cells = [row[-1] for row in verdict_table(data).rows]
+    assert (cells[0].text, cells[0].sub) == (
+        "inconclusive",
+        "no number of runs would settle it at this rate",
+    )
+    assert (cells[1].text, cells[1].sub, cells[1].cls) == ("sweep NOT MET", "runs: met", "bad")
 
 
 def test_banner_without_an_expect_block():

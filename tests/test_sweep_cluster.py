@@ -48,7 +48,7 @@ def test_killed_driver_resumes_without_redoing_work(spark, tmp_path):
     )
     first_chunk = out / "runs" / "chunk=00000"
     try:
-        wait_for(lambda: first_chunk.exists() or proc.poll() is not None, 240, "chunk 0")
+        wait_for(lambda: committed(first_chunk) or proc.poll() is not None, 240, "chunk 0")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -76,7 +76,7 @@ def test_ctrl_c_prints_one_line_and_the_sweep_resumes_without_jvm_noise(spark, t
     )
     first_chunk = out / "runs" / "chunk=00000"
     try:
-        wait_for(lambda: first_chunk.exists() or proc.poll() is not None, 240, "chunk 0")
+        wait_for(lambda: committed(first_chunk) or proc.poll() is not None, 240, "chunk 0")
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         _, err = proc.communicate(timeout=120)
     finally:
@@ -90,12 +90,53 @@ def test_ctrl_c_prints_one_line_and_the_sweep_resumes_without_jvm_noise(spark, t
         [*CLI, *ARGS, "--out", str(out)], capture_output=True, text=True, timeout=600
     )
     assert again.returncode in (0, 1), again.stderr[-2000:]
-    # Chunk 0, perhaps 1, was committed before Ctrl-C; never all three.
-    assert re.search(r"resumed [12] committed chunk", again.stdout), again.stdout
+    # Chunk 0, perhaps more, was committed before Ctrl-C; never all four.
+    assert re.search(r"resumed [123] committed chunk", again.stdout), again.stdout
     for noise in ("incubator modules", "Setting default log level", "sc.setLogLevel"):
         assert noise not in again.stderr
     assert again.stderr == ""
     pd.testing.assert_frame_equal(rows(out), local_reference(spark, tmp_path / "reference"))
+
+
+def committed(chunk: Path) -> bool:
+    return any(chunk.rglob("*.parquet"))
+
+
+def test_ctrl_c_on_a_small_sweep_keeps_the_runs_that_finished(spark, tmp_path):
+    """With the default chunking, a 40-run sweep commits its runs ten at a time: Ctrl-C keeps
+    every chunk that had finished, and the same command resumes from them. (With one chunk
+    per job of up to 400 runs, Ctrl-C used to discard every run of such a sweep.)"""
+    out = tmp_path / "small"
+    args = ["--runs", "20", *(f"--grid={g}" for g in GRID), *(f"--set={s}" for s in SMALL)]
+    proc = subprocess.Popen(
+        [*CLI, *args, "--out", str(out)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    runs = out / "runs"
+    try:
+        wait_for(lambda: committed(runs) or proc.poll() is not None, 240, "a first chunk")
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    kept = {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")}
+    assert 1 <= len(pd.read_parquet(runs)) < 40, "Ctrl-C kept no finished run, or came late"
+    assert not (out / "aggregate.parquet").exists()
+
+    again = subprocess.run(
+        [*CLI, *args, "--out", str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert again.returncode in (0, 1), again.stderr[-2000:]
+    assert f"resumed {len(kept)} committed chunk(s)" in again.stdout, again.stdout
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept
+    reference = tmp_path / "reference"
+    run_sweep(SCENARIO, 20, grid=GRID, overrides=SMALL, out=reference, quiet=True, spark=spark)
+    pd.testing.assert_frame_equal(rows(out), rows(reference))
 
 
 def free_port() -> int:

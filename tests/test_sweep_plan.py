@@ -13,6 +13,7 @@ from eosim.analysis.sweep.plan import (
     SweepPlan,
     VarySpec,
     chunk_bounds,
+    default_chunk_runs,
     run_seed,
 )
 
@@ -97,6 +98,23 @@ def test_chunks_cover_every_run_once():
     bounds = chunk_bounds(1001, 250)
     assert bounds[0] == (0, 250) and bounds[-1] == (1000, 1001)
     assert sum(e - s for s, e in bounds) == 1001
+
+
+def test_chunks_never_cross_a_variant():
+    # 3 variants of 25 runs in chunks of 10: 10, 10, 5 per variant.
+    bounds = chunk_bounds(75, 10, runs_per_variant=25)
+    assert bounds == [
+        (0, 10), (10, 20), (20, 25), (25, 35), (35, 45), (45, 50), (50, 60), (60, 70), (70, 75)
+    ]  # fmt: skip
+
+
+def test_default_chunks_are_small_and_bounded():
+    """Chunks are what an interruption can lose: a small sweep commits every ten runs (it
+    used to be one chunk of up to 400 runs, lost whole on Ctrl-C), a large one in at most
+    about 200 files of up to 1,000 runs."""
+    assert [default_chunk_runs(n) for n in (1, 40, 399, 2_000, 20_000)] == [10, 10, 10, 10, 100]
+    assert default_chunk_runs(1_000_000) == 1_000
+    assert len(chunk_bounds(20_000, default_chunk_runs(20_000), 10_000)) == 200
 
 
 def test_wilson_interval_matches_the_formula():

@@ -15,6 +15,7 @@ from eosim.analysis.stats import (
     format_ppm,
     poisson_rate_interval,
     ratio_interval,
+    wilson_interval,
 )
 
 Z = 1.959963984540054
@@ -185,3 +186,54 @@ def test_table_cell_shows_runs_and_records_side_by_side():
     assert head.split()[:3] == ["variant", "idempotence", "runs"] and path not in head
     assert legend == f"param      idempotence = {path}"
     assert line == line.rstrip()
+
+
+def test_the_table_fits_a_terminal_whatever_the_expect_failures():
+    """The expect column held every reason a variant missed expect:, so a scenario with a few
+    expectations made rows of ~700 characters; it now holds one word, and the reasons follow
+    the table one per line, each naming the variants it applies to."""
+    from eosim.analysis.checks import ALL_ANOMALIES
+    from eosim.analysis.sweep.runner import SweepResult, format_table
+
+    base = {f"{k}_{a}": 0 for a in ALL_ANOMALIES for k in ("runs", "rate", "ci_low", "ci_high")}
+    base |= {f"ppm_{a}{s}": 0.0 for a in ALL_ANOMALIES for s in ("", "_low", "_high")}
+    base |= {"runs": 20, "ack_p50_ms": 5.0, "ack_p99_ms": 900.0, "commit_p50_ms": None}
+    keys = ["duplicate", "lost_write", "nonmonotonic_send", "torn_transaction", "aborted_read"]
+    keys += ["zombie_write", "hanging_transaction", "lost_processing", "duplicate_processing"]
+    failures = "; ".join(f"{k} 0: broken in 20 of 20 runs" for k in keys)
+    table = []
+    for v in range(4):
+        met = v == 3
+        row = base | {"variant": v, "p_x": v, "runs_duplicate": 20, "rate_duplicate": 1.0}
+        row |= {"expect_met": met, "expect_failures": "" if met else failures}
+        table.append(row)
+    table[1]["expect_failures"] = "lost_write 0: broken in 1 of 20 runs"
+    text = format_table(SweepResult(Path("."), "s", 80, table, 0, 0.0, 0.0, ["x"]))
+    lines = text.splitlines()
+    assert len(failures) > 350  # the old column's width
+    assert max(len(line) for line in lines) <= 100, "\n".join(lines)
+    head, *rows = lines[:5]
+    assert head.split()[-1] == "expect" and [r.split()[-1] for r in rows] == ["MET"] * 3 + ["met"]
+    assert lines[5:] == [
+        *(f"expect     variants 0, 2 NOT MET: {k} 0: broken in 20 of 20 runs" for k in keys),
+        "expect     variant 1 NOT MET: lost_write 0: broken in 1 of 20 runs",
+    ]
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 1), (0, 40), (3, 40), (7, 120), (40, 40), (1, 10_000)])
+def test_the_closed_form_wilson_interval_is_scipys(k, n):
+    from eosim.analysis.stats import wilson_bounds
+
+    assert wilson_bounds(k / n, n) == pytest.approx(wilson_interval(k, n), abs=1e-12)
+
+
+def test_trials_to_settle_is_the_wilson_threshold():
+    from eosim.analysis.stats import trials_to_settle
+
+    # 0 seen against <5%: z^2 / (n + z^2) < 0.05 from n > z^2 / 0.05 - z^2 = 72.99.
+    assert math.ceil(trials_to_settle(0.0, 40, "<", 0.05)) == 73
+    assert trials_to_settle(0.0, 100, "<", 0.05) == 100  # settled already
+    assert trials_to_settle(0.05, 40, "<", 0.05) is None  # at the bound: never
+    assert trials_to_settle(0.0, 40, ">", 0.0) is None
+    n = trials_to_settle(0.25, 40, "<", 0.3)
+    assert wilson_interval(round(0.25 * math.ceil(n) * 4) // 4, math.ceil(n))[1] < 0.3 + 1e-3

@@ -23,7 +23,13 @@ from eosim.analysis.stats import (
 )
 from eosim.analysis.sweep import run_sweep
 from eosim.analysis.sweep.plan import GridAxis, PlanError, SweepPlan, VarySpec, param_column
-from eosim.analysis.sweep.progress import ProgressPoller, finished_runs, report_progress
+from eosim.analysis.sweep.progress import (
+    Progress,
+    ProgressPoller,
+    finished,
+    finished_runs,
+    report_progress,
+)
 
 GRID = (
     "network.response_loss=0,0.05",
@@ -136,9 +142,9 @@ def test_the_documented_pandas_example(typed):
 
 def test_progress_advances_per_run_not_per_chunk(typed):
     result, _, seen = typed
-    # One chunk of 20 runs: a bar moved per chunk would only have seen 0 and 20. A task
-    # reports after its first run and then at most every REPORT_INTERVAL_S, so how many
-    # values fall between depends on how fast the runs are; at least one always does.
+    # One job of 20 runs: a bar moved per job would only have seen 0 and 20. A task reports
+    # after its first run and then at most every REPORT_INTERVAL_S, so how many values fall
+    # between depends on how fast the runs are; at least one always does.
     assert seen == sorted(set(seen)) and seen[0] == 0 and seen[-1] == result.total_runs == 20
     assert [n for n in seen if 0 < n < 20], seen
 
@@ -225,13 +231,44 @@ def test_progress_files_count_each_partition_once_across_retries(tmp_path):
     assert finished_runs(tmp_path) == 6
     assert finished_runs(tmp_path / "missing") == 0
 
-    seen: list[int] = []
+    seen: list[Progress] = []
     with ProgressPoller(seen.append, interval=3600) as poller:
-        poller.set_done(10)
-        poller.watch(tmp_path, 10, 14)
-        poller.poll()  # 10 + 6, capped at the chunk's end
-        poller.set_done(14)
-    assert seen == [10, 14]
+        poller.set_done(Progress(10))
+        poller.watch(tmp_path, Progress(10), 14)
+        poller.poll()  # 10 + 6, capped at the job's end
+        poller.set_done(Progress(14))
+    assert [p.runs for p in seen] == [10, 14]
+
+
+def test_progress_counts_every_anomaly_kind_the_tasks_report(tmp_path):
+    """The bar named no anomaly until a chunk was committed, so a sweep in one chunk said
+    "no anomalies yet" while its runs lost writes: the tasks' progress files now carry, per
+    anomaly kind, the runs that reported it, and the bar shows them as they come."""
+    from eosim.analysis.sweep.runner import _found_text
+
+    report_progress(str(tmp_path), (0, 0), 3, {"lost_write": 2})
+    report_progress(str(tmp_path), (1, 0), 2, {"lost_write": 1, "duplicate": 2})
+    report_progress(str(tmp_path), (1, 1), 1, {"G0": 1})  # a retry, behind its first attempt
+    assert finished(tmp_path) == Progress(5, {"lost_write": 3, "duplicate": 2})
+    seen: list[Progress] = []
+    with ProgressPoller(seen.append, interval=3600) as poller:
+        base = Progress(10, {"torn_transaction": 1})
+        poller.watch(tmp_path, base, 40)
+        poller.poll()
+        report_progress(str(tmp_path), (2, 0), 0, {})  # nothing new: no call
+        poller.poll()
+        report_progress(
+            str(tmp_path),
+            (1, 1),
+            3,
+            {"lost_write": 1, "duplicate": 2, "G1c": 0, "hanging_transaction": 1},
+        )
+        poller.poll()
+    assert [p.runs for p in seen] == [15, 16]
+    assert seen[0].found == {"torn_transaction": 1, "lost_write": 3, "duplicate": 2}
+    text = _found_text(seen[1].found)
+    assert text == "runs with duplicate=2, lost_write=3, torn_transaction=1, hanging_transaction=1"
+    assert _found_text({}) == "no anomalies yet"
 
 
 def test_a_task_reports_after_every_run(tmp_path, monkeypatch):
@@ -240,16 +277,64 @@ def test_a_task_reports_after_every_run(tmp_path, monkeypatch):
     from eosim.analysis.sweep import task
 
     plan = SweepPlan(Path(SCENARIO).read_text(), SCENARIO, 3, 1, base_overrides=SMALL)
+    progress = tmp_path / "progress"
+    progress.mkdir()
+    (tmp_path / "_staging").mkdir()
     seen_before: list[int] = []
     real = task.execute_run
 
     def spy(*args):
-        seen_before.append(finished_runs(tmp_path))
+        seen_before.append(finished_runs(progress))
         return real(*args)
 
     monkeypatch.setattr(task, "execute_run", spy)
     monkeypatch.setattr(task, "REPORT_INTERVAL_S", 0.0)
-    runner = task.make_batch_runner(plan, "s", "v", 0, progress_dir=str(tmp_path))
-    out = list(runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1, 2]})])))
-    assert sum(b.num_rows for b in out) == 3
-    assert seen_before == [0, 1, 2] and finished_runs(tmp_path) == 3
+    runner = task.make_chunk_runner(
+        plan, "s", "v", str(tmp_path), [(0, 0, 2), (1, 2, 3)], progress_dir=str(progress)
+    )
+    out = list(runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1]})])))
+    assert [r for b in out for r in b.to_pylist()] == [
+        {"chunk": 0, "runs": 2, "skipped": False},
+        {"chunk": 1, "runs": 1, "skipped": False},
+    ]
+    assert seen_before == [0, 1, 2] and finished_runs(progress) == 3
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.parquet"))
+    assert files == [
+        "runs/chunk=00000/variant=0/part-00000.parquet",
+        "runs/chunk=00001/variant=0/part-00001.parquet",
+    ]
+    assert list((tmp_path / "_staging").iterdir()) == []
+    # Run again (a retried task): the committed chunks are skipped, and still counted.
+    again = list(runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1]})])))
+    assert all(r["skipped"] for b in again for r in b.to_pylist())
+    assert len(seen_before) == 3
+
+
+def test_a_task_reports_the_anomalies_of_its_runs_before_committing_them(tmp_path, monkeypatch):
+    """Runs that lost writes show in the task's progress file run by run, before their chunk
+    is committed, with every anomaly kind the committed rows hold."""
+    import pyarrow as pa
+
+    from eosim.analysis.sweep import task
+
+    lossy = str(Path(SCENARIO).parent / "at-most-once.yaml")
+    plan = SweepPlan(Path(lossy).read_text(), lossy, 2, 1)
+    progress = tmp_path / "progress"
+    progress.mkdir()
+    (tmp_path / "_staging").mkdir()
+    at_commit: list[Progress] = []
+    real = task.commit_chunk
+
+    def spy(staged, target):
+        at_commit.append(finished(progress))
+        return real(staged, target)
+
+    monkeypatch.setattr(task, "commit_chunk", spy)
+    monkeypatch.setattr(task, "REPORT_INTERVAL_S", 0.0)
+    runner = task.make_chunk_runner(
+        plan, "s", "v", str(tmp_path), [(0, 0, 2)], progress_dir=str(progress)
+    )
+    list(runner(iter([pa.RecordBatch.from_pydict({"id": [0]})])))
+    committed = task.committed_found(str(next(tmp_path.rglob("part-*.parquet"))))
+    assert committed.get("lost_write", 0) >= 1, committed
+    assert at_commit == [Progress(2, committed)]

@@ -26,8 +26,12 @@ def sweep(spark, out: Path, **kw):
 
 
 def rows(out: Path) -> pd.DataFrame:
+    """The run table, to compare sweeps row for row: without the columns that differ between
+    two executions of a run, and with the results directory in replay commands (they name
+    its copy of the scenario) written RESULTS."""
     frame = pd.read_parquet(out / "runs")
     frame = frame.drop(columns=[*NONDETERMINISTIC, "chunk"])
+    frame["replay"] = frame["replay"].str.replace(str(out.resolve()), "RESULTS", regex=False)
     frame["variant"] = frame["variant"].astype(int)
     for column in ("ack_latency_hist", "commit_latency_hist"):
         frame[column] = frame[column].map(list)
@@ -53,11 +57,19 @@ def test_one_row_per_run_and_a_manifest(clean):
     assert manifest["variants"][1]["params"] == {"network.response_loss": 0.05}
     assert (out / "aggregate.parquet").exists() and (out / "aggregate.csv").exists()
     assert not (out / "_staging").exists()
+    # Chunks of at most 4 runs, never across a variant: 6 runs per variant make two each.
     assert sorted(p.name for p in (out / "runs").iterdir()) == [
         "chunk=00000",
         "chunk=00001",
         "chunk=00002",
+        "chunk=00003",
     ]
+    for chunk, variant in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        files = list((out / "runs" / f"chunk={chunk:05d}").rglob("*.parquet"))
+        assert [f.relative_to(out / "runs").as_posix() for f in files] == [
+            f"chunk={chunk:05d}/variant={variant}/part-{chunk:05d}.parquet"
+        ]
+    assert manifest["chunks"] == 4 and manifest["chunk_runs"] == 4
 
 
 def test_aggregate_matches_the_run_table(clean):
@@ -186,7 +198,7 @@ def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
 
 def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
     _, out = clean
-    frame = rows(out)
+    frame = pd.read_parquet(out / "runs")  # the replay commands as stored
     failing = frame[frame.replay.notna()].iloc[0]
     argv = failing.replay.split()
     assert argv[:2] == ["eosim", "run"] and "--seed" in argv
@@ -201,29 +213,72 @@ def test_a_failing_run_replays_alone_with_the_same_outcome(clean):
 def test_exactly_once_when_python_workers_die(spark, clean, tmp_path):
     _, clean_out = clean
     out = tmp_path / "faulty"
-    # Kill the Python worker in the first attempt of some tasks; Spark retries them.
-    inject = frozenset({(0, 0, 0), (1, 1, 0), (2, 0, 0), (2, 0, 1)})
+    # Kill the Python worker as it starts chunks 0 and 1 in their first attempt, and chunk 2
+    # in its first two (one chunk per task here); Spark retries them.
+    inject = frozenset({(0, 0), (1, 0), (2, 0), (2, 1)})
     sweep(spark, out, chunk_runs=4, inject_failures=inject)
     pd.testing.assert_frame_equal(rows(out), rows(clean_out))
 
 
-def test_resume_after_a_chunk_fails_completes_without_redoing_work(spark, clean, tmp_path):
+def test_a_retried_task_keeps_the_chunks_it_had_committed(spark, clean, tmp_path):
+    _, clean_out = clean
+    out = tmp_path / "retried"
+    # One task runs the four chunks in turn and dies as it starts chunk 2; its next attempt
+    # finds chunks 0 and 1 committed and starts at chunk 2.
+    seen: list[int] = []
+    sweep(
+        spark,
+        out,
+        chunk_runs=4,
+        partitions=1,
+        inject_failures=frozenset({(2, 0)}),
+        on_progress=seen.append,
+        progress_interval=0.02,
+    )
+    pd.testing.assert_frame_equal(rows(out), rows(clean_out))
+    assert seen == sorted(seen) and seen[-1] == 12  # the bar never went back
+
+
+def test_resume_after_a_failed_job_keeps_every_finished_chunk(spark, clean, tmp_path):
     _, clean_out = clean
     out = tmp_path / "resumed"
-    # Chunk 1 fails in every attempt: the sweep dies after committing chunk 0.
+    # Chunk 2 fails in every attempt: the job dies, but chunks 0 and 1, run before it by the
+    # same task, were committed as each finished.
     with pytest.raises(Exception):  # noqa: B017 - Spark's job failure type varies by version
         sweep(
             spark,
             out,
             chunk_runs=4,
-            inject_failures=frozenset({(1, p, a) for p in range(4) for a in range(4)}),
+            partitions=1,
+            inject_failures=frozenset({(2, a) for a in range(4)}),
         )
-    assert [p.name for p in (out / "runs").iterdir()] == ["chunk=00000"]
-    first = sorted((out / "runs" / "chunk=00000").rglob("*.parquet"))
-    result = sweep(spark, out, chunk_runs=4)
-    assert result.resumed_chunks == 1
-    assert sorted((out / "runs" / "chunk=00000").rglob("*.parquet")) == first  # not redone
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["chunk=00000", "chunk=00001"]
+    first = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.parquet")}
+    assert len(first) == 2
+    result = sweep(spark, out)  # resumed with the chunking it started with
+    assert result.resumed_chunks == 2
+    assert {p: p.stat().st_mtime_ns for p in first} == first  # not redone
     pd.testing.assert_frame_equal(rows(out), rows(clean_out))
+
+
+def test_a_resumed_sweep_keeps_its_chunking(spark, clean):
+    _, out = clean
+    with pytest.raises(SweepError, match="started with --chunk-runs 4"):
+        sweep(spark, out, chunk_runs=5)
+
+
+def test_an_unfinished_sweep_of_the_old_layout_is_not_resumed(spark, clean, tmp_path):
+    import shutil
+
+    _, out = clean
+    old = tmp_path / "old-layout"
+    shutil.copytree(out, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["layout"]
+    manifest["complete"] = False
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SweepError, match="older eosim, whose chunks this version cannot resume"):
+        sweep(spark, old, chunk_runs=4)
 
 
 def test_output_holding_another_sweep_is_refused_untouched(spark, clean):
@@ -239,7 +294,7 @@ def test_output_holding_another_sweep_is_refused_untouched(spark, clean):
 def test_rerunning_a_finished_sweep_redoes_nothing(spark, clean):
     result, out = clean
     again = sweep(spark, out, chunk_runs=4)
-    assert again.resumed_chunks == 3 and again.table == result.table
+    assert again.resumed_chunks == 4 and again.table == result.table
 
 
 def test_chunks_from_before_the_transactional_checks_are_not_resumed(spark, clean, tmp_path):
@@ -352,6 +407,105 @@ def test_markdown_report_writes_its_images(clean, tmp_path):
     assert "| variant |" in text
 
 
+@pytest.fixture(scope="module")
+def lossy(spark, tmp_path_factory):
+    """Three variants, each with response loss: every one shows duplicates."""
+    out = tmp_path_factory.mktemp("sweeps") / "lossy"
+    sweep(spark, out, runs=4, grid=("network.response_loss=0.02,0.05,0.1",))
+    return out
+
+
+def test_every_failing_variant_gets_a_story(lossy, tmp_path):
+    """The report told the first failing runs' story, which were all of the first variant or
+    two: each variant that showed an anomaly gets its own story now, folded but the first."""
+    import re
+
+    from eosim.analysis.report import write_report
+    from eosim.analysis.report.data import load
+    from eosim.analysis.report.render import build, render_html
+
+    data = load(lossy)
+    table = data.table.set_index("variant")
+    for anomaly, rows in data.failing.items():
+        failing = [int(v) for v in table.index if table.loc[v, f"runs_{anomaly}"] > 0]
+        assert [int(r["variant"]) for r in rows] == failing, anomaly
+        for r in rows:
+            assert r["failing_runs"] == table.loc[int(r["variant"]), f"runs_{anomaly}"]
+            assert r["run"] == r["first_runs"][0] and r["replay"]
+    assert len(data.failing["duplicate"]) == 3
+    content = build(lossy)
+    told = {(s.anomaly, s.variant) for s in content.stories}
+    assert told == {(a, int(r["variant"])) for a, rows in data.failing.items() for r in rows}
+    assert all(s.timeline_svg and s.run[s.anomaly] > 0 for s in content.stories)
+    html = render_html(content)
+    stories = re.findall(r'<details class="story"( open)?><summary>([^<]*)</summary>', html)
+    assert len(stories) == len(content.stories)
+    assert [bool(o) for o, _ in stories].count(True) == len(data.failing)  # one open each
+    assert "variant 2 (response_loss=0.1), run 2:" in html
+    md = write_report(lossy, tmp_path / "r.md", "md").read_text()
+    for s in content.stories:
+        assert f"r_files/timeline-{s.anomaly}-v{s.variant}.svg" in md
+        assert (tmp_path / "r_files" / f"timeline-{s.anomaly}-v{s.variant}.svg").is_file()
+    assert md.count("#### variant ") == len(content.stories)
+
+
+def test_a_lost_writes_story_in_the_report_says_what_lost_it(spark, tmp_path, capsys):
+    """A replicated sweep: the report's story of a lost write names the power loss and the
+    election that lost it (kafka.version 4.0); with ELR (4.1) nothing is lost."""
+    from eosim.analysis.report import write_report
+    from eosim.analysis.report.render import build, render_html
+
+    out = tmp_path / "res"
+    scenario = str(ROOT / "scenarios" / "replication-last-replica-standing.yaml")
+    run_sweep(scenario, 2, grid=("kafka.version=4.0,4.1",), quiet=True, spark=spark, out=out)
+    content = build(out)
+    (story,) = [s for s in content.stories if s.anomaly == "lost_write"]
+    assert story.variant == 0 and story.label == "version=4.0"
+    assert (
+        story.summary[1].endswith("offset 0 with it")
+        and "power loss on broker-0" in story.summary[1]
+    )
+    assert "lost by" in story.timeline_text and "<== cuts offset" in story.timeline_text
+    html = render_html(content)
+    assert "; lost by " in html and "<li>lost by " in html
+    md = write_report(out, tmp_path / "r.md", "md").read_text()
+    assert "- lost by " in md and "power loss on broker-0" in md
+    # eosim replay draws the same story.
+    from eosim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(out), "--run", f"0:{story.run['run']}", "--svg", str(tmp_path)])
+    assert exc.value.code == 0
+    printed = capsys.readouterr().out
+    assert story.timeline_text in printed
+    drawn = (tmp_path / f"run-0-{story.run['run']}-lost_write.svg").read_text()
+    assert drawn == story.timeline_svg
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_a_report_goes_where_out_says_creating_its_folders(clean, tmp_path, capsys, fmt):
+    """`eosim report --format md --out dir/x.md` failed when dir did not exist; the report's
+    folders are made as for any output file (the images' folder of a Markdown report too)."""
+    from eosim.analysis.report import ReportError, write_report
+    from eosim.cli import main
+
+    _, out = clean
+    target = tmp_path / "new" / "deeper" / f"x.{fmt}"
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(out), "--format", fmt, "--out", str(target)])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"report     {target}\n"
+    assert target.is_file() and "Reliability report" in target.read_text()
+    if fmt == "md":
+        assert any((target.parent / "x_files").glob("*.png"))
+    # A file where a folder should be is bad input: one line, exit 2.
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ReportError, match="cannot create"):
+        write_report(out, tmp_path / "a-file" / f"x.{fmt}", fmt)
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(out), "--format", fmt, "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "is a directory" in capsys.readouterr().err
+
+
 def test_report_reads_results_from_before_the_transactional_checks(clean, tmp_path):
     import shutil
 
@@ -462,3 +616,53 @@ def test_report_reads_the_fault_load_and_the_drawn_values(clean, spark, tmp_path
     assert content.data.vary == ["producers.0.config.retries"]
     assert any(f.name.startswith("drawn-") for f in content.figures)
     assert "Drawn per run" in render_html(content)
+
+
+def test_replay_commands_work_from_any_directory(spark, tmp_path, monkeypatch):
+    """Replay commands named the scenario by the path the sweep was run with (relative to
+    where it ran, and only as good as that file stays). They name the copy of the scenario's
+    text the sweep keeps beside its results, by its absolute path; a report and `eosim replay`
+    name it where the results directory is now."""
+    import shlex
+    import shutil
+
+    from eosim.analysis.report.data import load
+    from eosim.analysis.sweep.replay import replay
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(SCENARIO, work / "mine.yaml")
+    monkeypatch.chdir(work)
+    sweep(spark, Path("res"), runs=4)
+    (work / "mine.yaml").write_text("name: edited since\n")  # the file the sweep ran from
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    def reproduces(command: str, row) -> None:
+        argv = shlex.split(command)
+        assert argv[:2] == ["eosim", "run"] and Path(argv[2]).is_absolute(), command
+        sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+        seed = int(argv[argv.index("--seed") + 1])
+        outcome = api.run(api.load(argv[2], sets), seed)
+        assert outcome.run.history.digest() == row["history_sha256"], command
+
+    frame = pd.read_parquet(work / "res" / "runs")  # as stored
+    failing = frame[frame.replay.notna()]
+    assert len(failing) > 0
+    for _, row in failing.iterrows():
+        assert shlex.split(row.replay)[2] == str((work / "res" / "scenario.yaml").resolve())
+        reproduces(row.replay, row)
+    # Moved elsewhere, the results still print commands that work.
+    moved = tmp_path / "moved"
+    shutil.move(work / "res", moved)
+    data = load(moved)
+    shown = [r for runs in data.failing.values() for r in runs]
+    assert shown
+    columns = (frame.variant, frame.run, frame.history_sha256)
+    digests = {(v, r): h for v, r, h in zip(*columns, strict=True)}
+    for r in shown:
+        assert shlex.split(r["replay"])[2] == str((moved / "scenario.yaml").resolve())
+        reproduces(r["replay"], {"history_sha256": digests[r["variant"], r["run"]]})
+    r = replay(moved, f"{shown[0]['variant']}:{shown[0]['run']}")
+    assert r.mismatches == [] and shlex.split(r.command)[2] == str(moved / "scenario.yaml")

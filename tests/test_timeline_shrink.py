@@ -67,6 +67,56 @@ def test_timeline_svg_escapes_text():
     ET.fromstring(svg)
 
 
+def overflowing_labels(svg: str) -> list[str]:
+    """The texts of an SVG drawing that reach past its width, each measured at 0.6 em per
+    character (the advance of common monospace fonts: DejaVu Sans Mono, Liberation Mono)."""
+    root = ET.fromstring(svg)
+    width = float(root.get("width"))
+    size = float(root.get("font-size"))
+    out = []
+    for node in root.iter("{http://www.w3.org/2000/svg}text"):
+        content = "".join(node.itertext())
+        extent = len(content) * 0.6 * float(node.get("font-size", size))
+        x = float(node.get("x"))
+        right = x + extent / 2 if node.get("text-anchor") == "middle" else x + extent
+        if right > width:
+            out.append(f"{content!r} ends at {right:.0f} px, past {width:.0f}")
+    return out
+
+
+def test_no_svg_label_reaches_past_the_drawing():
+    """Labels were cut: the drawing was as wide as its lanes, whatever its labels. A lone
+    producer lane with a long error, a message between the two rightmost lanes and a fault
+    on many nodes all fit now."""
+    long_error = "TimeoutException: Expiring 3 record(s) for events-0:120000 ms has passed"
+    rows = [
+        timeline.Row(1.0, "op", "producer-0", None, f"info send v-1 ({long_error})", "info"),
+        timeline.Row(2.0, "message", "broker-1", "broker-2", "Fetch " + "x" * 120, "lost"),
+        timeline.Row(3.0, "fault", "a", None, ", ".join(f"broker-{i}" for i in range(30)), "crash"),
+    ]
+    for lanes in (["producer-0"], ["producer-0", "broker-1", "broker-2"]):
+        t = timeline.Timeline("lost_write", ["v-1" * 40], lanes, rows)
+        svg = t.svg()
+        assert overflowing_labels(svg) == [], svg
+        width = float(ET.fromstring(svg).get("width"))
+        assert f'width="{width - 110:.0f}"' in svg  # the fault's band spans the drawing
+    # A drawing whose labels are short keeps the lanes' width.
+    short = timeline.Timeline("duplicate", ["v"], ["p", "b"], [rows[0]])
+    short.rows[0] = timeline.Row(1.0, "op", "p", None, "ok send v", "ok")
+    assert ET.fromstring(short.svg()).get("width") == str(110 + 2 * 220 + 40)
+
+
+def test_the_svg_of_a_real_run_fits_its_labels(tmp_path, capsys):
+    chaos = str(ROOT / "scenarios" / "at-least-once-chaos.yaml")
+    with pytest.raises(SystemExit):
+        main(["run", chaos, "--seed", "3", "--svg", str(tmp_path)])
+    capsys.readouterr()
+    drawings = sorted(tmp_path.glob("*.svg"))
+    assert drawings
+    for path in drawings:
+        assert overflowing_labels(path.read_text()) == [], path
+
+
 def _message(time, event, msg, src, dst, kind, label, values, correlation, connection):
     return {
         "time": time,

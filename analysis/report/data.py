@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
 from eosim.analysis.sweep.plan import short_names
+from eosim.analysis.sweep.replay import replay_commands
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.sweep.verdict import FILE as SWEEP_VERDICT_FILE
 from eosim.analysis.txn_checker import TXN_ANOMALIES
@@ -43,7 +46,8 @@ GUARANTEES = {
     "G0": "no write cycles (G0)",
     "G1c": "no dependency cycles (G1c)",
 }
-FAILING_RUNS_SHOWN = 5
+# Per anomaly and failing variant, how many of its failing runs the report lists by number.
+FIRST_RUNS_LISTED = 5
 
 
 @dataclass
@@ -52,6 +56,10 @@ class SweepData:
     manifest: dict[str, Any]
     table: pd.DataFrame
     params: list[str]
+    # Per anomaly, one row per variant that showed it, in variant order: the variant's first
+    # run with it (``variant``, ``run``, ``seed``, ``params``, the anomaly counts, ``replay``),
+    # with ``failing_runs`` (how many of its runs showed it) and ``first_runs`` (the first
+    # FIRST_RUNS_LISTED of them, by run number).
     failing: dict[str, list[dict[str, Any]]]
     # Per variant (index), the fault load its runs had: `runs` and the sums of every
     # `faults_<kind>` and `messages_lost` column; None for sweeps made before runs recorded it.
@@ -128,6 +136,20 @@ def label(values: dict[str, Any], params: list[str], names: dict[str, str]) -> s
     return ", ".join(f"{names.get(p, p)}={show(values[p])}" for p in params) or "all"
 
 
+def first_failing_runs(hits: pa.Table) -> list[dict[str, Any]]:
+    """From the runs that showed an anomaly, each variant's first (see `SweepData.failing`),
+    read column by column so that a sweep of many failing runs builds one dict per variant."""
+    hits = hits.sort_by([("variant", "ascending"), ("run", "ascending")])
+    variants = np.asarray(hits.column("variant").to_numpy(zero_copy_only=False))
+    runs = np.asarray(hits.column("run").to_numpy(zero_copy_only=False))
+    _, starts, counts = np.unique(variants, return_index=True, return_counts=True)
+    rows = hits.take(pa.array(starts)).to_pylist()
+    for row, start, count in zip(rows, starts, counts, strict=True):
+        row["failing_runs"] = int(count)
+        row["first_runs"] = [int(r) for r in runs[start : start + min(count, FIRST_RUNS_LISTED)]]
+    return rows
+
+
 class DataError(ValueError):
     """The directory is not a finished sweep (one line, for the user)."""
 
@@ -150,8 +172,8 @@ def load(root: str | Path) -> SweepData:
     for name in anomalies:
         hits = dataset.to_table(columns=columns, filter=pc.field(name) > 0)
         if hits.num_rows:
-            rows = hits.sort_by([("variant", "ascending"), ("run", "ascending")])
-            failing[name] = rows.slice(0, FAILING_RUNS_SHOWN).to_pylist()
+            failing[name] = first_failing_runs(hits)
+            replay_commands(root, manifest, failing[name])
     names = dataset.schema.names
     fault_columns = [c for c in names if c.startswith("faults_")]
     faults = None

@@ -45,11 +45,31 @@ class Figure:
 
 @dataclass
 class Story:
+    """How one variant showed one anomaly: its first run that did (``run``: a row of
+    `SweepData.failing`), replayed and drawn."""
+
     anomaly: str
-    runs: list[dict[str, Any]]
+    run: dict[str, Any]
+    label: str = ""  # the variant's parameters
     timeline_text: str = ""
     timeline_svg: str = ""
+    # The timeline's head: a lost write's partition and what decided the loss (else empty).
+    summary: list[str] = field(default_factory=list)
     note: str = ""
+
+    @property
+    def variant(self) -> int:
+        return int(self.run["variant"])
+
+    @property
+    def slug(self) -> str:
+        """The story's name in file names."""
+        return f"{self.anomaly}-v{self.variant}"
+
+
+# At most this many stories per anomaly (one per failing variant, in variant order); the
+# runs table still lists every failing variant with its replay command.
+STORIES_PER_ANOMALY = 24
 
 
 @dataclass
@@ -254,27 +274,85 @@ def build(root: str | Path) -> Content:
                 plots.latency(data, "commit"),
             )
         )
-    content.stories = [_story(data, anomaly, runs) for anomaly, runs in data.failing.items()]
+    content.stories = stories(data)
     return content
 
 
-def _story(data: SweepData, anomaly: str, runs: list[dict[str, Any]]) -> Story:
+def stories(data: SweepData) -> list[Story]:
+    """One story per anomaly and variant that showed it (at most STORIES_PER_ANOMALY per
+    anomaly), each from the variant's first run with it, replayed. A run that shows several
+    anomalies is replayed once."""
     from eosim.analysis import outcome as checked
     from eosim.analysis.sweep.replay import ReplayError, replay
 
-    story = Story(anomaly, runs)
-    first = runs[0]
-    try:
-        r = replay(data.root, f"{first['variant']}:{first['run']}")
-    except ReplayError as exc:
-        story.note = f"could not replay run {first['variant']}:{first['run']}: {exc}"
-        return story
-    if r.mismatches:
-        story.note = "replay did not reproduce the recorded outcome: " + "; ".join(r.mismatches)
-    for t in checked.timelines(r.outcome):
-        if t.anomaly == anomaly:
-            story.timeline_text, story.timeline_svg = t.text(), t.svg()
-    return story
+    labels = dict(zip((int(v) for v in data.table["variant"]), data.variant_labels, strict=True))
+    replays: dict[tuple[int, int], tuple[list[Any], str]] = {}
+    out = []
+    for anomaly, rows in data.failing.items():
+        for row in rows[:STORIES_PER_ANOMALY]:
+            story = Story(anomaly, row, labels.get(int(row["variant"]), ""))
+            key = (story.variant, int(row["run"]))
+            if key not in replays:
+                run_id = f"{key[0]}:{key[1]}"
+                try:
+                    r = replay(data.root, run_id)
+                except ReplayError as exc:
+                    replays[key] = ([], f"could not replay run {run_id}: {exc}")
+                else:
+                    note = ""
+                    if r.mismatches:
+                        note = "replay did not reproduce the recorded outcome: " + "; ".join(
+                            r.mismatches
+                        )
+                    replays[key] = (checked.timelines(r.outcome), note)
+            timelines, story.note = replays[key]
+            for t in timelines:
+                if t.anomaly == anomaly:
+                    story.timeline_text, story.timeline_svg = t.text(), t.svg()
+                    story.summary = list(t.summary)
+            out.append(story)
+    return out
+
+
+def story_groups(content: Content) -> list[dict[str, Any]]:
+    """The "How it happened" section, per anomaly: a table row per variant that showed it
+    (``rows``: variant, its parameters, runs with it out of its runs, the first of them,
+    the replay command of the first), its stories, and how many failing variants have no
+    story (``more``, beyond STORIES_PER_ANOMALY)."""
+    d = content.data
+    total = dict(zip((int(v) for v in d.table["variant"]), d.table["runs"], strict=True))
+    labels = dict(zip((int(v) for v in d.table["variant"]), d.variant_labels, strict=True))
+    groups = []
+    for anomaly, failing in d.failing.items():
+        rows = [
+            {
+                "variant": int(r["variant"]),
+                "label": labels.get(int(r["variant"]), ""),
+                "runs": f"{r['failing_runs']}/{int(total.get(int(r['variant']), 0))}",
+                "first_runs": ", ".join(str(n) for n in r["first_runs"])
+                + (" …" if r["failing_runs"] > len(r["first_runs"]) else ""),
+                "replay": r["replay"] or "",
+            }
+            for r in failing
+        ]
+        told = [s for s in content.stories if s.anomaly == anomaly]
+        groups.append(
+            {"anomaly": anomaly, "rows": rows, "stories": told, "more": len(rows) - len(told)}
+        )
+    return groups
+
+
+def headline(story: Story) -> str:
+    """A story's one line: which run, and for a lost write the first event that decided the
+    loss (the timeline's summary)."""
+    count = story.run[story.anomaly]
+    line = f"variant {story.variant}"
+    if story.label and story.label != "all":
+        line += f" ({story.label})"
+    line += f", run {story.variant}:{story.run['run']}: {count} {story.anomaly}"
+    if len(story.summary) > 1:
+        line += f"; lost by {story.summary[1]}" + (" …" if len(story.summary) > 2 else "")
+    return line
 
 
 # -- tables --------------------------------------------------------------------------------
@@ -337,22 +415,44 @@ def verdict_table(data: SweepData) -> Table:
         for anomaly in data.guarantees:
             style, text = _verdict(row, anomaly, expect)
             cells.append(Cell(text, cls=style, sub=per_record(row, anomaly)))
-        text, sweep, met = _expect(row)
-        sub = f"sweep: {sweep}" if sweep else ""
+        text, sub, style = expect_cell(row, sweep_checks(data, int(row["variant"])))
         detail = row.get("expect_sweep_detail")
         title = detail if isinstance(detail, str) else ""
-        cells.append(Cell(text, cls="ok" if met else "bad", sub=sub, title=title))
+        cells.append(Cell(text, cls=style, sub=sub, title=title))
         rows.append(cells)
     return Table(head, rows, "verdicts")
 
 
-def _expect(row: Any) -> tuple[str, str, bool]:
-    """A variant's expect cell: the runs' verdict text, the sweep's own verdict (empty when
-    the sweep has no expectations) and whether both are met."""
-    text = "met" if row["expect_met"] else f"NOT MET: {row['expect_failures']}"
+def sweep_checks(data: SweepData, variant: int) -> list[dict[str, Any]]:
+    """The checks of the sweep's own expectations on ``variant`` (expect_sweep.json); empty
+    when the sweep had none."""
+    for v in (data.sweep_verdict or {}).get("variants", []):
+        if int(v["variant"]) == variant:
+            return list(v.get("checks") or [])
+    return []
+
+
+def expect_cell(row: Any, checks: list[dict[str, Any]] | None = None) -> tuple[str, str, str]:
+    """A variant's expect cell: its text, a second line and its style (``ok``, ``bad``, or
+    ``unsure`` for an inconclusive sweep expectation). The runs' verdict on ``expect:`` comes
+    first when they missed it; otherwise the sweep's own verdict (``expect_sweep``) decides
+    the text, and an inconclusive one says how many runs would settle it (the most any of its
+    inconclusive checks needs: ``runs_to_settle`` in expect_sweep.json)."""
     sweep = row.get("expect_sweep")
     sweep = sweep if isinstance(sweep, str) else ""
-    return text, sweep, bool(row["expect_met"]) and sweep in ("", "met")
+    if not row["expect_met"]:
+        return f"NOT MET: {row['expect_failures']}", f"sweep: {sweep}" if sweep else "", "bad"
+    if sweep in ("", "met"):
+        return "met", "sweep: met" if sweep else "", "ok"
+    if sweep == "not met":
+        return "sweep NOT MET", "runs: met", "bad"
+    unsure = [c for c in checks or () if c.get("verdict") == "inconclusive"]
+    if not unsure or any("runs_to_settle" not in c for c in unsure):
+        return "inconclusive", "more runs would settle it", "unsure"  # from an older eosim
+    needed = [c["runs_to_settle"] for c in unsure]
+    if None in needed:
+        return "inconclusive", "no number of runs would settle it at this rate", "unsure"
+    return "inconclusive", f"about {max(needed):,} runs would settle it at this rate", "unsure"
 
 
 def fault_table(data: SweepData) -> Table | None:
@@ -486,14 +586,25 @@ def render_html(content: Content) -> str:
     ]
     stories = [
         {
-            "anomaly": s.anomaly,
-            "runs": s.runs,
-            "note": s.note,
-            # Drawn by eosim (eosim.analysis.timeline), which escapes every text it puts in.
-            "timeline_svg": Markup(s.timeline_svg),
-            "timeline_text": s.timeline_text,
+            **group,
+            "stories": [
+                {
+                    "variant": s.variant,
+                    "run": s.run["run"],
+                    "label": s.label,
+                    "count": s.run[s.anomaly],
+                    "headline": headline(s),
+                    "summary": s.summary,
+                    "note": s.note,
+                    # Drawn by eosim (eosim.analysis.timeline), which escapes every text it
+                    # puts in.
+                    "timeline_svg": Markup(s.timeline_svg),
+                    "timeline_text": s.timeline_text,
+                }
+                for s in group["stories"]
+            ],
         }
-        for s in content.stories
+        for group in story_groups(content)
     ]
     m.setdefault("set", [])
     m.setdefault("finished", "")
@@ -564,8 +675,8 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         cells += [
             _md(f"{_verdict(row, a, expect)[1]} · {per_record(row, a)}") for a in d.guarantees
         ]
-        text, sweep, _ = _expect(row)
-        cells.append(_md(f"{text} · sweep: {sweep}" if sweep else text))
+        text, sub, _ = expect_cell(row, sweep_checks(d, int(row["variant"])))
+        cells.append(_md(f"{text} · {sub}" if sub else text))
         out.append("| " + " | ".join(cells) + " |")
     out += ["", "## Fault load applied", ""]
     faults = fault_table(d)
@@ -595,23 +706,44 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         (files_dir / f"{f.name}.png").write_bytes(f.png)
         out += [f"![{_md(f.caption)}]({rel}/{f.name}.png)", "", f"*{_md(f.caption)}*", ""]
     out += ["## How it happened", ""]
-    for s in content.stories:
-        out += [f"### {s.anomaly}", "", "| variant | run | count | replay |", "|---|---|---|---|"]
-        for r in s.runs:
-            out.append(f"| {r['variant']} | {r['run']} | {r[s.anomaly]} | `{r['replay'] or ''}` |")
+    if not content.stories:
+        out += ["No run showed any anomaly.", ""]
+    for group in story_groups(content):
+        anomaly = group["anomaly"]
+        out += [
+            f"### {anomaly}",
+            "",
+            "| variant | runs with it | first runs | replay the first |",
+            "|---|---|---|---|",
+        ]
+        for r in group["rows"]:
+            variant = _md(f"{r['variant']} ({r['label']})" if r["label"] else str(r["variant"]))
+            out.append(f"| {variant} | {r['runs']} | {r['first_runs']} | `{_md(r['replay'])}` |")
         out.append("")
-        if s.note:
-            out += [f"> {_md(s.note)}", ""]
-        if s.timeline_svg:
-            (files_dir / f"timeline-{s.anomaly}.svg").write_text(s.timeline_svg, encoding="utf-8")
-            out += [
-                f"![timeline of {s.anomaly}]({rel}/timeline-{s.anomaly}.svg)",
-                "",
-                "```text",
-                s.timeline_text,
-                "```",
-                "",
-            ]
+        if group["more"]:
+            out += [f"(Timelines of the first {len(group['stories'])} variants only.)", ""]
+        for s in group["stories"]:
+            out += [f"#### {_md(headline(s))}", ""]
+            if s.note:
+                out += [f"> {_md(s.note)}", ""]
+            if len(s.summary) > 1:
+                out += [f"- lost by {_md(line)}" for line in s.summary[1:]]
+                out.append("")
+            if s.timeline_svg:
+                name = f"timeline-{s.slug}.svg"
+                (files_dir / name).write_text(s.timeline_svg, encoding="utf-8")
+                out += [
+                    f"![timeline of {anomaly}, run {s.variant}:{s.run['run']}]({rel}/{name})",
+                    "",
+                    "<details><summary>as text</summary>",
+                    "",
+                    "```text",
+                    s.timeline_text,
+                    "```",
+                    "",
+                    "</details>",
+                    "",
+                ]
     out += ["## Scenario", "", "```yaml", m["scenario_yaml"].rstrip(), "```", ""]
     return "\n".join(out)
 
@@ -625,15 +757,25 @@ def write_report(root: str | Path, out: str | Path | None = None, fmt: str = "ht
     except DataError as exc:
         raise ReportError(str(exc)) from None
     target = Path(out) if out else root / f"report.{fmt}"
-    if not target.parent.is_dir():
-        raise ReportError(f"--out {target}: directory {str(target.parent)!r} does not exist")
+    if target.is_dir():
+        raise ReportError(f"--out {target}: is a directory; name the report file")
+    try:  # the folders it names, as for any output file (and the images' folder, below)
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(
+            f"--out {target}: cannot create {str(target.parent)!r}: {exc.strerror or exc}"
+        ) from None
     content = build(root)
-    text = (
-        render_html(content)
-        if fmt == "html"
-        else render_markdown(content, target.with_name(f"{target.stem}_files"))
-    )
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        text = (
+            render_html(content)
+            if fmt == "html"
+            else render_markdown(content, target.with_name(f"{target.stem}_files"))
+        )
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        name = exc.filename or target
+        raise ReportError(f"--out {target}: cannot write {name}: {exc.strerror or exc}") from None
     return target

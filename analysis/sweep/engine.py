@@ -6,8 +6,9 @@ a real cluster unchanged. Workers run the interpreter that started the sweep
 (``PYSPARK_PYTHON``), so a virtual environment just works locally. A cluster's workers need
 eosim installed at the same version.
 
-Only the DataFrame API is used (``spark.range`` -> ``mapInArrow`` -> Parquet), so the same
-code runs where RDDs are unavailable (Spark Connect).
+Only the DataFrame API is used (``spark.range`` -> ``mapInArrow``, whose tasks write their
+chunks of runs as Parquet themselves; ``spark.read.parquet`` to aggregate), so the same code
+runs where RDDs are unavailable (Spark Connect).
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 LOG4J = Path(__file__).with_name("log4j2.properties")
 # Lines the JVM and Spark print on every start, which say nothing to a sweep's user: the JVM's
 # note on the incubator module Spark enables, and Spark's note on its default log level (it
@@ -38,19 +37,6 @@ JVM_NOISE = re.compile(
 
 class EngineError(ValueError):
     """Spark cannot be started or reached (one line, for the user)."""
-
-
-def spark_ddl(schema: pa.Schema) -> str:
-    names = {
-        pa.string(): "string",
-        pa.int32(): "int",
-        pa.int64(): "bigint",
-        pa.float64(): "double",
-        pa.bool_(): "boolean",
-        pa.list_(pa.int64()): "array<bigint>",
-        pa.binary(): "binary",
-    }
-    return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
 
 
 def check_java() -> str:
@@ -215,24 +201,15 @@ def session_conf() -> dict[str, str]:
 
 
 def default_partitions(spark: Any) -> int:
-    """Tasks per chunk: four per core, so that the last tasks of a chunk leave little idle."""
+    """Tasks per job: four per core, so that the last tasks of a job leave little idle."""
     try:
         return max(1, int(spark.sparkContext.defaultParallelism) * 4)
     except Exception:  # Spark Connect has no SparkContext
         return 16
 
 
-def write_chunk(
-    spark: Any,
-    runner: Any,
-    schema: pa.Schema,
-    start: int,
-    end: int,
-    partitions: int,
-    target: Path,
-) -> None:
-    """Run ids [start, end) through ``runner``, whose rows have ``schema``, and write them as
-    Parquet under ``target``."""
-    n = max(1, min(partitions, end - start))
-    df = spark.range(start, end, numPartitions=n).mapInArrow(runner, spark_ddl(schema))
-    df.write.mode("errorifexists").partitionBy("variant").parquet(str(target))
+def run_job(spark: Any, runner: Any, result_ddl: str, items: int, partitions: int) -> list[Any]:
+    """Feed ids [0, items) to ``runner`` (``mapInArrow``) in ``partitions`` tasks (at most one
+    per item) and collect its small result rows. The runner writes the runs' results itself."""
+    n = max(1, min(partitions, items))
+    return spark.range(0, items, numPartitions=n).mapInArrow(runner, result_ddl).collect()

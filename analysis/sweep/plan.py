@@ -345,14 +345,34 @@ class SweepPlan:
         return [{"variant": i, "params": v} for i, v in enumerate(self.variants)]
 
 
-def chunk_bounds(total: int, chunk_runs: int) -> list[tuple[int, int]]:
-    return [(start, min(start + chunk_runs, total)) for start in range(0, total, chunk_runs)]
+def chunk_bounds(
+    total: int, chunk_runs: int, runs_per_variant: int | None = None
+) -> list[tuple[int, int]]:
+    """[start, end) run ids of each chunk: ``chunk_runs`` consecutive runs, and, given
+    ``runs_per_variant``, never across a variant's boundary (a chunk is then one Parquet file
+    of one variant, see :mod:`eosim.analysis.sweep.store`)."""
+    if runs_per_variant is None:
+        return [(start, min(start + chunk_runs, total)) for start in range(0, total, chunk_runs)]
+    bounds = []
+    for first in range(0, total, runs_per_variant):
+        last = min(first + runs_per_variant, total)
+        bounds += [(s, min(s + chunk_runs, last)) for s in range(first, last, chunk_runs)]
+    return bounds
+
+
+# A chunk is the unit a sweep commits, and so what an interruption can lose: at most one
+# chunk per running Spark task. Each costs one small Parquet file and a rename.
+MIN_CHUNK_RUNS = 10
+MAX_CHUNK_RUNS = 1_000
+CHUNKS_PER_SWEEP = 200
 
 
 def default_chunk_runs(total: int) -> int:
-    """Chunks are the unit of resume: about four per sweep, 100 to 20,000 runs each.
+    """Runs per chunk: a sweep in about :data:`CHUNKS_PER_SWEEP` chunks, of 10 to 1,000 runs
+    each (a 2,000-run sweep in chunks of 10, a 1,000,000-run one in chunks of 1,000).
 
-    Each chunk costs a Spark job and a barrier at its end, so fewer, larger chunks are
-    faster; more chunks lose less work to an interruption.
+    Chunks are committed one by one by the Spark tasks that run them, so their number costs
+    no Spark job and no barrier; small chunks lose little to an interruption, and the bound
+    keeps a large sweep from writing hundreds of thousands of files.
     """
-    return max(100, min(20_000, math.ceil(total / 4)))
+    return max(MIN_CHUNK_RUNS, min(MAX_CHUNK_RUNS, math.ceil(total / CHUNKS_PER_SWEEP)))

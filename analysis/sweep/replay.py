@@ -1,9 +1,11 @@
 """Replaying one run of a sweep: same plan, same seed, and the outcome must match.
 
 The manifest holds everything needed to rebuild the plan: the scenario text, overrides,
-grid, vary specs and seed. The run's row holds the recorded outcome. A replay that does not
-reproduce it byte for byte (history digest) is an error: it means the model or the
-environment changed since the sweep ran.
+grid, vary specs and seed. Replay commands name the copy of the scenario's text the sweep
+keeps beside its results (``scenario.yaml``) by its absolute path, wherever the directory is
+now. The run's row holds the recorded outcome. A replay that does not reproduce it byte for
+byte (history digest) is an error: it means the model or the environment changed since the
+sweep ran.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import pyarrow.dataset as ds
 
 from eosim.analysis.sweep.plan import GridAxis, SweepPlan, VarySpec, run_seed
-from eosim.analysis.sweep.store import SweepStore
+from eosim.analysis.sweep.store import SCENARIO_COPY, SweepStore
 from eosim.analysis.sweep.task import replay_command
 
 
@@ -36,10 +38,15 @@ class Replay:
     command: str
 
 
-def plan_from_manifest(manifest: dict[str, Any]) -> SweepPlan:
+def plan_from_manifest(manifest: dict[str, Any], root: str | Path | None = None) -> SweepPlan:
+    """The sweep's plan, from its manifest. Its scenario is, for replay commands, the copy of
+    the scenario's text in the results directory ``root`` by its absolute path (a sweep made
+    before it kept that copy names the path it was run with)."""
+    copy = Path(root) / SCENARIO_COPY if root is not None else None
+    source = str(copy.resolve()) if copy is not None and copy.is_file() else None
     return SweepPlan(
         scenario_text=manifest["scenario_yaml"],
-        scenario_source=manifest["scenario_path"],
+        scenario_source=source or manifest["scenario_path"],
         runs=manifest["runs_per_variant"],
         seed=manifest["seed"],
         grid=tuple(GridAxis(g["path"], tuple(g["values"])) for g in manifest["grid"]),
@@ -84,7 +91,7 @@ def replay(root: str | Path, run_id: str) -> Replay:
     manifest = SweepStore(root).read_manifest() if root.is_dir() else None
     if manifest is None:
         raise ReplayError(f"{root}: not a sweep results directory (no manifest.json)")
-    plan = plan_from_manifest(manifest)
+    plan = plan_from_manifest(manifest, root)
     variant, run = parse_run_id(run_id, plan)
     row = recorded_row(root, variant, run)
     params = plan.run_parameters(variant, run)
@@ -92,7 +99,7 @@ def replay(root: str | Path, run_id: str) -> Replay:
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
     outcome = checked.run(scenario, seed, trace=True)
     got: dict[str, Any] = {name: a.count for name, a in outcome.check.anomalies.items()}
-    got |= outcome.run.counts
+    got |= outcome.counts
     got["events"] = outcome.run.events
     got["txns"] = transactional_ops(outcome.history)
     got["history_sha256"] = outcome.run.history.digest()
@@ -109,3 +116,20 @@ def replay(root: str | Path, run_id: str) -> Replay:
 
 def describe_params(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True) if params else "{}"
+
+
+def replay_commands(root: str | Path, manifest: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Set each row's ``replay`` (a failing run's: it has ``variant``, ``run`` and ``seed``)
+    to its command as of the results directory's current place (:func:`plan_from_manifest`),
+    for a report printed from anywhere; a row whose parameters cannot be rebuilt keeps the
+    command it was recorded with."""
+    try:
+        plan = plan_from_manifest(manifest, root)
+    except (KeyError, ValueError):
+        return
+    for row in rows:
+        try:
+            params = plan.run_parameters(int(row["variant"]), int(row["run"]))
+        except (IndexError, KeyError, ValueError):
+            continue
+        row["replay"] = replay_command(plan, int(row["seed"]), params)

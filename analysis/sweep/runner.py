@@ -10,6 +10,7 @@ present exactly once. It writes the aggregate table and marks the manifest compl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import shutil
 import signal
@@ -39,9 +40,9 @@ from eosim.analysis.sweep.plan import (
     param_column,
     short_names,
 )
-from eosim.analysis.sweep.progress import ProgressPoller
-from eosim.analysis.sweep.store import FORMAT, StoreError, SweepStore
-from eosim.analysis.sweep.task import make_batch_runner, run_schema
+from eosim.analysis.sweep.progress import Progress, ProgressPoller
+from eosim.analysis.sweep.store import FORMAT, LAYOUT, SCENARIO_COPY, StoreError, SweepStore
+from eosim.analysis.sweep.task import RESULT_DDL, make_chunk_runner, run_schema
 from eosim.analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
 from eosim.simulation.conditions import Condition
 
@@ -125,7 +126,7 @@ def run_sweep(
     quiet: bool = False,
     command: str | None = None,
     spark: Any = None,
-    inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+    inject_failures: frozenset[tuple[int, int]] = frozenset(),
     on_progress: Callable[[int], None] | None = None,
     progress_interval: float = 0.25,
     expect: Mapping[str, str] | None = None,
@@ -144,15 +145,36 @@ def run_sweep(
         raise SweepError(f"--partitions must be at least 1, got {partitions}")
     sweep_id = plan.sweep_id()
     root = Path(out) if out is not None else Path("results") / scenario.name
+    store = SweepStore(root)
+    try:
+        existing = store.read_manifest() if root.is_dir() else None
+    except StoreError as exc:
+        raise SweepError(str(exc)) from None
+    # The same sweep, started before: it keeps its chunking (and a finished one its layout).
+    previous: dict[str, Any] = {}
+    if existing and existing.get("format") == FORMAT and existing.get("sweep_id") == sweep_id:
+        previous = existing
+    complete = bool(previous.get("complete"))
+    layout = previous.get("layout", 1) if previous else LAYOUT
+    stored = previous.get("chunk_runs")
+    if stored is not None:
+        if chunk_runs is not None and chunk_runs != stored:
+            raise SweepError(
+                f"--chunk-runs {chunk_runs}: the sweep in {root} was started with "
+                f"--chunk-runs {stored}; leave it out to resume"
+            )
+        chunk_runs = stored
     chunk_runs = chunk_runs or default_chunk_runs(plan.total_runs)
-    chunks = chunk_bounds(plan.total_runs, chunk_runs)
+    chunks = chunk_bounds(plan.total_runs, chunk_runs, plan.runs)
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "version": 1,
+        "layout": layout,
         "sweep_id": sweep_id,
         "command": command or " ".join(sys.argv),
         "scenario": scenario.name,
         "scenario_path": scenario_path,
+        "scenario_copy": SCENARIO_COPY,
         "scenario_yaml": plan.scenario_text,
         "set": list(overrides),
         "runs_per_variant": runs,
@@ -162,7 +184,7 @@ def run_sweep(
         "vary": [str(v) for v in plan.vary],
         "variants": plan.describe(),
         "chunk_runs": chunk_runs,
-        "chunks": len(chunks),
+        "chunks": previous["chunks"] if complete else len(chunks),
         "eosim_version": __version__,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "complete": False,
@@ -173,25 +195,40 @@ def run_sweep(
             engine.preflight(master)
         except engine.EngineError as exc:
             raise SweepError(str(exc)) from None
-    store = SweepStore(root)
     fresh = not root.exists()
     try:
         done = set(store.prepare(manifest))
+        # The scenario's text beside the results: each failing run's replay command names it
+        # by its absolute path, so the command works from any directory and replays exactly
+        # the text the sweep ran, whatever becomes of the file it was read from.
+        copy = store.write_scenario(plan.scenario_text).resolve()
     except StoreError as exc:
         raise SweepError(str(exc)) from None
+    except OSError as exc:
+        raise SweepError(f"{root}: cannot write the scenario's copy: {exc}") from None
+    plan = dataclasses.replace(plan, scenario_source=str(copy))
 
     schema = run_schema(plan)
-    found = dict.fromkeys(ALL_ANOMALIES, 0)
+    found: dict[str, int] = {}
     for c in sorted(done):
         _count_into(found, store.chunk_dir(c), schema.names)
+    if complete:  # nothing to run (its chunks may be of an older layout)
+        pending: list[tuple[int, int, int]] = []
+        committed = plan.total_runs
+    else:
+        pending = [(c, s, e) for c, (s, e) in enumerate(chunks) if c not in done]
+        committed = sum(chunks[c][1] - chunks[c][0] for c in done)
     bar = _progress(plan.total_runs, quiet)
-    committed = sum(chunks[c][1] - chunks[c][0] for c in done)
 
-    def advance(n: int) -> None:
-        if bar.n != n:
-            bar.update(n - bar.n)
-        if on_progress is not None:
-            on_progress(n)
+    reported = [-1]
+
+    def advance(progress: Progress) -> None:
+        if bar.n != progress.runs:
+            bar.update(progress.runs - bar.n)
+        bar.set_postfix_str(_found_text(progress.found), refresh=True)
+        if on_progress is not None and progress.runs != reported[0]:
+            reported[0] = progress.runs
+            on_progress(progress.runs)
 
     startup = 0.0
     interrupted = False
@@ -206,37 +243,40 @@ def run_sweep(
                     shutil.rmtree(root, ignore_errors=True)
                 raise SweepError(str(exc)) from None
         bar.set_description_str("sweep", refresh=False)
-        bar.set_postfix_str(_found_text(found), refresh=False)
         n_partitions = partitions or engine.default_partitions(spark)
         interrupt.install(spark)
         with ProgressPoller(advance, progress_interval) as poller:
-            poller.set_done(committed)
-            for c, (start, end) in enumerate(chunks):
-                if c in done:
-                    continue
-                staging = store.new_staging(c)
-                progress_dir = store.progress_dir(c)
-                runner = make_batch_runner(
-                    plan, sweep_id, __version__, c, inject_failures, str(progress_dir)
+            base = Progress(committed, found)
+            poller.set_done(base)
+            if pending:
+                progress_dir = store.progress_dir(0)
+                runner = make_chunk_runner(
+                    plan,
+                    sweep_id,
+                    __version__,
+                    str(root.resolve()),  # the executors' working directory is not ours
+                    pending,
+                    inject_failures,
+                    str(progress_dir),
                 )
-                poller.watch(progress_dir, committed, committed + end - start)
+                poller.watch(progress_dir, base, plan.total_runs)
                 interrupt.check()
                 try:
-                    engine.write_chunk(spark, runner, schema, start, end, n_partitions, staging)
+                    engine.run_job(spark, runner, RESULT_DDL, len(pending), n_partitions)
                 except Exception:
                     interrupt.check()  # the job failed because Ctrl-C cancelled it
                     raise
-                store.commit(staging, c)
-                shutil.rmtree(progress_dir, ignore_errors=True)
-                committed += end - start
-                _count_into(found, store.chunk_dir(c), schema.names)
-                bar.set_postfix_str(_found_text(found), refresh=False)
-                poller.set_done(committed)
+                missing = sorted({c for c, _, _ in pending} - set(store.done_chunks()))
+                if missing:
+                    raise SweepError(
+                        f"result accounting failed: chunk {missing[0]} was not committed "
+                        f"({len(missing)} chunk(s) missing); run the same command again"
+                    )
+                poller.poll()
+                poller.set_done(Progress(plan.total_runs, poller.last.found))
         bar.close()
 
-        runs_df = spark.read.option("basePath", str(store.runs_dir)).parquet(
-            *(str(store.chunk_dir(c)) for c in range(len(chunks)))
-        )
+        runs_df = spark.read.parquet(str(store.runs_dir.resolve()))
         variant_columns = [plan.typed_columns(v) for v in plan.variants]
         interrupt.check()
         try:
@@ -364,11 +404,17 @@ def _count_into(found: dict[str, int], chunk_dir: Path, expected: Sequence[str])
         )
     table = pq.read_table(chunk_dir, columns=list(ALL_ANOMALIES))
     for name in ALL_ANOMALIES:
-        found[name] += sum(1 for v in table.column(name).to_pylist() if v)
+        runs = sum(1 for v in table.column(name).to_pylist() if v)
+        if runs:
+            found[name] = found.get(name, 0) + runs
 
 
-def _found_text(found: dict[str, int]) -> str:
-    hits = [f"{n}={c}" for n, c in found.items() if c]
+def _found_text(found: Mapping[str, int]) -> str:
+    """The progress bar's text: every anomaly kind some finished run reported, with the runs
+    that reported it (in the checks' order, then any other name)."""
+    order = {name: i for i, name in enumerate(ALL_ANOMALIES)}
+    names = sorted((n for n, c in found.items() if c), key=lambda n: (order.get(n, len(order)), n))
+    hits = [f"{n}={found[n]}" for n in names]
     return "runs with " + ", ".join(hits) if hits else "no anomalies yet"
 
 
@@ -411,7 +457,9 @@ def format_table(result: SweepResult) -> str:
     (:func:`~eosim.analysis.sweep.plan.short_names`, each spelled out on a ``param`` line
     below), the anomalies some run showed (duplicate and lost_write if none), each per run and
     per record (:func:`anomaly_cell`), acknowledgement and commit latency when some run
-    measured them (acknowledgement latency if neither), and the verdict."""
+    measured them (acknowledgement latency if neither), and the verdict on ``expect:``, one
+    word (``met``, ``NOT MET``), the reasons of a variant that missed it on ``expect`` lines
+    below the table (:func:`expect_lines`), so that no reason widens the table."""
     lines = []
     shown = [a for a in ALL_ANOMALIES if any(r[f"runs_{a}"] for r in result.table)]
     shown = shown or ["duplicate", "lost_write"]
@@ -433,11 +481,41 @@ def format_table(result: SweepResult) -> str:
         for p in latencies:
             p50, p99 = r[f"{p}_p50_ms"], r[f"{p}_p99_ms"]
             cells.append("-" if p50 is None else f"{format_duration(p50)} / {format_duration(p99)}")
-        cells.append("met" if r["expect_met"] else "NOT MET: " + r["expect_failures"])
+        cells.append("met" if r["expect_met"] else "NOT MET")
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     lines += [f"param      {names[p]} = {p}" for p in result.params if names[p] != p]
+    lines += [f"expect     {line}" for line in expect_lines(result.table)]
     return "\n".join(lines)
+
+
+def expect_lines(table: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why variants missed ``expect:``, one line per reason (each expectation missed, from the
+    aggregate's ``expect_failures``), naming the variants that missed it for that reason:
+    ``variants 0-2, 5 NOT MET: lost_write 0: broken in 3 of 20 runs``."""
+    reasons: dict[str, list[int]] = {}
+    for r in table:
+        if r["expect_met"]:
+            continue
+        for reason in str(r.get("expect_failures") or "").split("; "):
+            if reason:
+                reasons.setdefault(reason, []).append(int(r["variant"]))
+    lines = []
+    for reason, variants in reasons.items():
+        which = "variant" if len(variants) == 1 else "variants"
+        lines.append(f"{which} {spans(variants)} NOT MET: {reason}")
+    return lines
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """Numbers in order, consecutive ones as a range: ``0-3, 7``."""
+    runs: list[list[int]] = []
+    for k in numbers:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

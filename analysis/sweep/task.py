@@ -1,9 +1,11 @@
-"""What one Spark task executes: a batch of runs, each turned into one result row.
+"""What one Spark task executes: a few chunks of runs, each run turned into one result row,
+each chunk committed as one Parquet file as soon as it is done.
 
-The function shipped to executors is :func:`make_batch_runner`'s closure. It carries the
+The function shipped to executors is :func:`make_chunk_runner`'s closure. It carries the
 plan (scenario text included, so executors need no access to the scenario file) and reaches
-the model only through :mod:`eosim.analysis.outcome`. Rows leave as Arrow record batches
-(``mapInArrow``), a few runs at a time, so a task's memory does not grow with its run count.
+the model only through :mod:`eosim.analysis.outcome`. A task writes its chunks itself
+(:func:`eosim.analysis.sweep.store.commit_chunk`), so a chunk it finished stays committed
+whatever happens to the rest of the job; only one small row per chunk goes back to Spark.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
 from eosim.analysis.expect import COUNTS
 from eosim.analysis.history import History
 from eosim.analysis.stats import histogram, sketch
 from eosim.analysis.sweep.plan import SweepPlan, param_column, render, run_seed
-from eosim.analysis.sweep.progress import report_progress
+from eosim.analysis.sweep.progress import add_found, report_progress
+from eosim.analysis.sweep.store import chunk_file, commit_chunk, staging_file
 from eosim.simulation.scenario import FaultKind
 
-ROWS_PER_BATCH = 16
 # A task reports its finished runs after a run when this long has passed since its last
 # report: a file replaced costs a few milliseconds on some filesystems, a run about 100 ms,
 # and the driver polls every 0.25 s.
@@ -147,7 +150,7 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "params": json.dumps({p: render(v) for p, v in params.items()}, sort_keys=True),
         **plan.typed_columns(params),
         **anomalies,
-        **outcome.run.counts,
+        **outcome.counts,
         "txns": transactional_ops(outcome.history),
         "sim_time_s": outcome.run.sim_time_s,
         "wall_time_s": outcome.run.wall_time_s,
@@ -166,49 +169,101 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
     }
 
 
-def make_batch_runner(
+# What a task tells Spark about each chunk it was given: the chunk, its runs, and whether an
+# earlier attempt had committed it already.
+RESULT_DDL = "chunk int, runs bigint, skipped boolean"
+RESULT_SCHEMA = pa.schema([("chunk", pa.int32()), ("runs", pa.int64()), ("skipped", pa.bool_())])
+
+# A chunk: (chunk number, first run id, end run id), all of one variant.
+Chunk = tuple[int, int, int]
+
+
+def chunk_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """A chunk's rows as written under ``runs/``: the run table's columns but ``variant``,
+    which the file's directory (``variant=V``) gives, as Spark's partitioned writer had it."""
+    table = pa.Table.from_pylist(rows, schema=schema)
+    return table.drop_columns(["variant"])
+
+
+def committed_found(path: str) -> dict[str, int]:
+    """Per anomaly, the runs of a committed chunk file that reported it."""
+    import pyarrow.parquet as pq
+
+    names = set(pq.read_schema(path).names)
+    columns = [name for name in ALL_ANOMALIES if name in names]
+    table = pq.read_table(path, columns=columns)
+    found: dict[str, int] = {}
+    for name in columns:
+        runs = sum(1 for v in table.column(name).to_pylist() if v)
+        if runs:
+            found[name] = runs
+    return found
+
+
+def make_chunk_runner(
     plan: SweepPlan,
     sweep_id: str,
     version: str,
-    chunk: int,
-    inject_failures: frozenset[tuple[int, int, int]] = frozenset(),
+    root: str,
+    chunks: list[Chunk],
+    inject_failures: frozenset[tuple[int, int]] = frozenset(),
     progress_dir: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function for one chunk.
+    """The ``mapInArrow`` function of a sweep's job: each input id ``i`` is ``chunks[i]``,
+    whose runs it executes and commits under ``root`` as one file (a chunk already committed,
+    by an earlier attempt of the same task, is skipped).
 
-    ``inject_failures`` holds (chunk, partition, attempt) triples on which the Python worker
-    kills itself, for testing that Spark's retries keep the accounting exactly-once.
-    ``progress_dir``, when given, receives the task's count of finished runs after a run, at
-    most every :data:`REPORT_INTERVAL_S` (see :mod:`eosim.analysis.sweep.progress`).
+    ``inject_failures`` holds (chunk, attempt) pairs on which the Python worker kills itself
+    as it starts that chunk, for testing that Spark's retries keep the accounting exactly-once
+    and that finished chunks stay committed. ``progress_dir``, when given, receives the task's
+    runs done and anomalies found after a run, at most every :data:`REPORT_INTERVAL_S` (see
+    :mod:`eosim.analysis.sweep.progress`).
     """
     schema = run_schema(plan)
 
-    def run_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        if (
-            inject_failures
-            and ctx is not None
-            and (chunk, ctx.partitionId(), ctx.attemptNumber()) in inject_failures
-        ):
-            os._exit(17)
         task = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (os.getpid(), 0)
-        rows: list[dict[str, Any]] = []
         done = 0
+        found: dict[str, int] = {}
         reported = -REPORT_INTERVAL_S
-        for batch in batches:
-            for run_id in batch.column("id").to_pylist():
-                rows.append(execute_run(plan, sweep_id, version, run_id))
-                done += 1
-                now = time.monotonic()
-                if progress_dir is not None and now - reported >= REPORT_INTERVAL_S:
-                    report_progress(progress_dir, task, done)
-                    reported = now
-                if len(rows) >= ROWS_PER_BATCH:
-                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                    rows = []
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
-    return run_batches
+        def report(force: bool = False) -> None:
+            nonlocal reported
+            now = time.monotonic()
+            if progress_dir is not None and (force or now - reported >= REPORT_INTERVAL_S):
+                report_progress(progress_dir, task, done, found)
+                reported = now
+
+        for batch in batches:
+            results = []
+            for index in batch.column("id").to_pylist():
+                chunk, start, end = chunks[index]
+                variant, _ = plan.locate(start)
+                target = chunk_file(root, chunk, variant)
+                if target.exists():  # committed by an earlier attempt
+                    done += end - start
+                    for name, runs in committed_found(str(target)).items():
+                        found[name] = found.get(name, 0) + runs
+                    report(force=True)
+                    results.append({"chunk": chunk, "runs": end - start, "skipped": True})
+                    continue
+                if (chunk, task[1]) in inject_failures:
+                    os._exit(17)
+                rows = []
+                for run_id in range(start, end):
+                    row = execute_run(plan, sweep_id, version, run_id)
+                    rows.append(row)
+                    done += 1
+                    add_found(found, {name: row[name] for name in ALL_ANOMALIES})
+                    report()
+                staged = staging_file(root, chunk)
+                pq.write_table(chunk_table(rows, schema), staged)
+                commit_chunk(staged, target)
+                results.append({"chunk": chunk, "runs": end - start, "skipped": False})
+            yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
+        report(force=True)
+
+    return run_chunks

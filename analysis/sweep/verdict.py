@@ -9,7 +9,8 @@ A rate is judged on its 95% interval ("met with confidence"):
   interval straddles X and more runs would narrow it.
 - ``>`` / ``>=`` X: the mirror image, on the lower bound.
 
-The point estimate is reported next to it (``point_met``) but does not decide. A count is
+The point estimate is reported next to it (``point_met``) but does not decide. An
+inconclusive rate also says how many runs would settle it (:func:`runs_to_settle`). A count is
 exact: met or not met. A variant is not met when one of its expectations is not met, else
 inconclusive when one is, else met; the sweep likewise over its variants. Only a sweep that
 is met exits 0: inconclusive is not a pass.
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eosim.analysis.stats import PER_MILLION, format_ppm
+from eosim.analysis.stats import PER_MILLION, effective_trials, format_ppm, trials_to_settle
 from eosim.simulation.conditions import COUNT, RECORD, Condition
 
 MET, NOT_MET, INCONCLUSIVE = "met", "not met", "inconclusive"
@@ -61,6 +62,9 @@ class Check:
     point_met: bool | None
     verdict: str
     text: str
+    # For an inconclusive rate: the runs (in all) that would settle it at the observed rate
+    # (:func:`runs_to_settle`); None when no number would, or for a verdict already settled.
+    runs_to_settle: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def finite(v: float | None) -> float | None:
@@ -76,6 +80,7 @@ class Check:
             "point_met": self.point_met,
             "verdict": self.verdict,
             "text": self.text,
+            "runs_to_settle": self.runs_to_settle,
         }
 
 
@@ -157,11 +162,46 @@ def judge_row(row: Mapping[str, Any], key: str, condition: Condition) -> Check:
         )
     verdict = interval_verdict(condition, low, high)
     point = condition.holds(estimate)
-    tail = (
-        "" if verdict != INCONCLUSIVE else f" (point estimate {'meets' if point else 'misses'} it)"
-    )
+    settle = None
+    tail = ""
+    if verdict == INCONCLUSIVE:
+        settle = runs_to_settle(condition, estimate, low, high, runs)
+        how = settle_text(settle) if math.isfinite(high) else "one run bounds no rate"
+        tail = f" (point estimate {'meets' if point else 'misses'} it; {how})"
     text = f"{key} {condition}: {verdict}: {shown}{tail}"
-    return Check(key, str(condition), condition.unit, estimate, low, high, point, verdict, text)
+    return Check(
+        key, str(condition), condition.unit, estimate, low, high, point, verdict, text, settle
+    )
+
+
+def runs_to_settle(
+    condition: Condition, estimate: float, low: float, high: float, runs: int
+) -> int | None:
+    """How many runs in all (the ``runs`` done included) would take an inconclusive rate's
+    interval off its bound, if the observed rate held: None when no number would (the rate
+    is the bound itself) or when the interval is unbounded (one run).
+
+    A share of runs is judged on its Wilson interval over the runs, so this is the smallest
+    number of runs whose Wilson interval at the observed share no longer straddles the bound
+    (:func:`eosim.analysis.stats.trials_to_settle`). A rate per record is judged on its
+    run-clustered interval; that interval is matched to the Wilson interval of as many
+    independent records as would make it as wide (its effective sample size,
+    :func:`eosim.analysis.stats.effective_trials`), which grows in proportion to the runs, and
+    the effective records needed are scaled back to runs."""
+    bound = float(condition.bound)
+    trials = float(runs) if condition.unit != RECORD else effective_trials(estimate, low, high)
+    if trials is None:
+        return None
+    needed = trials_to_settle(estimate, trials, condition.op, bound)
+    if needed is None:
+        return None
+    return max(runs + 1, math.ceil(runs * needed / trials - 1e-9))
+
+
+def settle_text(runs: int | None) -> str:
+    if runs is None:
+        return "no number of runs would settle it at this rate"
+    return f"about {runs:,} runs in all would settle it at this rate"
 
 
 def judge(table: Sequence[Mapping[str, Any]], expect: Mapping[str, str]) -> SweepVerdict:
