@@ -90,8 +90,10 @@ def test_ctrl_c_prints_one_line_and_the_sweep_resumes_without_jvm_noise(spark, t
         [*CLI, *ARGS, "--out", str(out)], capture_output=True, text=True, timeout=600
     )
     assert again.returncode in (0, 1), again.stderr[-2000:]
-    # Chunk 0, perhaps more, was committed before Ctrl-C; never all four.
-    assert re.search(r"resumed [123] committed chunk", again.stdout), again.stdout
+    # Chunk 0, perhaps more, was committed before Ctrl-C: on a loaded machine the other three
+    # can finish in the moment between the first commit and the signal, leaving only the
+    # aggregation undone (asserted above: no aggregate.parquet).
+    assert re.search(r"resumed [1-4] committed chunk", again.stdout), again.stdout
     for noise in ("incubator modules", "Setting default log level", "sc.setLogLevel"):
         assert noise not in again.stderr
     assert again.stderr == ""
