@@ -10,12 +10,13 @@ Realisation happens once, before the run starts, so a run's faults are an explic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import simpy
 
+from eosim.simulation.faults import apply_fault
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
@@ -189,6 +190,7 @@ class Nemesis:
         self.network = network
         self.targets = targets
         self.history = history
+        self.cluster = SimulatedFaults(targets, network)
         for event in schedule:
             env.process(self._run(event))
 
@@ -212,8 +214,8 @@ class Nemesis:
     def _delete_records(self, event: FaultEvent) -> None:
         """An administrator's DeleteRecords, at once: one `fault` line with each partition's
         answer (its error, and its leader's log start after it), started and stopped."""
-        assert self.targets.delete_records is not None and event.topic is not None
-        answers = self.targets.delete_records(event.topic, event.partition, event.offset)
+        assert event.topic is not None
+        answers = self.cluster.delete_records(event.topic, event.partition, event.offset)
         names = [name for name, _error, _start in answers]
         detail: dict[str, Any] = {"offset": event.offset}
         detail["log_start_offsets"] = {name: start for name, error, start in answers}
@@ -225,29 +227,63 @@ class Nemesis:
         self.history.fault(now, "stop", event.kind, names, {})
 
     def _apply(self, event: FaultEvent) -> Callable[[], None]:
-        kind = event.kind
-        if kind in ("crash", "pause", "power_loss"):
-            do = {
-                "crash": self.targets.crash,
-                "pause": self.targets.pause,
-                "power_loss": self.targets.power_loss,
-            }[kind]
-            undo = self.targets.resume if kind == "pause" else self.targets.restart
-            for node in event.targets:
-                do[node]()
-            return lambda: [undo[n]() for n in event.targets] and None
-        if kind == "partition":
-            groups = event.groups or (event.targets,)
-            window = self.network.start_partition(groups)
-        elif kind == "delay":
-            window = self.network.start_spike(
-                event.targets, extra_ms=event.extra_latency, links=event.links
-            )
-        else:
-            window = self.network.start_spike(
-                event.targets, loss=event.probability, links=event.links
-            )
-        return lambda: self.network.stop(window)
+        return apply_fault(
+            event.kind,
+            event.targets,
+            event.groups,
+            event.links,
+            event.extra_latency,
+            event.probability,
+            self.cluster,
+        )
+
+
+class SimulatedFaults:
+    """The model's side of the fault protocol (:class:`eosim.simulation.faults.FaultableCluster`):
+    node faults call the targets' callbacks, network faults open and close windows on the
+    simulated :class:`~eosim.simulation.network.Network`."""
+
+    def __init__(self, targets: Targets, network: Network) -> None:
+        self.targets = targets
+        self.network = network
+
+    def crash(self, node: str) -> None:
+        self.targets.crash[node]()
+
+    def power_loss(self, node: str) -> None:
+        self.targets.power_loss[node]()
+
+    def restart(self, node: str) -> None:
+        self.targets.restart[node]()
+
+    def pause(self, node: str) -> None:
+        self.targets.pause[node]()
+
+    def resume(self, node: str) -> None:
+        self.targets.resume[node]()
+
+    def partition(self, groups: Sequence[Sequence[str]]) -> Any:
+        return self.network.start_partition(tuple(tuple(g) for g in groups))
+
+    def disturb(
+        self,
+        nodes: Sequence[str],
+        links: Sequence[tuple[str, str]],
+        extra_latency: float,
+        loss: float,
+    ) -> Any:
+        if extra_latency:
+            return self.network.start_spike(tuple(nodes), extra_ms=extra_latency, links=links)
+        return self.network.start_spike(tuple(nodes), loss=loss, links=links)
+
+    def heal(self, handle: Any) -> None:
+        self.network.stop(handle)
+
+    def delete_records(
+        self, topic: str, partition: int | None, offset: int
+    ) -> list[tuple[str, str, int]]:
+        assert self.targets.delete_records is not None
+        return self.targets.delete_records(topic, partition, offset)
 
 
 class CrashAtNemesis:
