@@ -15,3 +15,9 @@ Modules, one concept each:
 - :mod:`eosim.real.clients`: the workload driver's processes, one per application;
 - :mod:`eosim.real.runner`: one run, as a short list of named phases, like the model's.
 """
+
+
+class RealError(RuntimeError):
+    """A real cluster or client that could not do what a run needed (a node that would not
+    start, a driver that failed); its text is one line for the user. Every error of this
+    package that is not the user's input derives from it."""
