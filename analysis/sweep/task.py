@@ -182,7 +182,7 @@ def make_chunk_runner(
     chunks: list[Chunk],
     inject_failures: frozenset[tuple[int, int]] = frozenset(),
     progress_dir: str | None = None,
-    target: Any = None,
+    run_target: Any = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a sweep's job: each input id ``i`` is ``chunks[i]``,
     whose runs it executes and commits under ``root`` as one file (a chunk already committed,
@@ -192,7 +192,7 @@ def make_chunk_runner(
     as it starts that chunk, for testing that Spark's retries keep the accounting exactly-once
     and that finished chunks stay committed. ``progress_dir``, when given, receives the task's
     runs done and anomalies found after a run, at most every :data:`REPORT_INTERVAL_S` (see
-    :mod:`eosim.analysis.sweep.progress`). ``target``, when given, runs every run (a real
+    :mod:`eosim.analysis.sweep.progress`). ``run_target``, when given, runs every run (a real
     cluster: the function is then called in the driver, one chunk after another).
     """
     schema = run_schema(plan)
@@ -230,7 +230,7 @@ def make_chunk_runner(
                     os._exit(17)
                 rows = []
                 for run_id in range(start, end):
-                    row = execute_run(plan, sweep_id, version, run_id, target)
+                    row = execute_run(plan, sweep_id, version, run_id, run_target)
                     rows.append(row)
                     done += 1
                     add_found(found, {name: row[name] for name in ALL_ANOMALIES})
