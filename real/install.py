@@ -281,7 +281,7 @@ def maven_error(output: str) -> str:
     if meaningful:
         # Maven's first ERROR line names the failed goal and the cause; later ones are hints.
         failed = [m for m in meaningful if m.startswith("Failed to execute goal")]
-        return (failed or meaningful)[-1]
+        return re.sub(r"\s*-> \[Help \d+\]$", "", (failed or meaningful)[-1])
     rest = [_ANSI.sub("", r).strip() for r in output.splitlines() if r.strip()]
     return rest[-1] if rest else "no output"
 
