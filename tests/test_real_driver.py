@@ -372,3 +372,37 @@ def test_a_paused_then_killed_producer_leaves_a_checkable_history(
     counts, anomalies = _anomalies(lines)
     assert 0 < counts["acked"] < counts["sent"] < 20_000
     assert anomalies == {}
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_a_restarted_incarnation_resends_first_then_continues(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    _topic(kafka, bootstrap, "restarted", 1)
+    spec = write_spec(
+        tmp_path / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=tmp_path / "producer.jsonl",
+        incarnation=1,
+        config={"acks": "all"},
+        workload={"topic": "restarted", "records": 8, "rate": 500.0, "partition": 0},
+        first_index=5,
+        resend=[["producer-0-1", "k0"], ["producer-0-3", None]],
+    )
+    assert run_driver(kafka, spec, 60)["next_index"] == 8
+    lines = read_history_lines(tmp_path / "producer.jsonl")
+    invokes = [line for line in lines if line["type"] == "invoke"]
+    assert [(i["value"]["value"], i["value"]["key"]) for i in invokes] == [
+        ("producer-0-1", "k0"),
+        ("producer-0-3", None),
+        ("producer-0-5", None),
+        ("producer-0-6", None),
+        ("producer-0-7", None),
+    ]
+    assert {line["process"] for line in lines} == {"producer-0/1"}
+    oks = sorted((o["value"]["offset"], o["value"]["value"]) for o in lines if o["type"] == "ok")
+    assert [v for _, v in oks] == ["producer-0-1", "producer-0-3", "producer-0-5",
+                                   "producer-0-6", "producer-0-7"]  # fmt: skip
