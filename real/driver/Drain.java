@@ -15,10 +15,12 @@ import java.util.Set;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.record.TimestampType;
 
 /**
@@ -29,7 +31,8 @@ import org.apache.kafka.common.record.TimestampType;
  *       from its log start ({@code beginningOffsets}) to its end ({@code endOffsets}, the high
  *       watermark) and writes one {@code log} line per partition: {@code records} of
  *       {@code {offset, value}} (plus {@code time} when the topic stamps LogAppendTime), and
- *       {@code log_start_offset} when above 0. Control records (transaction markers) are not
+ *       {@code log_start_offset} when above 0; with the spec's {@code node_names}, a replicated
+ *       partition's line adds {@code leader} and {@code high_watermark} as the model's. Control records (transaction markers) are not
  *       returned to consumers, so offsets have gaps. A partition not read to its end within the
  *       timeout gets no {@code log} line (a partial one would claim writes lost), and the result
  *       lists it under {@code incomplete}.
@@ -91,6 +94,7 @@ final class Drain {
                 }
             });
             incomplete.addAll(pending);
+            Map<TopicPartition, String[]> leaders = replicatedLeaders(tps);
             for (TopicPartition tp : tps) {
                 if (pending.contains(tp)) {
                     continue;
@@ -106,6 +110,13 @@ final class Drain {
                 }
                 if (start > 0) {
                     line.put("log_start_offset", start);
+                }
+                String[] leader = leaders.get(tp);
+                if (leader != null) {
+                    // A replicated partition, as the model writes it: its leader (null when
+                    // offline) and the high watermark, the end a read_uncommitted read reaches.
+                    line.put("leader", leader[0]);
+                    line.put("high_watermark", ends.get(tp));
                 }
                 line.set("records", recs);
                 history.write(line);
@@ -150,6 +161,43 @@ final class Drain {
             }
             history.write(line);
         }
+    }
+
+    /**
+     * With the spec's {@code node_names} (node id to eosim's name, {@code {"1": "broker-0"}}),
+     * the leader's name of each partition with more than one replica (Admin.describeTopics);
+     * a one-element array holding null for an offline one. Empty without {@code node_names}.
+     */
+    private Map<TopicPartition, String[]> replicatedLeaders(List<TopicPartition> tps)
+            throws Exception {
+        Map<TopicPartition, String[]> leaders = new HashMap<>();
+        JsonNode names = spec.get("node_names");
+        if (names == null || !names.isObject()) {
+            return leaders;
+        }
+        Set<String> topics = new LinkedHashSet<>();
+        for (TopicPartition tp : tps) {
+            topics.add(tp.topic());
+        }
+        try (Admin admin = Admin.create(EosimDriver.clientProperties(spec))) {
+            Map<String, TopicDescription> described =
+                    admin.describeTopics(topics).allTopicNames().get();
+            for (TopicDescription d : described.values()) {
+                for (TopicPartitionInfo p : d.partitions()) {
+                    if (p.replicas().size() < 2) {
+                        continue;
+                    }
+                    String leader = null;
+                    if (p.leader() != null && !p.leader().isEmpty()) {
+                        JsonNode name = names.get(Integer.toString(p.leader().id()));
+                        leader = name == null ? Integer.toString(p.leader().id()) : name.asText();
+                    }
+                    leaders.put(new TopicPartition(d.name(), p.partition()),
+                            new String[] {leader});
+                }
+            }
+        }
+        return leaders;
     }
 
     /** Per partition, (producer id, first offset) of each transaction still open there. */
