@@ -8,6 +8,10 @@ import sys
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka: needs Java, Maven and the fetched Kafka")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark for the whole run: 2 threads, each task may fail up to 3 times."""
