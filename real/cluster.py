@@ -343,6 +343,24 @@ class _Node:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def first_error(self) -> str:
+        """This incarnation's first ERROR (or FATAL) log line with the exception under it, one
+        line; "" when there is none."""
+        try:
+            with self.log.open("rb") as log:
+                log.seek(self.log_offset)
+                text = log.read().decode(errors="replace").splitlines()
+        except OSError:
+            return ""
+        for i, line in enumerate(text):
+            if " ERROR " in line or " FATAL " in line:
+                cause = line.split("] ", 1)[-1]
+                nxt = text[i + 1] if i + 1 < len(text) else ""
+                if nxt and not nxt.startswith(("[", "\t")):
+                    cause += f": {nxt.strip()}"
+                return cause[:300]
+        return ""
+
     def tail(self, lines: int = 15) -> str:
         try:
             text = self.log.read_text(errors="replace").splitlines()
@@ -662,18 +680,22 @@ class RealCluster:
                 node = self.nodes[name]
                 if not node.alive():
                     code = node.process.returncode if node.process else None
+                    cause = node.first_error()
                     raise ClusterError(
-                        f"{name} exited (code {code}) before it served; "
-                        f"log {node.log}:\n{node.tail()}"
+                        f"{name} exited (code {code}) before it served"
+                        + (f" ({cause})" if cause else "")
+                        + f"; log {node.log}:\n{node.tail()}"
                     )
             waiting = [n for n in waiting if not self._serves(n)]
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                name = waiting[0]
+                node = self.nodes[waiting[0]]
+                cause = node.first_error()
                 raise ClusterError(
-                    f"{name} did not serve within {timeout or self.start_timeout:.0f} s; "
-                    f"log {self.nodes[name].log}:\n{self.nodes[name].tail()}"
+                    f"{node.name} did not serve within {timeout or self.start_timeout:.0f} s"
+                    + (f" ({cause})" if cause else "")
+                    + f"; log {node.log}:\n{node.tail()}"
                 )
             time.sleep(0.25)
 
@@ -812,12 +834,14 @@ class RealCluster:
                 raise ClusterError(f"topics {sorted({s['name'] for s in specs})} got no leaders")
             time.sleep(0.2)
 
-    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
-        """The metadata of the first broker that answers (None: every topic)."""
+    def metadata(
+        self, topics: Sequence[str] | None = None, via: str | None = None
+    ) -> ClusterMetadata:
+        """The metadata as broker ``via`` sees it (None: the first live broker that answers);
+        ``topics`` None: every topic."""
         last: Exception | None = None
-        for broker in self.broker_names:
-            n = self.nodes[broker]
-            if not n.alive() or n.paused:
+        for broker in [via] if via is not None else self.broker_names:
+            if via is None and not self._answers(broker):
                 continue
             try:
                 return fetch_metadata(self.address(broker), self.ports[broker], topics)
