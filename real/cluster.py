@@ -780,7 +780,8 @@ class RealCluster:
     def partition(self, groups: Sequence[Sequence[str]]) -> Any:
         self._network_or_refuse("partition")
         assert self.net is not None
-        return self.net.partition(groups)
+        with self._lock:
+            return self.net.partition(groups)
 
     def disturb(
         self,
@@ -794,11 +795,13 @@ class RealCluster:
             raise ClusterError(f"delay faults cannot run on a real cluster: {reason}")
         self._network_or_refuse("loss")
         assert self.net is not None
-        return self.net.loss(nodes, links, loss)
+        with self._lock:
+            return self.net.loss(nodes, links, loss)
 
     def heal(self, handle: Any) -> None:
         if self.net is not None:
-            self.net.heal(handle)
+            with self._lock:
+                self.net.heal(handle)
 
     def delete_records(
         self, topic: str, partition: int | None, offset: int

@@ -368,3 +368,53 @@ def test_a_broker_that_exits_at_start_is_named_with_its_log_tail(tmp_path: Path)
     assert "Socket server failed to bind" in first
     assert f"; log {bad.work_dir}/broker-0/server.log" in first
     assert all(n.process is None for n in bad.nodes.values())
+
+
+def test_metadata_v7_is_read_from_the_wire() -> None:
+    """fetch_metadata against a canned MetadataResponse v7 (brokers, controller, one topic)."""
+    import struct
+    import threading
+
+    from eosim.real.cluster import fetch_metadata
+
+    def s(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    def ints(*values: int) -> bytes:
+        return struct.pack(">i", len(values)) + b"".join(struct.pack(">i", v) for v in values)
+
+    body = struct.pack(">ii", 1, 0)  # correlation id, throttle
+    body += struct.pack(">i", 2)
+    body += struct.pack(">i", 1) + s("h1") + struct.pack(">i", 9092) + struct.pack(">h", -1)
+    body += struct.pack(">i", 3) + s("h3") + struct.pack(">i", 9094) + struct.pack(">h", -1)
+    body += s("cid") + struct.pack(">i", 3)
+    body += struct.pack(">i", 1) + struct.pack(">h", 0) + s("t") + b"\x00"
+    body += struct.pack(">i", 1) + struct.pack(">hiii", 0, 0, 3, 7)
+    body += ints(1, 2, 3) + ints(3, 1) + ints(2)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    seen: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            size = struct.unpack(">i", conn.recv(4))[0]
+            seen.append(conn.recv(size))
+            conn.sendall(struct.pack(">i", len(body)) + body)
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    meta = fetch_metadata("127.0.0.1", server.getsockname()[1], ["t"])
+    thread.join()
+    server.close()
+    assert seen[0][:4] == struct.pack(">hh", 3, 7)  # Metadata, version 7
+    assert meta.brokers == {1: ("h1", 9092), 3: ("h3", 9094)}
+    assert meta.controller == 3
+    state = meta.partitions[("t", 0)]
+    assert (state.leader, state.leader_epoch, state.replicas, state.isr) == (
+        3,
+        7,
+        (1, 2, 3),
+        (3, 1),
+    )
