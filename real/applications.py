@@ -76,6 +76,8 @@ def plans(scenario: Scenario) -> list[AppPlan]:
                 }
                 workload = {
                     "topic": spec.topic,
+                    "isolation": settings.isolation,
+                    "auto.offset.reset": settings.auto_offset_reset,
                     "poll_interval": spec.poll_interval,
                     "partitions": [p for _t, p in settings.partitions],
                 }

@@ -30,12 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from eosim.real import RealError
 from eosim.real.install import KafkaInstall
 
 MODES = ("produce", "txn", "consume", "drain", "admin")
 
 
-class DriverError(Exception):
+class DriverError(RealError):
     """The driver failed; ``str()`` is its one-line reason (from its stderr)."""
 
 

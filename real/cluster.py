@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from eosim.real import RealError
 from eosim.simulation.config import BROKER_KEYS, TOPIC_KEYS
 
 CONTROLLER = "controller"
@@ -63,7 +64,7 @@ TOPIC_LEVEL: dict[str, str] = {
 }
 
 
-class ClusterError(RuntimeError):
+class ClusterError(RealError):
     """A node that would not format, start or stop; the message is one line (plus a log tail)."""
 
 

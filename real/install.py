@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from eosim.real import RealError
+
 DEFAULT_VERSION = "4.1.1"
 # The SLF4J 1.7 binding for Log4j 2 whose version matches the log4j-core Kafka 4.1 depends on.
 LOG4J_VERSION = "2.24.3"
@@ -42,7 +44,7 @@ CLIENT_JVM_FLAGS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "
 Progress = Callable[[str], None]
 
 
-class InstallError(Exception):
+class InstallError(RealError):
     """Kafka cannot be installed here; ``str()`` is one line saying what is missing."""
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from eosim.real import applications as apps
 from eosim.real.clients import DriverProcess, read_history_lines, write_spec
-from eosim.real.cluster import RealCluster
+from eosim.real.cluster import RealCluster, topic_configs
 from eosim.real.install import KafkaInstall
 from eosim.real.nemesis import WallClockNemesis
 from eosim.simulation.applications import workload_horizon
@@ -162,7 +162,7 @@ class RealRun:
 
     def prepare(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.cluster.recreate_topics(self.scenario)
+        self.cluster.recreate_topics(topic_configs(self.scenario))
 
     def realise_schedule(self) -> None:
         streams = RandomStreams(self.seed)
@@ -206,31 +206,38 @@ class RealRun:
         """Sources that are still running (a run cut by its duration) and observers stop."""
         for name in list(self.running):
             running = self.running.pop(name)
-            running.process.stop()
+            if running.plan.mode == "consume":
+                (self.workdir / f"{name}.{running.plan.incarnation}.stop").touch()
+                if running.process.wait(30.0) is None:
+                    running.process.kill()
+            else:
+                running.process.terminate()
+                if running.process.wait(10.0) is None:
+                    running.process.kill()
             self.finished.append(running)
 
     def drain(self) -> Path:
         """A fresh driver reads every partition of the scenario's topics to its end
         (read_uncommitted: the ``log`` lines) and to its LSO (read_committed)."""
         path = self.workdir / "drain.jsonl"
-        spec = {
-            "mode": "drain",
-            "name": "drain",
-            "incarnation": 0,
-            "bootstrap": self.cluster.bootstrap(),
-            "history": str(path),
-            "epoch_ms": int(self.epoch_ms),
-            "seed": self.seed,
-            "config": {},
-            "topics": [t.name for t in self.scenario.cluster.topics],
-        }
-        spec_path = self.workdir / "drain.spec.json"
-        write_spec(spec_path, spec)
-        process = DriverProcess(self.install, spec_path, prefix=[], log=self.workdir / "drain.log")
+        spec_path = write_spec(
+            self.workdir / "drain.spec.json",
+            "drain",
+            "drain",
+            self.cluster.bootstrap(),
+            history=path,
+            epoch_ms=int(self.epoch_ms),
+            seed=self.seed,
+            workload={"topics": [t.name for t in self.scenario.cluster.topics]},
+        )
+        process = DriverProcess(self.install, spec_path)
         code = process.wait(DRAIN_TIMEOUT_S)
         if code != 0:
             process.kill()
-            raise RealRunError(f"the final drain failed ({process.last_error()})")
+            raise RealRunError(f"the final drain failed ({process.error()})")
+        result = process.result() or {}
+        if result.get("incomplete"):
+            self.warnings.append(f"the final drain did not reach the end of {result['incomplete']}")
         return path
 
     def collect(self, drain_path: Path, wall_time_s: float) -> RunResult:
@@ -308,13 +315,20 @@ class RealRun:
         stem = f"{plan.name}.{plan.incarnation}"
         history = self.workdir / f"{stem}.jsonl"
         spec = apps.spec_for(plan, self.cluster.bootstrap(), history, int(self.epoch_ms), self.seed)
-        spec_path = self.workdir / f"{stem}.spec.json"
-        write_spec(spec_path, spec)
+        if plan.mode == "consume":
+            spec["stop_file"] = str(self.workdir / f"{stem}.stop")
+        fixed = ("mode", "name", "bootstrap")
+        spec_path = write_spec(
+            self.workdir / f"{stem}.spec.json",
+            spec["mode"],
+            spec["name"],
+            spec["bootstrap"],
+            **{k: v for k, v in spec.items() if k not in fixed},
+        )
         process = DriverProcess(
             self.install,
             spec_path,
-            prefix=self.cluster.client_prefix(plan.name) if self.network_faults else [],
-            log=self.workdir / f"{stem}.log",
+            prefix=self.cluster.client_prefix(plan.name) if self.network_faults else (),
         )
         self.running[plan.name] = _Running(plan, process, history)
 
@@ -323,14 +337,14 @@ class RealRun:
         if running is None:
             # Crashed and not yet restarted: the workload is not over.
             return name in self.crashed
-        if running.process.poll() is None:
+        if running.process.running():
             return True
         self.running.pop(name)
         self.finished.append(running)
         code = running.process.returncode
         if code not in (0, None):
             self.warnings.append(
-                f"{name}: the driver exited with {code} ({running.process.last_error()})"
+                f"{name}: the driver exited with {code} ({running.process.error()})"
             )
         return False
 

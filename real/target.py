@@ -79,13 +79,22 @@ class KafkaTarget:
 
     def refusals(self, scenario: Scenario) -> list[str]:
         """Why ``scenario`` cannot run here (empty: it can), without starting anything."""
+        from eosim.real import netns
         from eosim.real.cluster import RealCluster
         from eosim.real.runner import refusals
 
-        return refusals(scenario, RealCluster.refuses_for(scenario))
+        refuses = dict(RealCluster.refuses)
+        reason = netns.unavailable_reason()
+        if reason is not None:
+            for kind in ("partition", "loss"):
+                refuses[kind] = f"no network namespaces here ({reason})"
+        return refusals(scenario, refuses)
 
     def cluster_for(self, scenario: Scenario) -> RealCluster:
-        from eosim.real.cluster import RealCluster
+        from functools import partial
+
+        from eosim.real import clients
+        from eosim.real.cluster import ActionTopicAdmin, RealCluster
 
         if self.cluster is not None and not self.cluster.compatible(scenario):
             self.cluster.stop()
@@ -93,7 +102,11 @@ class KafkaTarget:
         if self.cluster is None:
             index = len(list(self.workdir.glob("cluster-*")))
             self.cluster = RealCluster.for_scenario(
-                self.install, scenario, self.workdir / f"cluster-{index}"
+                scenario,
+                self.install.libs,
+                self.workdir / f"cluster-{index}",
+                admin=ActionTopicAdmin(partial(clients.admin, self.install)),
+                java=str(self.install.java),
             )
             self.cluster.start()
         return self.cluster

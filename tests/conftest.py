@@ -28,7 +28,3 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "kafka: needs Java, Maven and the fetched Kafka")
