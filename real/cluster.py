@@ -211,7 +211,7 @@ class ActionTopicAdmin:
         self.action = action
 
     def recreate_topics(self, bootstrap: str, topics: Sequence[Mapping[str, Any]]) -> None:
-        self.action(bootstrap, {"action": "recreate_topics", "topics": [dict(t) for t in topics]})
+        self.action(bootstrap, {"name": "recreate_topics", "topics": [dict(t) for t in topics]})
 
 
 # ---------------------------------------------------------------------------------------------

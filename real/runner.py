@@ -276,13 +276,17 @@ class RealRun:
         for _t, _o, line in timed:
             history.add_line(line)
         end_time = self.clock()
+        drain_ids: dict[int, int] = {}
         for line in read_history_lines(drain_path):
             if line.get("kind") == "log":
                 history.logs.append(line)
             elif line.get("kind") == "op":
-                if isinstance(line.get("id"), int):
-                    line = {**line, "id": next_id}
-                    next_id += 1
+                local = line.get("id")
+                if isinstance(local, int):
+                    if local not in drain_ids:
+                        drain_ids[local] = next_id
+                        next_id += 1
+                    line = {**line, "id": drain_ids[local]}
                 history.add_line(line)
             else:
                 history.add_end_line(line)
