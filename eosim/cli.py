@@ -664,7 +664,17 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     r = outcome.run
     c = outcome.counts
     click.echo(f"scenario   {r.scenario} (seed {r.seed})")
-    click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
+    real = r.history.meta.get("target")
+    if real is not None:  # a real cluster's run: its time is the wall clock's
+        version = r.history.meta.get("kafka_version", "")
+        click.echo(
+            f"ran on     {real} {version}: {r.sim_time_s:.3f} s from the workload's start, "
+            f"{r.wall_time_s:.2f} s wall"
+        )
+    else:
+        click.echo(
+            f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall"
+        )
     _print_sends(c)
     _print_txns(outcome.history)
     if r.faults:

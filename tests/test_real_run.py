@@ -114,3 +114,15 @@ def test_a_small_calibration_of_a_shipped_case(kafka, spark, tmp_path):
     assert latency.model.value is not None and latency.kafka.value is not None
     md, html, _json = write(cal, tmp_path)
     assert "steady" in md.read_text() and "<table>" in html.read_text()
+
+
+CALIBRATION = sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CALIBRATION, ids=lambda p: p.stem)
+def test_calibration_cases_validate_and_can_run_on_a_real_cluster(path):
+    from eosim.real.cluster import RealCluster
+
+    s = checked.load(path)
+    assert refusals(s, dict(RealCluster.refuses)) == []
+    assert s.expect  # what the model must show for the base variant
