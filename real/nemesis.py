@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from eosim.simulation.faults import FaultableCluster, apply_fault
-from eosim.simulation.nemesis import FaultEvent
+from eosim.simulation.nemesis import FaultEvent, delete_records
 
 # (time ms since the epoch, phase, kind, targets, detail): how a fault line is recorded.
 FaultLine = Callable[[float, str, str, list[str], dict[str, Any]], None]
@@ -93,31 +93,13 @@ class WallClockNemesis:
             event.probability,
             self.cluster,
         )
-        detail: dict[str, Any] = {}
-        if event.groups:
-            detail["groups"] = [list(g) for g in event.groups]
-        if event.links:
-            detail["links"] = [list(link) for link in event.links]
-        if event.extra_latency:
-            detail["extra_latency"] = event.extra_latency
-        if event.probability:
-            detail["probability"] = event.probability
-        self.record(self.clock(), "start", event.kind, list(event.targets), detail)
+        self.record(self.clock(), "start", event.kind, list(event.targets), event.detail())
         with self._lock:
             self._active.append((event, end))
         return end
 
     def _delete_records(self, event: FaultEvent) -> None:
-        assert event.topic is not None
-        answers = self.cluster.delete_records(event.topic, event.partition, event.offset)
-        names = [name for name, _error, _start in answers]
-        detail: dict[str, Any] = {
-            "offset": event.offset,
-            "log_start_offsets": {name: start for name, _error, start in answers},
-        }
-        errors = {name: error for name, error, _start in answers if error != "NONE"}
-        if errors:
-            detail["errors"] = errors
+        names, detail = delete_records(event, self.cluster)
         now = self.clock()
         self.record(now, "start", event.kind, names, detail)
         self.record(now, "stop", event.kind, names, {})

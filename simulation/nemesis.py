@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import simpy
 
-from eosim.simulation.faults import apply_fault
+from eosim.simulation.faults import FaultableCluster, apply_fault
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
@@ -45,6 +45,15 @@ class FaultEvent:
         d["groups"] = [list(g) for g in self.groups]
         d["links"] = [list(link) for link in self.links]
         return d
+
+    def detail(self) -> dict[str, Any]:
+        """What a ``fault`` start line says of this event beside its kind and targets."""
+        detail = {k: v for k, v in self.to_dict().items() if k in ("groups", "links") and v}
+        if self.extra_latency:
+            detail["extra_latency"] = self.extra_latency
+        if self.probability:
+            detail["probability"] = self.probability
+        return detail
 
     def to_spec(self) -> dict[str, Any]:
         """This event as an explicitly scheduled fault of a scenario file."""
@@ -201,12 +210,7 @@ class Nemesis:
             self._delete_records(event)
             return
         undo = self._apply(event)
-        detail = {k: v for k, v in event.to_dict().items() if k in ("groups", "links") and v}
-        if event.extra_latency:
-            detail["extra_latency"] = event.extra_latency
-        if event.probability:
-            detail["probability"] = event.probability
-        self.history.fault(self.env.now, "start", event.kind, list(event.targets), detail)
+        self.history.fault(self.env.now, "start", event.kind, list(event.targets), event.detail())
         yield self.env.timeout(max(event.end - self.env.now, 0.0))
         undo()
         self.history.fault(self.env.now, "stop", event.kind, list(event.targets), {})
@@ -214,14 +218,7 @@ class Nemesis:
     def _delete_records(self, event: FaultEvent) -> None:
         """An administrator's DeleteRecords, at once: one `fault` line with each partition's
         answer (its error, and its leader's log start after it), started and stopped."""
-        assert event.topic is not None
-        answers = self.cluster.delete_records(event.topic, event.partition, event.offset)
-        names = [name for name, _error, _start in answers]
-        detail: dict[str, Any] = {"offset": event.offset}
-        detail["log_start_offsets"] = {name: start for name, error, start in answers}
-        errors = {name: error for name, error, _start in answers if error != "NONE"}
-        if errors:
-            detail["errors"] = errors
+        names, detail = delete_records(event, self.cluster)
         now = self.env.now
         self.history.fault(now, "start", event.kind, names, detail)
         self.history.fault(now, "stop", event.kind, names, {})
@@ -236,6 +233,22 @@ class Nemesis:
             event.probability,
             self.cluster,
         )
+
+
+def delete_records(
+    event: FaultEvent, cluster: FaultableCluster
+) -> tuple[list[str], dict[str, Any]]:
+    """Carry out a ``delete_records`` event on ``cluster``: the partitions it named, and what
+    its ``fault`` lines say (the offset, each partition's log start after it, the errors)."""
+    assert event.topic is not None
+    answers = cluster.delete_records(event.topic, event.partition, event.offset)
+    names = [name for name, _error, _start in answers]
+    detail: dict[str, Any] = {"offset": event.offset}
+    detail["log_start_offsets"] = {name: start for name, _error, start in answers}
+    errors = {name: error for name, error, _start in answers if error != "NONE"}
+    if errors:
+        detail["errors"] = errors
+    return names, detail
 
 
 class SimulatedFaults:
