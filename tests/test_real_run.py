@@ -126,3 +126,13 @@ def test_calibration_cases_validate_and_can_run_on_a_real_cluster(path):
     s = checked.load(path)
     assert refusals(s, dict(RealCluster.refuses)) == []
     assert s.expect  # what the model must show for the base variant
+
+
+def test_a_real_sweep_is_not_replayed_as_if_it_were_the_models(tmp_path):
+    import json
+
+    from eosim.analysis.sweep.replay import ReplayError, replay
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "eosim-sweep", "target": "kafka"}))
+    with pytest.raises(ReplayError, match="ran on a real cluster"):
+        replay(str(tmp_path), "0:0")
