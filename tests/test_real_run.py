@@ -133,6 +133,8 @@ def test_a_real_sweep_is_not_replayed_as_if_it_were_the_models(tmp_path):
 
     from eosim.analysis.sweep.replay import ReplayError, replay
 
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": "eosim-sweep", "target": "kafka"}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"format": "eosim-sweep", "target": "kafka"})
+    )
     with pytest.raises(ReplayError, match="ran on a real cluster"):
         replay(str(tmp_path), "0:0")
