@@ -29,7 +29,8 @@ from eosim.analysis.expect import (
 )
 from eosim.analysis.history import History, history_from_records
 from eosim.analysis.timeline import Timeline
-from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario, run_scenario
+from eosim.real.target import MODEL, Target
+from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario
 from eosim.simulation.runner import Progress
 from eosim.simulation.scenario import parse_scenario
 from eosim.simulation.trace import state_change_records, trace_records
@@ -175,24 +176,33 @@ def run(
     overrides: Iterable[str] = (),
     trace: bool = False,
     progress: Progress | None = None,
+    target: Target | None = None,
 ) -> Outcome:
     """Run and check. ``trace`` also records every message, for :func:`timelines`;
-    ``progress`` is called as the run goes (:data:`eosim.simulation.runner.Progress`)."""
-    result = run_scenario(scenario, seed, trace=trace, progress=progress)
+    ``progress`` is called as the run goes (:data:`eosim.simulation.runner.Progress`).
+    ``target`` is where the scenario runs (:mod:`eosim.real.target`; default: the model)."""
+    where = target if target is not None else MODEL
+    result = where.run(
+        scenario, scenario.seed if seed is None else seed, trace=trace, progress=progress
+    )
     result.warnings[:0] = expectation_warnings(scenario)
     history = history_from_records(result.history.records(), source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | verdict.counts
-    command = replay_command(source, result.seed, overrides)
+    command = replay_command(source, result.seed, overrides, where.name)
     expect = evaluate(scenario.expect, observed, verdict.unknown)
     return Outcome(scenario, result, history, verdict, expect, command)
 
 
-def replay_command(source: str, seed: int, overrides: Iterable[str] = ()) -> str:
+def replay_command(
+    source: str, seed: int, overrides: Iterable[str] = (), target: str = "model"
+) -> str:
     """The command that replays one run, quoted for a POSIX shell (a value such as ``>0`` or
-    ``[{kind: crash}]`` must not become a redirect or a glob when pasted)."""
+    ``[{kind: crash}]`` must not become a redirect or a glob when pasted). A real cluster's
+    run is run again with the same seed's faults; it is not replayed exactly."""
     sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
-    return f"eosim run {shlex.quote(source)} --seed {seed}{sets}"
+    where = "" if target == "model" else f" --target {target}"
+    return f"eosim run {shlex.quote(source)} --seed {seed}{sets}{where}"
 
 
 def timelines(outcome: Outcome) -> list[Timeline]:

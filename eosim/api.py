@@ -194,7 +194,44 @@ def write_history(result: RunResult, path: str | os.PathLike[str]) -> None:
         raise
 
 
+# -- where runs go ----------------------------------------------------------------------------
+DEFAULT_KAFKA_VERSION = "4.1.1"
+
+
+def kafka_install(
+    version: str | None = None,
+    kafka_home: str | None = None,
+    progress: Any = None,
+) -> Any:
+    """Apache Kafka's jars and eosim's workload driver, fetched with Maven on first use (or
+    taken from ``kafka_home`` / ``KAFKA_HOME``); :class:`eosim.real.install.InstallError`, one
+    line, when that cannot be done."""
+    from eosim.real.install import install
+
+    home = kafka_home or os.environ.get("KAFKA_HOME") or None
+    return install(version or DEFAULT_KAFKA_VERSION, kafka_home=home, progress=progress)
+
+
+def target(
+    name: str,
+    *,
+    kafka_version: str | None = None,
+    kafka_home: str | None = None,
+    workdir: str | None = None,
+) -> Any:
+    """The target called ``name``: ``model`` or ``kafka`` (a local cluster of Apache Kafka,
+    installed on first use). A kafka target must be closed (use it in a ``with``)."""
+    from eosim.real.target import MODEL, KafkaTarget
+
+    if name == "model":
+        return MODEL
+    if name == "kafka":
+        return KafkaTarget(kafka_install(kafka_version, kafka_home), workdir)
+    raise ValueError(f"unknown target {name!r}: model or kafka")
+
+
 __all__ = [
+    "DEFAULT_KAFKA_VERSION",
     "FAULT_TIME_KEYS",
     "Checked",
     "Outcome",
@@ -208,11 +245,13 @@ __all__ = [
     "expectation_warnings",
     "find_scenario",
     "judgement",
+    "kafka_install",
     "load",
     "parse",
     "run",
     "shipped_scenarios",
     "shipped_scenarios_dir",
+    "target",
     "timelines",
     "with_time_units",
     "write_history",

@@ -1,8 +1,10 @@
 """The ``eosim`` command line: a thin layer over :mod:`eosim.api`.
 
 Exit codes: 0 when expectations hold (or, for ``check``, no anomaly is found), 1 when they
-do not, 2 on bad input, 3 when the history had nothing to check (``run`` and ``check``: the
-verdict is unknown). Every bad-input error is one line on stderr, without a traceback.
+do not, 2 on bad input (including a scenario a real cluster cannot run, or Java or Maven
+missing for one), 3 when the history had nothing to check (``run`` and ``check``: the verdict is
+unknown), 4 when a real cluster could not carry the run out. Every error is one line on stderr,
+without a traceback.
 """
 
 from __future__ import annotations
@@ -27,14 +29,64 @@ from eosim.analysis.history import History, HistoryError
 from eosim.analysis.replica_checker import REPLICA_ANOMALIES
 from eosim.analysis.txn_checker import TXN_ANOMALIES
 from eosim.analysis.version_order import REPLACED_ANOMALIES
+from eosim.real import RealError
 from eosim.simulation import ScenarioError
 from eosim.simulation.config import ConfigException
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_REAL_FAILED = 0, 1, 2, 3, 4
 
 
 class BadInput(click.ClickException):
     exit_code = EXIT_BAD_INPUT
+
+
+class RealFailure(click.ClickException):
+    """A real cluster that could not carry a run out (exit 4)."""
+
+    exit_code = EXIT_REAL_FAILED
+
+
+def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--target and the options of a real Kafka (run, sweep)."""
+    f = click.option(
+        "--kafka-home",
+        envvar="KAFKA_HOME",
+        type=click.Path(file_okay=False),
+        help="A Kafka distribution to use instead of fetching one (default: $KAFKA_HOME).",
+    )(f)
+    f = click.option(
+        "--kafka-version",
+        default=None,
+        metavar="VERSION",
+        help=f"Kafka version to fetch with Maven (default: {api.DEFAULT_KAFKA_VERSION}).",
+    )(f)
+    return click.option(
+        "--target",
+        type=click.Choice(["model", "kafka"]),
+        default="model",
+        show_default=True,
+        help="Run on the model, or on a local Apache Kafka cluster (see README, Real Kafka).",
+    )(f)
+
+
+def open_target(name: str, kafka_version: str | None, kafka_home: str | None) -> Any:
+    """The target, or one line on what is missing (exit 2)."""
+    if name == "model":
+        return api.target("model")
+    from eosim.real.install import InstallError
+
+    try:
+        return api.target(name, kafka_version=kafka_version, kafka_home=kafka_home)
+    except InstallError as exc:
+        raise BadInput(f"--target kafka: {exc}") from None
+
+
+def refuse_on(target: Any, scenario: Any, where: str) -> None:
+    """A scenario the target cannot run: one line (exit 2)."""
+    refusals = target.refusals(scenario) if hasattr(target, "refusals") else []
+    if refusals:
+        more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
+        raise BadInput(f"{where}: {refusals[0]}{more}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,6 +129,7 @@ def validate(scenario: str, overrides: tuple[str, ...]) -> None:
     help="Show the simulated time on stderr as the run goes "
     "(default: when stderr is a terminal; never with --json).",
 )
+@target_options
 def run(
     scenario: str,
     seed: int | None,
@@ -86,19 +139,45 @@ def run(
     timeline: bool,
     svg_dir: str | None,
     progress: bool | None,
+    target: str,
+    kafka_version: str | None,
+    kafka_home: str | None,
 ) -> None:
-    """Run a scenario once and check its history."""
+    """Run a scenario once and check its history.
+
+    With --target kafka the scenario runs on a local Apache Kafka cluster (fetched with Maven
+    on first use): the same faults at the same moments as the model's run of that seed, the
+    same checks on the history its clients write."""
     s = _load(scenario, overrides)
     if history_path is not None:
         _check_writable(history_path)
     trace = timeline or svg_dir is not None
+    if trace and target != "model":
+        raise BadInput(
+            "--timeline and --svg draw the model's messages; a run on a real cluster has none "
+            "(write its history with --history and read it with eosim check)"
+        )
+    where = open_target(target, kafka_version, kafka_home)
     show = not as_json and (sys.stderr.isatty() if progress is None else progress)
     line = ProgressLine(sys.stderr, s.duration) if show else None
     try:
-        outcome = api.run(s, seed, source=scenario, overrides=overrides, trace=trace, progress=line)
+        refuse_on(where, s, scenario)
+        outcome = api.run(
+            s,
+            seed,
+            source=scenario,
+            overrides=overrides,
+            trace=trace,
+            progress=line,
+            target=where,
+        )
+    except RealError as exc:
+        raise RealFailure(f"--target {target}: {exc}") from None
     finally:
         if line is not None:
             line.close()
+        if hasattr(where, "close"):
+            where.close()
     if history_path is not None:
         try:
             api.write_history(outcome.run, history_path)
@@ -221,6 +300,7 @@ def _exit_code(unknown: str | None, met: bool) -> int:
     help="What the sweep must show, as in a scenario's expect_sweep: block "
     "('duplicate=<1e-4/record', 'duplicate=<1%/runs', duplicate=0).",
 )
+@target_options
 def sweep(
     scenario: str,
     runs: int,
@@ -234,8 +314,14 @@ def sweep(
     chunk_runs: int | None,
     quiet: bool,
     expectations: tuple[str, ...],
+    target: str,
+    kafka_version: str | None,
+    kafka_home: str | None,
 ) -> None:
     """Run a scenario many times on Spark and aggregate a reliability table.
+
+    With --target kafka the runs go to a local Apache Kafka cluster one after another (they
+    share it), into the same results layout; Spark only aggregates them.
 
     Exit 0 when every variant meets the scenario's expect: and the sweep's expect_sweep:
     (with --expect) is met, 1 when not (an inconclusive rate included), 2 on bad input."""
@@ -255,6 +341,7 @@ def sweep(
             raise BadInput(f"--expect {text}: {name} is already expected ({expect[name]})")
         expect[name] = condition
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
+    where = open_target(target, kafka_version, kafka_home)
     try:
         result = run_sweep(
             _scenario_file(scenario),
@@ -270,9 +357,15 @@ def sweep(
             quiet=quiet,
             command=command,
             expect=expect,
+            target=where if target != "model" else None,
         )
     except SweepError as exc:
         raise BadInput(str(exc)) from None
+    except RealError as exc:
+        raise RealFailure(f"--target {target}: {exc}") from None
+    finally:
+        if hasattr(where, "close"):
+            where.close()
     resumed = (
         f", resumed {result.resumed_chunks} committed chunk(s)" if result.resumed_chunks else ""
     )
@@ -571,7 +664,17 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     r = outcome.run
     c = outcome.counts
     click.echo(f"scenario   {r.scenario} (seed {r.seed})")
-    click.echo(f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall")
+    real = r.history.meta.get("target")
+    if real is not None:  # a real cluster's run: its time is the wall clock's
+        version = r.history.meta.get("kafka_version", "")
+        click.echo(
+            f"ran on     {real} {version}: {r.sim_time_s:.3f} s from the workload's start, "
+            f"{r.wall_time_s:.2f} s wall"
+        )
+    else:
+        click.echo(
+            f"simulated  {r.sim_time_s:.3f} s, {r.events:,} events, {r.wall_time_s:.2f} s wall"
+        )
     _print_sends(c)
     _print_txns(outcome.history)
     if r.faults:
@@ -591,6 +694,115 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     click.echo(f"replay     {outcome.command}")
 
 
+@cli.group()
+def kafka() -> None:
+    """A real Apache Kafka beside the model (see README, Real Kafka)."""
+
+
+@kafka.command("install")
+@click.option(
+    "--version",
+    "kafka_version",
+    default=None,
+    metavar="VERSION",
+    help=f"Kafka version to fetch (default: {api.DEFAULT_KAFKA_VERSION}).",
+)
+@click.option(
+    "--kafka-home",
+    envvar="KAFKA_HOME",
+    type=click.Path(file_okay=False),
+    help="Use this Kafka distribution instead of fetching one (default: $KAFKA_HOME).",
+)
+def kafka_install(kafka_version: str | None, kafka_home: str | None) -> None:
+    """Fetch Kafka's broker and client jars with Maven (or take KAFKA_HOME's) and compile the
+    workload driver against them. Run once; run and sweep --target kafka also do it."""
+    from eosim.real.install import InstallError
+
+    try:
+        inst = api.kafka_install(
+            kafka_version, kafka_home, progress=lambda m: click.echo(m, err=True)
+        )
+    except InstallError as exc:
+        raise BadInput(str(exc)) from None
+    click.echo(f"kafka      {inst.version}")
+    click.echo(f"jars       {inst.libs}")
+    click.echo(f"driver     {inst.driver}")
+
+
+@cli.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--runs", "-n", type=click.IntRange(min=1), required=True, help="Runs per side.")
+@click.option("--grid", multiple=True, metavar="PATH=V1,V2,...", help="A swept parameter.")
+@click.option("--seed", type=click.IntRange(min=0), help="Sweep seed (default: the scenario's).")
+@click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help="Override a value.")
+@click.option(
+    "--out", type=click.Path(file_okay=False), help="Output (default: results/NAME/calibration)."
+)
+@click.option("--master", help="Spark master URL for the model's runs (default: embedded).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@click.option("--kafka-version", default=None, metavar="VERSION", help="Kafka version to fetch.")
+@click.option(
+    "--kafka-home", envvar="KAFKA_HOME", type=click.Path(file_okay=False), help="A Kafka to use."
+)
+def calibrate(
+    scenario: str,
+    runs: int,
+    grid: tuple[str, ...],
+    seed: int | None,
+    overrides: tuple[str, ...],
+    out: str | None,
+    master: str | None,
+    quiet: bool,
+    kafka_version: str | None,
+    kafka_home: str | None,
+) -> None:
+    """Run each variant N times on the model and N times on a real Kafka, with the same
+    seeds' fault schedules, and write a calibration report: the anomalies, per-record rates
+    and timings side by side, a two-sample test per row, disagreements flagged.
+
+    Exit 0 when no row disagrees, 1 when some do, 2 on bad input, 4 when the real cluster
+    failed. Both sweeps resume like any sweep: the same command carries on."""
+    from eosim.analysis.calibrate import CalibrationError, compare, write
+    from eosim.analysis.sweep import SweepError, run_sweep
+
+    path = _scenario_file(scenario)
+    s = _load(path, overrides)
+    root = Path(out) if out is not None else Path("results") / s.name / "calibration"
+    command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
+    common: dict[str, Any] = {
+        "grid": grid,
+        "seed": seed,
+        "overrides": overrides,
+        "quiet": quiet,
+        "command": command,
+    }
+    where = open_target("kafka", kafka_version, kafka_home)
+    try:
+        refuse_on(where, s, scenario)
+        click.echo(f"model      {runs} run(s) per variant -> {root / 'model'}", err=True)
+        run_sweep(path, runs, master=master, out=root / "model", **common)
+        click.echo(f"kafka      {runs} run(s) per variant -> {root / 'kafka'}", err=True)
+        run_sweep(path, runs, master=master, out=root / "kafka", target=where, **common)
+        cal = compare(root / "model", root / "kafka")
+        written = write(cal, root)
+    except (SweepError, CalibrationError) as exc:
+        raise BadInput(str(exc)) from None
+    except RealError as exc:
+        raise RealFailure(f"kafka: {exc}") from None
+    finally:
+        where.close()
+    for row in cal.rows:
+        flag = "  DISAGREE" if row.disagree else ""
+        click.echo(
+            f"{row.variant:<3} {row.measure:<34} model {row.model.text:<34} "
+            f"kafka {row.kafka.text}{flag}"
+        )
+    click.echo(f"report     {written[1]}")
+    n = len(cal.disagreements)
+    click.echo(f"verdict    {f'{n} row(s) disagree' if n else 'no row disagrees'}")
+    sys.exit(EXIT_FAILED if n else EXIT_OK)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: click's errors become one line and exit code 2."""
     try:
@@ -602,7 +814,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except click.ClickException as exc:
         click.echo(f"eosim: error: {one_line(exc.format_message() or str(exc))}", err=True)
-        sys.exit(exc.exit_code if isinstance(exc, BadInput) else EXIT_BAD_INPUT)
+        known = isinstance(exc, BadInput | RealFailure)
+        sys.exit(exc.exit_code if known else EXIT_BAD_INPUT)
     sys.exit(EXIT_OK)
 
 

@@ -123,6 +123,11 @@ class HistoryRecorder:
             )
         )
 
+    def add_line(self, line: dict[str, Any]) -> None:
+        """A line taken as it is, in its place among the operations (a real cluster's
+        history, merged from its clients' files)."""
+        self._entries.append(("line", line))
+
     def add_end_line(self, line: dict[str, Any]) -> None:
         """A line written after the logs (``offsets``, ``lso``)."""
         self.end_lines.append(line)

@@ -10,12 +10,13 @@ Realisation happens once, before the run starts, so a run's faults are an explic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import simpy
 
+from eosim.simulation.faults import FaultableCluster, apply_fault
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
@@ -44,6 +45,15 @@ class FaultEvent:
         d["groups"] = [list(g) for g in self.groups]
         d["links"] = [list(link) for link in self.links]
         return d
+
+    def detail(self) -> dict[str, Any]:
+        """What a ``fault`` start line says of this event beside its kind and targets."""
+        detail = {k: v for k, v in self.to_dict().items() if k in ("groups", "links") and v}
+        if self.extra_latency:
+            detail["extra_latency"] = self.extra_latency
+        if self.probability:
+            detail["probability"] = self.probability
+        return detail
 
     def to_spec(self) -> dict[str, Any]:
         """This event as an explicitly scheduled fault of a scenario file."""
@@ -189,6 +199,7 @@ class Nemesis:
         self.network = network
         self.targets = targets
         self.history = history
+        self.cluster = SimulatedFaults(targets, network)
         for event in schedule:
             env.process(self._run(event))
 
@@ -199,12 +210,7 @@ class Nemesis:
             self._delete_records(event)
             return
         undo = self._apply(event)
-        detail = {k: v for k, v in event.to_dict().items() if k in ("groups", "links") and v}
-        if event.extra_latency:
-            detail["extra_latency"] = event.extra_latency
-        if event.probability:
-            detail["probability"] = event.probability
-        self.history.fault(self.env.now, "start", event.kind, list(event.targets), detail)
+        self.history.fault(self.env.now, "start", event.kind, list(event.targets), event.detail())
         yield self.env.timeout(max(event.end - self.env.now, 0.0))
         undo()
         self.history.fault(self.env.now, "stop", event.kind, list(event.targets), {})
@@ -212,42 +218,85 @@ class Nemesis:
     def _delete_records(self, event: FaultEvent) -> None:
         """An administrator's DeleteRecords, at once: one `fault` line with each partition's
         answer (its error, and its leader's log start after it), started and stopped."""
-        assert self.targets.delete_records is not None and event.topic is not None
-        answers = self.targets.delete_records(event.topic, event.partition, event.offset)
-        names = [name for name, _error, _start in answers]
-        detail: dict[str, Any] = {"offset": event.offset}
-        detail["log_start_offsets"] = {name: start for name, error, start in answers}
-        errors = {name: error for name, error, _start in answers if error != "NONE"}
-        if errors:
-            detail["errors"] = errors
+        names, detail = delete_records(event, self.cluster)
         now = self.env.now
         self.history.fault(now, "start", event.kind, names, detail)
         self.history.fault(now, "stop", event.kind, names, {})
 
     def _apply(self, event: FaultEvent) -> Callable[[], None]:
-        kind = event.kind
-        if kind in ("crash", "pause", "power_loss"):
-            do = {
-                "crash": self.targets.crash,
-                "pause": self.targets.pause,
-                "power_loss": self.targets.power_loss,
-            }[kind]
-            undo = self.targets.resume if kind == "pause" else self.targets.restart
-            for node in event.targets:
-                do[node]()
-            return lambda: [undo[n]() for n in event.targets] and None
-        if kind == "partition":
-            groups = event.groups or (event.targets,)
-            window = self.network.start_partition(groups)
-        elif kind == "delay":
-            window = self.network.start_spike(
-                event.targets, extra_ms=event.extra_latency, links=event.links
-            )
-        else:
-            window = self.network.start_spike(
-                event.targets, loss=event.probability, links=event.links
-            )
-        return lambda: self.network.stop(window)
+        return apply_fault(
+            event.kind,
+            event.targets,
+            event.groups,
+            event.links,
+            event.extra_latency,
+            event.probability,
+            self.cluster,
+        )
+
+
+def delete_records(
+    event: FaultEvent, cluster: FaultableCluster
+) -> tuple[list[str], dict[str, Any]]:
+    """Carry out a ``delete_records`` event on ``cluster``: the partitions it named, and what
+    its ``fault`` lines say (the offset, each partition's log start after it, the errors)."""
+    assert event.topic is not None
+    answers = cluster.delete_records(event.topic, event.partition, event.offset)
+    names = [name for name, _error, _start in answers]
+    detail: dict[str, Any] = {"offset": event.offset}
+    detail["log_start_offsets"] = {name: start for name, _error, start in answers}
+    errors = {name: error for name, error, _start in answers if error != "NONE"}
+    if errors:
+        detail["errors"] = errors
+    return names, detail
+
+
+class SimulatedFaults:
+    """The model's side of the fault protocol (:class:`eosim.simulation.faults.FaultableCluster`):
+    node faults call the targets' callbacks, network faults open and close windows on the
+    simulated :class:`~eosim.simulation.network.Network`."""
+
+    def __init__(self, targets: Targets, network: Network) -> None:
+        self.targets = targets
+        self.network = network
+
+    def crash(self, node: str) -> None:
+        self.targets.crash[node]()
+
+    def power_loss(self, node: str) -> None:
+        self.targets.power_loss[node]()
+
+    def restart(self, node: str) -> None:
+        self.targets.restart[node]()
+
+    def pause(self, node: str) -> None:
+        self.targets.pause[node]()
+
+    def resume(self, node: str) -> None:
+        self.targets.resume[node]()
+
+    def partition(self, groups: Sequence[Sequence[str]]) -> Any:
+        return self.network.start_partition(tuple(tuple(g) for g in groups))
+
+    def disturb(
+        self,
+        nodes: Sequence[str],
+        links: Sequence[tuple[str, str]],
+        extra_latency: float,
+        loss: float,
+    ) -> Any:
+        if extra_latency:
+            return self.network.start_spike(tuple(nodes), extra_ms=extra_latency, links=links)
+        return self.network.start_spike(tuple(nodes), loss=loss, links=links)
+
+    def heal(self, handle: Any) -> None:
+        self.network.stop(handle)
+
+    def delete_records(
+        self, topic: str, partition: int | None, offset: int
+    ) -> list[tuple[str, str, int]]:
+        assert self.targets.delete_records is not None
+        return self.targets.delete_records(topic, partition, offset)
 
 
 class CrashAtNemesis:

@@ -8,6 +8,10 @@ import sys
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka: needs Java, Maven and the fetched Kafka")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark for the whole run: 2 threads, each task may fail up to 3 times."""
@@ -24,3 +28,18 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """Where the real Kafka must be there (CI sets EOSIM_REQUIRE_KAFKA=1), a `kafka` test
+    that skipped fails instead, with its skip reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and os.environ.get("EOSIM_REQUIRE_KAFKA") == "1"
+        and item.get_closest_marker("kafka") is not None
+    ):
+        report.outcome = "failed"
+        report.longrepr = f"EOSIM_REQUIRE_KAFKA=1 but the test skipped: {report.longrepr}"

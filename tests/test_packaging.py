@@ -16,7 +16,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-FOLDERS = {"simulation": "eosim.simulation", "analysis": "eosim.analysis", "eosim": "eosim"}
+FOLDERS = {
+    "simulation": "eosim.simulation",
+    "analysis": "eosim.analysis",
+    "real": "eosim.real",
+    "eosim": "eosim",
+}
 
 
 def _installed_name(init: Path) -> str:
@@ -39,6 +44,7 @@ def test_every_package_folder_is_installed_under_eosim() -> None:
     assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {
         "eosim.simulation": "simulation",
         "eosim.analysis": "analysis",
+        "eosim.real": "real",
         **DATA_PACKAGES,
     }
     assert PYPROJECT["tool"]["setuptools"]["package-data"]["eosim.scenarios"] == ["*.yaml"]
@@ -60,7 +66,7 @@ def test_no_module_imports_the_bare_folder_names() -> None:
             offenders += [
                 f"{path.relative_to(ROOT)}:{node.lineno} imports {n}"
                 for n in names
-                if n.split(".")[0] in ("simulation", "analysis")
+                if n.split(".")[0] in ("simulation", "analysis", "real")
             ]
     assert offenders == []
 

@@ -251,6 +251,8 @@ class SweepPlan:
     grid: tuple[GridAxis, ...] = ()
     vary: tuple[VarySpec, ...] = ()
     base_overrides: tuple[str, ...] = ()
+    # Where the runs go: "model", or "kafka" (a real cluster, :mod:`eosim.real.target`).
+    target: str = "model"
     variants: tuple[dict[str, Any], ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -338,6 +340,8 @@ class SweepPlan:
             "vary": [str(v) for v in self.vary],
             "set": list(self.base_overrides),
         }
+        if self.target != "model":  # the model's sweeps keep the ids they always had
+            ident["target"] = self.target
         text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

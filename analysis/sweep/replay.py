@@ -91,6 +91,12 @@ def replay(root: str | Path, run_id: str) -> Replay:
     manifest = SweepStore(root).read_manifest() if root.is_dir() else None
     if manifest is None:
         raise ReplayError(f"{root}: not a sweep results directory (no manifest.json)")
+    if manifest.get("target", "model") != "model":
+        raise ReplayError(
+            f"{root}: its runs ran on a real cluster ({manifest['target']}), which does not "
+            "replay byte for byte; run the run's replay command (eosim run ... --target "
+            f"{manifest['target']}) to run its seed's faults again"
+        )
     plan = plan_from_manifest(manifest, root)
     variant, run = parse_run_id(run_id, plan)
     row = recorded_row(root, variant, run)

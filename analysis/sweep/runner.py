@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -130,17 +131,31 @@ def run_sweep(
     on_progress: Callable[[int], None] | None = None,
     progress_interval: float = 0.25,
     expect: Mapping[str, str] | None = None,
+    target: Any = None,
 ) -> SweepResult:
     """Run a sweep. ``expect`` (``--expect``: anomaly -> condition, already checked) adds to
     the scenario's ``expect_sweep:`` block, replacing a key it also names; the sweep judges
     them on the aggregate (:mod:`eosim.analysis.sweep.verdict`). ``on_progress(runs done)`` is
     called, from a driver thread too, each time the count of finished runs grows (see
     :mod:`eosim.analysis.sweep.progress`). On Ctrl-C the sweep stops Spark quietly and raises
-    KeyboardInterrupt; the committed chunks stay, and the same command resumes."""
+    KeyboardInterrupt; the committed chunks stay, and the same command resumes.
+
+    ``target`` (:class:`eosim.real.target.KafkaTarget`) runs every run on a real cluster
+    instead of the model: one after another in this process (they share the machine's one
+    cluster), each run committed as its own chunk; Spark then only aggregates."""
     from eosim import __version__
 
     started = time.perf_counter()
     plan, scenario = build_plan(scenario_path, runs, grid, vary, seed, overrides)
+    real = target is not None and target.name != "model"
+    if real:
+        plan = dataclasses.replace(plan, target=target.name)
+        for variant_overrides in [plan.overrides(v) for v in plan.variants]:
+            refused = target.refusals(checked_parse(plan, variant_overrides))
+            if refused:
+                raise SweepError(refused[0])
+        if chunk_runs is None:
+            chunk_runs = 1
     if partitions is not None and partitions < 1:
         raise SweepError(f"--partitions must be at least 1, got {partitions}")
     sweep_id = plan.sweep_id()
@@ -173,6 +188,7 @@ def run_sweep(
         "sweep_id": sweep_id,
         "command": command or " ".join(sys.argv),
         "scenario": scenario.name,
+        "target": plan.target,
         "scenario_path": scenario_path,
         "scenario_copy": SCENARIO_COPY,
         "scenario_yaml": plan.scenario_text,
@@ -258,14 +274,18 @@ def run_sweep(
                     pending,
                     inject_failures,
                     str(progress_dir),
+                    target if real else None,
                 )
                 poller.watch(progress_dir, base, plan.total_runs)
                 interrupt.check()
-                try:
-                    engine.run_job(spark, runner, RESULT_DDL, len(pending), n_partitions)
-                except Exception:
-                    interrupt.check()  # the job failed because Ctrl-C cancelled it
-                    raise
+                if real:
+                    run_here(runner, len(pending), interrupt)
+                else:
+                    try:
+                        engine.run_job(spark, runner, RESULT_DDL, len(pending), n_partitions)
+                    except Exception:
+                        interrupt.check()  # the job failed because Ctrl-C cancelled it
+                        raise
                 missing = sorted({c for c, _, _ in pending} - set(store.done_chunks()))
                 if missing:
                     raise SweepError(
@@ -336,6 +356,21 @@ def run_sweep(
         params=[a.path for a in plan.grid],
         sweep_verdict=sweep_verdict,
     )
+
+
+def checked_parse(plan: SweepPlan, overrides: Sequence[str]) -> Any:
+    from eosim.analysis import outcome as checked
+
+    return checked.parse(plan.scenario_text, plan.scenario_source, overrides)
+
+
+def run_here(runner: Any, chunks: int, interrupt: Any) -> None:
+    """Run a sweep's chunks in this process, one after another (a real cluster's runs)."""
+    for i in range(chunks):
+        interrupt.check()
+        batch = pa.RecordBatch.from_pylist([{"id": i}], schema=pa.schema([("id", pa.int64())]))
+        for _ in runner(iter([batch])):
+            pass
 
 
 class _Interrupt:

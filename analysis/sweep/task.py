@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 
 from eosim.analysis.checks import ALL_ANOMALIES, transactional_ops
 from eosim.analysis.expect import COUNTS
-from eosim.analysis.history import History
 from eosim.analysis.stats import histogram, sketch
 from eosim.analysis.sweep.plan import SweepPlan, param_column, render, run_seed
 from eosim.analysis.sweep.progress import add_found, report_progress
 from eosim.analysis.sweep.store import chunk_file, commit_chunk, staging_file
+from eosim.analysis.timings import ack_latencies, commit_latencies, failover_times
 from eosim.simulation.scenario import FaultKind
 
 # A task reports its finished runs after a run when this long has passed since its last
@@ -60,6 +60,7 @@ SCHEMA = pa.schema(
         ("commit_latency_hist", pa.list_(pa.int64())),
         ("ack_latency_sketch", pa.binary()),
         ("commit_latency_sketch", pa.binary()),
+        ("failover_ms", pa.list_(pa.float64())),
         ("eosim_version", pa.string()),
         ("scenario_sha256", pa.string()),
         ("replay", pa.string()),
@@ -85,36 +86,6 @@ def run_schema(plan: SweepPlan) -> pa.Schema:
 NONDETERMINISTIC = ("wall_time_s",)
 
 
-def ack_latencies(history: History) -> list[float]:
-    """Invocation-to-completion time (ms) of every `ok` send, in invocation order."""
-    return [
-        s.complete_time - s.invoke_time
-        for s in history.sends
-        if s.outcome == "ok" and s.complete_time is not None
-    ]
-
-
-def commit_latencies(history: History) -> list[float]:
-    """Invocation-to-completion time (ms) of every committed transaction: each `ok` `txn` op,
-    in invocation order, then each transaction of a transactional processor. A processor's
-    transaction carries one `process` op per input; those share a process and an invocation
-    time, and count once."""
-    latencies = [
-        t.complete_time - t.invoke_time
-        for t in history.txns
-        if t.outcome == "ok" and t.complete_time is not None
-    ]
-    seen: set[tuple[str, float]] = set()
-    for step in history.steps:
-        if step.outcome != "ok" or step.transactional_id is None or step.complete_time is None:
-            continue
-        key = (step.process, step.invoke_time)
-        if key not in seen:
-            seen.add(key)
-            latencies.append(step.complete_time - step.invoke_time)
-    return latencies
-
-
 def fault_counts(faults: list[Any]) -> dict[str, int]:
     """``faults_<kind>`` -> occurrences, for every kind of :data:`FAULT_KINDS`."""
     counts = Counter(f.kind for f in faults)
@@ -126,11 +97,13 @@ def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
     (:func:`eosim.analysis.outcome.replay_command`)."""
     from eosim.analysis.outcome import replay_command as command
 
-    return command(plan.scenario_source, seed, plan.overrides(params))
+    return command(plan.scenario_source, seed, plan.overrides(params), plan.target)
 
 
-def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> dict[str, Any]:
-    """One run of the sweep, as a result row."""
+def execute_run(
+    plan: SweepPlan, sweep_id: str, version: str, run_id: int, target: Any = None
+) -> dict[str, Any]:
+    """One run of the sweep, as a result row; ``target`` runs it (default: the model)."""
     from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import parse_scenario
 
@@ -138,7 +111,7 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
     params = plan.run_parameters(variant, run)
     seed = run_seed(plan.seed, variant, run)
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
-    outcome = checked.run(scenario, seed)
+    outcome = checked.run(scenario, seed, target=target)
     acks, commits = ack_latencies(outcome.history), commit_latencies(outcome.history)
     anomalies = {name: a.count for name, a in outcome.check.anomalies.items()}
     failing = not outcome.expect.met or any(anomalies.values())
@@ -163,6 +136,7 @@ def execute_run(plan: SweepPlan, sweep_id: str, version: str, run_id: int) -> di
         "commit_latency_hist": histogram(commits),
         "ack_latency_sketch": sketch(acks),
         "commit_latency_sketch": sketch(commits),
+        "failover_ms": [round(t, 3) for t in failover_times(outcome.history)],
         "eosim_version": version,
         "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
         "replay": replay_command(plan, seed, params) if failing else None,
@@ -208,6 +182,7 @@ def make_chunk_runner(
     chunks: list[Chunk],
     inject_failures: frozenset[tuple[int, int]] = frozenset(),
     progress_dir: str | None = None,
+    run_target: Any = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a sweep's job: each input id ``i`` is ``chunks[i]``,
     whose runs it executes and commits under ``root`` as one file (a chunk already committed,
@@ -217,7 +192,8 @@ def make_chunk_runner(
     as it starts that chunk, for testing that Spark's retries keep the accounting exactly-once
     and that finished chunks stay committed. ``progress_dir``, when given, receives the task's
     runs done and anomalies found after a run, at most every :data:`REPORT_INTERVAL_S` (see
-    :mod:`eosim.analysis.sweep.progress`).
+    :mod:`eosim.analysis.sweep.progress`). ``run_target``, when given, runs every run (a real
+    cluster: the function is then called in the driver, one chunk after another).
     """
     schema = run_schema(plan)
 
@@ -254,7 +230,7 @@ def make_chunk_runner(
                     os._exit(17)
                 rows = []
                 for run_id in range(start, end):
-                    row = execute_run(plan, sweep_id, version, run_id)
+                    row = execute_run(plan, sweep_id, version, run_id, run_target)
                     rows.append(row)
                     done += 1
                     add_found(found, {name: row[name] for name in ALL_ANOMALIES})

@@ -1,0 +1,87 @@
+"""Timing measures taken from a history, the same way for the model's runs and a real cluster's.
+
+They are what sets the rates eosim reports, and what ``eosim calibrate`` compares:
+
+* produce latency: invocation to ``ok`` of every acknowledged send (:func:`ack_latencies`);
+* transaction latency: invocation to ``ok`` of every committed transaction
+  (:func:`commit_latencies`);
+* failover time (:func:`failover_times`): after each broker fault (crash, power loss, pause)
+  starts, how long until every partition that was being written just before it has an
+  acknowledged write again. A partition the faulty broker did not lead answers at once, so the
+  slowest partition measures the time the cluster took to give the led ones a new leader and
+  the producer to find it. A partition with no acknowledged write after the fault (the run
+  ended first) is left out.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+
+from eosim.analysis.history import History
+
+# A partition counts as being written before a fault when it had an acknowledged write in this
+# window (ms) before the fault started.
+ACTIVE_WINDOW_MS = 2_000.0
+BROKER_FAULTS = ("crash", "power_loss", "pause")
+
+
+def ack_latencies(history: History) -> list[float]:
+    """Invocation-to-completion time (ms) of every `ok` send, in invocation order."""
+    return [
+        s.complete_time - s.invoke_time
+        for s in history.sends
+        if s.outcome == "ok" and s.complete_time is not None
+    ]
+
+
+def commit_latencies(history: History) -> list[float]:
+    """Invocation-to-completion time (ms) of every committed transaction: each `ok` `txn` op,
+    in invocation order, then each transaction of a transactional processor. A processor's
+    transaction carries one `process` op per input; those share a process and an invocation
+    time, and count once."""
+    latencies = [
+        t.complete_time - t.invoke_time
+        for t in history.txns
+        if t.outcome == "ok" and t.complete_time is not None
+    ]
+    seen: set[tuple[str, float]] = set()
+    for step in history.steps:
+        if step.outcome != "ok" or step.transactional_id is None or step.complete_time is None:
+            continue
+        key = (step.process, step.invoke_time)
+        if key not in seen:
+            seen.add(key)
+            latencies.append(step.complete_time - step.invoke_time)
+    return latencies
+
+
+def failover_times(history: History) -> list[float]:
+    """One time (ms) per broker fault after which writes resumed on every partition that was
+    being written before it (see the module docstring)."""
+    acks: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for s in history.sends:
+        if s.outcome == "ok" and s.complete_time is not None and s.partition is not None:
+            acks[s.topic, s.partition].append(s.complete_time)
+    for times in acks.values():
+        times.sort()
+    out: list[float] = []
+    for fault in history.faults:
+        if fault.get("phase") != "start" or fault.get("fault") not in BROKER_FAULTS:
+            continue
+        targets = fault.get("targets") or []
+        if not any(str(t).startswith("broker-") for t in targets):
+            continue
+        start = float(fault["time"])
+        waits: list[float] = []
+        for tp in sorted(acks):
+            times = acks[tp]
+            before = bisect_right(times, start)
+            if before == 0 or times[before - 1] < start - ACTIVE_WINDOW_MS:
+                continue  # not being written when the fault started
+            if before == len(times):
+                continue  # no acknowledged write after it
+            waits.append(times[before] - start)
+        if waits:
+            out.append(max(waits))
+    return out

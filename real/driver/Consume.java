@@ -1,0 +1,154 @@
+package eosim.driver;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+/**
+ * The {@code consume} mode: eosim's ReaderApp on a {@link KafkaConsumer} without a group,
+ * assigned every partition of the topic, with the workload's {@code isolation} and
+ * {@code auto.offset.reset}. Every non-empty poll is a {@code poll} op (invoke and ok at the same
+ * time, {@code {records: [{topic, partition, offset, value}], isolation, group: null}}); a poll
+ * that throws is a {@code fail} op and ends the reading, as in the model. It polls until SIGTERM
+ * or until the spec's {@code stop_file} exists.
+ */
+final class Consume {
+    private final JsonNode spec;
+    private final JsonNode workload;
+    private final History history;
+    private volatile boolean stop;
+    private final CountDownLatch finished = new CountDownLatch(1);
+
+    Consume(JsonNode spec) {
+        this.spec = spec;
+        this.workload = EosimDriver.required(spec, "workload", "");
+        EosimDriver.required(workload, "topic", "workload.");
+        this.history = new History(spec);
+    }
+
+    /** A consumer of String keys and byte[] values with the spec's config and isolation. */
+    static KafkaConsumer<String, byte[]> consumer(JsonNode spec, String isolation,
+            String offsetReset) {
+        Properties props = EosimDriver.clientProperties(spec);
+        props.setProperty("key.deserializer", StringDeserializer.class.getName());
+        props.setProperty("value.deserializer", ByteArrayDeserializer.class.getName());
+        props.setProperty("isolation.level", isolation);
+        props.setProperty("enable.auto.commit", "false");
+        props.remove("group.id");
+        if (offsetReset != null) {
+            props.setProperty("auto.offset.reset", offsetReset);
+        }
+        return new KafkaConsumer<>(props);
+    }
+
+    /** Every partition of {@code topic}, waiting (up to {@code timeoutMs}) for its metadata. */
+    static List<TopicPartition> partitions(KafkaConsumer<?, ?> consumer, String topic,
+            long timeoutMs) {
+        long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+        while (true) {
+            List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs));
+            if (infos != null && !infos.isEmpty()) {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (PartitionInfo info : infos) {
+                    tps.add(new TopicPartition(topic, info.partition()));
+                }
+                tps.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+                return tps;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("topic " + topic + " has no partitions");
+            }
+            Workloads.parkUntil(System.nanoTime() + 100_000_000L);
+        }
+    }
+
+    /** A {@code poll} ok op for {@code records}. */
+    static void recordPoll(History history, String process, ConsumerRecords<String, byte[]> records,
+            String isolation) {
+        ObjectNode value = EosimDriver.JSON.createObjectNode();
+        ArrayNode polled = value.putArray("records");
+        for (ConsumerRecord<String, byte[]> r : records) {
+            ObjectNode rec = polled.addObject();
+            rec.put("topic", r.topic());
+            rec.put("partition", r.partition());
+            rec.put("offset", r.offset());
+            rec.put("value", new String(r.value(), StandardCharsets.UTF_8));
+        }
+        value.put("isolation", isolation);
+        value.putNull("group");
+        long id = history.nextId();
+        double time = history.now();
+        history.write(history.op(id, "invoke", "poll", process, time, null, null));
+        history.write(history.op(id, "ok", "poll", process, time, value, null));
+    }
+
+    ObjectNode run() throws InterruptedException {
+        String topic = workload.get("topic").asText();
+        String isolation = workload.path("isolation").asText("read_committed");
+        String reset = workload.has("auto.offset.reset")
+                ? workload.get("auto.offset.reset").asText()
+                : workload.path("auto_offset_reset").asText("latest");
+        long pollMs = (long) Workloads.doubleField(workload, "poll_interval", 50.0);
+        String stopFile = spec.path("stop_file").asText(null);
+        String process = EosimDriver.process(spec, spec.path("incarnation").asInt(0));
+        long polls = 0;
+        long records = 0;
+        try (KafkaConsumer<String, byte[]> consumer = consumer(spec, isolation, reset)) {
+            Thread hook = new Thread(() -> {
+                stop = true;
+                consumer.wakeup();
+                try {
+                    finished.await(10, TimeUnit.SECONDS);
+                } catch (InterruptedException ignored) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            Runtime.getRuntime().addShutdownHook(hook);
+            consumer.assign(partitions(consumer, topic, 60_000));
+            while (!stop && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
+                ConsumerRecords<String, byte[]> got;
+                try {
+                    got = consumer.poll(Duration.ofMillis(Math.max(1, pollMs)));
+                } catch (WakeupException e) {
+                    break;
+                } catch (RuntimeException e) {
+                    long id = history.nextId();
+                    double time = history.now();
+                    history.write(history.op(id, "invoke", "poll", process, time, null, null));
+                    history.write(history.op(id, "fail", "poll", process, time, null,
+                            EosimDriver.describe(e)));
+                    break;
+                }
+                if (!got.isEmpty()) {
+                    polls++;
+                    records += got.count();
+                    recordPoll(history, process, got, isolation);
+                }
+            }
+        }
+        history.close();
+        finished.countDown();
+        ObjectNode result = EosimDriver.JSON.createObjectNode();
+        result.put("process", process);
+        result.put("polls", polls);
+        result.put("records", records);
+        return result;
+    }
+}

@@ -1,0 +1,249 @@
+package eosim.driver;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.record.TimestampType;
+
+/**
+ * The {@code drain} mode: the final reads of a run, after the workload and the faults.
+ *
+ * <ol>
+ *   <li>A {@link KafkaConsumer} with read_uncommitted reads every partition of the listed topics
+ *       from its log start ({@code beginningOffsets}) to its end ({@code endOffsets}, the high
+ *       watermark) and writes one {@code log} line per partition: {@code records} of
+ *       {@code {offset, value}} (plus {@code time} when the topic stamps LogAppendTime), and
+ *       {@code log_start_offset} when above 0; with the spec's {@code node_names}, a replicated
+ *       partition's line adds {@code leader} and {@code high_watermark} as the model's. Control records (transaction markers) are not
+ *       returned to consumers, so offsets have gaps. A partition not read to its end within the
+ *       timeout gets no {@code log} line (a partial one would claim writes lost), and the result
+ *       lists it under {@code incomplete}.
+ *   <li>With {@code committed} (default true), as the model's final drain: a fresh read_committed
+ *       consumer reads every partition from its start to its last stable offset
+ *       ({@code endOffsets} under read_committed), each non-empty poll a {@code poll} op of this
+ *       process; then one {@code lso} line per partition: {@code lso}, {@code log_end_offset}
+ *       (the read_uncommitted end) and {@code open_transactions}, the producers whose
+ *       transaction is still open there ({@code Admin.describeProducers}, its
+ *       {@code currentTransactionStartOffset}).
+ * </ol>
+ */
+final class Drain {
+    private final JsonNode spec;
+    private final JsonNode workload;
+    private final History history;
+    private final long epochMs;
+
+    Drain(JsonNode spec) {
+        this.spec = spec;
+        this.workload = EosimDriver.required(spec, "workload", "");
+        EosimDriver.required(workload, "topics", "workload.");
+        this.history = new History(spec);
+        this.epochMs = spec.path("epoch_ms").asLong(0);
+    }
+
+    ObjectNode run() throws Exception {
+        long timeoutMs = (long) Workloads.doubleField(workload, "timeout_ms", 60_000.0);
+        long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+        boolean committed = workload.path("committed").asBoolean(true);
+        List<TopicPartition> tps = new ArrayList<>();
+        Map<TopicPartition, Long> ends;
+        Set<TopicPartition> incomplete = new LinkedHashSet<>();
+        try (KafkaConsumer<String, byte[]> consumer =
+                Consume.consumer(spec, "read_uncommitted", "earliest")) {
+            for (JsonNode topic : workload.get("topics")) {
+                tps.addAll(Consume.partitions(consumer, topic.asText(), timeoutMs));
+            }
+            consumer.assign(tps);
+            Map<TopicPartition, Long> starts = consumer.beginningOffsets(tps);
+            ends = consumer.endOffsets(tps);
+            Map<TopicPartition, ArrayNode> records = new LinkedHashMap<>();
+            for (TopicPartition tp : tps) {
+                records.put(tp, EosimDriver.JSON.createArrayNode());
+            }
+            consumer.seekToBeginning(tps);
+            Set<TopicPartition> pending = readTo(consumer, tps, ends, deadline, polled -> {
+                for (ConsumerRecord<String, byte[]> r : polled) {
+                    TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                    if (r.offset() >= ends.get(tp)) {
+                        continue;
+                    }
+                    ObjectNode rec = records.get(tp).addObject();
+                    rec.put("offset", r.offset());
+                    rec.put("value", new String(r.value(), StandardCharsets.UTF_8));
+                    if (r.timestampType() == TimestampType.LOG_APPEND_TIME) {
+                        rec.put("time", (double) (r.timestamp() - epochMs));
+                    }
+                }
+            });
+            incomplete.addAll(pending);
+            Map<TopicPartition, String[]> leaders = replicatedLeaders(tps);
+            for (TopicPartition tp : tps) {
+                if (pending.contains(tp)) {
+                    continue;
+                }
+                ObjectNode line = EosimDriver.JSON.createObjectNode();
+                line.put("kind", "log");
+                line.put("topic", tp.topic());
+                line.put("partition", tp.partition());
+                ArrayNode recs = records.get(tp);
+                long start = starts.get(tp);
+                if (!recs.isEmpty()) {
+                    start = Math.min(start, recs.get(0).get("offset").asLong());
+                }
+                if (start > 0) {
+                    line.put("log_start_offset", start);
+                }
+                String[] leader = leaders.get(tp);
+                if (leader != null) {
+                    // A replicated partition, as the model writes it: its leader (null when
+                    // offline) and the high watermark, the end a read_uncommitted read reaches.
+                    line.put("leader", leader[0]);
+                    line.put("high_watermark", ends.get(tp));
+                }
+                line.set("records", recs);
+                history.write(line);
+            }
+        }
+        if (committed) {
+            readCommitted(tps, ends, deadline, incomplete);
+        }
+        history.close();
+        ObjectNode result = EosimDriver.JSON.createObjectNode();
+        result.put("partitions", tps.size());
+        ArrayNode missing = result.putArray("incomplete");
+        for (TopicPartition tp : incomplete) {
+            missing.addObject().put("topic", tp.topic()).put("partition", tp.partition());
+        }
+        return result;
+    }
+
+    private void readCommitted(List<TopicPartition> tps, Map<TopicPartition, Long> logEnds,
+            long deadline, Set<TopicPartition> incomplete) throws Exception {
+        String process = EosimDriver.process(spec, spec.path("incarnation").asInt(0));
+        Map<TopicPartition, Long> lsos;
+        try (KafkaConsumer<String, byte[]> consumer =
+                Consume.consumer(spec, "read_committed", "earliest")) {
+            consumer.assign(tps);
+            lsos = consumer.endOffsets(tps);
+            consumer.seekToBeginning(tps);
+            incomplete.addAll(readTo(consumer, tps, lsos, deadline,
+                    polled -> Consume.recordPoll(history, process, polled, "read_committed")));
+        }
+        Map<TopicPartition, List<long[]>> open = openTransactions(tps);
+        for (TopicPartition tp : tps) {
+            ObjectNode line = EosimDriver.JSON.createObjectNode();
+            line.put("kind", "lso");
+            line.put("topic", tp.topic());
+            line.put("partition", tp.partition());
+            line.put("lso", lsos.get(tp));
+            line.put("log_end_offset", logEnds.get(tp));
+            ArrayNode txns = line.putArray("open_transactions");
+            for (long[] t : open.getOrDefault(tp, List.of())) {
+                txns.addObject().put("producer_id", t[0]).put("first_offset", t[1]);
+            }
+            history.write(line);
+        }
+    }
+
+    /**
+     * With the spec's {@code node_names} (node id to eosim's name, {@code {"1": "broker-0"}}),
+     * the leader's name of each partition with more than one replica (Admin.describeTopics);
+     * a one-element array holding null for an offline one. Empty without {@code node_names}.
+     */
+    private Map<TopicPartition, String[]> replicatedLeaders(List<TopicPartition> tps)
+            throws Exception {
+        Map<TopicPartition, String[]> leaders = new HashMap<>();
+        JsonNode names = spec.get("node_names");
+        if (names == null || !names.isObject()) {
+            return leaders;
+        }
+        Set<String> topics = new LinkedHashSet<>();
+        for (TopicPartition tp : tps) {
+            topics.add(tp.topic());
+        }
+        try (Admin admin = Admin.create(EosimDriver.clientProperties(spec))) {
+            Map<String, TopicDescription> described =
+                    admin.describeTopics(topics).allTopicNames().get();
+            for (TopicDescription d : described.values()) {
+                for (TopicPartitionInfo p : d.partitions()) {
+                    if (p.replicas().size() < 2) {
+                        continue;
+                    }
+                    String leader = null;
+                    if (p.leader() != null && !p.leader().isEmpty()) {
+                        JsonNode name = names.get(Integer.toString(p.leader().id()));
+                        leader = name == null ? Integer.toString(p.leader().id()) : name.asText();
+                    }
+                    leaders.put(new TopicPartition(d.name(), p.partition()),
+                            new String[] {leader});
+                }
+            }
+        }
+        return leaders;
+    }
+
+    /** Per partition, (producer id, first offset) of each transaction still open there. */
+    private Map<TopicPartition, List<long[]>> openTransactions(List<TopicPartition> tps)
+            throws Exception {
+        Map<TopicPartition, List<long[]>> open = new HashMap<>();
+        try (Admin admin = Admin.create(EosimDriver.clientProperties(spec))) {
+            Map<TopicPartition, PartitionProducerState> states =
+                    admin.describeProducers(tps).all().get();
+            for (Map.Entry<TopicPartition, PartitionProducerState> e : states.entrySet()) {
+                List<long[]> list = new ArrayList<>();
+                for (ProducerState p : e.getValue().activeProducers()) {
+                    if (p.currentTransactionStartOffset().isPresent()) {
+                        list.add(new long[] {p.producerId(),
+                                p.currentTransactionStartOffset().getAsLong()});
+                    }
+                }
+                list.sort((a, b) -> Long.compare(a[1], b[1]));
+                open.put(e.getKey(), list);
+            }
+        }
+        return open;
+    }
+
+    interface Sink {
+        void accept(ConsumerRecords<String, byte[]> records);
+    }
+
+    /**
+     * Poll until every partition's position reaches its target offset (or the deadline); the
+     * partitions that did not. The position passes control records and, under read_committed,
+     * aborted data too, so it reaches the end even when the last batches are markers.
+     */
+    private static Set<TopicPartition> readTo(KafkaConsumer<String, byte[]> consumer,
+            List<TopicPartition> tps, Map<TopicPartition, Long> targets, long deadline,
+            Sink sink) {
+        Set<TopicPartition> pending = new LinkedHashSet<>(tps);
+        while (true) {
+            pending.removeIf(tp -> consumer.position(tp) >= targets.get(tp));
+            if (pending.isEmpty() || System.nanoTime() > deadline) {
+                return pending;
+            }
+            ConsumerRecords<String, byte[]> polled = consumer.poll(Duration.ofMillis(200));
+            if (!polled.isEmpty()) {
+                sink.accept(polled);
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+"""The calibration report (eosim.analysis.calibrate) on run tables written here: agreeing sides
+flag nothing, a side that loses writes in every run where the other never does is flagged, and
+the timing rows come from the runs' sketches and failover times."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from eosim.analysis.calibrate import CalibrationError, Figure, Row, compare, holm, write
+from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.history import history_from_records
+from eosim.analysis.stats import sketch
+from eosim.analysis.timings import failover_times
+
+MANIFEST = {
+    "format": "eosim-sweep",
+    "scenario": "calib",
+    "scenario_yaml": "name: calib\n",
+    "seed": 1,
+    "runs_per_variant": 20,
+    "grid": [],
+    "set": [],
+    "variants": [{"variant": 0, "params": {}}],
+    "command": "eosim sweep calib.yaml --runs 20",
+}
+
+
+def sweep(root: Path, lost: list[int], latency_ms: float, failover: float) -> Path:
+    """A finished-looking sweep of 20 runs with ``lost[i]`` lost writes in run i."""
+    (root / "runs" / "chunk=00000" / "variant=0").mkdir(parents=True)
+    (root / "manifest.json").write_text(json.dumps(MANIFEST))
+    rows = []
+    for i, n in enumerate(lost):
+        row = {name: 0 for name in ALL_ANOMALIES}
+        row |= {
+            "run": i,
+            "seed": 100 + i,
+            "sent": 1000,
+            "lost_write": n,
+            "ack_latency_sketch": sketch([latency_ms + j % 5 for j in range(50)]),
+            "commit_latency_sketch": None,
+            "failover_ms": [failover + i],
+        }
+        rows.append(row)
+    pq.write_table(pa.Table.from_pylist(rows), root / "runs/chunk=00000/variant=0/part.parquet")
+    return root
+
+
+def test_agreeing_sides_flag_nothing(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 19 + [1], 5.0, 6000.0)
+    cal = compare(model, kafka)
+    assert cal.disagreements == []
+    measures = [r.measure for r in cal.rows]
+    assert "lost_write: runs with" in measures and "failover time" in measures
+    lost = next(r for r in cal.rows if r.measure == "lost_write: runs with")
+    assert lost.model.text.startswith("0/20") and lost.kafka.text.startswith("1/20")
+
+
+def test_losses_on_one_side_only_disagree(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [30] * 20, 5.0, 6000.0)
+    cal = compare(model, kafka)
+    flagged = {r.measure for r in cal.disagreements}
+    assert flagged == {"lost_write: runs with", "lost_write: per record"}
+
+
+def test_slower_failover_and_latency_disagree(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 50.0, 20000.0)
+    cal = compare(model, kafka)
+    flagged = {r.measure for r in cal.disagreements}
+    assert flagged == {"produce latency p50", "failover time"}
+    paths = write(cal, tmp_path / "out")
+    text = paths[0].read_text()
+    assert "**disagree**" in text and "failover time" in text
+    assert "disagree" in paths[1].read_text()
+
+
+def test_different_sweeps_are_refused(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0)
+    manifest = json.loads((kafka / "manifest.json").read_text())
+    manifest["seed"] = 2
+    (kafka / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CalibrationError, match="seed differs"):
+        compare(model, kafka)
+
+
+def test_holm_adjusts_by_rank():
+    rows = [
+        Row(0, "{}", f"m{i}", Figure("a"), Figure("b"), "t", p)
+        for i, p in enumerate([0.01, 0.02, 0.03, None])
+    ]
+    holm(rows)
+    assert [r.p_adjusted for r in rows] == [
+        pytest.approx(0.03),
+        pytest.approx(0.04),
+        pytest.approx(0.04),
+        None,
+    ]
+    assert [r.disagree for r in rows] == [True, True, True, False]
+
+
+def _send(i: int, partition: int, invoke: float, complete: float) -> list[dict]:
+    value = {"topic": "t", "partition": partition, "key": None, "value": f"v{i}"}
+    return [
+        {
+            "kind": "op",
+            "id": i,
+            "type": "invoke",
+            "f": "send",
+            "process": "p/0",
+            "time": invoke,
+            "value": value,
+        },
+        {
+            "kind": "op",
+            "id": i,
+            "type": "ok",
+            "f": "send",
+            "process": "p/0",
+            "time": complete,
+            "value": {**value, "offset": i},
+        },
+    ]
+
+
+def test_failover_time_is_the_slowest_partition_to_take_writes_again():
+    records: list[dict] = []
+    i = 0
+    for t in range(0, 1000, 100):  # both partitions written before the crash at 1000
+        for p in (0, 1):
+            records += _send(i, p, t, t + 2)
+            i += 1
+    records.append(
+        {
+            "kind": "fault",
+            "time": 1000.0,
+            "phase": "start",
+            "fault": "crash",
+            "targets": ["broker-0"],
+        }
+    )
+    records += _send(i, 0, 1001, 1010)  # partition 0 answers at once
+    records += _send(i + 1, 1, 990, 7500)  # partition 1 waits for its new leader
+    history = history_from_records(records)
+    assert failover_times(history) == [6500.0]
+
+
+def test_no_broker_fault_no_failover_time():
+    records = [
+        *_send(0, 0, 0, 5),
+        {
+            "kind": "fault",
+            "time": 3.0,
+            "phase": "start",
+            "fault": "pause",
+            "targets": ["producer-0"],
+        },
+        *_send(1, 0, 10, 20),
+    ]
+    assert failover_times(history_from_records(records)) == []

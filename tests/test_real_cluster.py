@@ -1,0 +1,420 @@
+"""eosim.real.cluster and eosim.real.netns: configs without Java; a real 3-broker cluster with
+``-m kafka`` (one start for the module): serving, crash and restart, pause and resume, and a
+partition and its heal when this machine has network namespaces."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eosim.real import netns
+from eosim.real.cluster import (
+    CONTROLLER_ID,
+    ClusterError,
+    RealCluster,
+    node_id,
+    node_properties,
+    split_config,
+    topic_configs,
+)
+from eosim.simulation.faults import apply_fault, refusals
+from eosim.simulation.scenario import Scenario
+
+LIBS = Path(os.environ.get("EOSIM_KAFKA_LIBS", "/tmp/kafkafetch/libs"))
+
+
+def _scenario(brokers: int = 3, config: Mapping[str, Any] | None = None) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "real-cluster",
+            "cluster": {
+                "brokers": brokers,
+                "config": dict(config or {}),
+                "topics": [
+                    {"name": "t", "partitions": 2, "replication_factor": min(3, brokers)},
+                    {
+                        "name": "u",
+                        "partitions": 1,
+                        "replication_factor": 1,
+                        "config": {"min.insync.replicas": 1},
+                    },
+                ],
+            },
+            "producers": [{"name": "producer-0", "workload": {"topic": "t", "records": 10}}],
+        }
+    )
+
+
+# --- configuration, no Java -------------------------------------------------------------------
+
+
+def _addr(node: str) -> str:
+    return {"controller": "10.0.0.100"}.get(node, f"10.0.0.{node_id(node)}")
+
+
+PORTS = {"controller": 9093, "broker-0": 9092, "broker-1": 9092}
+
+
+def test_broker_properties_take_the_scenario_configs_over_the_small_cluster_defaults() -> None:
+    props = node_properties(
+        "broker-1",
+        2,
+        {
+            "min.insync.replicas": 2,
+            "log.flush.interval.ms": None,
+            "offsets.topic.replication.factor": 1,
+        },
+        _addr,
+        PORTS,
+        Path("/d"),
+    )
+    assert props["process.roles"] == "broker"
+    assert props["node.id"] == "2"
+    assert props["listeners"] == props["advertised.listeners"] == "PLAINTEXT://10.0.0.2:9092"
+    assert props["controller.quorum.voters"] == f"{CONTROLLER_ID}@10.0.0.100:9093"
+    assert props["min.insync.replicas"] == "2"
+    assert "log.flush.interval.ms" not in props  # None: Kafka's "never", left unset
+    assert props["offsets.topic.replication.factor"] == "1"  # the scenario wins
+    assert props["transaction.state.log.replication.factor"] == "2"  # min(3, brokers)
+    assert props["transaction.state.log.min.isr"] == "2"
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_the_controller_is_node_100_with_the_scenario_configs_too() -> None:
+    props = node_properties(
+        "controller", 3, {"unclean.leader.election.enable": True}, _addr, PORTS, Path("/d")
+    )
+    assert props["process.roles"] == "controller"
+    assert props["node.id"] == "100"
+    assert props["listeners"] == "CONTROLLER://10.0.0.100:9093"
+    assert "advertised.listeners" not in props
+    # KRaft's controller elects leaders: it needs the unclean election default itself.
+    assert props["unclean.leader.election.enable"] == "true"
+
+
+def test_topic_level_broker_configs_move_onto_the_topics() -> None:
+    broker, topic = split_config(
+        {
+            "min.insync.replicas": 2,
+            "unclean.leader.election.enable": False,
+            "log.retention.ms": 60_000,
+            "replica.lag.time.max.ms": 5_000,
+        }
+    )
+    assert broker == {"replica.lag.time.max.ms": "5000"}
+    assert topic == {
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "false",
+        "retention.ms": "60000",
+    }
+    specs = topic_configs(_scenario(config={"min.insync.replicas": 2}))
+    assert specs[0] == {
+        "name": "t",
+        "partitions": 2,
+        "replication_factor": 3,
+        "config": {"min.insync.replicas": "2"},
+    }
+    assert specs[1]["config"] == {"min.insync.replicas": "1"}  # the topic's own config wins
+
+
+def test_a_cluster_serves_scenarios_with_the_same_brokers_and_broker_only_configs() -> None:
+    base = _scenario(config={"replica.lag.time.max.ms": 5000, "min.insync.replicas": 2})
+    cluster = RealCluster.for_scenario(base, LIBS, "/tmp/unused", network="loopback")
+    assert cluster.config == {"replica.lag.time.max.ms": "5000"}
+    assert cluster.compatible(base)
+    assert cluster.compatible(_scenario(config={"replica.lag.time.max.ms": 5000}))
+    assert not cluster.compatible(_scenario(config={"replica.lag.time.max.ms": 6000}))
+    assert not cluster.compatible(_scenario(brokers=2, config={"replica.lag.time.max.ms": 5000}))
+    assert not cluster.compatible(base, strict=True)  # min.insync.replicas was moved off
+
+
+def test_refused_fault_kinds_give_one_line_each() -> None:
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback")
+    lines = refusals(
+        ["power_loss", "delay", "crash", "partition", "loss", "power_loss"],
+        cluster.refuses,
+        "kafka",
+    )
+    assert [line.split()[0] for line in lines] == ["power_loss", "delay", "partition", "loss"]
+    assert all("\n" not in line and len(line) < 200 for line in lines)
+    assert "unsynced writes" in lines[0]
+    assert "netem" in lines[1]
+    with pytest.raises(ClusterError, match="power_loss faults cannot run"):
+        cluster.power_loss("broker-0")
+    with pytest.raises(ClusterError, match="delay faults cannot run"):
+        cluster.disturb(["broker-0"], [], 100.0, 0.0)
+    with pytest.raises(ClusterError, match="partition faults cannot run on this cluster"):
+        cluster.partition([["broker-0"]])
+    with pytest.raises(ValueError, match="not a node of this cluster"):
+        cluster.crash("producer-0")
+
+
+# --- a real cluster -------------------------------------------------------------------------
+
+ADMIN_JAVA = """\
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.errors.TopicExistsException;
+
+public class EosimTestAdmin {
+    public static void main(String[] a) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a[0]);
+        try (Admin admin = Admin.create(p)) {
+            String name = a[1];
+            Map<String, String> cfg = new HashMap<>();
+            for (int i = 4; i < a.length; i++) {
+                String[] kv = a[i].split("=", 2);
+                cfg.put(kv[0], kv[1]);
+            }
+            if (admin.listTopics().names().get().contains(name)) {
+                admin.deleteTopics(List.of(name)).all().get();
+                while (admin.listTopics().names().get().contains(name)) Thread.sleep(100);
+            }
+            NewTopic topic = new NewTopic(name, Integer.parseInt(a[2]), Short.parseShort(a[3]));
+            while (true) {
+                try {
+                    admin.createTopics(List.of(topic.configs(cfg))).all().get();
+                    return;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    if (!(e.getCause() instanceof TopicExistsException)) throw e;
+                    Thread.sleep(200);
+                }
+            }
+        }
+    }
+}
+"""
+
+
+class _JavaTopicAdmin:
+    """Kafka's Admin client through a tiny class compiled for these tests."""
+
+    def __init__(self, classes: Path) -> None:
+        self.classes = classes
+
+    def recreate_topics(self, bootstrap: str, topics: Sequence[Mapping[str, Any]]) -> None:
+        for t in topics:
+            configs = [f"{k}={v}" for k, v in t["config"].items()]
+            cmd = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"]
+            cmd += [f"{LIBS}/*:{self.classes}", "EosimTestAdmin", bootstrap, t["name"]]
+            cmd += [str(t["partitions"]), str(t["replication_factor"]), *configs]
+            subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+
+def _kafka_missing() -> str | None:
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        return "no java/javac on the PATH"
+    if not list(LIBS.glob("kafka_2.13-*.jar")):
+        return f"no Kafka jars in {LIBS} (set EOSIM_KAFKA_LIBS)"
+    return None
+
+
+def _until(what: str, check: Callable[[], bool], timeout: float = 40.0) -> float:
+    began = time.monotonic()
+    while not check():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(0.2)
+    return time.monotonic() - began
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory):
+    missing = _kafka_missing()
+    if missing:
+        pytest.skip(f"needs Java and the fetched Kafka: {missing}")
+    classes = tmp_path_factory.mktemp("admin")
+    (classes / "EosimTestAdmin.java").write_text(ADMIN_JAVA)
+    subprocess.run(
+        ["javac", "-cp", f"{LIBS}/*", "-d", str(classes), str(classes / "EosimTestAdmin.java")],
+        check=True,
+        timeout=120,
+    )
+    # A prefix and subnet of its own, so a cluster the owner runs at the same time is untouched.
+    network: Any = (
+        netns.Network(prefix="eosimt", subnet="10.79.0") if netns.available() else "loopback"
+    )
+    cluster = RealCluster(
+        LIBS,
+        tmp_path_factory.mktemp("cluster"),
+        3,
+        # Short timeouts, so a cut or stopped broker leaves the ISR within seconds.
+        {
+            "broker.session.timeout.ms": 4000,
+            "broker.heartbeat.interval.ms": 1000,
+            "replica.lag.time.max.ms": 3000,
+        },
+        network=network,
+        admin=_JavaTopicAdmin(classes),
+    )
+    took = cluster.start()
+    print(f"\n3-broker cluster ({'netns' if cluster.net else 'loopback'}) started in {took:.1f} s")
+    cluster.recreate_topics(
+        [{"name": "rf3", "partitions": 1, "replication_factor": 3, "config": {}}]
+    )
+    _until("rf3 has 3 in sync", lambda: _isr(cluster) == {1, 2, 3})
+    yield cluster
+    cluster.stop(graceful=False)
+
+
+def _isr(cluster: RealCluster, via: str | None = None) -> set[int]:
+    return set(cluster.metadata(["rf3"], via=via).partitions[("rf3", 0)].isr)
+
+
+@pytest.mark.kafka
+def test_a_three_broker_cluster_serves(kafka: RealCluster) -> None:
+    meta = kafka.metadata()
+    assert sorted(meta.brokers) == [1, 2, 3]
+    assert kafka.bootstrap().count(",") == 2
+    assert kafka.leaders(["rf3"])[("rf3", 0)] in kafka.broker_names
+    for name in ["controller", *kafka.broker_names]:
+        assert "Kafka Server started" in (kafka.work_dir / name / "server.log").read_text()
+
+
+@pytest.mark.kafka
+def test_a_crashed_broker_leaves_the_isr_and_rejoins_after_restart(kafka: RealCluster) -> None:
+    end = apply_fault("crash", ["broker-2"], [], [], 0.0, 0.0, kafka)
+    assert kafka.pid("broker-2") is None
+    left = _until("broker-2 (id 3) leaves the ISR", lambda: 3 not in _isr(kafka))
+    began = time.monotonic()
+    end()  # restart: returns once the JVM is spawned
+    kafka.wait_ready(["broker-2"])
+    _until("the ISR is back to 3", lambda: _isr(kafka) == {1, 2, 3})
+    print(
+        f"\ncrash: out of the ISR after {left:.1f} s; back {time.monotonic() - began:.1f} s "
+        "after the restart"
+    )
+
+
+@pytest.mark.kafka
+def test_a_paused_broker_is_fenced_and_comes_back_on_resume(kafka: RealCluster) -> None:
+    end = apply_fault("pause", ["broker-1"], [], [], 0.0, 0.0, kafka)
+    pid = kafka.pid("broker-1")
+    assert pid is not None
+    assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "T"
+    _until("broker-1 (id 2) leaves the ISR", lambda: 2 not in _isr(kafka))
+    end()
+    assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "T"
+    _until("the ISR is back to 3", lambda: _isr(kafka) == {1, 2, 3})
+
+
+@pytest.mark.kafka
+def test_a_partitioned_broker_drops_out_and_heal_restores_it(kafka: RealCluster) -> None:
+    if kafka.net is None:
+        pytest.skip(f"needs network namespaces and nft: {netns.unavailable_reason()}")
+    end = apply_fault("partition", ["broker-0"], [], [], 0.0, 0.0, kafka)
+    # The others (and the controller) lose broker-0: its session expires and it is fenced.
+    _until(
+        "broker-0 (id 1) is fenced and out of the ISR",
+        lambda: (
+            1 not in _isr(kafka, via="broker-1")
+            and 1 not in kafka.metadata((), via="broker-1").brokers
+        ),
+    )
+    end()
+    _until("the ISR is back to 3", lambda: _isr(kafka, via="broker-1") == {1, 2, 3})
+
+
+@pytest.mark.kafka
+def test_loss_rules_are_one_table_that_heal_removes(kafka: RealCluster) -> None:
+    if kafka.net is None:
+        pytest.skip(f"needs network namespaces and nft: {netns.unavailable_reason()}")
+    handle = kafka.disturb(["broker-2"], [("broker-0", "broker-1")], 0.0, 0.25)
+
+    def tables(node: str) -> str:
+        cmd = [*kafka.net.command_prefix(node), "nft", "list", "ruleset"]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    assert "numgen random mod 1000000 < 250000" in tables("broker-2")
+    assert "ip daddr" in tables("broker-0")
+    assert tables("broker-1") == ""
+    kafka.heal(handle)
+    assert tables("broker-2") == tables("broker-0") == ""
+    kafka.heal(handle)  # twice: nothing
+
+
+def test_a_node_that_fails_to_format_is_one_clear_error(tmp_path: Path) -> None:
+    cluster = RealCluster(LIBS, tmp_path / "c", 1, network="loopback", java="false")
+    with pytest.raises(ClusterError) as err:
+        cluster.start()
+    assert str(err.value).startswith("controller: kafka.tools.StorageTool format failed (exit 1)")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.kafka
+def test_a_broker_that_exits_at_start_is_named_with_its_log_tail(tmp_path: Path) -> None:
+    missing = _kafka_missing()
+    if missing:
+        pytest.skip(f"needs Java and the fetched Kafka: {missing}")
+    # The broker's port taken: its socket server cannot bind and kafka.Kafka exits.
+    bad = RealCluster(LIBS, tmp_path / "bad", 1, network="loopback", start_timeout=60)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", bad.ports["broker-0"]))
+        taken.listen()
+        with pytest.raises(ClusterError) as err:
+            bad.start()
+    first = str(err.value).splitlines()[0]
+    assert first.startswith("broker-0 exited (code 1) before it served (")
+    assert "Socket server failed to bind" in first
+    assert f"; log {bad.work_dir}/broker-0/server.log" in first
+    assert all(n.process is None for n in bad.nodes.values())
+
+
+def test_metadata_v7_is_read_from_the_wire() -> None:
+    """fetch_metadata against a canned MetadataResponse v7 (brokers, controller, one topic)."""
+    import struct
+    import threading
+
+    from eosim.real.cluster import fetch_metadata
+
+    def s(text: str) -> bytes:
+        return struct.pack(">h", len(text)) + text.encode()
+
+    def ints(*values: int) -> bytes:
+        return struct.pack(">i", len(values)) + b"".join(struct.pack(">i", v) for v in values)
+
+    body = struct.pack(">ii", 1, 0)  # correlation id, throttle
+    body += struct.pack(">i", 2)
+    body += struct.pack(">i", 1) + s("h1") + struct.pack(">i", 9092) + struct.pack(">h", -1)
+    body += struct.pack(">i", 3) + s("h3") + struct.pack(">i", 9094) + struct.pack(">h", -1)
+    body += s("cid") + struct.pack(">i", 3)
+    body += struct.pack(">i", 1) + struct.pack(">h", 0) + s("t") + b"\x00"
+    body += struct.pack(">i", 1) + struct.pack(">hiii", 0, 0, 3, 7)
+    body += ints(1, 2, 3) + ints(3, 1) + ints(2)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    seen: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            size = struct.unpack(">i", conn.recv(4))[0]
+            seen.append(conn.recv(size))
+            conn.sendall(struct.pack(">i", len(body)) + body)
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    meta = fetch_metadata("127.0.0.1", server.getsockname()[1], ["t"])
+    thread.join()
+    server.close()
+    assert seen[0][:4] == struct.pack(">hh", 3, 7)  # Metadata, version 7
+    assert meta.brokers == {1: ("h1", 9092), 3: ("h3", 9094)}
+    assert meta.controller == 3
+    state = meta.partitions[("t", 0)]
+    assert (state.leader, state.leader_epoch, state.replicas, state.isr) == (
+        3,
+        7,
+        (1, 2, 3),
+        (3, 1),
+    )

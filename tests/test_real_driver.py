@@ -1,0 +1,408 @@
+"""The workload driver on a real Kafka: its history lines, read by eosim's own checker.
+
+The unmarked tests need no Java (specs, torn lines, merging). The ``kafka`` ones start one
+single-node KRaft cluster for the module (a combined broker and controller on loopback: this
+file's own small fixture; eosim.real.cluster is the full one) and run the driver's modes on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
+from eosim.real.clients import (
+    DriverProcess,
+    admin,
+    merge_histories,
+    read_history_lines,
+    run_driver,
+    write_spec,
+)
+from eosim.real.install import KafkaInstall, config_file, install, requirements_missing
+
+MISSING = requirements_missing()
+needs_kafka = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+
+# -- no Java needed ---------------------------------------------------------------------------
+def test_write_spec_writes_properties_as_strings(tmp_path: Path) -> None:
+    path = write_spec(
+        tmp_path / "s.json",
+        "produce",
+        "producer-0",
+        "127.0.0.1:9092",
+        history=tmp_path / "h.jsonl",
+        epoch_ms=1_764_000_000_000,
+        seed=7,
+        config={"acks": "all", "enable.idempotence": True, "linger.ms": 5.0, "retries": None},
+        workload={"topic": "events", "records": 10},
+        first_index=3,
+        resend=[["producer-0-1", None]],
+    )
+    spec = json.loads(path.read_text())
+    assert spec["config"] == {"acks": "all", "enable.idempotence": "true", "linger.ms": "5"}
+    assert spec["history"] == str(tmp_path / "h.jsonl")
+    assert spec["epoch_ms"] == 1_764_000_000_000
+    assert spec["first_index"] == 3
+    assert spec["resend"] == [["producer-0-1", None]]
+    assert not list(tmp_path.glob("*.tmp"))
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        write_spec(tmp_path / "x.json", "write", "a", "b")
+
+
+def test_a_torn_last_line_is_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"kind": "op", "id": 0}\n\n{"kind": "op", "id": 1}\n{"kind": "op", "i')
+    assert read_history_lines(path) == [{"kind": "op", "id": 0}, {"kind": "op", "id": 1}]
+    path.write_text('{"kind": "op", "id": 0}\n{"kind": "op", "id": 1}')
+    assert [line["id"] for line in read_history_lines(path)] == [0, 1]
+    path.write_text('{"kind": "op", "id": 0}\n{"kind": "op", "i\n{"kind": "op", "id": 2}\n')
+    with pytest.raises(ValueError, match=r"h.jsonl:2: not a JSON object"):
+        read_history_lines(path)
+    path.write_text("")
+    assert read_history_lines(path) == []
+
+
+def _op(op_id: int, type_: str, process: str, time_: float, value: Any) -> dict[str, Any]:
+    return {"kind": "op", "id": op_id, "type": type_, "f": "send", "process": process,
+            "time": time_, "value": value}  # fmt: skip
+
+
+def test_merging_renumbers_ops_and_puts_final_lines_last() -> None:
+    send = {"topic": "t", "partition": None, "key": None, "value": "a-0"}
+    other = {"topic": "t", "partition": None, "key": None, "value": "b-0"}
+    a = [_op(0, "invoke", "a/0", 1.0, send), _op(0, "ok", "a/0", 3.0, {**send, "offset": 0})]
+    b = [_op(0, "invoke", "b/0", 2.0, other), _op(0, "ok", "b/0", 2.5, {**other, "offset": 1})]
+    log = {"kind": "log", "topic": "t", "partition": 0,
+           "records": [{"offset": 0, "value": "a-0"}, {"offset": 1, "value": "b-0"}]}  # fmt: skip
+    lso = {"kind": "lso", "topic": "t", "partition": 0, "lso": 2, "log_end_offset": 2,
+           "open_transactions": []}  # fmt: skip
+    merged = merge_histories([a, [lso, log], b])
+    assert [(line.get("id"), line.get("time")) for line in merged] == [
+        (0, 1.0),
+        (1, 2.0),
+        (1, 2.5),
+        (0, 3.0),
+        (None, None),
+        (None, None),
+    ]
+    assert [line["kind"] for line in merged[-2:]] == ["log", "lso"]
+    result = check_history(history_from_records(merged))
+    assert result.counts["acked"] == 2
+    assert not any(a.count for a in result.anomalies.values())
+
+
+# -- a real single-node cluster ---------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def kafka() -> KafkaInstall:
+    if MISSING is not None:
+        pytest.skip(MISSING)
+    return install()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(kafka: KafkaInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One KRaft node (process.roles=broker,controller, node.id=1) on loopback."""
+    folder = tmp_path_factory.mktemp("kafka-node")
+    port, controller_port = _free_port(), _free_port()
+    properties = folder / "server.properties"
+    properties.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"log.dirs={folder / 'data'}",
+                "offsets.topic.replication.factor=1",
+                "offsets.topic.num.partitions=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "transaction.state.log.num.partitions=1",
+                "group.initial.rebalance.delay.ms=0",
+                "",
+            ]
+        )
+    )
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    java = [kafka.java, "-Xmx512m", "-XX:+UseSerialGC", "-cp", kafka.classpath()]
+    subprocess.run(
+        [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)],
+        check=True,
+        capture_output=True,
+    )
+    log = folder / "server.log"
+    with open(folder / "stdout", "wb") as out:
+        node = subprocess.Popen(
+            [
+                *java[:-2],
+                f"-Dlog4j2.configurationFile={config_file('log4j2-broker.properties')}",
+                f"-Deosim.log.file={log}",
+                *java[-2:],
+                "kafka.Kafka",
+                str(properties),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while not (log.exists() and "Kafka Server started" in log.read_text(errors="replace")):
+            assert node.poll() is None, f"the Kafka node exited ({folder / 'stdout'})"
+            assert time.monotonic() < deadline, f"the Kafka node did not start ({log})"
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        node.send_signal(signal.SIGTERM)
+        try:
+            node.wait(20)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
+
+
+def _topic(kafka: KafkaInstall, bootstrap: str, name: str, partitions: int) -> dict[str, Any]:
+    return admin(
+        kafka,
+        bootstrap,
+        {
+            "name": "recreate_topics",
+            "topics": [{"name": name, "partitions": partitions, "replication_factor": 1}],
+        },
+        timeout=60,
+    )
+
+
+def _drain(kafka: KafkaInstall, bootstrap: str, folder: Path, epoch: int, topic: str) -> None:
+    spec = write_spec(
+        folder / "drain.json",
+        "drain",
+        "drain",
+        bootstrap,
+        history=folder / "drain.jsonl",
+        epoch_ms=epoch,
+        workload={"topics": [topic]},
+    )
+    assert run_driver(kafka, spec, 60)["incomplete"] == []
+
+
+def _merged(folder: Path, *names: str) -> list[dict[str, Any]]:
+    return merge_histories([read_history_lines(folder / f"{n}.jsonl") for n in names])
+
+
+def _anomalies(lines: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    result = check_history(history_from_records(lines))
+    assert result.unknown is None
+    return result.counts, {k: a.count for k, a in result.anomalies.items() if a.count}
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_admin_recreates_and_describes(kafka: KafkaInstall, bootstrap: str) -> None:
+    described = _topic(kafka, bootstrap, "described", 3)
+    assert described["partitions"] == [
+        {"topic": "described", "partition": p, "leader": 1, "replicas": [1], "isr": [1], "elr": []}
+        for p in range(3)
+    ]
+    again = admin(kafka, bootstrap, {"name": "describe", "topics": ["described"]}, timeout=60)
+    assert again == described
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_idempotent_producer_then_drain_is_clean(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    _topic(kafka, bootstrap, "events", 3)
+    epoch = int(time.time() * 1000)
+    spec = write_spec(
+        tmp_path / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=tmp_path / "producer.jsonl",
+        epoch_ms=epoch,
+        seed=7,
+        config={"acks": "all", "enable.idempotence": True},
+        workload={"topic": "events", "records": 200, "rate": 1000.0, "keys": 5},
+    )
+    result = run_driver(kafka, spec, 60)
+    assert result["acked"] == 200 and result["next_index"] == 200
+    _drain(kafka, bootstrap, tmp_path, epoch, "events")
+    lines = _merged(tmp_path, "producer", "drain")
+    logs = [line for line in lines if line["kind"] == "log"]
+    assert sorted(r["value"] for log in logs for r in log["records"]) == sorted(
+        f"producer-0-{n}" for n in range(200)
+    )
+    invokes = [line for line in lines if line.get("type") == "invoke" and line["f"] == "send"]
+    assert {line["value"]["key"] for line in invokes} <= {f"k{i}" for i in range(5)}
+    counts, anomalies = _anomalies(lines)
+    assert counts["acked"] == 200 and counts["sent"] == 200
+    assert anomalies == {}
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_transactions_aborted_values_are_not_read_committed(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    _topic(kafka, bootstrap, "tx", 2)
+    epoch = int(time.time() * 1000)
+    reader_spec = write_spec(
+        tmp_path / "reader.json",
+        "consume",
+        "reader-0",
+        bootstrap,
+        history=tmp_path / "reader.jsonl",
+        epoch_ms=epoch,
+        workload={"topic": "tx", "isolation": "read_committed", "auto.offset.reset": "earliest"},
+        stop_file=str(tmp_path / "stop"),
+    )
+    reader = DriverProcess(kafka, reader_spec)
+    spec = write_spec(
+        tmp_path / "txn.json",
+        "txn",
+        "txn-0",
+        bootstrap,
+        history=tmp_path / "txn.jsonl",
+        epoch_ms=epoch,
+        seed=3,
+        config={"transactional.id": "txn-0", "acks": "all", "enable.idempotence": True},
+        workload={
+            "topic": "tx",
+            "transactions": 30,
+            "size": 4,
+            "rate": 20.0,
+            "abort_probability": 0.3,
+            "keys": 3,
+        },
+    )
+    result = run_driver(kafka, spec, 90)
+    assert result["committed"] + result["aborted"] == 30
+    assert result["committed"] > 0 and result["aborted"] > 0
+    time.sleep(1.0)
+    (tmp_path / "stop").touch()
+    assert reader.wait(30) == 0
+    _drain(kafka, bootstrap, tmp_path, epoch, "tx")
+    lines = _merged(tmp_path, "txn", "reader", "drain")
+    invoked = {
+        line["id"]: [s["value"] for s in line["value"]["sends"]]
+        for line in lines
+        if line.get("f") == "txn" and line["type"] == "invoke"
+    }
+    outcome = {line["id"]: line["type"] for line in lines if line.get("f") == "txn"}
+    committed = {v for i, values in invoked.items() if outcome[i] == "ok" for v in values}
+    aborted = {v for i, values in invoked.items() if outcome[i] == "fail" for v in values}
+    assert len(committed) == 4 * result["committed"] and len(aborted) == 4 * result["aborted"]
+    polls = [line for line in lines if line.get("f") == "poll" and line["type"] == "ok"]
+
+    def read_by(process: str) -> set[str]:
+        return {r["value"] for p in polls if p["process"] == process for r in p["value"]["records"]}
+
+    by_reader, by_drain = read_by("reader-0/0"), read_by("drain/0")
+    assert by_reader == committed
+    assert by_drain == committed
+    logged = {r["value"] for line in lines if line["kind"] == "log" for r in line["records"]}
+    assert logged == committed | aborted  # read_uncommitted sees the aborted records too
+    lso = [line for line in lines if line["kind"] == "lso"]
+    assert all(line["lso"] == line["log_end_offset"] for line in lso)
+    assert all(line["open_transactions"] == [] for line in lso)
+    counts, anomalies = _anomalies(lines)
+    assert counts["acked"] == result["committed"] and counts["failed"] == result["aborted"]
+    assert anomalies == {}
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_a_paused_then_killed_producer_leaves_a_checkable_history(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    _topic(kafka, bootstrap, "crashy", 2)
+    epoch = int(time.time() * 1000)
+    spec = write_spec(
+        tmp_path / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=tmp_path / "producer.jsonl",
+        epoch_ms=epoch,
+        config={"acks": "all", "enable.idempotence": True, "linger.ms": 20},
+        workload={"topic": "crashy", "records": 20_000, "rate": 2000.0},
+    )
+    producer = DriverProcess(kafka, spec)
+    history = tmp_path / "producer.jsonl"
+    deadline = time.monotonic() + 30
+    while not (history.exists() and history.read_bytes().count(b"\n") > 200):
+        assert producer.running() and time.monotonic() < deadline
+        time.sleep(0.05)
+    producer.pause()
+    paused_at = history.stat().st_size
+    time.sleep(0.5)
+    assert history.stat().st_size == paused_at  # a stopped JVM writes nothing
+    producer.resume()
+    time.sleep(0.5)
+    assert history.stat().st_size > paused_at
+    producer.kill()
+    assert producer.returncode == -signal.SIGKILL
+    _drain(kafka, bootstrap, tmp_path, epoch, "crashy")
+    lines = _merged(tmp_path, "producer", "drain")
+    counts, anomalies = _anomalies(lines)
+    assert 0 < counts["acked"] < counts["sent"] < 20_000
+    assert anomalies == {}
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_a_restarted_incarnation_resends_first_then_continues(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    _topic(kafka, bootstrap, "restarted", 1)
+    spec = write_spec(
+        tmp_path / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=tmp_path / "producer.jsonl",
+        incarnation=1,
+        config={"acks": "all"},
+        workload={"topic": "restarted", "records": 8, "rate": 500.0, "partition": 0},
+        first_index=5,
+        resend=[["producer-0-1", "k0"], ["producer-0-3", None]],
+    )
+    assert run_driver(kafka, spec, 60)["next_index"] == 8
+    lines = read_history_lines(tmp_path / "producer.jsonl")
+    invokes = [line for line in lines if line["type"] == "invoke"]
+    assert [(i["value"]["value"], i["value"]["key"]) for i in invokes] == [
+        ("producer-0-1", "k0"),
+        ("producer-0-3", None),
+        ("producer-0-5", None),
+        ("producer-0-6", None),
+        ("producer-0-7", None),
+    ]
+    assert {line["process"] for line in lines} == {"producer-0/1"}
+    oks = sorted((o["value"]["offset"], o["value"]["value"]) for o in lines if o["type"] == "ok")
+    assert [v for _, v in oks] == ["producer-0-1", "producer-0-3", "producer-0-5",
+                                   "producer-0-6", "producer-0-7"]  # fmt: skip

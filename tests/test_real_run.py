@@ -1,0 +1,140 @@
+"""A scenario on a real Kafka (eosim.real): refusals in one line without Java, and, with Java and
+the fetched Kafka, one run with a broker crash and a pause checked by the same checker, and a
+small calibration (two runs a side) of one shipped case."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from eosim.analysis import outcome as checked
+from eosim.real.install import find_install, requirements_missing
+from eosim.real.runner import refusals
+from eosim.real.target import KafkaTarget
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = textwrap.dedent(
+    """
+    name: real-small
+    seed: 3
+    cluster:
+      brokers: 3
+      config: {broker.session.timeout.ms: 4000, broker.heartbeat.interval.ms: 1000}
+      topics:
+        - {name: events, partitions: 3, replication_factor: 3, config: {min.insync.replicas: 2}}
+    producers:
+      - name: producer-0
+        config: {acks: all, enable.idempotence: true, request.timeout.ms: 3000}
+        workload: {topic: events, records: 4000, rate: 1000, keys: 40}
+    faults:
+      - {kind: crash, nodes: [broker-0], at: 1s, duration: 3s}
+      - {kind: pause, nodes: [broker-1], at: 2s, duration: 1s}
+    expect:
+      lost_write: 0
+      duplicate: 0
+    """
+)
+
+
+def scenario(text: str = SMALL, overrides: tuple[str, ...] = ()):
+    return checked.parse(text, "real-small.yaml", overrides)
+
+
+def test_fault_kinds_a_real_cluster_cannot_do_are_refused_in_one_line_each():
+    refuses = {"delay": "no netem", "power_loss": "disks keep unsynced writes"}
+    extra = (
+        "  - {kind: delay, nodes: [broker-0], extra_latency: 5ms, at: 1s, duration: 1s}\n"
+        "  - {kind: power_loss, nodes: [broker-1], at: 1s, duration: 1s}\n"
+        "  - {kind: crash_at, point: producer.before_end_txn, duration: 1s}\n"
+    )
+    text = SMALL.replace("faults:\n", "faults:\n" + extra, 1)
+    lines = refusals(scenario(text), refuses)
+    assert lines == [
+        "delay faults cannot run on a real Kafka cluster: no netem",
+        "power_loss faults cannot run on a real Kafka cluster: disks keep unsynced writes",
+        "crash_at faults cannot run on a real cluster: they crash a node at a protocol point "
+        "inside Kafka's code, which eosim cannot reach in a real JVM",
+    ]
+    assert all("\n" not in line for line in lines)
+    assert refusals(scenario(), refuses) == []
+
+
+def test_processors_are_refused():
+    s = checked.load(ROOT / "scenarios" / "transactional-pipeline.yaml")
+    assert any(line.startswith("processors cannot run") for line in refusals(s, {}))
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    missing = requirements_missing()
+    if missing:
+        pytest.skip(missing)
+    install = find_install("4.1.1", None, None)
+    if install is None:
+        pytest.skip("Kafka 4.1.1 is not fetched: run eosim kafka install")
+    with KafkaTarget(install, tmp_path_factory.mktemp("kafka")) as target:
+        yield target
+
+
+@pytest.mark.kafka
+def test_a_crash_and_a_pause_on_a_real_cluster_write_a_history_the_checker_reads(kafka):
+    outcome = checked.run(scenario(), target=kafka)
+    history = outcome.history
+    faults = [(f["phase"], f["fault"], f["targets"]) for f in history.faults]
+    assert ("start", "crash", ["broker-0"]) in faults and ("stop", "crash", ["broker-0"]) in faults
+    assert ("start", "pause", ["broker-1"]) in faults and ("stop", "pause", ["broker-1"]) in faults
+    crash = next(f for f in history.faults if f["fault"] == "crash" and f["phase"] == "start")
+    assert 900 <= crash["time"] <= 1600  # on the wall clock, 1 s after the common epoch
+    assert outcome.counts["sent"] == 4000 and outcome.counts["acked"] > 3000
+    assert len(history.logs) == 3  # every partition read to its end
+    # acks=all, idempotent, clean election: Kafka keeps what it acknowledged.
+    assert outcome.expect.met, outcome.expect.to_dict()
+    assert "--target kafka" in outcome.command
+
+
+@pytest.mark.kafka
+def test_a_small_calibration_of_a_shipped_case(kafka, spark, tmp_path):
+    from eosim.analysis.calibrate import compare, write
+    from eosim.analysis.sweep import run_sweep
+
+    path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
+    small = ("producers.0.workload.records=2000",)
+    run_sweep(path, 2, overrides=small, out=tmp_path / "model", quiet=True, spark=spark)
+    run_sweep(
+        path, 2, overrides=small, out=tmp_path / "kafka", quiet=True, spark=spark, target=kafka
+    )
+    cal = compare(tmp_path / "model", tmp_path / "kafka")
+    assert cal.runs == {"model": 2, "kafka": 2}
+    measures = [r.measure for r in cal.rows]
+    assert "produce latency p50" in measures and "lost_write: runs with" in measures
+    latency = next(r for r in cal.rows if r.measure == "produce latency p50")
+    assert latency.model.value is not None and latency.kafka.value is not None
+    md, html, _json = write(cal, tmp_path)
+    assert "steady" in md.read_text() and "<table>" in html.read_text()
+
+
+CALIBRATION = sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CALIBRATION, ids=lambda p: p.stem)
+def test_calibration_cases_validate_and_can_run_on_a_real_cluster(path):
+    from eosim.real.cluster import RealCluster
+
+    s = checked.load(path)
+    assert refusals(s, dict(RealCluster.refuses)) == []
+    assert s.expect  # what the model must show for the base variant
+
+
+def test_a_real_sweep_is_not_replayed_as_if_it_were_the_models(tmp_path):
+    import json
+
+    from eosim.analysis.sweep.replay import ReplayError, replay
+
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"format": "eosim-sweep", "target": "kafka"})
+    )
+    with pytest.raises(ReplayError, match="ran on a real cluster"):
+        replay(str(tmp_path), "0:0")
