@@ -19,12 +19,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eosim.real import applications as apps
-from eosim.real.clients import DriverProcess, read_history_lines, write_spec
+from eosim.real.clients import DriverProcess, merge_histories, read_history_lines, write_spec
 from eosim.real.cluster import RealCluster, topic_configs
 from eosim.real.install import KafkaInstall
 from eosim.real.nemesis import WallClockNemesis
@@ -241,6 +242,7 @@ class RealRun:
         return path
 
     def collect(self, drain_path: Path, wall_time_s: float) -> RunResult:
+        configs = {n: dict(p.config) for n, p in self.plans.items() if p.mode != "consume"}
         history = HistoryRecorder(
             {
                 "scenario": self.scenario.name,
@@ -248,48 +250,20 @@ class RealRun:
                 "scenario_sha256": self.scenario.digest(),
                 "target": "kafka",
                 "kafka_version": self.install.version,
-                "configs": {n: p.config for n, p in self.plans.items() if p.mode != "consume"},
+                "configs": configs,
             }
         )
-        timed: list[tuple[float, int, dict[str, Any]]] = []
-        next_id = 0
-        order = 0
-        for running in self.finished:
-            ids: dict[int, int] = {}
-            for line in read_history_lines(running.history):
-                if line.get("kind") != "op":
-                    continue
-                local = line.get("id")
-                if isinstance(local, int):
-                    if local not in ids:
-                        ids[local] = next_id
-                        next_id += 1
-                    line = {**line, "id": ids[local]}
-                timed.append((float(line.get("time", 0.0)), order, line))
-                order += 1
-        for t, phase, kind, targets, detail in self.fault_lines:
-            line = {"kind": "fault", "time": round(t, 3), "phase": phase, "fault": kind}
-            line |= {"targets": targets, **detail}
-            timed.append((t, order, line))
-            order += 1
-        timed.sort(key=lambda x: (x[0], x[1]))
-        for _t, _o, line in timed:
-            history.add_line(line)
+        parts = [read_history_lines(running.history) for running in self.finished]
+        faults = [
+            {"kind": "fault", "time": round(t, 3), "phase": phase, "fault": kind}
+            | {"targets": targets, **detail}
+            for t, phase, kind, targets, detail in self.fault_lines
+        ]
         end_time = self.clock()
-        drain_ids: dict[int, int] = {}
-        for line in read_history_lines(drain_path):
-            if line.get("kind") == "log":
-                history.logs.append(line)
-            elif line.get("kind") == "op":
-                local = line.get("id")
-                if isinstance(local, int):
-                    if local not in drain_ids:
-                        drain_ids[local] = next_id
-                        next_id += 1
-                    line = {**line, "id": drain_ids[local]}
-                history.add_line(line)
-            else:
-                history.add_end_line(line)
+        # The drivers' ops and the faults in time order, ids made unique; then the drain's
+        # final lines (log, lso).
+        for line in merge_histories([*parts, faults, read_history_lines(drain_path)]):
+            history.add_line(line)
         if self.cut_by_duration:
             history.add_end_line(
                 {
@@ -306,9 +280,13 @@ class RealRun:
             events=0,
             wall_time_s=wall_time_s,
             history=history,
-            counts=self._counts(),
+            counts=_counts(
+                lines
+                for running, lines in zip(self.finished, parts, strict=True)
+                if running.plan.mode != "consume"
+            ),
             faults=list(self.schedule),
-            configs={n: dict(p.config) for n, p in self.plans.items() if p.mode != "consume"},
+            configs=configs,
             warnings=self.warnings,
             stats={"driver_processes": len(self.finished)},
         )
@@ -372,21 +350,21 @@ class RealRun:
     ) -> None:
         self.fault_lines.append((t, phase, kind, targets, detail))
 
-    def _counts(self) -> dict[str, int]:
-        counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0, "errored": 0}
-        for running in self.finished:
-            if running.plan.mode == "consume":
-                continue
-            for line in read_history_lines(running.history):
-                if line.get("kind") != "op" or line.get("f") not in ("send", "txn"):
-                    continue
-                kind = {"invoke": "sent", "ok": "acked", "fail": "failed", "info": "indeterminate"}
-                counts[kind[line["type"]]] += 1
-        return counts
-
     def _report(self) -> None:
         if self.progress is not None:
             self.progress(max(self.clock(), 0.0), {})
+
+
+def _counts(histories: Iterable[list[dict[str, Any]]]) -> dict[str, int]:
+    """The applications' tally (``sent``, ``acked``, ``failed``, ``indeterminate``) of their
+    ``send`` and ``txn`` operations, from their drivers' history lines."""
+    counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0, "errored": 0}
+    kind = {"invoke": "sent", "ok": "acked", "fail": "failed", "info": "indeterminate"}
+    for lines in histories:
+        for line in lines:
+            if line.get("kind") == "op" and line.get("f") in ("send", "txn"):
+                counts[kind[line["type"]]] += 1
+    return counts
 
 
 def run_real(
