@@ -438,8 +438,6 @@ class RealCluster:
             "keep them, so a real power loss cannot be staged"
         ),
         "delay": "this kernel has no sch_netem (tc netem fails), and no userspace proxy is built",
-        "crash_at": "crash points are places inside the model's client code; a real client "
-        "cannot be stopped at them",
         "delete_records": "not wired yet: needs the admin client's deleteRecords",
     }
 

@@ -62,6 +62,18 @@ def test_fault_kinds_a_real_cluster_cannot_do_are_refused_in_one_line_each():
     assert refusals(scenario(), refuses) == []
 
 
+def test_crash_at_is_refused_once_on_the_real_clusters_table():
+    from eosim.real.cluster import RealCluster
+
+    text = SMALL.replace(
+        "faults:\n",
+        "faults:\n  - {kind: crash_at, point: producer.before_end_txn, duration: 1s}\n",
+        1,
+    )
+    lines = refusals(scenario(text), dict(RealCluster.refuses))
+    assert [line.split(" ")[0] for line in lines] == ["crash_at"]
+
+
 def test_processors_are_refused():
     s = checked.load(ROOT / "scenarios" / "transactional-pipeline.yaml")
     assert any(line.startswith("processors cannot run") for line in refusals(s, {}))
