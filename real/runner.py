@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eosim.real import RealError
 from eosim.real import applications as apps
 from eosim.real.clients import DriverProcess, merge_histories, read_history_lines, write_spec
 from eosim.real.cluster import RealCluster, topic_configs
@@ -46,7 +47,7 @@ GRACE_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
 
 
-class RealRunError(RuntimeError):
+class RealRunError(RealError):
     """A real run that could not be carried out; its text is one line for the user."""
 
 
