@@ -15,7 +15,7 @@ from eosim.analysis.calibrate import CalibrationError, Figure, Row, compare, hol
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.history import history_from_records
 from eosim.analysis.stats import sketch
-from eosim.analysis.timings import failover_times
+from eosim.analysis.timings import WARM_UP_MS, failover_times, warm_ack_latencies
 
 MANIFEST = {
     "format": "eosim-sweep",
@@ -30,8 +30,18 @@ MANIFEST = {
 }
 
 
-def sweep(root: Path, lost: list[int], latency_ms: float, failover: float) -> Path:
-    """A finished-looking sweep of 20 runs with ``lost[i]`` lost writes in run i."""
+def sweep(
+    root: Path,
+    lost: list[int],
+    latency_ms: float,
+    failover: float,
+    cold_ms: float | None = None,
+    warm: bool = True,
+) -> Path:
+    """A finished-looking sweep of 20 runs with ``lost[i]`` lost writes in run i. Each run's
+    warm sends take about ``latency_ms``; with ``cold_ms`` a tenth of its sends (its cold
+    start) take that long instead. ``warm=False`` writes no warm column, as sweeps made before
+    it existed."""
     (root / "runs" / "chunk=00000" / "variant=0").mkdir(parents=True)
     (root / "manifest.json").write_text(json.dumps(MANIFEST))
     rows = []
@@ -42,10 +52,14 @@ def sweep(root: Path, lost: list[int], latency_ms: float, failover: float) -> Pa
             "seed": 100 + i,
             "sent": 1000,
             "lost_write": n,
-            "ack_latency_sketch": sketch([latency_ms + j % 5 for j in range(50)]),
+            "ack_latency_sketch": sketch(
+                [cold_ms if cold_ms and j % 10 == 0 else latency_ms + j % 5 for j in range(50)]
+            ),
             "commit_latency_sketch": None,
             "failover_ms": [failover + i],
         }
+        if warm:
+            row["warm_ack_latency_sketch"] = sketch([latency_ms + j % 5 for j in range(50)])
         rows.append(row)
     pq.write_table(pa.Table.from_pylist(rows), root / "runs/chunk=00000/variant=0/part.parquet")
     return root
@@ -75,7 +89,13 @@ def test_slower_failover_and_latency_disagree(tmp_path):
     kafka = sweep(tmp_path / "kafka", [0] * 20, 50.0, 20000.0)
     cal = compare(model, kafka)
     flagged = {r.measure for r in cal.disagreements}
-    assert flagged == {"produce latency p50", "failover time"}
+    assert flagged == {
+        "produce latency p50",
+        "produce latency p99",
+        "produce latency p50, warm",
+        "produce latency p99, warm",
+        "failover time",
+    }
     paths = write(cal, tmp_path / "out")
     text = paths[0].read_text()
     assert "**disagree**" in text and "failover time" in text
@@ -129,6 +149,30 @@ def _send(i: int, partition: int, invoke: float, complete: float) -> list[dict]:
             "value": {**value, "offset": i},
         },
     ]
+
+
+def test_a_cold_start_shows_in_the_whole_run_tail_but_not_once_warm(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0, cold_ms=120.0)
+    flagged = {r.measure for r in compare(model, kafka).disagreements}
+    assert flagged == {"produce latency p99"}
+
+
+def test_sweeps_without_the_warm_column_compare_without_its_rows(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0, warm=False)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0)
+    measures = {r.measure for r in compare(model, kafka).rows}
+    assert "produce latency p99" in measures
+    assert not any(m.endswith(", warm") for m in measures)
+
+
+def test_warm_latencies_leave_out_the_first_seconds_of_sends():
+    records = [*_send(0, 0, 100, 400), *_send(1, 1, 100 + WARM_UP_MS - 1, 200 + WARM_UP_MS)]
+    records += _send(2, 0, 100 + WARM_UP_MS, 104 + WARM_UP_MS)
+    records += _send(3, 1, 200 + WARM_UP_MS, 203 + WARM_UP_MS)
+    history = history_from_records(records)
+    assert sorted(warm_ack_latencies(history)) == [3.0, 4.0]
+    assert warm_ack_latencies(history_from_records([])) == []
 
 
 def test_failover_time_is_the_slowest_partition_to_take_writes_again():

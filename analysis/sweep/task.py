@@ -26,7 +26,12 @@ from eosim.analysis.stats import histogram, sketch
 from eosim.analysis.sweep.plan import SweepPlan, param_column, render, run_seed
 from eosim.analysis.sweep.progress import add_found, report_progress
 from eosim.analysis.sweep.store import chunk_file, commit_chunk, staging_file
-from eosim.analysis.timings import ack_latencies, commit_latencies, failover_times
+from eosim.analysis.timings import (
+    ack_latencies,
+    commit_latencies,
+    failover_times,
+    warm_ack_latencies,
+)
 from eosim.simulation.scenario import FaultKind
 
 # A task reports its finished runs after a run when this long has passed since its last
@@ -60,6 +65,7 @@ SCHEMA = pa.schema(
         ("commit_latency_hist", pa.list_(pa.int64())),
         ("ack_latency_sketch", pa.binary()),
         ("commit_latency_sketch", pa.binary()),
+        ("warm_ack_latency_sketch", pa.binary()),
         ("failover_ms", pa.list_(pa.float64())),
         ("eosim_version", pa.string()),
         ("scenario_sha256", pa.string()),
@@ -136,6 +142,7 @@ def execute_run(
         "commit_latency_hist": histogram(commits),
         "ack_latency_sketch": sketch(acks),
         "commit_latency_sketch": sketch(commits),
+        "warm_ack_latency_sketch": sketch(warm_ack_latencies(outcome.history)),
         "failover_ms": [round(t, 3) for t in failover_times(outcome.history)],
         "eosim_version": version,
         "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
