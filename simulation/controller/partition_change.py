@@ -26,8 +26,15 @@ registers again after an unclean shutdown, and when a leader asks for an ISR cha
 * The leader epoch goes up by one whenever the leader changes (metadata versions 3.6+ do not
   bump it for an ISR shrink alone); the partition epoch on every change.
 
-Departure: the "last known leader" recovery of KIP-966 (``useLastKnownLeaderInBalancedRecovery``,
-off by default) is not modelled.
+* With ELR, the partition remembers its last known leader (``lastKnownElr``,
+  ``maybeUpdateLastKnownLeader``): the leader it had when its ISR first became empty; it is
+  forgotten as soon as the partition has a leader again. When the ISR and the ELR are both
+  empty and that broker is acceptable again, it is elected (``canElectLastKnownLeader``), even
+  with unclean election off and even if it registered after an unclean shutdown; Kafka counts
+  it an unclean election (the ISR becomes itself alone, the leader is RECOVERING). Kafka's
+  builder has a switch for this (``useLastKnownLeaderInBalancedRecovery``); nothing in Kafka
+  4.1.1 turns it off, so the model has none. Checked in the 4.1.1 jar: the trunk of late 2024
+  elected a last known leader that was not alive; 4.1.1 requires it to be acceptable.
 
 Pure logic: the controller process (liveness, heartbeats, publishing metadata) calls in.
 Brokers are compared by name; the functions are generic in the broker type.
@@ -52,6 +59,9 @@ class PartitionRegistration:
     partition_epoch: int = 0
     unclean: bool = False  # the current leader came from an unclean election
     elr: tuple[Any, ...] = ()
+    # Kafka's lastKnownElr with last-known-leader recovery: the leader the partition had when
+    # its ISR became empty (ELR only).
+    last_known_elr: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +104,17 @@ def build(
     unclean = False
     if current.leader == NO_LEADER or not valid(current.leader):
         leader = next((r for r in current.replicas if valid(r)), NO_LEADER)
-        if leader == NO_LEADER and policy.unclean_allowed:
+        last_known = current.last_known_elr
+        if (
+            leader == NO_LEADER
+            and policy.elr_enabled
+            and not target_isr
+            and not target_elr
+            and len(last_known) == 1
+            and acceptable(last_known[0])
+        ):
+            leader, unclean = last_known[0], True  # canElectLastKnownLeader
+        elif leader == NO_LEADER and policy.unclean_allowed:
             leader = next((r for r in current.replicas if acceptable(r)), NO_LEADER)
             unclean = leader != NO_LEADER
     isr = target_isr
@@ -108,13 +128,25 @@ def build(
         target_elr = ()
     if not isr and not policy.elr_enabled:
         isr = current.isr  # no ELR: the last member stays
-    if leader == current.leader and isr == current.isr and target_elr == current.elr:
+    last_known_elr = current.last_known_elr
+    if policy.elr_enabled:  # maybeUpdateLastKnownLeader
+        if not isr and isr != current.isr:
+            last_known_elr = (current.leader,)
+        elif leader != NO_LEADER:
+            last_known_elr = ()
+    if (
+        leader == current.leader
+        and isr == current.isr
+        and target_elr == current.elr
+        and last_known_elr == current.last_known_elr
+    ):
         return current
     changed_leader = leader != current.leader
     return replace(
         current,
         isr=isr,
         elr=target_elr,
+        last_known_elr=last_known_elr,
         leader=leader,
         leader_epoch=current.leader_epoch + (1 if changed_leader else 0),
         partition_epoch=current.partition_epoch + 1,
