@@ -430,7 +430,7 @@ def first_markers_after(records: list[LogRecord], markers: list[Marker]) -> dict
 def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> None:
     """A transaction that must have committed (`ok`, or `info` with a value a read_committed
     poll returned) whose every write is proven missing: its partition has a final log and no
-    record there that an ABORT marker cancelled holds it (for an unknown partition: none of
+    record there that an ABORT marker cancelled (or that is marked `aborted`) holds it (for an unknown partition: none of
     the topic's logs does, and no read returned it from a partition without a log). A
     transaction with some writes visible and others missing is a torn_transaction instead."""
     if not history.txns:
@@ -438,11 +438,13 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
     committed: dict[tuple[str, int], set[str]] = {}
     for key, records in history.logs.items():
         after = first_markers_after(records, history.markers.get(key, []))
-        if not after:
+        if not after and not any(r.aborted for r in records):
             committed[key] = seen.logged[key]
             continue
         committed[key] = {
-            r.value for r in records if r.offset not in after or after[r.offset].type != "ABORT"
+            r.value
+            for r in records
+            if not r.aborted and (r.offset not in after or after[r.offset].type != "ABORT")
         }
     read_committed: set[RecordId] = set()
     if any(txn.outcome == "info" for txn in history.txns):

@@ -203,6 +203,9 @@ class LogRecord:
     sequence: int | None = None
     time: float | None = None
     transactional: bool | None = None
+    # Known to lie under an ABORT marker without the marker itself being known: a real run's
+    # drain marks a record below the LSO that its read_committed pass did not return.
+    aborted: bool = False
 
 
 @dataclass(slots=True)
@@ -757,7 +760,10 @@ def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> lis
         if transactional is not None and type(transactional) is not bool:
             message = f"expected a boolean or null, got {_describe(transactional)}"
             raise fail(line, f"{where}.transactional", message)
-        records.append(LogRecord(offset, payload, *extras, appended, transactional))
+        aborted = entry.get("aborted", False)
+        if type(aborted) is not bool:
+            raise fail(line, f"{where}.aborted", f"expected a boolean, got {_describe(aborted)}")
+        records.append(LogRecord(offset, payload, *extras, appended, transactional, aborted))
     return records
 
 

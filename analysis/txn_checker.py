@@ -4,7 +4,8 @@ As in `eosim.analysis.checker`, a record's topic and value identify what the app
 (`History.record_id`; the same value in two topics is two records). A record's *writers* are
 the `txn` ops and plain `send`s that carried it. A record is *aborted* when it has writers and
 every one of them is `fail`. A final `log` record is *aborted* when the partition's control
-markers say so: the first marker of the record's producer id after its offset is an ABORT. A
+markers say so: the first marker of the record's producer id after its offset is an ABORT (or,
+where the markers are not known, as in a real run's drain, the record is marked `aborted`). A
 record is *visible* at a position when a non-aborted final log record holds it there, or an
 `ok` read_committed poll returned it there. A `process` op's outputs are records of its
 `output_topic`; an op that does not name one has its outputs looked for in every topic.
@@ -114,6 +115,9 @@ class _Facts:
                 self.marker_after[topic, partition, offset] = marker
                 if marker.type == "ABORT":
                     self.aborted_positions.add((topic, partition, offset))
+            for record in records:
+                if record.aborted:  # a real drain's finding, no marker known
+                    self.aborted_positions.add((topic, partition, record.offset))
         self.committed_polls = [p for p in history.polls if p.isolation == READ_COMMITTED]
         self._outputs: dict[tuple[str | None, str], set[Position]] | None = None
 

@@ -327,6 +327,14 @@ def test_transactions_aborted_values_are_not_read_committed(
     assert by_drain == committed
     logged = {r["value"] for line in lines if line["kind"] == "log" for r in line["records"]}
     assert logged == committed | aborted  # read_uncommitted sees the aborted records too
+    marked = {
+        r["value"]
+        for line in lines
+        if line["kind"] == "log"
+        for r in line["records"]
+        if r.get("aborted")
+    }
+    assert marked == aborted  # the drain marks what its read_committed pass skipped
     lso = [line for line in lines if line["kind"] == "lso"]
     assert all(line["lso"] == line["log_end_offset"] for line in lso)
     assert all(line["open_transactions"] == [] for line in lso)

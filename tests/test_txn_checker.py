@@ -741,3 +741,43 @@ def test_outputs_deleted_with_a_log_head_are_not_lost_processing() -> None:
     result = check_transactions(h.history())
     only(result, lost_processing=1)
     assert example(result, "lost_processing")["value"] == "i1"  # no step at all
+
+
+# -- records a real drain marks aborted (no markers known) -----------------------------------
+
+
+def _real_drain_history(marked: bool, outcome: str = "info") -> Builder:
+    """A real run's shape: a transaction whose commit failed on the client (`info`), a
+    read_committed reader that polls over its record, and a final log without markers where
+    the drain marked the record its read_committed pass did not return."""
+    h = Builder()
+    h.txn("p/0", "tx", ["a", "b"], "ok")
+    h.txn("p/0", "tx", ["c"], outcome)
+    h.txn("p/0", "tx", ["d"], "ok")
+    h.read_committed("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    h.read_committed("c/0", [("t", 0, 5, "d")])
+    flag = {"aborted": True} if marked else {}
+    h.log_records("t", 0, [record(0, "a"), record(1, "b"), record(3, "c", **flag), record(5, "d")])
+    return h
+
+
+def test_a_gap_over_a_record_the_drain_marked_aborted_is_not_a_skip() -> None:
+    only(check_transactions(_real_drain_history(marked=True).parsed()))
+    # Without the mark nothing says "c" was aborted: the gap reads as a skip (what a real
+    # drain's history showed before the drain marked aborted records).
+    only(check_transactions(_real_drain_history(marked=False).parsed()), poll_skip=1)
+
+
+def test_an_acknowledged_transaction_whose_record_the_drain_marked_aborted_is_lost() -> None:
+    result = check_history(_real_drain_history(marked=True, outcome="ok").parsed())
+    assert result.anomalies["lost_write"].count == 1
+    assert result.anomalies["poll_skip"].count == 0
+    unmarked = check_history(_real_drain_history(marked=False, outcome="ok").parsed())
+    assert unmarked.anomalies["lost_write"].count == 0
+
+
+def test_aborted_mark_must_be_a_boolean() -> None:
+    h = Builder()
+    h.log_records("t", 0, [record(0, "a", aborted="yes")])
+    with pytest.raises(HistoryError, match=r"records\[0\]\.aborted: expected a boolean"):
+        h.parsed()

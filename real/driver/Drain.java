@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -35,7 +36,9 @@ import org.apache.kafka.common.record.TimestampType;
  *       partition's line adds {@code leader} and {@code high_watermark} as the model's. Control records (transaction markers) are not
  *       returned to consumers, so offsets have gaps. A partition not read to its end within the
  *       timeout gets no {@code log} line (a partial one would claim writes lost), and the result
- *       lists it under {@code incomplete}.
+ *       lists it under {@code incomplete}. A consumer cannot see the markers, so a record the
+ *       read_committed pass below skipped although it lies below the last stable offset is
+ *       marked {@code "aborted": true} (only for partitions that pass read to its end).
  *   <li>With {@code committed} (default true), as the model's final drain: a fresh read_committed
  *       consumer reads every partition from its start to its last stable offset
  *       ({@code endOffsets} under read_committed), each non-empty poll a {@code poll} op of this
@@ -66,6 +69,8 @@ final class Drain {
         List<TopicPartition> tps = new ArrayList<>();
         Map<TopicPartition, Long> ends;
         Set<TopicPartition> incomplete = new LinkedHashSet<>();
+        // Written after the read_committed pass, which tells which records were aborted.
+        List<ObjectNode> logLines = new ArrayList<>();
         try (KafkaConsumer<String, byte[]> consumer =
                 Consume.consumer(spec, "read_uncommitted", "earliest")) {
             for (JsonNode topic : workload.get("topics")) {
@@ -119,11 +124,19 @@ final class Drain {
                     line.put("high_watermark", ends.get(tp));
                 }
                 line.set("records", recs);
-                history.write(line);
+                logLines.add(line);
             }
         }
         if (committed) {
-            readCommitted(tps, ends, deadline, incomplete);
+            Map<TopicPartition, Set<Long>> read = readCommitted(tps, ends, deadline, incomplete);
+            for (ObjectNode line : logLines) {
+                TopicPartition tp =
+                        new TopicPartition(line.get("topic").asText(), line.get("partition").asInt());
+                markAborted(line, read.get(tp), lsos.get(tp));
+            }
+        }
+        for (ObjectNode line : logLines) {
+            history.write(line);
         }
         history.close();
         ObjectNode result = EosimDriver.JSON.createObjectNode();
@@ -135,17 +148,53 @@ final class Drain {
         return result;
     }
 
-    private void readCommitted(List<TopicPartition> tps, Map<TopicPartition, Long> logEnds,
-            long deadline, Set<TopicPartition> incomplete) throws Exception {
+    /**
+     * Marks {@code "aborted": true} on the records of a {@code log} line below the partition's
+     * last stable offset that the read_committed pass did not return ({@code committed}, null
+     * when that pass did not reach the LSO: nothing is marked then).
+     */
+    static void markAborted(ObjectNode line, Set<Long> committed, Long lso) {
+        if (committed == null || lso == null) {
+            return;
+        }
+        for (JsonNode rec : line.get("records")) {
+            long offset = rec.get("offset").asLong();
+            if (offset < lso && !committed.contains(offset)) {
+                ((ObjectNode) rec).put("aborted", true);
+            }
+        }
+    }
+
+    /** The last stable offsets the read_committed pass read to. */
+    private final Map<TopicPartition, Long> lsos = new HashMap<>();
+
+    /**
+     * The read_committed pass: its polls, the {@code lso} lines, and per partition read to its
+     * LSO the offsets it returned (partitions it did not finish are absent).
+     */
+    private Map<TopicPartition, Set<Long>> readCommitted(List<TopicPartition> tps,
+            Map<TopicPartition, Long> logEnds, long deadline, Set<TopicPartition> incomplete)
+            throws Exception {
         String process = EosimDriver.process(spec, spec.path("incarnation").asInt(0));
-        Map<TopicPartition, Long> lsos;
+        Map<TopicPartition, Set<Long>> read = new HashMap<>();
+        for (TopicPartition tp : tps) {
+            read.put(tp, new HashSet<>());
+        }
         try (KafkaConsumer<String, byte[]> consumer =
                 Consume.consumer(spec, "read_committed", "earliest")) {
             consumer.assign(tps);
-            lsos = consumer.endOffsets(tps);
+            lsos.putAll(consumer.endOffsets(tps));
             consumer.seekToBeginning(tps);
-            incomplete.addAll(readTo(consumer, tps, lsos, deadline,
-                    polled -> Consume.recordPoll(history, process, polled, "read_committed")));
+            Set<TopicPartition> unfinished = readTo(consumer, tps, lsos, deadline, polled -> {
+                Consume.recordPoll(history, process, polled, "read_committed");
+                for (ConsumerRecord<String, byte[]> r : polled) {
+                    read.get(new TopicPartition(r.topic(), r.partition())).add(r.offset());
+                }
+            });
+            incomplete.addAll(unfinished);
+            for (TopicPartition tp : unfinished) {
+                read.remove(tp);
+            }
         }
         Map<TopicPartition, List<long[]>> open = openTransactions(tps);
         for (TopicPartition tp : tps) {
@@ -161,6 +210,7 @@ final class Drain {
             }
             history.write(line);
         }
+        return read;
     }
 
     /**
