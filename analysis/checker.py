@@ -430,9 +430,10 @@ def first_markers_after(records: list[LogRecord], markers: list[Marker]) -> dict
 def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> None:
     """A transaction that must have committed (`ok`, or `info` with a value a read_committed
     poll returned) whose every write is proven missing: its partition has a final log and no
-    record there that an ABORT marker cancelled (or that is marked `aborted`) holds it (for an unknown partition: none of
-    the topic's logs does, and no read returned it from a partition without a log). A
-    transaction with some writes visible and others missing is a torn_transaction instead."""
+    record there that an ABORT marker cancelled (or that is marked `aborted`) holds it (for an
+    unknown partition: none of the topic's logs does, and no read returned it from a partition
+    without a log). A transaction with some writes visible and others missing is a
+    torn_transaction instead."""
     if not history.txns:
         return
     committed: dict[tuple[str, int], set[str]] = {}
