@@ -145,7 +145,15 @@ final class AdminMode {
         while (true) {
             String notReady = notReady(admin, names);
             if (notReady == null) {
-                return describe(admin, names);
+                try {
+                    return describe(admin, names);
+                } catch (ExecutionException e) {
+                    // Another broker answered, one that has not heard of the topics yet.
+                    if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) {
+                        throw e;
+                    }
+                    notReady = "topics not yet known to every broker: " + EosimDriver.describe(e);
+                }
             }
             check(notReady);
             pause();
