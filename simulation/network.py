@@ -68,8 +68,8 @@ class LatencyModel:
     low_ms: float = 0.5
     high_ms: float = 1.5
     mean_ms: float = 1.0
-    median_ms: float = 1.0
-    sigma: float = 0.5
+    median_ms: float = 0.25
+    sigma: float = 0.9
 
     def sample(self, rng: RandomStream) -> float:
         d = self.distribution

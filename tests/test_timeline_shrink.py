@@ -210,7 +210,7 @@ def test_shrink_turns_a_chaotic_run_into_a_handful_of_events(tmp_path):
 
 
 def test_shrunk_scenario_states_readable_windows_of_at_least_a_millisecond(tmp_path):
-    # at-least-once-chaos seed 3 shrinks to two single lost messages, which the explicit
+    # at-least-once-chaos seed 3 shrinks to three single lost messages, which the explicit
     # schedule states as 0.2 us windows; the written scenario must not.
     result = shrink(CHAOS, 3, "duplicate")
     text = result.yaml()

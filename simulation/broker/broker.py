@@ -107,7 +107,7 @@ def implicit_add_error(error: Errors) -> Errors:
 
 @dataclass(frozen=True, slots=True)
 class BrokerSettings:
-    request_time_ms: float = 0.1
+    request_time_ms: float = 0.25
     # The most records one fetch returns for a partition (whole batches, at least one).
     fetch_max_records: int = 500
     # broker.heartbeat.interval.ms, and broker.session.timeout.ms (which caps the backoff of a
