@@ -21,6 +21,7 @@ from eosim.simulation.coordinator.group_metadata_manager import (
     GroupConfig,
     GroupMetadataManager,
     GroupMetadataRecord,
+    append_group_metadata_error,
     heartbeat_key,
 )
 from eosim.simulation.protocol import (
@@ -133,7 +134,8 @@ class GroupContext:
         if result.records and self.append_error is Errors.NONE:
             self.records.extend(result.records)
         if result.on_written is not None:
-            result.on_written(self.append_error if result.records else Errors.NONE)
+            error = append_group_metadata_error(self.append_error)
+            result.on_written(error if result.records else Errors.NONE)
         return result
 
     def create_group(self, group_id: str = "group-id") -> ClassicGroup:
@@ -212,9 +214,10 @@ class GroupContext:
 
     def leave(
         self, *members: tuple[str, str | None], group_id: str = "group-id"
-    ) -> tuple[Errors, tuple[tuple[str, str | None, Errors], ...]]:
+    ) -> CoordinatorResult:
+        """The result; its response is (error, ((member id, instance id, error), ...))."""
         request = LeaveGroupRequest(0, group_id, tuple(LeaveGroupMember(m, i) for m, i in members))
-        return self.write(self.manager.classic_group_leave(request)).response
+        return self.write(self.manager.classic_group_leave(request))
 
     def advance(self, ms: float) -> list[str]:
         """Move time; the keys of the timers that expired (their records written)."""

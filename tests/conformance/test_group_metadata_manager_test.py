@@ -358,6 +358,158 @@ def test_classic_group_on_unloaded_completing_rebalance():
         assert sync.answer.error is Errors.NOT_COORDINATOR and sync.answer.assignment is None
 
 
+def test_sync_group_as_leader_append_failure_transforms_error():
+    """GroupMetadataManagerTest.testSyncGroupAsLeaderAppendFailureTransformsError: the leader's
+    sync is parked until its write; NOT_LEADER_OR_FOLLOWER comes back as NOT_COORDINATOR."""
+    ctx = GroupContext()
+    ctx.create_group()
+    joined = complete_join(ctx, version=9, instance_id="leader-instance-id")
+    ctx.append_error = Errors.NOT_LEADER_OR_FOLLOWER
+    sync = ctx.sync(joined.member_id, 1)
+    assert sync.result.records and sync.answer.error is Errors.NOT_COORDINATOR
+
+
+def test_heartbeat_expiration_should_remove_pending_member():
+    """GroupMetadataManagerTest.testHeartbeatExpirationShouldRemovePendingMember: a member
+    told MEMBER_ID_REQUIRED that does not come back within its session is forgotten."""
+    ctx = GroupContext()
+    group = ctx.create_group()
+    r = ctx.join(session_timeout_ms=1000, version=4)
+    assert not r.result.records and r.answer.error is Errors.MEMBER_ID_REQUIRED
+    assert not group.members and len(group.pending_members) == 1
+    ctx.advance(1000)
+    assert not group.pending_members
+
+
+def test_join_group_completion_when_pending_member_times_out():
+    """GroupMetadataManagerTest.testJoinGroupCompletionWhenPendingMemberTimesOut: the join
+    phase waits for a pending member only until its session (2.5 s) expires."""
+    ctx = GroupContext()
+    group = ctx.create_group()
+    setup_group_with_pending_member(ctx, group)
+    ctx.advance(3000)
+    assert group.is_in_state(S.COMPLETING_REBALANCE)
+    assert len(group.members) == 2 and not group.pending_members
+
+
+def test_static_member_leader_fail_to_rejoin_before_rebalance_timeout():
+    """GroupMetadataManagerTest.testStaticMemberLeaderFailToRejoinBeforeRebalanceTimeout: a
+    static leader that does not rejoin is kept (static members are not removed at the join
+    timeout, design note E2), a member that rejoined leads generation 2, and the member list
+    the new leader gets names all three instances."""
+    ctx = GroupContext()
+    rebalance = static_members_join_and_rebalance(
+        ctx, "group-id", "leader-instance-id", "follower-instance-id", 10_000, 15_000
+    )
+    group = ctx.group()
+    superset = (("range", b""), ("roundrobin", b""))
+    new = ctx.join(instance_id="new-member-instance-id", protocols=superset, version=9)
+    assert not new.result.records and not new.done
+    assert group.is_in_state(S.PREPARING_REBALANCE)
+    old_follower = ctx.join(
+        member_id=rebalance.follower_id,
+        instance_id="follower-instance-id",
+        protocols=superset,
+        version=9,
+    )
+    assert not old_follower.result.records and not old_follower.done
+    ctx.advance(10_000)
+    a, b = old_follower.answer, new.answer
+    leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+    assert leader.error is follower.error is Errors.NONE
+    assert leader.generation == follower.generation == rebalance.generation + 1
+    assert leader.leader == follower.leader == leader.member_id
+    assert leader.protocol_name == "range" and leader.protocol_type == "consumer"
+    assert not leader.skip_assignment and not follower.members
+    assert {m.instance_id for m in leader.members} == {
+        "leader-instance-id",
+        "follower-instance-id",
+        "new-member-instance-id",
+    }
+    assert group.is_in_state(S.COMPLETING_REBALANCE)
+
+
+def test_replace_static_member_in_stable_state_errors():
+    """GroupMetadataManagerTest.testReplaceStaticMemberInStableStateErrors: a static member
+    rejoining Stable under a new id (the selected protocol unchanged) is written; when that
+    write fails the replacement is undone (old id, old timeouts) and the join answered
+    COORDINATOR_NOT_AVAILABLE with no member id, the group still Stable at generation 1.
+    (Kafka's test then compares the reverted member's protocols with a collection it mutated
+    in place, which makes that assertion hold either way; it is left out.)"""
+    ctx = GroupContext()
+    group = ctx.create_group()
+    kw = {"instance_id": "group-instance-id", "protocols": (("range", b""),)}
+    joined = complete_join(ctx, version=3, rebalance_timeout_ms=4000, session_timeout_ms=3000, **kw)
+    assert (len(group.members), group.generation) == (1, 1)
+    old_id = joined.member_id
+    group.transition_to(S.STABLE)
+    ctx.append_error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+    again = ctx.join(
+        instance_id="group-instance-id",
+        protocols=(("range", b""), ("roundrobin", b"bar")),
+        rebalance_timeout_ms=7000,
+        session_timeout_ms=6000,
+    )
+    assert len(again.result.records) == 1
+    answer = again.answer
+    assert answer.error is Errors.COORDINATOR_NOT_AVAILABLE
+    assert (answer.member_id, answer.leader, answer.generation) == ("", old_id, 1)
+    assert (answer.protocol_type, answer.protocol_name) == ("consumer", "range")
+    reverted = group.member(group.static_member_id("group-instance-id"))
+    assert reverted.member_id == old_id and reverted.instance_id == "group-instance-id"
+    assert (reverted.rebalance_timeout_ms, reverted.session_timeout_ms) == (4000, 3000)
+    assert (len(group.members), group.generation) == (1, 1) and group.is_in_state(S.STABLE)
+
+
+# -- LeaveGroup --------------------------------------------------------------------------------
+def test_valid_leave_group():
+    """GroupMetadataManagerTest.testValidLeaveGroup: the last member leaves during
+    CompletingRebalance; the Empty generation 2 is written."""
+    ctx = GroupContext()
+    group = ctx.create_group()
+    joined = dynamic_member_complete_join(ctx)
+    result = ctx.leave((joined.member_id, None))
+    assert result.records == [GroupMetadataRecord("group-id", "consumer", 2, None, None, ())]
+    assert result.response == (Errors.NONE, ((joined.member_id, None, Errors.NONE),))
+    assert group.is_in_state(S.EMPTY) and group.generation == 2
+
+
+def test_leave_group_unknown_member_id_existing_group():
+    """GroupMetadataManagerTest.testLeaveGroupUnknownMemberIdExistingGroup."""
+    ctx = GroupContext()
+    ctx.create_group()
+    dynamic_member_complete_join(ctx)
+    result = ctx.leave(("unknown-member-id", None))
+    assert result.response == (
+        Errors.NONE,
+        (("unknown-member-id", None, Errors.UNKNOWN_MEMBER_ID),),
+    )
+    assert not result.records
+
+
+def test_pending_members_leave_group():
+    """GroupMetadataManagerTest.testPendingMembersLeaveGroup: the pending member's leave lets
+    the join phase complete with the two members that rejoined."""
+    ctx = GroupContext()
+    group = ctx.create_group()
+    pending = setup_group_with_pending_member(ctx, group)
+    result = ctx.leave((pending.pending_member_id, None))
+    assert result.response == (Errors.NONE, ((pending.pending_member_id, None, Errors.NONE),))
+    assert not result.records
+    assert group.is_in_state(S.COMPLETING_REBALANCE)
+    assert len(group.members) == 2 and not group.static_members and not group.pending_members
+
+
+def test_leave_group_static_member_with_unknown_member_id():
+    """GroupMetadataManagerTest.testLeaveGroupStaticMemberWithUnknownMemberId: a static member
+    may leave by its instance id alone."""
+    ctx = GroupContext()
+    ctx.create_group()
+    complete_join(ctx, version=9, instance_id="group-instance-id")
+    result = ctx.leave(("", "group-instance-id"))
+    assert result.response == (Errors.NONE, (("", "group-instance-id", Errors.NONE),))
+
+
 test_not_modelled = not_modelled(
     "GroupMetadataManagerTest",
     {
