@@ -391,3 +391,36 @@ def test_commits_without_a_group_are_accepted_as_before():
     log = cl.brokers[node].logs[offsets_partition(GROUP)]
     assert not any(isinstance(b.payload, GroupMetadataRecord) for b in log.batches)
     assert shard(cl).group(GROUP).is_in_state(S.EMPTY)
+
+
+@pytest.mark.parametrize("checks", [True, False])
+def test_txn_offset_commit_is_validated_after_the_add_and_before_the_write(checks):
+    """TxnOffsetCommit (transaction version 2, so the coordinator adds the offsets partition to
+    the transaction first): a stale generation is ILLEGAL_GENERATION and nothing is pending;
+    the current generation, and EOS v1's metadata (no member, generation -1), are accepted in a
+    group with members (ClassicGroup.validateOffsetCommit). With the what-if rule off the stale
+    commit is accepted too (Kafka before KIP-447)."""
+    from eosim.simulation.protocol import TxnOffsetCommitRequest
+
+    cl = Cluster(brokers=1, partitions=(TP,), offset_commit_checks_generation=checks)
+    clients = Clients(cl)
+    member_id, generation = stable_member(cl, clients)
+    runtime = cl.brokers[cl.coordinator_of(GROUP, "group")].coordinator
+    r = cl.init("tx")
+
+    def txn_commit(offset: int, member: str, gen: int) -> Errors:
+        return clients.call(
+            "a",
+            lambda cid: TxnOffsetCommitRequest(
+                cid, "tx", GROUP, r.producer_id, r.epoch, ((TP, offset),), member, gen
+            ),
+            wait_ms=100,
+        ).error
+
+    stale = txn_commit(7, member_id, generation + 1)
+    assert stale is (Errors.ILLEGAL_GENERATION if checks else Errors.NONE)
+    pending = runtime.groups.store.pending.get((GROUP, r.producer_id), {})
+    assert pending.get(TP) == (None if checks else 7)
+    assert txn_commit(8, member_id, generation) is Errors.NONE
+    assert txn_commit(9, "", -1) is Errors.NONE
+    assert runtime.groups.store.pending[(GROUP, r.producer_id)][TP] == 9

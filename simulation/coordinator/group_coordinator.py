@@ -94,7 +94,7 @@ class GroupCoordinator:
         checks_generation: bool = True,
     ) -> Errors:
         """``OffsetMetadataManager.validateOffsetCommit`` / ``validateTransactionalOffsetCommit``
-        (``OffsetMetadataManager.java:302-353``) for ``group``'s shard."""
+        (``OffsetMetadataManager.java:302-379``) for ``group``'s shard."""
         return self.shard(offsets_partition(group)[1]).validate_offset_commit(
             group, member_id, instance_id, generation, transactional, checks_generation
         )

@@ -689,7 +689,7 @@ class GroupMetadataManager:
                     return
                 if error is not Errors.NONE:
                     self._reset_and_propagate_assignment(group, error)
-                    # Kafka drops this result's records (GroupMetadataManager.java:5313-5316).
+                    # Kafka drops this result's records (GroupMetadataManager.java:5318).
                     self._maybe_prepare_rebalance_or_complete_join(group)
                     return
                 self._set_and_propagate_assignment(group, assignment)
@@ -722,7 +722,7 @@ class GroupMetadataManager:
         return Errors.NONE
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
-        """``removePendingSyncMember`` (``:5467-5490``)."""
+        """``removePendingSyncMember`` (``:5470-5493``)."""
         group.remove_pending_sync_member(member_id)
         if group.state in (S.DEAD, S.EMPTY, S.PREPARING_REBALANCE) or (
             group.has_received_sync_from_all_members()
@@ -814,7 +814,7 @@ class GroupMetadataManager:
         checks_generation: bool = True,
     ) -> Errors:
         """``OffsetMetadataManager.validateOffsetCommit`` / ``validateTransactionalOffsetCommit``
-        (``OffsetMetadataManager.java:302-353``): an unknown group is created (Empty) for a
+        (``OffsetMetadataManager.java:302-379``): an unknown group is created (Empty) for a
         commit without a generation; with one, an OffsetCommit is GROUP_ID_NOT_FOUND (version
         9, the one a 4.x client sends; ILLEGAL_GENERATION before) and a TxnOffsetCommit
         ILLEGAL_GENERATION. Then the group's own check

@@ -759,7 +759,7 @@ class CoordinatorRuntime:
         def start(answer: Callable[[object], None]) -> None:
             def write(error: Errors) -> None:
                 if error is Errors.NONE:
-                    # OffsetMetadataManager.validateTransactionalOffsetCommit (:328-353),
+                    # OffsetMetadataManager.validateTransactionalOffsetCommit (:348-379),
                     # after the transaction verification, before the producer epoch check of
                     # the append.
                     error = self.groups.validate_offset_commit(
@@ -821,7 +821,7 @@ class CoordinatorRuntime:
 
     def _offset_commit(self, request: OffsetCommitRequest) -> object | None:
         """``OffsetMetadataManager.commitOffset``: validated against the group before the
-        write (``validateOffsetCommit``, ``OffsetMetadataManager.java:302-326``); an accepted
+        write (``validateOffsetCommit``, ``OffsetMetadataManager.java:302-346``); an accepted
         commit restarts its member's session (``:456-465``)."""
         cid = request.correlation_id
         partition = offsets_partition(request.group)
