@@ -264,6 +264,10 @@ class Cluster:
             broker.coordinator = runtime
             runtime.hold = broker.hold_current
             runtime.activate = self.activate
+            if streams is not None:
+                runtime.member_id_stream = lambda n=name, st=streams: st.stream(
+                    f"group-coordinator:{n}"
+                )
             broker.replica_manager.on_internal_role = runtime.role_changed
             if tv2:
                 runtime.add_partition = lambda txn_id, pid, epoch, tp, on_done, caller=name: (

@@ -71,6 +71,20 @@ class Errors(Enum):
     STALE_BROKER_EPOCH = (77, False)
     # What Kafka answers when a handler throws (an IllegalStateException, say).
     UNKNOWN_SERVER_ERROR = (-1, False)
+    # Consumer groups (Errors.java: codes and retriability; all non-retriable).
+    ILLEGAL_GENERATION = (22, False)
+    INCONSISTENT_GROUP_PROTOCOL = (23, False)
+    UNKNOWN_MEMBER_ID = (25, False)
+    INVALID_SESSION_TIMEOUT = (26, False)
+    REBALANCE_IN_PROGRESS = (27, False)
+    INVALID_GROUP_ID = (24, False)
+    GROUP_ID_NOT_FOUND = (69, False)
+    MEMBER_ID_REQUIRED = (79, False)
+    FENCED_INSTANCE_ID = (82, False)
+    FENCED_MEMBER_EPOCH = (110, False)
+    UNRELEASED_INSTANCE_ID = (111, False)
+    UNSUPPORTED_ASSIGNOR = (112, False)
+    STALE_MEMBER_EPOCH = (113, False)
 
     def __init__(self, code: int, retriable: bool) -> None:
         self.code = code
@@ -111,6 +125,19 @@ _EXCEPTION_NAMES = {
     Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "NotEnoughReplicasAfterAppendException",
     Errors.FENCED_LEADER_EPOCH: "FencedLeaderEpochException",
     Errors.UNKNOWN_LEADER_EPOCH: "UnknownLeaderEpochException",
+    Errors.ILLEGAL_GENERATION: "IllegalGenerationException",
+    Errors.INCONSISTENT_GROUP_PROTOCOL: "InconsistentGroupProtocolException",
+    Errors.UNKNOWN_MEMBER_ID: "UnknownMemberIdException",
+    Errors.INVALID_SESSION_TIMEOUT: "InvalidSessionTimeoutException",
+    Errors.REBALANCE_IN_PROGRESS: "RebalanceInProgressException",
+    Errors.INVALID_GROUP_ID: "InvalidGroupIdException",
+    Errors.GROUP_ID_NOT_FOUND: "GroupIdNotFoundException",
+    Errors.MEMBER_ID_REQUIRED: "MemberIdRequiredException",
+    Errors.FENCED_INSTANCE_ID: "FencedInstanceIdException",
+    Errors.FENCED_MEMBER_EPOCH: "FencedMemberEpochException",
+    Errors.UNRELEASED_INSTANCE_ID: "UnreleasedInstanceIdException",
+    Errors.UNSUPPORTED_ASSIGNOR: "UnsupportedAssignorException",
+    Errors.STALE_MEMBER_EPOCH: "StaleMemberEpochException",
 }
 
 # Errors that say the client's metadata is stale (Kafka's InvalidMetadataException family):
@@ -257,21 +284,150 @@ class EndTxnResponse:
     epoch: int = NO_PRODUCER_EPOCH
 
 
+# A member id the client does not know yet (JoinGroupRequest.UNKNOWN_MEMBER_ID), and the
+# generation of a request that names none (OffsetCommitRequest.DEFAULT_GENERATION_ID).
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
+
+
 @dataclass(slots=True)
 class TxnOffsetCommitRequest:
+    """``member_id``/``generation``/``instance_id`` are the consumer group metadata passed to
+    sendOffsetsToTransaction (KIP-447); their defaults are ``new ConsumerGroupMetadata(group)``,
+    which a classic group accepts in any state (``ClassicGroup.validateOffsetCommit``)."""
+
     correlation_id: int
     transactional_id: str
     group: str
     producer_id: int
     epoch: int
     offsets: tuple[tuple[TopicPartition, int], ...]
+    member_id: str = UNKNOWN_MEMBER_ID
+    generation: int = NO_GENERATION
+    instance_id: str | None = None
 
 
 @dataclass(slots=True)
 class OffsetCommitRequest:
+    """The defaults (no member, generation -1) are a consumer outside group management
+    (``assign()``), accepted while its group is Empty."""
+
     correlation_id: int
     group: str
     offsets: tuple[tuple[TopicPartition, int], ...]
+    member_id: str = UNKNOWN_MEMBER_ID
+    generation: int = NO_GENERATION
+    instance_id: str | None = None
+
+
+# -- the classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ---------------
+# A protocol a member supports: (name, metadata), the metadata opaque to the coordinator.
+GroupProtocol = tuple[str, object]
+
+
+@dataclass(slots=True)
+class JoinGroupRequest:
+    """``protocols`` in the member's order of preference (its vote, ``ClassicGroupMember.vote``).
+    ``client_id`` prefixes a dynamic member's generated id (``ClassicGroup.generateMemberId``)."""
+
+    correlation_id: int
+    group: str
+    member_id: str
+    instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[GroupProtocol, ...]
+    protocol_type: str = "consumer"
+    client_id: str = ""
+    # The JoinGroup version: from 4 a new dynamic member must come back with the id the
+    # coordinator gives it (KIP-394, ``requiresKnownMemberId``); from 9 a rejoining static
+    # leader may skip the assignment (``supportsSkippingAssignment``). 9 is the latest.
+    version: int = 9
+
+
+@dataclass(slots=True)
+class JoinGroupMember:
+    """A member as the leader's JoinGroup answer lists it, with its chosen protocol's
+    metadata."""
+
+    member_id: str
+    instance_id: str | None
+    metadata: object
+
+
+@dataclass(slots=True)
+class JoinGroupResponse:
+    correlation_id: int
+    error: Errors
+    member_id: str = UNKNOWN_MEMBER_ID
+    generation: int = NO_GENERATION
+    protocol_name: str | None = None
+    protocol_type: str | None = None
+    leader: str | None = None
+    # Filled for the leader only.
+    members: tuple[JoinGroupMember, ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(slots=True)
+class SyncGroupRequest:
+    """``assignments``: (member id, assignment), sent by the leader only."""
+
+    correlation_id: int
+    group: str
+    member_id: str
+    instance_id: str | None
+    generation: int
+    protocol_name: str | None = None
+    protocol_type: str | None = "consumer"
+    assignments: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(slots=True)
+class SyncGroupResponse:
+    correlation_id: int
+    error: Errors
+    assignment: object = None
+    protocol_name: str | None = None
+    protocol_type: str | None = None
+
+
+@dataclass(slots=True)
+class HeartbeatRequest:
+    correlation_id: int
+    group: str
+    member_id: str
+    instance_id: str | None
+    generation: int
+
+
+@dataclass(slots=True)
+class HeartbeatResponse:
+    correlation_id: int
+    error: Errors
+
+
+@dataclass(slots=True)
+class LeaveGroupMember:
+    member_id: str
+    instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class LeaveGroupResponse:
+    """``error`` is the request's own error; ``members`` each member's
+    (member id, instance id, error)."""
+
+    correlation_id: int
+    error: Errors
+    members: tuple[tuple[str, str | None, Errors], ...] = ()
+
+
+@dataclass(slots=True)
+class LeaveGroupRequest:
+    correlation_id: int
+    group: str
+    members: tuple[LeaveGroupMember, ...]
 
 
 @dataclass(slots=True)

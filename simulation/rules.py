@@ -62,6 +62,12 @@ class ProtocolRules:
     # them, so the entry expires at the next check and the partition forgets the fencing
     # epoch: a fenced producer's late write is then accepted.
     producer_expiry_tracks_marker_timestamps: bool = True
+    # What-if (not a Kafka bug): the group coordinator checks an OffsetCommit's and a
+    # TxnOffsetCommit's member and generation against the group (ClassicGroup.
+    # validateOffsetCommit, ClassicGroup.java:823-862; for TxnOffsetCommit since KIP-447, 2.5).
+    # False skips those checks, so a zombie member's commit is written (the pre-KIP-447
+    # TxnOffsetCommit; never Kafka for OffsetCommit).
+    offset_commit_checks_generation: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)

@@ -14,16 +14,28 @@ A TxnOffsetCommit from an epoch older than the newest one seen for its producer 
 fenced, as the append to ``__consumer_offsets`` would be. A marker is refused as the append of
 a control batch to ``__consumer_offsets`` would refuse it: INVALID_PRODUCER_EPOCH for an older
 producer epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch than the last
-marker of that producer id. Group membership and rebalancing
-are not modelled: applications assign their partitions statically (a listed departure).
+marker of that producer id.
+
+Classic groups (membership, generations) live in one :class:`GroupMetadataManager` per loaded
+``__consumer_offsets`` partition (Kafka's coordinator shard), kept in :attr:`GroupCoordinator.
+shards` and made by :attr:`GroupCoordinator.make_shard` (set by the runtime, which gives each
+shard a timer and a member-id stream). A shard exists only once a group request, an offset
+commit or a loaded group record needs one. :meth:`GroupCoordinator.validate_offset_commit` is
+``OffsetMetadataManager``'s validation, run before a commit is written; a commit that names no
+member and no generation (``assign()`` consumers, EOS v1) is accepted by an Empty group as
+before. To extend: a new group record type is replayed in :meth:`GroupCoordinator.load`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eosim.simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC
+from eosim.simulation.coordinator.group_metadata_manager import (
+    GroupMetadataManager,
+    GroupMetadataRecord,
+)
 from eosim.simulation.coordinator.transaction_log import TRANSACTION_STATE_PARTITIONS, partition_for
 from eosim.simulation.protocol import Errors, TopicPartition
 from eosim.simulation.records import LogBatch
@@ -59,6 +71,38 @@ class OffsetStore:
 class GroupCoordinator:
     def __init__(self, store: OffsetStore) -> None:
         self.store = store
+        # __consumer_offsets partition -> its classic groups (made on first need)
+        self.shards: dict[int, GroupMetadataManager] = {}
+        self.make_shard: Callable[[int], GroupMetadataManager] | None = None
+
+    # -- classic groups ---------------------------------------------------------------------
+    def shard(self, partition: int) -> GroupMetadataManager:
+        shard = self.shards.get(partition)
+        if shard is None:
+            assert self.make_shard is not None, "a group shard needs a runtime"
+            shard = self.make_shard(partition)
+            self.shards[partition] = shard
+        return shard
+
+    def validate_offset_commit(
+        self,
+        group: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        transactional: bool,
+        checks_generation: bool = True,
+    ) -> Errors:
+        """``OffsetMetadataManager.validateOffsetCommit`` / ``validateTransactionalOffsetCommit``
+        (``OffsetMetadataManager.java:302-379``) for ``group``'s shard."""
+        return self.shard(offsets_partition(group)[1]).validate_offset_commit(
+            group, member_id, instance_id, generation, transactional, checks_generation
+        )
+
+    def drop_shards(self, partition: int | None = None) -> list[GroupMetadataManager]:
+        """Forget the shard of ``partition`` (every shard if None); the shards dropped."""
+        keys = list(self.shards) if partition is None else [partition]
+        return [s for k in keys if (s := self.shards.pop(k, None)) is not None]
 
     # -- the replicated path: check, write, then apply -------------------------------------
     def check_txn_commit(self, producer_id: int, epoch: int) -> Errors:
@@ -102,6 +146,9 @@ class GroupCoordinator:
         producer id, and the markers that settle them."""
         self.unload(partition)
         for b in batches:
+            if isinstance(b.payload, GroupMetadataRecord):
+                self.shard(partition).replay(b.payload)
+                continue
             if b.control is not None:
                 self.apply_marker(
                     partition, b.producer_id, b.epoch, b.control == "COMMIT", b.coordinator_epoch

@@ -38,19 +38,37 @@ The protocol decisions live in :class:`TransactionCoordinator` and :class:`Group
   timeout, and every ``expiration_check_interval_ms`` it removes transactional.ids idle for
   longer than ``transactional_id_expiration_ms`` (each a write as above).
 
+* **Classic groups.** JoinGroup, SyncGroup, Heartbeat and LeaveGroup go to the
+  :class:`GroupMetadataManager` of the group's ``__consumer_offsets`` partition (a shard, made
+  on first need, with a :class:`SimpyCoordinatorTimer` and member ids from the seeded stream
+  ``group-coordinator:<node>``). A handler changes the group at once and returns records and an
+  answer; the records are written with acks=all (``offsets.commit.timeout.ms``) and the answer
+  given once they are replicated (Kafka's ``CoordinatorRuntime`` write operation); a parked
+  join or sync is answered when the group gets there. Unloading a partition makes its groups
+  Dead and answers their parked joins and syncs NOT_COORDINATOR (``onUnloaded``); loading
+  replays the group records and restarts every member's session (``onLoaded``). OffsetCommit
+  and TxnOffsetCommit are validated against the group before they are written, in Kafka's
+  order (``OffsetMetadataManager``); an accepted commit restarts its member's session.
+
 Each fencing (an epoch bump that makes an older epoch of a producer id a zombie) is reported
 through ``on_fence`` once its write is replicated, so that the history can record it.
+
+To extend: a new coordinator request gets a handler ``_<name>`` and an entry in
+:meth:`CoordinatorRuntime._dispatch_table`; a group request's handler runs its shard's method
+through :meth:`CoordinatorRuntime._group_result`.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from eosim.simulation.coordinator.classic_group import JoinAnswer, SyncAnswer
+from eosim.simulation.coordinator.coordinator_timer import SimpyCoordinatorTimer
 from eosim.simulation.coordinator.directory import (
     TRANSACTION_STATE_TOPIC,
     InternalPartition,
@@ -61,6 +79,13 @@ from eosim.simulation.coordinator.group_coordinator import (
     OffsetCommitRecord,
     OffsetStore,
     offsets_partition,
+)
+from eosim.simulation.coordinator.group_metadata_manager import (
+    CoordinatorResult,
+    GroupConfig,
+    GroupMetadataManager,
+    append_group_metadata_error,
+    uuid_member_ids,
 )
 from eosim.simulation.coordinator.marker_channel import TransactionMarkerChannelManager
 from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
@@ -81,15 +106,24 @@ from eosim.simulation.protocol import (
     Errors,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
     TopicPartition,
     TxnOffsetCommitRequest,
 )
 from eosim.simulation.records import LogBatch
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
 
 if TYPE_CHECKING:
@@ -129,6 +163,9 @@ class CoordinatorSettings:
     # offset commit (offsets.commit.timeout.ms).
     transaction_write_timeout_ms: float = 30_000.0
     offsets_commit_timeout_ms: float = 5_000.0
+    # The classic group settings (group.min/max.session.timeout.ms,
+    # group.initial.rebalance.delay.ms).
+    groups: GroupConfig = field(default_factory=GroupConfig)
 
 
 @dataclass(eq=False, slots=True)
@@ -185,6 +222,12 @@ class CoordinatorRuntime:
         self.txn = TransactionCoordinator(None, next_producer_id, rules)
         self.txn.before_write = self._captured_write
         self.groups = GroupCoordinator(OffsetStore())
+        self.groups.make_shard = self._make_shard
+        # The seeded stream member ids are drawn from (set by the cluster; asked for only
+        # when a member id is generated).
+        self.member_id_stream: Callable[[], RandomStream] | None = None
+        self._member_stream: RandomStream | None = None
+        self._timers: dict[int, SimpyCoordinatorTimer] = {}
         self.markers = TransactionMarkerChannelManager(
             env,
             node,
@@ -230,6 +273,11 @@ class CoordinatorRuntime:
         self._pending.clear()
         self.txn.transactions.clear()
         self.groups.store = OffsetStore()
+        # A crashed broker answers nothing: its shards and timers just go.
+        self.groups.drop_shards()
+        for timer in self._timers.values():
+            timer.cancel_all()
+        self._timers.clear()
 
     def restart(self) -> None:
         self.alive = True
@@ -296,6 +344,9 @@ class CoordinatorRuntime:
                 self._write_markers(meta)
         else:
             self.groups.load(partition[1], part.log.batches)
+            shard = self.groups.shards.get(partition[1])
+            if shard is not None:
+                shard.on_loaded()
 
     def _unload(self, partition: InternalPartition) -> None:
         self._loading.pop(partition, None)
@@ -309,6 +360,11 @@ class CoordinatorRuntime:
                 del self._pending[txn_id]
         else:
             self.groups.unload(partition[1])
+            for shard in self.groups.drop_shards(partition[1]):
+                shard.on_unloaded()
+            timer = self._timers.pop(partition[1], None)
+            if timer is not None:
+                timer.cancel_all()
 
     def partition_error(self, partition: InternalPartition) -> Errors:
         if not self.alive:
@@ -435,7 +491,193 @@ class CoordinatorRuntime:
             TxnOffsetCommitRequest: self._txn_offset_commit,
             OffsetCommitRequest: self._offset_commit,
             OffsetFetchRequest: self._offset_fetch,
+            JoinGroupRequest: self._join_group,
+            SyncGroupRequest: self._sync_group,
+            HeartbeatRequest: self._heartbeat,
+            LeaveGroupRequest: self._leave_group,
         }
+
+    # -- classic groups ------------------------------------------------------------------
+    def _make_shard(self, partition: int) -> GroupMetadataManager:
+        """The group shard of ``__consumer_offsets`` partition ``partition``: its timer runs
+        expired operations' results through :meth:`_apply_group_result`."""
+        timer = SimpyCoordinatorTimer(
+            self.env, lambda result: self._apply_group_result(partition, result, None)
+        )
+        self._timers[partition] = timer
+        return GroupMetadataManager(
+            timer, self.settings.groups, uuid_member_ids(self._member_id_bits)
+        )
+
+    def _member_id_bits(self) -> int:
+        """128 bits from the seeded stream ``group-coordinator:<node>`` (UUID.randomUUID's
+        122 random bits, here all seeded)."""
+        if self._member_stream is None:
+            if self.member_id_stream is not None:
+                self._member_stream = self.member_id_stream()
+            else:
+                from eosim.simulation.rng import RandomStreams
+
+                self._member_stream = RandomStreams(0).stream(f"group-coordinator:{self.node}")
+        stream = self._member_stream
+        bits = 0
+        for _ in range(4):
+            bits = (bits << 32) | stream.integer(2**32)
+        return bits
+
+    def _apply_group_result(
+        self,
+        partition: int,
+        result: CoordinatorResult,
+        answer: Callable[[object], None] | None,
+        respond: Callable[[Errors, object], object] | None = None,
+    ) -> None:
+        """Write ``result``'s records (acks=all), then run its ``on_written`` and give its
+        response through ``answer`` (``respond(error, response)`` makes the wire answer); with
+        no records, at once. A write that fails answers its mapped error."""
+
+        def finish(error: Errors) -> None:
+            if result.on_written is not None:
+                result.on_written(error)
+            if answer is not None and respond is not None:
+                answer(respond(error, result.response))
+
+        if not result.records:
+            finish(Errors.NONE)
+            return
+        tp = offsets_partition(result.records[0].group)
+        assert tp[1] == partition
+        epoch = self._loaded.get(tp)
+        generation = self._generation
+        records = list(result.records)
+
+        def make(part: Partition) -> LogBatch:
+            batch = self._append_record(part, records[0])
+            for record in records[1:]:
+                batch = self._append_record(part, record)
+            return batch
+
+        def written(append_error: Errors) -> None:
+            if generation != self._generation:
+                return
+            if epoch is None or self._loaded.get(tp) != epoch:
+                finish(Errors.NOT_COORDINATOR)
+                return
+            finish(append_group_metadata_error(append_error))
+
+        if epoch is None:
+            finish(Errors.NOT_COORDINATOR)
+            return
+        self._append(tp, make, self.settings.offsets_commit_timeout_ms, written)
+
+    def _group_shard(self, group: str) -> tuple[Errors, int]:
+        """``GroupCoordinatorService``'s checks before a group request reaches its shard: an
+        empty group id is INVALID_GROUP_ID, then the partition must be loaded here."""
+        partition = offsets_partition(group)
+        if not group:
+            return Errors.INVALID_GROUP_ID, partition[1]
+        return self.partition_error(partition), partition[1]
+
+    def _join_group(self, request: JoinGroupRequest) -> object | None:
+        """``GroupCoordinatorService.joinGroup`` -> ``classicGroupJoin``; the answer is
+        parked until the join phase completes."""
+        cid = request.correlation_id
+        error, partition = self._group_shard(request.group)
+        groups = self.settings.groups
+        if error is not Errors.INVALID_GROUP_ID and not (
+            groups.min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= groups.max_session_timeout_ms
+        ):
+            # GroupCoordinatorService.joinGroup (GroupCoordinatorService.java:391-405): the
+            # group id, then the session timeout, then the shard.
+            error = Errors.INVALID_SESSION_TIMEOUT
+        if error is not Errors.NONE:
+            return JoinGroupResponse(cid, error, request.member_id)
+
+        def start(answer: Callable[[object], None]) -> None:
+            def respond(a: object) -> None:
+                assert isinstance(a, JoinAnswer)
+                answer(
+                    JoinGroupResponse(
+                        cid,
+                        a.error,
+                        a.member_id,
+                        a.generation,
+                        a.protocol_name,
+                        a.protocol_type,
+                        a.leader,
+                        a.members,
+                        a.skip_assignment,
+                    )
+                )
+
+            result = self.groups.shard(partition).classic_group_join(request, _once(respond))
+            self._apply_group_result(partition, result, None)
+
+        return self._answer(start)
+
+    def _sync_group(self, request: SyncGroupRequest) -> object | None:
+        """``GroupCoordinatorService.syncGroup`` -> ``classicGroupSync``."""
+        cid = request.correlation_id
+        error, partition = self._group_shard(request.group)
+        if error is not Errors.NONE:
+            return SyncGroupResponse(cid, error)
+
+        def start(answer: Callable[[object], None]) -> None:
+            def respond(a: object) -> None:
+                assert isinstance(a, SyncAnswer)
+                answer(
+                    SyncGroupResponse(cid, a.error, a.assignment, a.protocol_name, a.protocol_type)
+                )
+
+            result = self.groups.shard(partition).classic_group_sync(request, _once(respond))
+            self._apply_group_result(partition, result, None)
+
+        return self._answer(start)
+
+    def _heartbeat(self, request: HeartbeatRequest) -> object | None:
+        """``GroupCoordinatorService.heartbeat`` -> ``classicGroupHeartbeat``."""
+        cid = request.correlation_id
+        error, partition = self._group_shard(request.group)
+        if error is not Errors.NONE:
+            return HeartbeatResponse(cid, error)
+
+        def respond(error: Errors, response: object) -> object:
+            assert isinstance(response, Errors)
+            return HeartbeatResponse(cid, error if error is not Errors.NONE else response)
+
+        return self._answer(
+            lambda answer: self._apply_group_result(
+                partition,
+                self.groups.shard(partition).classic_group_heartbeat(request),
+                answer,
+                respond,
+            )
+        )
+
+    def _leave_group(self, request: LeaveGroupRequest) -> object | None:
+        """``GroupCoordinatorService.leaveGroup`` -> ``classicGroupLeave``; answered once the
+        records the leave caused (if any) are written."""
+        cid = request.correlation_id
+        error, partition = self._group_shard(request.group)
+        if error is not Errors.NONE:
+            return LeaveGroupResponse(cid, error)
+
+        def respond(error: Errors, response: object) -> object:
+            top, members = response  # type: ignore[misc]
+            if error is not Errors.NONE:
+                return LeaveGroupResponse(cid, error)
+            return LeaveGroupResponse(cid, top, members)
+
+        return self._answer(
+            lambda answer: self._apply_group_result(
+                partition,
+                self.groups.shard(partition).classic_group_leave(request),
+                answer,
+                respond,
+            )
+        )
 
     def _find_coordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
         """KafkaApis.getCoordinator: the leader of the key's internal partition as this
@@ -517,6 +759,18 @@ class CoordinatorRuntime:
         def start(answer: Callable[[object], None]) -> None:
             def write(error: Errors) -> None:
                 if error is Errors.NONE:
+                    # OffsetMetadataManager.validateTransactionalOffsetCommit (:348-379),
+                    # after the transaction verification, before the producer epoch check of
+                    # the append.
+                    error = self.groups.validate_offset_commit(
+                        request.group,
+                        request.member_id,
+                        request.instance_id,
+                        request.generation,
+                        True,
+                        self.rules.offset_commit_checks_generation,
+                    )
+                if error is Errors.NONE:
                     error = self.groups.check_txn_commit(request.producer_id, request.epoch)
                 if error is not Errors.NONE:
                     answer(ErrorResponse(cid, error))
@@ -566,9 +820,25 @@ class CoordinatorRuntime:
         return self._answer(start)
 
     def _offset_commit(self, request: OffsetCommitRequest) -> object | None:
+        """``OffsetMetadataManager.commitOffset``: validated against the group before the
+        write (``validateOffsetCommit``, ``OffsetMetadataManager.java:302-346``); an accepted
+        commit restarts its member's session (``:456-465``)."""
         cid = request.correlation_id
         partition = offsets_partition(request.group)
         error = self.partition_error(partition)
+        if error is Errors.NONE:
+            error = self.groups.validate_offset_commit(
+                request.group,
+                request.member_id,
+                request.instance_id,
+                request.generation,
+                False,
+                self.rules.offset_commit_checks_generation,
+            )
+            if error is Errors.NONE:
+                shard = self.groups.shards.get(partition[1])
+                if shard is not None:
+                    shard.commit_keeps_session(request.group, request.member_id)
         if error is not Errors.NONE:
             return ErrorResponse(cid, error)
 
@@ -803,3 +1073,16 @@ class CoordinatorRuntime:
             self.txn.transactions = everything
         for write in writes:
             self._write(write, lambda _error: None)
+
+
+def _once(respond: Callable[[object], None]) -> Callable[[object], None]:
+    """A parked answer is given once (a later completion, as of a completed future, is
+    ignored)."""
+    done = [False]
+
+    def once(response: object) -> None:
+        if not done[0]:
+            done[0] = True
+            respond(response)
+
+    return once
