@@ -762,8 +762,9 @@ def calibrate(
 
     Exit 0 when no row disagrees, 1 when some do, 2 on bad input, 4 when the real cluster
     failed. Both sweeps resume like any sweep: the same command carries on."""
-    from eosim.analysis.calibrate import CalibrationError, compare, write
+    from eosim.analysis.calibrate import VERSION_SET, CalibrationError, compare, write
     from eosim.analysis.sweep import SweepError, run_sweep
+    from eosim.simulation.rules import preset_for
 
     path = _scenario_file(scenario)
     s = _load(path, overrides)
@@ -779,8 +780,24 @@ def calibrate(
     where = open_target("kafka", kafka_version, kafka_home)
     try:
         refuse_on(where, s, scenario)
-        click.echo(f"model      {runs} run(s) per variant -> {root / 'model'}", err=True)
-        run_sweep(path, runs, master=master, out=root / "model", **common)
+        model = dict(common)
+        release = where.install.version
+        preset = preset_for(release)
+        if preset is None:
+            raise BadInput(f"{scenario}: no kafka.version preset models Kafka {release}")
+        if s.kafka.version != preset:
+            if "version" in s.kafka.model_fields_set:
+                raise BadInput(
+                    f"{scenario}: kafka.version is {s.kafka.version}, the cluster is Kafka "
+                    f"{release}: a calibration compares the model of the cluster's version "
+                    f'(set kafka.version: "{preset}" or leave it out)'
+                )
+            model["overrides"] = (*overrides, f"{VERSION_SET}{preset}")
+        click.echo(
+            f"model      {runs} run(s) per variant, Kafka {preset}'s rules -> {root / 'model'}",
+            err=True,
+        )
+        run_sweep(path, runs, master=master, out=root / "model", **model)
         click.echo(f"kafka      {runs} run(s) per variant -> {root / 'kafka'}", err=True)
         run_sweep(path, runs, master=master, out=root / "kafka", target=where, **common)
         cal = compare(root / "model", root / "kafka")

@@ -116,3 +116,12 @@ VERSIONS: dict[str, ProtocolRules] = {
     "4.1": ProtocolRules(eligible_leader_replicas=True),
 }
 DEFAULT_VERSION = "4.0"
+
+
+def preset_for(release: str) -> str | None:
+    """The preset that models Kafka ``release`` ("4.1.1" -> "4.1"), or None when none does."""
+    parts = release.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    line = f"{int(parts[0])}.{int(parts[1])}"
+    return line if line in VERSIONS else None

@@ -16,6 +16,7 @@ from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.history import history_from_records
 from eosim.analysis.stats import sketch
 from eosim.analysis.timings import WARM_UP_MS, failover_times, warm_ack_latencies
+from eosim.simulation.rules import preset_for
 
 MANIFEST = {
     "format": "eosim-sweep",
@@ -110,6 +111,27 @@ def test_different_sweeps_are_refused(tmp_path):
     (kafka / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CalibrationError, match="seed differs"):
         compare(model, kafka)
+
+
+def _set(root: Path, overrides: list[str]) -> None:
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["set"] = overrides
+    (root / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_the_model_side_may_take_the_clusters_version_and_nothing_else(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0)
+    _set(model, ["kafka.version=4.1"])
+    assert compare(model, kafka).rows  # the model of Kafka 4.1 against Kafka 4.1.1
+    _set(model, ["kafka.version=4.1", "network.request_loss=0.1"])
+    with pytest.raises(CalibrationError, match="set differs"):
+        compare(model, kafka)
+
+
+def test_a_release_maps_to_the_preset_of_its_line():
+    assert [preset_for(r) for r in ("4.1.1", "4.0.0", "3.9.1")] == ["4.1", "4.0", "3.9"]
+    assert preset_for("3.7.2") is None and preset_for("trunk") is None
 
 
 def test_holm_adjusts_by_rank():

@@ -128,6 +128,24 @@ def test_a_small_calibration_of_a_shipped_case(kafka, spark, tmp_path):
     assert "steady" in md.read_text() and "<table>" in html.read_text()
 
 
+@pytest.mark.kafka
+def test_calibrate_refuses_a_scenario_pinned_to_another_version(capsys):
+    from eosim.cli import main
+
+    missing = requirements_missing()
+    if missing:
+        pytest.skip(missing)
+    if find_install("4.1.1", None, None) is None:
+        pytest.skip("Kafka 4.1.1 is not fetched: run eosim kafka install")
+
+    path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", path, "--runs", "1", "--set", "kafka.version=3.9"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "kafka.version is 3.9, the cluster is Kafka 4.1" in err and len(err.splitlines()) == 1
+
+
 CALIBRATION = sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
 
 
