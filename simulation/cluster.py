@@ -124,6 +124,12 @@ class ClusterSettings:
                 heartbeat_interval_ms=float(config.broker_heartbeat_interval_ms),
                 session_timeout_ms=float(config.broker_session_timeout_ms),
                 startup_ms=c.broker_startup,
+                add_partitions_retry_backoff_ms=float(
+                    config.add_partitions_to_txn_retry_backoff_ms
+                ),
+                add_partitions_retry_max_ms=float(
+                    config.add_partitions_to_txn_retry_backoff_max_ms
+                ),
             ),
             CoordinatorSettings(
                 load_ms=c.coordinator_load,
@@ -270,8 +276,8 @@ class Cluster:
                 )
             broker.replica_manager.on_internal_role = runtime.role_changed
             if tv2:
-                runtime.add_partition = lambda txn_id, pid, epoch, tp, on_done, caller=name: (
-                    self.add_partition(txn_id, pid, epoch, tp, on_done, caller)
+                runtime.add_partition = lambda txn_id, pid, epoch, tps, on_done, caller=name: (
+                    self.add_partition(txn_id, pid, epoch, tps, on_done, caller)
                 )
 
     @classmethod
@@ -367,9 +373,13 @@ class Cluster:
 
     def _adder_for(self, caller: str) -> AddPartition:
         def add(
-            txn_id: str | None, pid: int, epoch: int, tp: TopicPartition, on_done: Done
+            txn_id: str | None,
+            pid: int,
+            epoch: int,
+            tps: tuple[TopicPartition, ...],
+            on_done: Done,
         ) -> None:
-            self.add_partition(txn_id, pid, epoch, tp, on_done, caller)
+            self.add_partition(txn_id, pid, epoch, tps, on_done, caller)
 
         return add  # type: ignore[return-value]
 
@@ -397,13 +407,15 @@ class Cluster:
         txn_id: str | None,
         pid: int,
         epoch: int,
-        tp: TopicPartition,
+        tps: tuple[TopicPartition, ...],
         on_done: Done,
         caller: str | None = None,
     ) -> None:
-        """Transaction version 2: a leader (or group coordinator) adds ``tp`` to the
-        producer's transaction (AddPartitionsToTxnManager, operation addPartition);
-        ``on_done`` gets the coordinator's answer once its write is replicated."""
+        """Transaction version 2: a leader (or group coordinator) adds ``tps`` to the
+        producer's transaction (AddPartitionsToTxnManager, operation addPartition: the
+        partitions of one produce request travel in one entry, so the coordinator adds them
+        with one write); ``on_done`` gets the coordinator's answer once its write is
+        replicated."""
         if txn_id is None:
             on_done(Errors.INVALID_TXN_STATE)
             return
@@ -412,7 +424,7 @@ class Cluster:
             on_done(Errors.COORDINATOR_NOT_AVAILABLE)
             return
         runtime.add_partitions(
-            txn_id, pid, epoch, (tp,), lambda error: on_done(add_partitions_error(error))
+            txn_id, pid, epoch, tps, lambda error: on_done(add_partitions_error(error))
         )
 
     # -- faults and the end of a run -----------------------------------------------------

@@ -331,6 +331,14 @@ BROKER_KEYS: dict[str, _Key] = {
     "log.retention.bytes": _Key("retention_bytes", _unlimited_below_zero(-(2**63))),
     "log.segment.bytes": _Key("segment_bytes", _int(MIN_SEGMENT_BYTES)),
     "log.roll.ms": _Key("segment_ms", _long(1)),
+    # A leader's own retries of an implicit add answered CONCURRENT_TRANSACTIONS
+    # (AddPartitionsToTxnConfig, KAFKA-18654; rules.add_partitions_server_retry).
+    "add.partitions.to.txn.retry.backoff.ms": _Key(
+        "add_partitions_to_txn_retry_backoff_ms", _int(1)
+    ),
+    "add.partitions.to.txn.retry.backoff.max.ms": _Key(
+        "add_partitions_to_txn_retry_backoff_max_ms", _int(0)
+    ),
 }
 
 # Topic configs a scenario may set under ``cluster.topics[].config`` (they override the
@@ -375,6 +383,10 @@ class BrokerConfig:
     retention_bytes: int | None = None
     segment_bytes: int = 1_073_741_824
     segment_ms: int = 604_800_000
+    # AddPartitionsToTxnConfig (Kafka 4.0+): the backoff between a leader's own retries of an
+    # implicit add, and how long it retries (capped by the broker's request.timeout.ms).
+    add_partitions_to_txn_retry_backoff_ms: int = 20
+    add_partitions_to_txn_retry_backoff_max_ms: int = 100
 
 
 def parse_named_config(

@@ -68,6 +68,14 @@ class ProtocolRules:
     # False skips those checks, so a zombie member's commit is written (the pre-KIP-447
     # TxnOffsetCommit; never Kafka for OffsetCommit).
     offset_commit_checks_generation: bool = True
+    # KAFKA-18654 part 2 (apache/kafka PR #18810, in Kafka 4.0.0 and later): under transaction
+    # version 2, a leader whose implicit add of a produce request's partitions to the
+    # transaction is answered CONCURRENT_TRANSACTIONS asks the coordinator again itself every
+    # add.partitions.to.txn.retry.backoff.ms (20) until min(add.partitions.to.txn.retry.
+    # backoff.max.ms (100), request.timeout.ms) has passed since the first ask, and only then
+    # answers the client (ReplicaManager.appendRecordsWithTransactionVerification). False:
+    # the client gets CONCURRENT_TRANSACTIONS at once and retries after retry.backoff.ms.
+    add_partitions_server_retry: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -111,6 +119,7 @@ VERSIONS: dict[str, ProtocolRules] = {
         linger_ms_default=0,
         max_in_flight_above_5_disables_implicit_idempotence=True,
         transaction_version=1,
+        add_partitions_server_retry=False,
     ),
     "4.0": ProtocolRules(),
     "4.1": ProtocolRules(eligible_leader_replicas=True),

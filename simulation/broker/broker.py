@@ -98,6 +98,11 @@ def verification_error(error: Errors) -> Errors:
     return _VERIFICATION_ERRORS.get(error, error)
 
 
+# The broker's request.timeout.ms (Kafka's default; not a scenario config): it caps how long a
+# leader retries an implicit add (add.partitions.to.txn.retry.backoff.max.ms).
+BROKER_REQUEST_TIMEOUT_MS = 30_000.0
+
+
 def implicit_add_error(error: Errors) -> Errors:
     """The produce error for a failed implicit add (transaction version 2, Produce v12:
     TransactionSupportedOperation ``addPartition``): as for verification, except that
@@ -116,6 +121,11 @@ class BrokerSettings:
     session_timeout_ms: float = 9_000.0
     # How long a restarted broker process takes to start (cluster.broker_startup).
     startup_ms: float = 2_000.0
+    # add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms
+    # (AddPartitionsToTxnConfig): a leader's own retries of an implicit add answered
+    # CONCURRENT_TRANSACTIONS (rules.add_partitions_server_retry).
+    add_partitions_retry_backoff_ms: float = 20.0
+    add_partitions_retry_max_ms: float = 100.0
 
     def lifecycle(self) -> LifecycleSettings:
         return LifecycleSettings(
@@ -440,14 +450,37 @@ class Broker:
         ]
         if not adds:
             return self._produce(request, {}, None, msg.conn)
-        added: dict[TopicPartition, Errors] = {}
+        # One entry for the request's partitions (AddPartitionsToTxnManager.addOrVerifyTransaction
+        # with the producer id and epoch of the request's transactional batches).
+        tps = tuple(tp for tp, _data in adds)
+        pid, epoch = adds[0][1].producer_id, adds[0][1].epoch
+        txn_id = request.transactional_id
         reply: list[Callable[[object], None]] = []
         now_answer: list[object | None] = []
+        started = self.env.now
+        incarnation = self.incarnation
+        settings = self.settings
+        # KAFKA-18654 part 2: the leader retries CONCURRENT_TRANSACTIONS itself, every
+        # add.partitions.to.txn.retry.backoff.ms until min(add.partitions.to.txn.retry.backoff.
+        # max.ms, request.timeout.ms) has passed since its first ask (the check is made when an
+        # answer arrives, as ReplicaManager.maybeRetryOnConcurrentTransactions makes it).
+        retry_for = min(settings.add_partitions_retry_max_ms, BROKER_REQUEST_TIMEOUT_MS)
 
-        def one_done(tp: TopicPartition, error: Errors) -> None:
-            added[tp] = error
-            if len(added) < len(adds):
+        def ask() -> None:
+            if self.alive and self.incarnation == incarnation:
+                assert self.add_partition is not None
+                self.add_partition(txn_id, pid, epoch, tps, answered)
+
+        def answered(error: Errors) -> None:
+            if (
+                self.rules.add_partitions_server_retry
+                and error is Errors.CONCURRENT_TRANSACTIONS
+                and self.env.now - started < retry_for
+            ):
+                timer = self.env.timeout(settings.add_partitions_retry_backoff_ms)
+                timer.callbacks.append(lambda _ev: ask())
                 return
+            added = dict.fromkeys(tps, error)
             if not reply:
                 now_answer.append(self._produce(request, added, None, msg.conn))
                 return
@@ -457,16 +490,9 @@ class Broker:
             elif request.acks == 0 and self.alive:
                 self._unmute(msg.conn)
 
-        for tp, data in adds:
-            self.add_partition(
-                request.transactional_id,
-                data.producer_id,
-                data.epoch,
-                tp,
-                lambda error, tp=tp: one_done(tp, error),
-            )
-        if len(added) == len(adds):
-            return now_answer[0] if now_answer else None  # type: ignore[return-value]
+        ask()
+        if now_answer:
+            return now_answer[0]  # type: ignore[return-value]
         reply.append(self.hold_current())
         return None
 

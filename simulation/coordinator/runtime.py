@@ -132,9 +132,10 @@ if TYPE_CHECKING:
 
 FenceListener = Callable[[str, int, int, float], None]  # txn id, producer id, new epoch, time
 Done = Callable[[Errors], None]
-# Transaction version 2: (txn id, producer id, epoch, partition, on_done) -> adds the
-# partition to the transaction through its coordinator (AddPartitionsToTxnManager).
-AddPartition = Callable[[str, int, int, TopicPartition, Done], None]
+# Transaction version 2: (txn id, producer id, epoch, partitions, on_done) -> adds the
+# partitions to the transaction through its coordinator (AddPartitionsToTxnManager: one
+# AddPartitionsToTxn entry for the caller's partitions, one answer for them all).
+AddPartition = Callable[[str, int, int, tuple[TopicPartition, ...], Done], None]
 
 # TransactionStateManager.appendTransactionToLog (and the group coordinator's
 # handleOperationException): a log append error as the coordinator answers it.
@@ -812,7 +813,11 @@ class CoordinatorRuntime:
                     write(error)
 
                 self.add_partition(
-                    request.transactional_id, request.producer_id, request.epoch, partition, added
+                    request.transactional_id,
+                    request.producer_id,
+                    request.epoch,
+                    (partition,),
+                    added,
                 )
                 return
             write(error)
