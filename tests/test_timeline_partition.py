@@ -38,7 +38,7 @@ def test_last_replica_standing_names_the_power_loss_and_the_election_without_the
     assert (example["partition"], offset) == (0, 0)
     power, elected, leads, *truncations = decisive(t)
     assert (power.src, power.status, power.note) == ("broker-0", "power_loss", "cuts offset 0")
-    assert "events-0 cut 999->0" in power.label
+    assert "events-0 cut 1002->0" in power.label
     assert (elected.src, elected.status) == ("controller", "leader_elected")
     assert "broker-0 leads at epoch 2" in elected.label
     assert elected.note == "election of a leader without offset 0"
@@ -72,22 +72,22 @@ def test_last_replica_standing_names_the_power_loss_and_the_election_without_the
     assert "when sent: leader broker-0 at epoch 0, ISR [broker-0,broker-1,broker-2]" in text
     assert (
         "lost by    20000.000 power loss on broker-0: the page cache is lost, events-0 is cut "
-        "from 999 to 0, offset 0 with it"
+        "from 1002 to 0, offset 0 with it"
     ) in text
     assert "the controller elects broker-0 for events-0 at epoch 2: its log ends at 0" in text
     assert (
         "!   20000.000             broker-0                   power loss: page cache lost" in text
     )
-    assert "events-0: truncated from 999 to 0 (diverging epoch (0, 0))  <== cuts offset 0" in text
+    assert "events-0: truncated from 1002 to 0 (diverging epoch (0, 0))  <== cuts offset 0" in text
 
     svg = t.svg()
     root = ET.fromstring(svg)
     texts = ["".join(n.itertext()) for n in root.iter("{http://www.w3.org/2000/svg}text")]
     assert (
         "lost by: 20000.000 power loss on broker-0: the page cache is lost, events-0 is cut "
-        "from 999 to 0, offset 0 with it" in texts
+        "from 1002 to 0, offset 0 with it" in texts
     )
-    assert "power loss: page cache lost, events-0 cut 999->0  <== cuts offset 0" in texts
+    assert "power loss: page cache lost, events-0 cut 1002->0  <== cuts offset 0" in texts
     assert any(s.endswith("<== election of a leader without offset 0") for s in texts)
     assert len(root.findall("{http://www.w3.org/2000/svg}polygon")) == len(decisive(t)) == 5
     assert "controller" in texts  # its lane
@@ -117,12 +117,12 @@ def test_truncation_to_the_high_watermark_is_named():
     assert (leads.src, leads.note) == ("broker-2", f"leads without offset {offset}")
     assert (late.src, late.status) == ("broker-1", "truncated")  # late, still shown
     assert late.time > 30_000
-    # broker-1's truncation 539 -> 481 keeps the record's offset: shown, not marked.
-    kept = [r for r in t.rows if r.status == "truncated" and "539 to 481" in r.label]
+    # broker-1's truncation 535 -> 480 keeps the record's offset: shown, not marked.
+    kept = [r for r in t.rows if r.status == "truncated" and "535 to 480" in r.label]
     assert kept and not any(r.note for r in kept)
     text = t.text()
     assert (
-        f"broker-2 truncates events-0 from 481 to {offset} (high watermark (before KIP-101)): "
+        f"broker-2 truncates events-0 from 480 to {offset} (high watermark (before KIP-101)): "
         f"offset {offset} is cut"
     ) in text
     assert (
@@ -158,9 +158,9 @@ def test_eosim_run_timeline_and_svg(tmp_path, capsys):
             ]
         )
     out = capsys.readouterr().out
-    assert "lost by    11001.734 broker-2 truncates events-0 from 481 to 430" in out
+    assert "lost by    11000.712 broker-2 truncates events-0 from 480 to 427" in out
     svg = (tmp_path / "seed-1-lost_write.svg").read_text()
-    assert "lost by: 11001.734 broker-2 truncates events-0" in svg
+    assert "lost by: 11000.712 broker-2 truncates events-0" in svg
 
 
 # -- the story from hand-made state changes -------------------------------------------------

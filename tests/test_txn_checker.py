@@ -658,14 +658,22 @@ def test_a_run_cut_by_its_duration_says_so_and_its_writer_in_flight_is_not_hangi
     from eosim import api
 
     path = str(Path(__file__).resolve().parent.parent / "scenarios" / "hanging-transaction.yaml")
+    # The writer is still writing when the run ends (the cut at 10 s, then the recovery
+    # window). Its transaction is open on events-0 from its append to the COMMIT marker: with
+    # the default latency about 2 ms of each ~106 ms cycle (the rest is the retry.backoff.ms
+    # after CONCURRENT_TRANSACTIONS), so few seeds would end inside one. The scenario's own
+    # fault (requests delayed past delivery.timeout.ms: a hanging transaction) is replaced by
+    # one that only slows broker-0's answers to the writer by 200 ms: the writer waits for its
+    # produce response with its records appended, most of each cycle.
     cut = (
         "duration=10s",
-        "faults=[]",
+        "faults=[{kind: delay, links: [[broker-0, writer]], at: 0s, duration: 100s, "
+        "extra_latency: 200ms}]",
         "transactional_producers.0.workload.transactions=10000",
         "transactional_producers.0.workload.rate=1000",
         "expect={}",
     )
-    # The first seed whose cut falls inside a transaction (several do; which ones depends on
+    # The first seed whose cut falls inside a transaction (most do; which ones depends on
     # timing, so the test looks for one rather than naming it).
     for seed in range(1, 11):
         outcome = api.run(api.load(path, cut), seed)
@@ -677,6 +685,10 @@ def test_a_run_cut_by_its_duration_says_so_and_its_writer_in_flight_is_not_hangi
     assert history.end.time == round(outcome.run.sim_time_ms, 6)
     (line,) = history.stable_offsets
     assert line.open_transactions, "the writer was mid-transaction at the end"
+    # ... in its own transaction, still open: past every record of a committed one.
+    committed = [w.offset for t in history.txns if t.outcome == "ok" for w in t.sends]
+    assert line.open_transactions[0].first_offset > max(committed)
+    assert history.txns[-1].outcome == "info"
     assert outcome.check.anomalies["hanging_transaction"].count == 0
     assert "cut by its duration" in outcome.check.notes[0]
 
