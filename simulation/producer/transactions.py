@@ -59,6 +59,9 @@ from eosim.simulation.protocol import (
 # Kafka's TransactionManager.Priority: a lower number goes first.
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_OR_OFFSETS, END_TXN, EPOCH_BUMP = range(5)
 
+# TransactionManager.ADD_PARTITIONS_RETRY_BACKOFF_MS (KAFKA-5477).
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20.0
+
 RETRY = "retry"  # the handler asks for the same request again after a backoff
 LOOKUP = "lookup"  # ... after finding the coordinator again
 
@@ -102,6 +105,9 @@ class TxnRequest:
     commit: bool = False
     # Completes the application's result event (None, or the error) if the request fails.
     finish: Callable[[str | None], None] | None = None
+    # The handler's own retry backoff when it is shorter than retry.backoff.ms (Kafka's
+    # TxnRequestHandler.retryBackoffMs: the smaller of the two).
+    backoff_ms: float | None = None
 
 
 class Transactions:
@@ -199,7 +205,10 @@ class Transactions:
             return
         if outcome == LOOKUP:
             self.coordinators.pop((request.coordinator_type, request.coordinator_key), None)
-        request.not_before = self.env.now + self.retry_backoff_ms
+        backoff = self.retry_backoff_ms
+        if request.backoff_ms is not None:
+            backoff = min(backoff, request.backoff_ms)
+        request.not_before = self.env.now + backoff
         self._order += 1
         request.order = self._order
         self.pending.append(request)
@@ -430,18 +439,27 @@ class Transactions:
                 self.pending_partitions.pop(tp, None)
             self._fail(error)
 
-        self._enqueue(
-            TxnRequest(
-                ADD_PARTITIONS_OR_OFFSETS,
-                "AddPartitionsToTxn",
-                "transaction",
-                self.transactional_id,
-                lambda cid: AddPartitionsToTxnRequest(
-                    cid, self.transactional_id, pid, epoch, partitions
-                ),
-                self._handler(added, failed),
-            )
+        handle = self._handler(added, failed)
+
+        def first_add_backs_off_briefly(response: Any) -> str | None:
+            # AddPartitionsToTxnHandler.maybeOverrideRetryBackoffMs: the first add of a
+            # transaction answered CONCURRENT_TRANSACTIONS (the previous one is still
+            # completing) is retried after 20 ms (ADD_PARTITIONS_RETRY_BACKOFF_MS, KAFKA-5477).
+            first = response.error is Errors.CONCURRENT_TRANSACTIONS and not self.partitions_in_txn
+            request.backoff_ms = ADD_PARTITIONS_RETRY_BACKOFF_MS if first else None
+            return handle(response)
+
+        request = TxnRequest(
+            ADD_PARTITIONS_OR_OFFSETS,
+            "AddPartitionsToTxn",
+            "transaction",
+            self.transactional_id,
+            lambda cid: AddPartitionsToTxnRequest(
+                cid, self.transactional_id, pid, epoch, partitions
+            ),
+            first_add_backs_off_briefly,
         )
+        self._enqueue(request)
 
     # -- sendOffsetsToTransaction ------------------------------------------------------
     def send_offsets_to_transaction(

@@ -229,6 +229,23 @@ def test_a_request_backing_off_holds_the_queue():
     assert isinstance(request, AddPartitionsToTxnRequest)
 
 
+def test_the_first_add_of_a_transaction_retries_concurrent_transactions_after_20_ms():
+    """TransactionManagerTest.testAddPartitionToTransactionOverridesRetryBackoffForConcurrentTransactions
+    (AddPartitionsToTxnHandler.maybeOverrideRetryBackoffMs): nothing in the transaction yet,
+    so the previous one is still completing: 20 ms, not retry.backoff.ms (100)."""
+    c = Client()
+    c.init()
+    assert c.txn.begin() is None
+    c.txn.maybe_add_partition(TP0)
+    add = c.next()
+    c.answer(add, ErrorResponse(1, Errors.CONCURRENT_TRANSACTIONS))
+    c.env.run(until=19)
+    assert c.next() is None
+    c.env.run(until=21)
+    _, request = c.next()
+    assert isinstance(request, AddPartitionsToTxnRequest)
+
+
 def test_transactional_produce_failures_are_abortable_except_fencing():
     """TransactionManager.maybeTransitionToErrorState via handleFailedBatch."""
     for error, state in (
