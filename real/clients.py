@@ -90,6 +90,26 @@ def _property(value: Any) -> str:
     return str(value)
 
 
+def wait_stopped(pid: int, timeout: float = 2.0) -> bool:
+    """Wait until every thread of process ``pid`` is stopped (state T in ``/proc``); False
+    when that did not happen within ``timeout`` s or ``/proc`` cannot tell."""
+    import time
+
+    tasks = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            states = [
+                (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
+            ]
+        except (OSError, IndexError):
+            return False
+        if states and all(s in ("T", "t") for s in states):
+            return True
+        time.sleep(0.005)
+    return False
+
+
 class DriverProcess:
     """One running driver JVM (an application process).
 
@@ -138,8 +158,11 @@ class DriverProcess:
             self.proc.send_signal(sig)
 
     def pause(self) -> None:
-        """Freeze the JVM (SIGSTOP): a paused client process, as a long GC pause."""
+        """Freeze the JVM (SIGSTOP): a paused client process, as a long GC pause. Returns once
+        every thread has stopped: a signal is delivered asynchronously, and a thread inside a
+        write finishes it first."""
         self._signal(signal.SIGSTOP)
+        wait_stopped(self.proc.pid)
 
     def resume(self) -> None:
         """Let a paused JVM run on (SIGCONT)."""

@@ -414,3 +414,18 @@ def test_a_restarted_incarnation_resends_first_then_continues(
     oks = sorted((o["value"]["offset"], o["value"]["value"]) for o in lines if o["type"] == "ok")
     assert [v for _, v in oks] == ["producer-0-1", "producer-0-3", "producer-0-5",
                                    "producer-0-6", "producer-0-7"]  # fmt: skip
+
+
+def test_wait_stopped_sees_a_stopped_process_and_not_a_running_one() -> None:
+    import subprocess
+
+    from eosim.real.clients import wait_stopped
+
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not wait_stopped(proc.pid, timeout=0.2)  # running
+        proc.send_signal(signal.SIGSTOP)
+        assert wait_stopped(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
