@@ -427,6 +427,17 @@ def first_markers_after(records: list[LogRecord], markers: list[Marker]) -> dict
     return found
 
 
+def aborted_offsets(records: list[LogRecord], after: dict[int, Marker]) -> set[int]:
+    """The offsets of a partition's records known to be aborted: under an ABORT marker of
+    their producer (``after``: :func:`first_markers_after`), or marked ``aborted`` where the
+    markers are not known (a real run's drain)."""
+    return {
+        r.offset
+        for r in records
+        if r.aborted or (r.offset in after and after[r.offset].type == "ABORT")
+    }
+
+
 def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> None:
     """A transaction that must have committed (`ok`, or `info` with a value a read_committed
     poll returned) whose every write is proven missing: its partition has a final log and no
@@ -438,15 +449,13 @@ def _lost_transactions(history: History, seen: _Observations, lost: Anomaly) -> 
         return
     committed: dict[tuple[str, int], set[str]] = {}
     for key, records in history.logs.items():
-        after = first_markers_after(records, history.markers.get(key, []))
-        if not after and not any(r.aborted for r in records):
+        aborted = aborted_offsets(
+            records, first_markers_after(records, history.markers.get(key, []))
+        )
+        if not aborted:
             committed[key] = seen.logged[key]
             continue
-        committed[key] = {
-            r.value
-            for r in records
-            if not r.aborted and (r.offset not in after or after[r.offset].type != "ABORT")
-        }
+        committed[key] = {r.value for r in records if r.offset not in aborted}
     read_committed: set[RecordId] = set()
     if any(txn.outcome == "info" for txn in history.txns):
         read_committed = {

@@ -43,6 +43,7 @@ from eosim.analysis.checker import (
     MAX_LISTED,
     Anomaly,
     Position,
+    aborted_offsets,
     below_log_start,
     first_markers_after,
     position_dict,
@@ -111,13 +112,11 @@ class _Facts:
         self.aborted_positions: set[Position] = set()
         for (topic, partition), records in history.logs.items():
             markers = history.markers.get((topic, partition), [])
-            for offset, marker in first_markers_after(records, markers).items():
+            after = first_markers_after(records, markers)
+            for offset, marker in after.items():
                 self.marker_after[topic, partition, offset] = marker
-                if marker.type == "ABORT":
-                    self.aborted_positions.add((topic, partition, offset))
-            for record in records:
-                if record.aborted:  # a real drain's finding, no marker known
-                    self.aborted_positions.add((topic, partition, record.offset))
+            for offset in aborted_offsets(records, after):
+                self.aborted_positions.add((topic, partition, offset))
         self.committed_polls = [p for p in history.polls if p.isolation == READ_COMMITTED]
         self._outputs: dict[tuple[str | None, str], set[Position]] | None = None
 
