@@ -47,6 +47,8 @@ from typing import Any, ClassVar, Protocol
 
 from eosim.real import RealError
 from eosim.simulation.config import BROKER_KEYS, TOPIC_KEYS
+from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS
+from eosim.simulation.metadata import ClusterMetadata as ModelMetadata
 
 CONTROLLER = "controller"
 CONTROLLER_ID = 100
@@ -191,27 +193,72 @@ def topic_configs(scenario: Any) -> list[dict[str, Any]]:
     return [topic_spec(t, moved) for t in scenario.cluster.topics]
 
 
+def check_topic_configs(
+    specs: Sequence[Mapping[str, Any]], reported: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Raise :class:`ClusterError` unless Kafka reports every config asked for on each topic
+    with the value asked for (a config silently dropped on the way would make the real run a
+    different scenario)."""
+    for spec in specs:
+        have = reported.get(spec["name"], {})
+        for key, value in spec.get("config", {}).items():
+            if have.get(key) != value:
+                raise ClusterError(
+                    f"topic {spec['name']}: {key} is {have.get(key)!r} on Kafka, not {value!r} "
+                    "as the scenario asks"
+                )
+
+
 # ---------------------------------------------------------------------------------------------
 # Topic administration
 
 
 class TopicAdmin(Protocol):
-    """Creates topics: deletes any with the same names first, waits until the new ones have
-    leaders."""
+    """Creates topics: deletes any with the same names first, creates them with their
+    ``config`` and, when a topic dict has one, its replica ``assignment`` (node ids per
+    partition, the preferred leader first), and waits until the new ones have leaders. It may
+    return what it created: ``{"configs": {topic: {name: value}}}``, the configs Kafka reports
+    set on each topic, which :meth:`RealCluster.recreate_topics` then checks."""
 
-    def recreate_topics(self, bootstrap: str, topics: Sequence[Mapping[str, Any]]) -> None: ...
+    def recreate_topics(
+        self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None: ...
 
 
 class ActionTopicAdmin:
     """A :class:`TopicAdmin` over a callable ``action(bootstrap, action_dict) -> dict``, such as
     the workload driver's admin mode (``functools.partial(eosim.real.clients.admin, install)``)
-    with ``{"action": "recreate_topics", "topics": [...]}``."""
+    with ``{"action": "recreate_topics", "topics": [...]}``; it also places the internal topics
+    (``place_internal``)."""
 
     def __init__(self, action: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
         self.action = action
 
-    def recreate_topics(self, bootstrap: str, topics: Sequence[Mapping[str, Any]]) -> None:
-        self.action(bootstrap, {"name": "recreate_topics", "topics": [dict(t) for t in topics]})
+    def recreate_topics(
+        self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None:
+        return self.action(
+            bootstrap, {"name": "recreate_topics", "topics": [dict(t) for t in topics]}
+        )
+
+    def place_internal(
+        self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None:
+        return self.action(
+            bootstrap, {"name": "place_internal", "topics": [dict(t) for t in topics]}
+        )
+
+
+def model_assignment(
+    broker_names: Sequence[str], topic: str, partitions: int, replication_factor: int
+) -> list[list[int]]:
+    """The model's replica placement of ``topic`` (:class:`eosim.simulation.metadata.
+    ClusterMetadata`: partition ``p`` on brokers ``p, p+1, ...``, the first its preferred
+    leader) as Kafka node ids, so that a real run's fault schedule (kill ``broker-0``) hits the
+    broker that leads the same partitions in the model. Kafka's own placement starts at a
+    random broker, so without it a real run's leaders differ from the model's."""
+    meta = ModelMetadata(tuple(broker_names), {topic: partitions}, {topic: replication_factor})
+    return [[node_id(b) for b in meta.replicas((topic, p))] for p in range(partitions)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -825,15 +872,59 @@ class RealCluster:
                 "(e.g. ActionTopicAdmin over the driver's admin mode)"
             )
         specs = [topic_spec(t) for t in topics]
-        self.admin.recreate_topics(self.bootstrap(), specs)
-        wanted = {(s["name"], p) for s in specs for p in range(s["partitions"])}
+        for spec in specs:
+            spec["assignment"] = model_assignment(
+                self.broker_names, spec["name"], spec["partitions"], spec["replication_factor"]
+            )
+        created = self.admin.recreate_topics(self.bootstrap(), specs)
+        if created is not None and "configs" in created:
+            check_topic_configs(specs, created["configs"])
+        # Each partition led by its preferred replica, the model's initial leader.
+        wanted = {
+            (s["name"], p): s["assignment"][p][0] for s in specs for p in range(s["partitions"])
+        }
+        self._await_leaders(wanted, f"topics {sorted({s['name'] for s in specs})}")
+
+    def place_internal(self, topics: Sequence[str]) -> None:
+        """Give the internal ``topics`` (``__transaction_state``, ``__consumer_offsets``) the
+        model's placement and leaders: created if missing (as a client's FindCoordinator does),
+        replicas reordered where Kafka placed them otherwise, and a preferred leader election
+        so that each partition is led by the broker that leads it in the model (a previous
+        run's crashes move internal leaders; Kafka moves them back only after
+        ``leader.imbalance.check.interval.seconds``, 300 s). Then a transactional.id's
+        coordinator is on the same broker on both sides."""
+        if not topics:
+            return
+        place = getattr(self.admin, "place_internal", None)
+        if place is None:
+            raise ClusterError("this TopicAdmin cannot place internal topics (no place_internal)")
+        partitions, factor = INTERNAL_PARTITIONS, min(3, len(self.broker_names))
+        specs = [
+            {"name": t, "assignment": model_assignment(self.broker_names, t, partitions, factor)}
+            for t in topics
+        ]
+        place(self.bootstrap(), specs)
+        wanted = {(s["name"], p): s["assignment"][p][0] for s in specs for p in range(partitions)}
+        self._await_leaders(wanted, f"internal topics {list(topics)}")
+
+    def _await_leaders(self, wanted: Mapping[tuple[str, int], int], what: str) -> None:
+        """Wait up to 30 s until every partition of ``wanted`` is led by the node id given."""
         deadline = time.monotonic() + 30
+        topics = sorted({t for t, _ in wanted})
         while True:
-            have = self.metadata([s["name"] for s in specs]).partitions
-            if all(k in have and have[k].leader >= 0 for k in wanted):
+            have = self.metadata(topics).partitions
+            wrong = sorted(
+                k for k, leader in wanted.items() if k not in have or have[k].leader != leader
+            )
+            if not wrong:
                 return
             if time.monotonic() > deadline:
-                raise ClusterError(f"topics {sorted({s['name'] for s in specs})} got no leaders")
+                t, p = wrong[0]
+                got = have[wrong[0]].leader if wrong[0] in have else None
+                raise ClusterError(
+                    f"{what}: {len(wrong)} partition(s) not led by the model's initial leader, "
+                    f"e.g. {t}-{p} led by {got}, not {wanted[wrong[0]]}"
+                )
             time.sleep(0.2)
 
     def metadata(

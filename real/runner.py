@@ -31,6 +31,7 @@ from eosim.real.cluster import RealCluster, topic_configs
 from eosim.real.install import KafkaInstall
 from eosim.real.nemesis import WallClockNemesis
 from eosim.simulation.applications import workload_horizon
+from eosim.simulation.coordinator.directory import TRANSACTION_STATE_TOPIC
 from eosim.simulation.faults import NETWORK_FAULTS
 from eosim.simulation.faults import refusals as fault_refusals
 from eosim.simulation.history import HistoryRecorder
@@ -163,8 +164,12 @@ class RealRun:
             )
 
     def prepare(self) -> None:
+        """Recreate the scenario's topics with the model's placement and configs, and put the
+        internal topics its applications use on the model's leaders."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cluster.recreate_topics(topic_configs(self.scenario))
+        internal = [TRANSACTION_STATE_TOPIC] if self.scenario.transactional_producers else []
+        self.cluster.place_internal(internal)
 
     def realise_schedule(self) -> None:
         streams = RandomStreams(self.seed)

@@ -137,6 +137,90 @@ def test_a_cluster_serves_scenarios_with_the_same_brokers_and_broker_only_config
     assert not cluster.compatible(base, strict=True)  # min.insync.replicas was moved off
 
 
+class _RecordingAdmin:
+    """A TopicAdmin that records what it was asked and reports configs as given (or not)."""
+
+    def __init__(self, report_configs: bool = True) -> None:
+        self.asked: list[tuple[str, list[dict[str, Any]]]] = []
+        self.report_configs = report_configs
+
+    def recreate_topics(self, bootstrap: str, topics: Sequence[Mapping[str, Any]]) -> Any:
+        self.asked.append(("recreate", [dict(t) for t in topics]))
+        configs = {t["name"]: dict(t["config"]) if self.report_configs else {} for t in topics}
+        return {"configs": configs}
+
+    def place_internal(self, bootstrap: str, topics: Sequence[Mapping[str, Any]]) -> Any:
+        self.asked.append(("place", [dict(t) for t in topics]))
+        return {"reassigned": 0, "elected": 0}
+
+
+def _led_as_asked(cluster: RealCluster, admin: _RecordingAdmin) -> None:
+    """Make ``cluster.metadata`` answer that each partition is led by its first replica."""
+    from eosim.real.cluster import ClusterMetadata, PartitionState
+
+    def metadata(topics: Any = None, via: Any = None) -> ClusterMetadata:
+        parts = {}
+        for _, specs in admin.asked:
+            for spec in specs:
+                for p, replicas in enumerate(spec["assignment"]):
+                    parts[(spec["name"], p)] = PartitionState(
+                        spec["name"], p, 0, replicas[0], 0, tuple(replicas), tuple(replicas)
+                    )
+        return ClusterMetadata({}, 100, parts)
+
+    cluster.metadata = metadata  # type: ignore[method-assign]
+
+
+def test_topics_are_created_with_the_models_placement_and_configs() -> None:
+    """Kafka places a new topic's replicas from a random broker; the real cluster asks for the
+    model's placement (partition p on broker-p first), so that killing broker-0 kills the
+    leader of the partitions the model's broker-0 leads, and it passes the topic's configs."""
+    from eosim.real.cluster import model_assignment
+
+    assert model_assignment(["broker-0", "broker-1", "broker-2"], "t", 4, 3) == [
+        [1, 2, 3],
+        [2, 3, 1],
+        [3, 1, 2],
+        [1, 2, 3],
+    ]
+    assert model_assignment(["broker-0", "broker-1", "broker-2"], "t", 2, 1) == [[1], [2]]
+    admin = _RecordingAdmin()
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback", admin=admin)
+    _led_as_asked(cluster, admin)
+    cluster.recreate_topics(
+        [
+            {
+                "name": "events",
+                "partitions": 3,
+                "replication_factor": 3,
+                "config": {"min.insync.replicas": 2},
+            }
+        ]
+    )
+    ((kind, [spec]),) = admin.asked
+    assert kind == "recreate"
+    assert spec["assignment"] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    assert spec["config"] == {"min.insync.replicas": "2"}
+    cluster.place_internal(["__transaction_state"])
+    kind, [internal] = admin.asked[1]
+    assert kind == "place" and internal["name"] == "__transaction_state"
+    assert len(internal["assignment"]) == 50 and internal["assignment"][4] == [2, 3, 1]
+
+
+def test_a_topic_config_kafka_did_not_take_is_an_error() -> None:
+    """The admin once read ``configs`` where eosim wrote ``config``, and every real topic ran on
+    the broker's defaults (min ISR 1, no unclean election) whatever the scenario said."""
+    admin = _RecordingAdmin(report_configs=False)
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback", admin=admin)
+    _led_as_asked(cluster, admin)
+    topic = {"name": "events", "partitions": 1, "replication_factor": 3}
+    with pytest.raises(
+        ClusterError, match=r"events: min.insync.replicas is None on Kafka, not '2'"
+    ):
+        cluster.recreate_topics([{**topic, "config": {"min.insync.replicas": 2}}])
+    cluster.recreate_topics([{**topic, "config": {}}])  # nothing asked, nothing to miss
+
+
 def test_refused_fault_kinds_give_one_line_each() -> None:
     cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback")
     lines = refusals(

@@ -184,14 +184,18 @@ def bootstrap(kafka: KafkaInstall, tmp_path_factory: pytest.TempPathFactory) -> 
             node.wait()
 
 
-def _topic(kafka: KafkaInstall, bootstrap: str, name: str, partitions: int) -> dict[str, Any]:
+def _topic(
+    kafka: KafkaInstall,
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    config: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    topic = {"name": name, "partitions": partitions, "replication_factor": 1}
     return admin(
         kafka,
         bootstrap,
-        {
-            "name": "recreate_topics",
-            "topics": [{"name": name, "partitions": partitions, "replication_factor": 1}],
-        },
+        {"name": "recreate_topics", "topics": [{**topic, "config": config or {}}]},
         timeout=60,
     )
 
@@ -222,7 +226,13 @@ def _anomalies(lines: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, i
 @pytest.mark.kafka
 @needs_kafka
 def test_admin_recreates_and_describes(kafka: KafkaInstall, bootstrap: str) -> None:
-    described = _topic(kafka, bootstrap, "described", 3)
+    described = _topic(
+        kafka, bootstrap, "described", 3, {"min.insync.replicas": "1", "retention.ms": "3600000"}
+    )
+    # The topic's own configs, as Kafka reports them (it once dropped every one of them).
+    assert described.pop("configs") == {
+        "described": {"min.insync.replicas": "1", "retention.ms": "3600000"}
+    }
     assert described["partitions"] == [
         {"topic": "described", "partition": p, "leader": 1, "replicas": [1], "isr": [1], "elr": []}
         for p in range(3)

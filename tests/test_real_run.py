@@ -105,6 +105,37 @@ def test_a_crash_and_a_pause_on_a_real_cluster_write_a_history_the_checker_reads
     # acks=all, idempotent, clean election: Kafka keeps what it acknowledged.
     assert outcome.expect.met, outcome.expect.to_dict()
     assert "--target kafka" in outcome.command
+    # The topic was created with the model's placement (broker-0 leads events-0, as in the
+    # model, so the crash above killed the same leader) and with the scenario's configs.
+    from functools import partial
+
+    from eosim.real import clients
+
+    action = partial(clients.admin, kafka.install, kafka.cluster.bootstrap())
+    described = action({"name": "describe", "topics": ["events"]})
+    assert [p["replicas"] for p in described["partitions"]] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+@pytest.mark.kafka
+def test_internal_topics_get_the_models_leaders(kafka):
+    """A transactional.id's coordinator is the leader of its __transaction_state partition:
+    the real cluster gives those partitions the model's leaders before each run."""
+    from eosim.real.cluster import model_assignment, node_id
+
+    cluster = kafka.cluster_for(scenario())
+    cluster.place_internal(["__transaction_state"])
+    want = model_assignment(cluster.broker_names, "__transaction_state", 50, 3)
+    meta = cluster.metadata(["__transaction_state"]).partitions
+    assert [meta[("__transaction_state", p)].replicas for p in range(50)] == [
+        tuple(r) for r in want
+    ]
+    assert [meta[("__transaction_state", p)].leader for p in range(50)] == [r[0] for r in want]
+    # After a crash moves leaders away, the next run's preparation brings them back.
+    cluster.crash("broker-0")
+    cluster.restart("broker-0", wait=True)
+    cluster.place_internal(["__transaction_state"])
+    meta = cluster.metadata(["__transaction_state"]).partitions
+    assert meta[("__transaction_state", 0)].leader == node_id("broker-0")
 
 
 @pytest.mark.kafka

@@ -4,23 +4,31 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DeletedRecords;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 
@@ -30,10 +38,20 @@ import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
  *
  * <ul>
  *   <li>{@code recreate_topics}: {@code topics: [{name, partitions, replication_factor,
- *       configs}]}. Deletes those that exist (Admin.deleteTopics) and waits until the topic list
- *       no longer names them, creates them (Admin.createTopics; a TopicExistsException while
- *       the old topic's deletion completes is retried), and waits until every partition has a
- *       leader and a full ISR. Result: as {@code describe}.
+ *       config, assignment}]}. Deletes those that exist (Admin.deleteTopics) and waits until the
+ *       topic list no longer names them, creates them (Admin.createTopics; a TopicExistsException
+ *       while the old topic's deletion completes is retried) with {@code config} as topic
+ *       configs and, when given, {@code assignment} (per partition, its replicas' node ids, the
+ *       preferred leader first) as the replica assignment, and waits until every partition has
+ *       a leader and a full ISR. Result: as {@code describe}, plus {@code configs}: each
+ *       topic's configs set on the topic itself (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG).
+ *   <li>{@code place_internal}: {@code topics: [{name, assignment}]}, internal topics
+ *       ({@code __transaction_state}, {@code __consumer_offsets}). Creates each that does not
+ *       exist yet the way a client does (a FindCoordinator through describeTransactions or
+ *       describeConsumerGroups), reorders the replicas of every partition whose replica list
+ *       differs from {@code assignment} (alterPartitionReassignments, waiting until none is in
+ *       progress), then runs a preferred leader election (electLeaders) until every partition
+ *       is led by its first replica. Result: {@code {reassigned, elected}} counts.
  *   <li>{@code describe}: {@code topics: [names]}. Result: {@code partitions: [{topic,
  *       partition, leader (node id or null), replicas, isr, elr}]}, from Admin.describeTopics.
  *   <li>{@code delete_records}: {@code records: [{topic, partition, offset}]}
@@ -63,8 +81,10 @@ final class AdminMode {
                 case "recreate_topics" -> recreate(admin);
                 case "describe" -> describe(admin, names(action.path("topics")));
                 case "delete_records" -> deleteRecords(admin);
+                case "place_internal" -> placeInternal(admin);
                 default -> throw new EosimDriver.SpecException("action.name: expected "
-                        + "recreate_topics, describe or delete_records, got '" + name + "'");
+                        + "recreate_topics, describe, delete_records or place_internal, got '"
+                        + name + "'");
             };
         }
     }
@@ -113,10 +133,12 @@ final class AdminMode {
         Map<String, NewTopic> wanted = new LinkedHashMap<>();
         for (JsonNode t : topics) {
             String topic = EosimDriver.required(t, "name", "action.topics[].").asText();
-            NewTopic nt = new NewTopic(topic, t.path("partitions").asInt(1),
-                    (short) t.path("replication_factor").asInt(1));
+            NewTopic nt = t.has("assignment")
+                    ? new NewTopic(topic, assignment(t.get("assignment")))
+                    : new NewTopic(topic, t.path("partitions").asInt(1),
+                            (short) t.path("replication_factor").asInt(1));
             Map<String, String> configs = new HashMap<>();
-            for (Iterator<Map.Entry<String, JsonNode>> it = t.path("configs").fields();
+            for (Iterator<Map.Entry<String, JsonNode>> it = t.path("config").fields();
                     it.hasNext(); ) {
                 Map.Entry<String, JsonNode> e = it.next();
                 configs.put(e.getKey(), e.getValue().asText());
@@ -146,7 +168,9 @@ final class AdminMode {
             String notReady = notReady(admin, names);
             if (notReady == null) {
                 try {
-                    return describe(admin, names);
+                    ObjectNode result = describe(admin, names);
+                    result.set("configs", topicConfigs(admin, names));
+                    return result;
                 } catch (ExecutionException e) {
                     // Another broker answered, one that has not heard of the topics yet.
                     if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) {
@@ -218,6 +242,131 @@ final class AdminMode {
                 idArray(o, "replicas", p.replicas());
                 idArray(o, "isr", p.isr());
                 idArray(o, "elr", p.elr() == null ? List.of() : p.elr());
+            }
+        }
+        return result;
+    }
+
+    /** Per partition (0, 1, ...), its replicas' node ids, the preferred leader first. */
+    private static Map<Integer, List<Integer>> assignment(JsonNode partitions) {
+        Map<Integer, List<Integer>> result = new LinkedHashMap<>();
+        int partition = 0;
+        for (JsonNode replicas : partitions) {
+            List<Integer> ids = new ArrayList<>();
+            for (JsonNode id : replicas) {
+                ids.add(id.asInt());
+            }
+            result.put(partition++, ids);
+        }
+        return result;
+    }
+
+    /** Each topic's configs set on the topic itself (not the broker's or Kafka's defaults). */
+    private static ObjectNode topicConfigs(Admin admin, List<String> names) throws Exception {
+        List<ConfigResource> resources = new ArrayList<>();
+        for (String name : names) {
+            resources.add(new ConfigResource(ConfigResource.Type.TOPIC, name));
+        }
+        Map<ConfigResource, Config> configs = admin.describeConfigs(resources).all().get();
+        ObjectNode result = EosimDriver.JSON.createObjectNode();
+        for (ConfigResource r : resources) {
+            ObjectNode topic = result.putObject(r.name());
+            for (ConfigEntry e : configs.get(r).entries()) {
+                if (e.source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG) {
+                    topic.put(e.name(), e.value());
+                }
+            }
+        }
+        return result;
+    }
+
+    private ObjectNode placeInternal(Admin admin) throws Exception {
+        Map<TopicPartition, List<Integer>> wanted = new LinkedHashMap<>();
+        List<String> names = new ArrayList<>();
+        for (JsonNode t : EosimDriver.required(action, "topics", "action.")) {
+            String name = EosimDriver.required(t, "name", "action.topics[].").asText();
+            names.add(name);
+            Map<Integer, List<Integer>> a =
+                    assignment(EosimDriver.required(t, "assignment", "action.topics[]."));
+            a.forEach((p, ids) -> wanted.put(new TopicPartition(name, p), ids));
+        }
+        for (String name : names) {
+            createInternal(admin, name);
+        }
+        Map<TopicPartition, Optional<NewPartitionReassignment>> moves = new LinkedHashMap<>();
+        for (Map.Entry<TopicPartition, TopicPartitionInfo> e : partitions(admin, names).entrySet()) {
+            List<Integer> want = wanted.get(e.getKey());
+            if (want != null && !ids(e.getValue().replicas()).equals(want)) {
+                moves.put(e.getKey(), Optional.of(new NewPartitionReassignment(want)));
+            }
+        }
+        if (!moves.isEmpty()) {
+            admin.alterPartitionReassignments(moves).all().get();
+            while (!admin.listPartitionReassignments(moves.keySet()).reassignments().get()
+                    .isEmpty()) {
+                check("reassignments of " + moves.size() + " internal partitions in progress");
+                pause();
+            }
+        }
+        int elected = 0;
+        while (true) {
+            Set<TopicPartition> misled = new TreeSet<>(
+                    Comparator.comparing(TopicPartition::topic)
+                            .thenComparingInt(TopicPartition::partition));
+            for (Map.Entry<TopicPartition, TopicPartitionInfo> e :
+                    partitions(admin, names).entrySet()) {
+                List<Integer> want = wanted.get(e.getKey());
+                Node leader = e.getValue().leader();
+                if (want != null && (leader == null || leader.isEmpty()
+                        || leader.id() != want.get(0))) {
+                    misled.add(e.getKey());
+                }
+            }
+            if (misled.isEmpty()) {
+                break;
+            }
+            check(misled.size() + " internal partitions not led by their preferred replica, e.g. "
+                    + misled.iterator().next());
+            Map<TopicPartition, Optional<Throwable>> results =
+                    admin.electLeaders(ElectionType.PREFERRED, misled).partitions().get();
+            for (Optional<Throwable> error : results.values()) {
+                if (error.isEmpty()) {
+                    elected++;
+                }
+            }
+            pause();
+        }
+        ObjectNode result = EosimDriver.JSON.createObjectNode();
+        result.put("reassigned", moves.size());
+        result.put("elected", elected);
+        return result;
+    }
+
+    /** Create an internal topic as a client's FindCoordinator does, if it does not exist. */
+    private void createInternal(Admin admin, String name) throws Exception {
+        ListTopicsOptions internal = new ListTopicsOptions().listInternal(true);
+        while (!admin.listTopics(internal).names().get().contains(name)) {
+            try {
+                if (name.equals("__transaction_state")) {
+                    admin.describeTransactions(List.of("eosim-place-internal")).all().get();
+                } else {
+                    admin.describeConsumerGroups(List.of("eosim-place-internal")).all().get();
+                }
+            } catch (ExecutionException e) {
+                // Expected: no such transactional id or group; the lookup created the topic.
+            }
+            check(name + " not created");
+            pause();
+        }
+    }
+
+    private static Map<TopicPartition, TopicPartitionInfo> partitions(Admin admin,
+            List<String> names) throws Exception {
+        Map<TopicPartition, TopicPartitionInfo> result = new LinkedHashMap<>();
+        for (Map.Entry<String, TopicDescription> e :
+                admin.describeTopics(names).allTopicNames().get().entrySet()) {
+            for (TopicPartitionInfo p : e.getValue().partitions()) {
+                result.put(new TopicPartition(e.getKey(), p.partition()), p);
             }
         }
         return result;
