@@ -158,6 +158,9 @@ LATENCY_ROWS: tuple[tuple[str, str, float], ...] = (
     ("produce latency p50, warm", "warm_ack_latency_sketch", 0.5),
     ("produce latency p99, warm", "warm_ack_latency_sketch", 0.99),
     ("transaction latency p50", "commit_latency_sketch", 0.5),
+    # With acks=1, the replication lag plus a consumer's fetch (eosim.analysis.timings).
+    ("ack to first read p50", "read_after_ack_sketch", 0.5),
+    ("ack to first read p99", "read_after_ack_sketch", 0.99),
 )
 
 

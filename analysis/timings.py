@@ -9,6 +9,12 @@ They are what sets the rates eosim reports, and what ``eosim calibrate`` compare
   has no warm-up, so only the warm figures compare the two sides' steady state;
 * transaction latency: invocation to ``ok`` of every committed transaction
   (:func:`commit_latencies`);
+* ack to first read (:func:`read_after_ack_latencies`): from a send's ``ok`` to the completion
+  of the first poll of a running consumer (not the final drain) that returned the record. A
+  consumer reads only below the high watermark, which moves once the followers have fetched
+  the record, so with acks=1 (acknowledged on the leader's append) this is the replication lag
+  plus the consumer's own fetch; with acks=all (acknowledged once the high watermark passed
+  it) it is about the consumer's fetch alone, and can be negative;
 * failover time (:func:`failover_times`): after each broker fault (crash, power loss, pause)
   starts, how long until every partition that was being written just before it has an
   acknowledged write again. A partition the faulty broker did not lead answers at once, so the
@@ -32,6 +38,9 @@ BROKER_FAULTS = ("crash", "power_loss", "pause")
 # this project's 2-core machine: a fresh producer's median latency is 20-30 times its steady
 # one for about 2 s (docs/calibration.md, case 5).
 WARM_UP_MS = 5_000.0
+# The final read of every partition (the model's and the real drain's process): not a consumer
+# of the run, so not counted by read_after_ack_latencies.
+DRAIN_PROCESS = "drain/"
 
 
 def ack_latencies(history: History) -> list[float]:
@@ -51,6 +60,27 @@ def warm_ack_latencies(history: History, warm_up_ms: float = WARM_UP_MS) -> list
         return []
     start = min(s.invoke_time for s in history.sends) + warm_up_ms
     return [s.complete_time - s.invoke_time for s in sends if s.invoke_time >= start]
+
+
+def read_after_ack_latencies(history: History) -> list[float]:
+    """From each ``ok`` send's completion to the first poll (by a consumer other than the final
+    drain) that returned its record, in ms; sends no consumer read are left out."""
+    first_read: dict[tuple[str, str], float] = {}
+    for poll in history.polls:
+        if poll.process.startswith(DRAIN_PROCESS):
+            continue
+        for record in poll.records:
+            key = (record.topic, record.value)
+            if key not in first_read or poll.time < first_read[key]:
+                first_read[key] = poll.time
+    out = []
+    for s in history.sends:
+        if s.outcome != "ok" or s.complete_time is None:
+            continue
+        read = first_read.get((s.topic, s.value))
+        if read is not None:
+            out.append(read - s.complete_time)
+    return out
 
 
 def commit_latencies(history: History) -> list[float]:

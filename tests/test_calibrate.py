@@ -15,7 +15,12 @@ from eosim.analysis.calibrate import CalibrationError, Figure, Row, compare, hol
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.history import history_from_records
 from eosim.analysis.stats import sketch
-from eosim.analysis.timings import WARM_UP_MS, failover_times, warm_ack_latencies
+from eosim.analysis.timings import (
+    WARM_UP_MS,
+    failover_times,
+    read_after_ack_latencies,
+    warm_ack_latencies,
+)
 from eosim.simulation.rules import preset_for
 
 MANIFEST = {
@@ -195,6 +200,43 @@ def test_warm_latencies_leave_out_the_first_seconds_of_sends():
     history = history_from_records(records)
     assert sorted(warm_ack_latencies(history)) == [3.0, 4.0]
     assert warm_ack_latencies(history_from_records([])) == []
+
+
+def _poll(i: int, process: str, time: float, values: list[str]) -> list[dict]:
+    records = [
+        {"topic": "t", "partition": 0, "offset": n, "value": v} for n, v in enumerate(values)
+    ]
+    return [
+        {
+            "kind": "op",
+            "id": i,
+            "type": "invoke",
+            "f": "poll",
+            "process": process,
+            "time": time,
+            "value": {"isolation": "read_uncommitted"},
+        },
+        {
+            "kind": "op",
+            "id": i,
+            "type": "ok",
+            "f": "poll",
+            "process": process,
+            "time": time,
+            "value": {"isolation": "read_uncommitted", "records": records},
+        },
+    ]
+
+
+def test_ack_to_first_read_takes_each_records_first_read_by_a_consumer_not_the_drain():
+    records = [*_send(0, 0, 100, 104), *_send(1, 0, 110, 112), *_send(2, 0, 120, 121)]
+    records += _poll(10, "reader/0", 109, ["v0"])  # v0: acked at 104, read at 109
+    records += _poll(11, "reader/0", 111, ["v0", "v1"])  # v1 read before its ack came back
+    records += _poll(12, "reader/0", 130, ["v1"])  # a later read of v1 does not count
+    records += _poll(13, "drain/0", 500, ["v0", "v1", "v2"])  # v2: only the drain read it
+    history = history_from_records(records)
+    assert sorted(read_after_ack_latencies(history)) == [-1.0, 5.0]
+    assert read_after_ack_latencies(history_from_records(_send(0, 0, 1, 2))) == []
 
 
 def test_failover_time_is_the_slowest_partition_to_take_writes_again():

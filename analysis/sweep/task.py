@@ -30,6 +30,7 @@ from eosim.analysis.timings import (
     ack_latencies,
     commit_latencies,
     failover_times,
+    read_after_ack_latencies,
     warm_ack_latencies,
 )
 from eosim.simulation.scenario import FaultKind
@@ -66,6 +67,7 @@ SCHEMA = pa.schema(
         ("ack_latency_sketch", pa.binary()),
         ("commit_latency_sketch", pa.binary()),
         ("warm_ack_latency_sketch", pa.binary()),
+        ("read_after_ack_sketch", pa.binary()),
         ("failover_ms", pa.list_(pa.float64())),
         ("eosim_version", pa.string()),
         ("scenario_sha256", pa.string()),
@@ -143,6 +145,7 @@ def execute_run(
         "ack_latency_sketch": sketch(acks),
         "commit_latency_sketch": sketch(commits),
         "warm_ack_latency_sketch": sketch(warm_ack_latencies(outcome.history)),
+        "read_after_ack_sketch": sketch(read_after_ack_latencies(outcome.history)),
         "failover_ms": [round(t, 3) for t in failover_times(outcome.history)],
         "eosim_version": version,
         "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
