@@ -248,6 +248,13 @@ class ActionTopicAdmin:
             bootstrap, {"name": "place_internal", "topics": [dict(t) for t in topics]}
         )
 
+    def delete_records(
+        self, bootstrap: str, records: Sequence[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None:
+        return self.action(
+            bootstrap, {"name": "delete_records", "records": [dict(r) for r in records]}
+        )
+
 
 def model_assignment(
     broker_names: Sequence[str], topic: str, partitions: int, replication_factor: int
@@ -485,7 +492,6 @@ class RealCluster:
             "keep them, so a real power loss cannot be staged"
         ),
         "delay": "this kernel has no sch_netem (tc netem fails), and no userspace proxy is built",
-        "delete_records": "not wired yet: needs the admin client's deleteRecords",
     }
 
     def __init__(
@@ -852,9 +858,34 @@ class RealCluster:
     def delete_records(
         self, topic: str, partition: int | None, offset: int
     ) -> list[tuple[str, str, int]]:
-        raise ClusterError(
-            f"delete_records faults cannot run on a real cluster: {self.refuses['delete_records']}"
-        )
+        """An administrator's DeleteRecords (Admin.deleteRecords) of ``topic`` (one
+        ``partition``, or every one) below ``offset`` (-1: each high watermark, as Kafka's
+        DeleteRecordsRequest reads -1): per partition, its name, the error name (``NONE``) and
+        the low watermark after it (-1 on an error). The admin client retries retriable errors
+        until its own timeout, as the model's one request does not; an error it gives up on is
+        reported, not raised."""
+        action = getattr(self.admin, "delete_records", None)
+        if action is None:
+            raise ClusterError("this TopicAdmin cannot delete records (no delete_records)")
+        if partition is None:
+            have = self.metadata([topic]).partitions
+            partitions = sorted(p for t, p in have if t == topic)
+        else:
+            partitions = [partition]
+        asked = [{"topic": topic, "partition": p, "offset": offset} for p in partitions]
+        result = action(self.bootstrap(), asked) or {}
+        marks = {(m["topic"], m["partition"]): m for m in result.get("low_watermarks", [])}
+        out = []
+        for p in partitions:
+            mark = marks.get((topic, p), {})
+            out.append(
+                (
+                    f"{topic}-{p}",
+                    str(mark.get("error", "UNKNOWN")),
+                    int(mark.get("low_watermark", -1)),
+                )
+            )
+        return out
 
     def _network_or_refuse(self, kind: str) -> None:
         if self.net is None:

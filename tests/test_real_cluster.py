@@ -221,6 +221,44 @@ def test_a_topic_config_kafka_did_not_take_is_an_error() -> None:
     cluster.recreate_topics([{**topic, "config": {}}])  # nothing asked, nothing to miss
 
 
+def test_delete_records_asks_the_admin_for_each_partition_and_reports_each_answer() -> None:
+    from eosim.real.cluster import ClusterMetadata, PartitionState
+
+    asked: list[list[dict[str, Any]]] = []
+
+    class Admin(_RecordingAdmin):
+        def delete_records(self, bootstrap: str, records: Sequence[Mapping[str, Any]]) -> Any:
+            asked.append([dict(r) for r in records])
+            marks = [
+                {"topic": "events", "partition": 0, "low_watermark": 7, "error": "NONE"},
+                {
+                    "topic": "events",
+                    "partition": 1,
+                    "low_watermark": -1,
+                    "error": "OFFSET_OUT_OF_RANGE",
+                },
+            ]
+            return {
+                "low_watermarks": [
+                    m for m in marks if m["partition"] in {r["partition"] for r in records}
+                ]
+            }
+
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback", admin=Admin())
+    parts = {("events", p): PartitionState("events", p, 0, 1, 0, (1,), (1,)) for p in (1, 0)}
+    cluster.metadata = lambda topics=None, via=None: ClusterMetadata({}, 100, parts)  # type: ignore[method-assign]
+    assert cluster.delete_records("events", None, -1) == [
+        ("events-0", "NONE", 7),
+        ("events-1", "OFFSET_OUT_OF_RANGE", -1),
+    ]
+    assert asked[0] == [
+        {"topic": "events", "partition": 0, "offset": -1},
+        {"topic": "events", "partition": 1, "offset": -1},
+    ]
+    assert cluster.delete_records("events", 0, 5) == [("events-0", "NONE", 7)]
+    assert "delete_records" not in RealCluster.refuses
+
+
 def test_refused_fault_kinds_give_one_line_each() -> None:
     cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback")
     lines = refusals(

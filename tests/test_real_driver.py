@@ -243,6 +243,40 @@ def test_admin_recreates_and_describes(kafka: KafkaInstall, bootstrap: str) -> N
 
 @pytest.mark.kafka
 @needs_kafka
+def test_admin_deletes_records_to_the_high_watermark_and_reports_a_partitions_error(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    _topic(kafka, bootstrap, "trimmed", 2)
+    epoch = int(time.time() * 1000)
+    spec = write_spec(
+        tmp_path / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=tmp_path / "producer.jsonl",
+        epoch_ms=epoch,
+        config={"acks": "all", "enable.idempotence": True},
+        workload={"topic": "trimmed", "records": 40, "rate": 1000.0, "keys": 8},
+    )
+    assert run_driver(kafka, spec, 60)["acked"] == 40
+    ends = {}
+    for line in read_history_lines(tmp_path / "producer.jsonl"):
+        if line.get("type") == "ok" and line["f"] == "send":
+            p = line["value"]["partition"]
+            ends[p] = max(ends.get(p, 0), line["value"]["offset"] + 1)
+    records = [
+        {"topic": "trimmed", "partition": 0, "offset": -1},  # -1: the high watermark
+        {"topic": "trimmed", "partition": 1, "offset": ends.get(1, 0) + 100},  # past the HW
+    ]
+    got = admin(kafka, bootstrap, {"name": "delete_records", "records": records}, timeout=60)
+    assert got["low_watermarks"] == [
+        {"topic": "trimmed", "partition": 0, "low_watermark": ends.get(0, 0), "error": "NONE"},
+        {"topic": "trimmed", "partition": 1, "low_watermark": -1, "error": "OFFSET_OUT_OF_RANGE"},
+    ]
+
+
+@pytest.mark.kafka
+@needs_kafka
 def test_idempotent_producer_then_drain_is_clean(
     kafka: KafkaInstall, bootstrap: str, tmp_path: Path
 ) -> None:

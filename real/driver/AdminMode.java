@@ -31,6 +31,7 @@ import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.protocol.Errors;
 
 /**
  * The {@code admin} mode: one action on the cluster through Kafka's {@link Admin} client, its
@@ -54,9 +55,10 @@ import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
  *       is led by its first replica. Result: {@code {reassigned, elected}} counts.
  *   <li>{@code describe}: {@code topics: [names]}. Result: {@code partitions: [{topic,
  *       partition, leader (node id or null), replicas, isr, elr}]}, from Admin.describeTopics.
- *   <li>{@code delete_records}: {@code records: [{topic, partition, offset}]}
- *       (Admin.deleteRecords). Result: {@code low_watermarks: [{topic, partition,
- *       low_watermark}]}.
+ *   <li>{@code delete_records}: {@code records: [{topic, partition, offset}]}, offset -1 for
+ *       the high watermark (Admin.deleteRecords). Result: {@code low_watermarks: [{topic,
+ *       partition, low_watermark, error}]}: the error's name ({@code NONE}, or the one the
+ *       admin client gave up with, low_watermark -1).
  * </ul>
  *
  * Every action gives up after {@code timeout_ms} (default 60000).
@@ -383,10 +385,18 @@ final class AdminMode {
         ObjectNode result = EosimDriver.JSON.createObjectNode();
         ArrayNode marks = result.putArray("low_watermarks");
         for (TopicPartition tp : request.keySet()) {
-            marks.addObject()
+            ObjectNode mark = marks.addObject()
                     .put("topic", tp.topic())
-                    .put("partition", tp.partition())
-                    .put("low_watermark", results.get(tp).get().lowWatermark());
+                    .put("partition", tp.partition());
+            try {
+                mark.put("low_watermark", results.get(tp).get().lowWatermark());
+                mark.put("error", "NONE");
+            } catch (ExecutionException e) {
+                // One partition's error (e.g. no leader, an offset past its HW): reported, the
+                // others still answered.
+                mark.put("low_watermark", -1L);
+                mark.put("error", Errors.forException(e.getCause()).name());
+            }
         }
         return result;
     }
