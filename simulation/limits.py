@@ -47,8 +47,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "sizes are in records.",
     ),
     "idempotence": (
-        "Producer state after a restart is rebuilt by replaying the whole log, not from the "
-        "latest snapshot.",
+        "Producer snapshots are worked out from the log, never lost or corrupt; a deleted "
+        "head's producers outlive a restart even where Kafka has no snapshot of them.",
         "A produced batch has one timestamp, its creation in the producer (CreateTime), which "
         "producer-id expiry and retention read.",
         "Renumbering in-flight batches on epoch exhaustion (epoch 32767) is simplified.",

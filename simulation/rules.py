@@ -23,6 +23,14 @@ class ProtocolRules:
     accept_unknown_producer_any_sequence: bool = True
     # How many batches ProducerStateManager remembers per producer for duplicate detection.
     producer_state_cached_batches: int = 5
+    # Kafka in every version eosim models: a broker's restart (clean or not) and a replica's
+    # truncation rebuild its producer state from a producer snapshot, which keeps only each
+    # producer's last batch, and the batches after it (UnifiedLog.rebuildProducerState,
+    # ProducerStateManager.readSnapshot), so a retry of an earlier batch still in flight is
+    # then OUT_OF_ORDER_SEQUENCE_NUMBER, and an idempotent producer's epoch bump writes it
+    # again. False is a what-if (not Kafka, safer than Kafka): the whole log is replayed and
+    # every cached batch kept, as eosim did before.
+    producer_state_rebuilt_from_snapshots: bool = True
     # Transaction protocol version: 2 (KIP-890 part 2, Kafka 4.0) bumps the epoch at every
     # commit and abort, so (producer id, epoch) names one transaction.
     transaction_version: int = 2

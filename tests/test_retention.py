@@ -186,9 +186,11 @@ def test_the_produce_response_carries_the_log_start_offset():
 
 
 def test_producer_state_outlives_deleted_records_and_a_restart():
-    """KAFKA-7190 (Kafka 2.4): a producer whose records were all deleted is still known, also
-    after a restart (Kafka's producer snapshot; eosim keeps the deleted head's state): its
-    retry is a duplicate, not a second copy."""
+    """KAFKA-7190 (Kafka 2.4): a producer whose records were all deleted is still known, and in
+    eosim also after a restart (the deleted head's state, loaded as a snapshot: its last
+    batch): its retry is a duplicate, not a second copy. Kafka keeps it across a restart only
+    in a snapshot above the log start, and here there is none (DeleteRecords to the log end):
+    a departure, docs/model.md 5."""
     h = Harness(brokers=1, rf=1)
     h.run(SESSION_MS)
     for seq in range(3):

@@ -9,10 +9,11 @@ reset (clients are told after one network hop, as a TCP reset would tell them). 
 a process crash (the page cache outlives the process); a power loss keeps only what was
 flushed or written back by the operating system at the moment the power went
 (:mod:`eosim.simulation.broker.durability`). A restart is a new process
-(:mod:`eosim.simulation.broker.lifecycle`): it rebuilds each partition's ProducerStateManager
-by replaying the log, which is what Kafka does after an unclean shutdown when no snapshot is
-newer than the log, loses its producer-id block, and accepts no connection until it has
-registered again, caught up with the metadata and been unfenced. A pause (GC, SIGSTOP) stops
+(:mod:`eosim.simulation.broker.lifecycle`): it recovers each partition's log and loads its
+ProducerStateManager from the producer snapshot the recovery writes at the log end, which
+keeps one batch per producer (so a retry of an earlier batch is then OUT_OF_ORDER_SEQUENCE,
+as on Kafka), loses its producer-id block, and accepts no connection until it has registered
+again, caught up with the metadata and been unfenced. A pause (GC, SIGSTOP) stops
 request handling while requests keep arriving.
 """
 
@@ -182,6 +183,8 @@ class Broker:
         # producer's transaction itself, on its first transactional produce there.
         self.add_partition = add_partition if rules.transaction_version >= 2 else None
         self.coordinator: CoordinatorRuntime | None = None  # attached by the cluster
+        log_settings = log if log is not None else LogManagerSettings()
+        self._producer_id_expiration_ms = log_settings.producer_id_expiration_ms
         self.replica_manager = ReplicaManager(
             env,
             name,
@@ -222,7 +225,7 @@ class Broker:
         self.log_manager = LogManager(
             env,
             lambda: self.replica_manager,
-            log if log is not None else LogManagerSettings(),
+            log_settings,
             lambda: self.alive and not self.paused,
         )
         self.log_manager.start()
@@ -239,6 +242,8 @@ class Broker:
             self.rules.producer_state_cached_batches,
             self.rules.accept_unknown_producer_any_sequence,
             self.rules.producer_expiry_tracks_marker_timestamps,
+            self._producer_id_expiration_ms,
+            self.rules.producer_state_rebuilt_from_snapshots,
         )
 
     # -- replicas ---------------------------------------------------------------------------

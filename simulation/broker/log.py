@@ -28,6 +28,20 @@ does). The producer state those batches carried is kept (:attr:`PartitionLog.hea
 Kafka's producer snapshots keep): since KAFKA-7190 (Kafka 2.4) a producer outlives its records
 and goes only when it expires.
 
+Producer snapshots (``<offset>.snapshot`` files beside Kafka's segments) decide what a restart
+or a truncation rebuilds (:meth:`PartitionLog.rebuild_producer_state`). Kafka writes one at every
+segment roll (``UnifiedLog.roll``, at the new segment's base offset), at the end of every
+rebuild (``UnifiedLog.rebuildProducerState``: a truncation's target, a recovery's log end) and
+during a restart's recovery (``LogLoader.recoverSegment``: at the end of each recovered
+segment, the active one always among them); it deletes those above a truncation and at or
+below the log start (``ProducerStateManager.truncateAndReload``), with their segments, and at a
+restart every one but the segments' and the latest (``removeStraySnapshots``). eosim keeps only
+their offsets: the roll snapshots are the segments' base offsets, the others
+:attr:`PartitionLog.snapshot_offsets`. What a snapshot holds is worked out from the log when it
+is loaded (the state at its offset, one batch per producer, less the producers expired by
+then), which is what Kafka wrote there: a producer the live state forgot before the snapshot is
+expired at the load as well, or wrote again, and then its last batch is the same.
+
 Segments are what retention deletes: a new one starts (rolls) at a batch that would take the
 active segment past ``segment.bytes``, or whose timestamp is more than ``segment.ms`` after
 the active segment's first batch's (``LogSegment.shouldRoll``). Where segments end depends on
@@ -110,6 +124,7 @@ class PartitionLog:
         "ongoing",
         "partition",
         "segments",
+        "snapshot_offsets",
         "topic",
     )
 
@@ -133,6 +148,9 @@ class PartitionLog:
         # offset up to which the batches have been placed in them.
         self.segments: list[Segment] = [Segment(0)]
         self._segmented_end = 0
+        # The offsets of the producer snapshots written by truncations and recoveries, in
+        # order (those of segment rolls are the segments' base offsets).
+        self.snapshot_offsets: list[int] = []
 
     def append(
         self,
@@ -249,6 +267,8 @@ class PartitionLog:
         self.ongoing = {pid: first for pid, first in self.ongoing.items() if first < start}
         self.aborted = []
         self.completed = deque((f, m) for f, m in self.completed if m < self.log_end_offset)
+        # The snapshots above the new end go (with their segments, and truncateAndReload).
+        self.snapshot_offsets = [o for o in self.snapshot_offsets if o <= self.log_end_offset]
         for b in self.batches:
             if b.control is None:
                 if b.transactional and b.producer_id not in self.ongoing:
@@ -271,13 +291,79 @@ class PartitionLog:
         self.head_state = None
         self.segments = [Segment(offset)]
         self._segmented_end = offset
+        self.snapshot_offsets = []  # ProducerStateManager.truncateFullyAndStartAt
 
-    def rebuild_producer_state(self, fresh: ProducerStateManager) -> ProducerStateManager:
-        """The producer state of this log, rebuilt into the empty ``fresh``: the state of the
-        deleted head (Kafka's snapshot) and then every batch left (a restart, a truncation)."""
+    # -- producer snapshots -----------------------------------------------------------------
+    def latest_snapshot(self, offset: int) -> int | None:
+        """The offset of the latest producer snapshot above the log start and at or below
+        ``offset`` (a segment's base or one of :attr:`snapshot_offsets`), None if there is
+        none: the one ``ProducerStateManager.truncateAndReload`` loads, since it deletes
+        those above ``offset`` and those at or below the log start."""
+        self._segment_batches()
+        start = self.log_start_offset
+        found: int | None = None
+        for o in self.snapshot_offsets:
+            if start < o <= offset and (found is None or o > found):
+                found = o
+        for seg in reversed(self.segments):
+            if seg.base_offset <= start:
+                break
+            if seg.base_offset <= offset:
+                found = seg.base_offset if found is None else max(found, seg.base_offset)
+                break
+        return found
+
+    def recovered(self) -> None:
+        """A restart's log recovery (``LogLoader.load``): every segment from the recovery
+        point on, the active one always, is recovered and a producer snapshot written at its
+        end (``recoverSegment``), so the latest is at the log end; then
+        ``removeStraySnapshots`` deletes every snapshot that is not at a segment's base offset
+        but the latest. A broker's crash is always an unclean shutdown in eosim; after a clean
+        one Kafka's snapshot at the log end (``UnifiedLog.close``) gives the same."""
+        end = self.log_end_offset
+        self.snapshot_offsets = [end] if end > self.log_start_offset else []
+
+    def rebuild_producer_state(
+        self, fresh: ProducerStateManager, now: float | None = None
+    ) -> ProducerStateManager:
+        """The producer state of this log at its end, rebuilt into the empty ``fresh`` at
+        ``now`` after a truncation or a restart (``UnifiedLog.rebuildProducerState``):
+        ``truncateAndReload`` loads the latest snapshot at or below the end
+        (:meth:`latest_snapshot`) and the batches after it are replayed; then a snapshot is
+        written at the end. A snapshot holds one batch per producer and drops the producers
+        expired by ``now`` (:meth:`ProducerStateManager.load_snapshot`), so after a restart
+        only each producer's last batch is recognised as a duplicate. With no snapshot, the
+        log is replayed from its start, after the deleted head's state (which Kafka keeps only
+        in snapshots: loaded as one). Rule ``producer_state_rebuilt_from_snapshots`` false
+        (``fresh.from_snapshots``): the deleted head's state and every batch, whole."""
+        if not fresh.from_snapshots:
+            if self.head_state is not None:
+                fresh.restore(self.head_state)
+            return fresh.load(self.batches)
+        start, end = self.log_start_offset, self.log_end_offset
+        snapshot = self.latest_snapshot(end)
+        # The state the snapshot was written from: the deleted head's and every batch below it
+        # (all of them below a snapshot at the log end), with the transactions open there.
+        at = self._first_batch_at(snapshot) if snapshot is not None else 0
+        state = fresh.empty_like()
         if self.head_state is not None:
-            fresh.restore(self.head_state)
-        return fresh.load(self.batches)
+            state.restore(self.head_state)
+        ongoing = {pid for pid, first in self.ongoing.items() if first < start}
+        for b in self.batches[:at]:
+            if b.control is not None:
+                ongoing.discard(b.producer_id)
+            elif b.transactional:
+                ongoing.add(b.producer_id)
+        state.load(self.batches[:at])
+        fresh.load_snapshot(state, now, ongoing)
+        fresh.load(self.batches[at:])
+        # rebuildProducerState ends with a snapshot at the end (takeSnapshot: unless there is
+        # one there already); truncateAndReload deleted those above it and at or below the
+        # log start.
+        self.snapshot_offsets = [o for o in self.snapshot_offsets if start < o <= end]
+        if end > start and (not self.snapshot_offsets or self.snapshot_offsets[-1] < end):
+            self.snapshot_offsets.append(end)
+        return fresh
 
     # -- the log start ------------------------------------------------------------------
     def increment_log_start_offset(self, offset: int, state: ProducerStateManager) -> bool:
@@ -294,11 +380,7 @@ class PartitionLog:
             gone = self.batches[:keep]
             self.batches = self.batches[keep:]
             if self.head_state is None:
-                self.head_state = ProducerStateManager(
-                    state.cached_batches,
-                    state.accept_unknown_producer_any_sequence,
-                    state.marker_timestamps,
-                )
+                self.head_state = state.empty_like()
             self.head_state.load(gone)
         self.log_start_offset = offset
         if self.aborted and self.aborted[0].last_offset < offset:

@@ -363,19 +363,31 @@ class Partition:
             self.appended(batch, now)
         self.follower_hw = min(leader_hw, self.log.log_end_offset)
 
-    def truncate_to(self, offset: int, fresh_state: ProducerStateManager) -> None:
+    def truncate_to(
+        self, offset: int, fresh_state: ProducerStateManager, now: float | None = None
+    ) -> None:
         """Drop the log from ``offset`` on; producer state, leader epochs and durability follow
-        (UnifiedLog.truncateTo). ``fresh_state`` is an empty ProducerStateManager to rebuild."""
+        (UnifiedLog.truncateTo). ``fresh_state`` is an empty ProducerStateManager to rebuild
+        at ``now``, from the latest producer snapshot (UnifiedLog.rebuildProducerState)."""
         if offset >= self.log.log_end_offset:
             return
         self.log.truncate_to(offset)
         end = self.log.log_end_offset
-        self.producer_state = self.log.rebuild_producer_state(fresh_state)
+        self.producer_state = self.log.rebuild_producer_state(fresh_state, now)
         self.epoch_cache.truncate_from_end(end)
         self.durability.truncated(end)
         self.follower_hw = min(self.follower_hw, end)
         if self.leader_state is not None:
             self.leader_state.high_watermark = min(self.leader_state.high_watermark, end)
+
+    def recover(self, fresh_state: ProducerStateManager, now: float) -> None:
+        """A restart at ``now`` loads this replica (LogLoader.load): its log is recovered, a
+        producer snapshot written at its end, and the producer state loaded from it into the
+        empty ``fresh_state`` (one batch per producer); the high watermark is at most the log
+        end."""
+        self.log.recovered()
+        self.producer_state = self.log.rebuild_producer_state(fresh_state, now)
+        self.follower_hw = min(self.follower_hw, self.log.log_end_offset)
 
     def increment_log_start_offset(self, offset: int) -> bool:
         """UnifiedLog.maybeIncrementLogStartOffset (the caller keeps ``offset`` at or below the

@@ -31,6 +31,14 @@ false) the time came from the cached data batches only, and a marker with a new 
 coordinator fencing a timed-out transaction) clears them: the entry had no time at all and
 expired at the next check, fencing epoch and coordinator epoch with it.
 
+A restart or a truncation does not keep the live state: Kafka rebuilds it from a producer
+snapshot (``ProducerStateManager.readSnapshot``/``writeSnapshot``), which holds one batch per
+producer, its last (last sequence, last offset, offset delta, timestamp), with its epoch,
+coordinator epoch, last timestamp and open transaction's first offset, and drops at load the
+producers expired by then (``loadFromSnapshot``). :meth:`ProducerStateManager.load_snapshot`
+does that; :meth:`~eosim.simulation.broker.log.PartitionLog.rebuild_producer_state` says which
+snapshot and which batches after it (rule ``producer_state_rebuilt_from_snapshots``).
+
 The class is pure logic with no SimPy in it, so every rule is unit-tested directly.
 """
 
@@ -50,6 +58,8 @@ from eosim.simulation.protocol import (
 from eosim.simulation.records import NO_TIMESTAMP, LogBatch
 
 NO_COORDINATOR_EPOCH = -1
+# producer.id.expiration.ms: one day.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,8 @@ class ProducerStateManager:
     __slots__ = (
         "accept_unknown_producer_any_sequence",
         "cached_batches",
+        "expiration_ms",
+        "from_snapshots",
         "marker_timestamps",
         "producers",
     )
@@ -122,12 +134,31 @@ class ProducerStateManager:
         cached_batches: int = 5,
         accept_unknown_producer_any_sequence: bool = True,
         marker_timestamps: bool = True,
+        expiration_ms: float = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        from_snapshots: bool = True,
     ) -> None:
         self.cached_batches = cached_batches
         self.accept_unknown_producer_any_sequence = accept_unknown_producer_any_sequence
         # KAFKA-9144's fix: a marker's timestamp counts as the producer's last write.
         self.marker_timestamps = marker_timestamps
+        # producer.id.expiration.ms (ProducerStateManagerConfig): a snapshot's load drops the
+        # producers idle for that long.
+        self.expiration_ms = expiration_ms
+        # Rule producer_state_rebuilt_from_snapshots: a restart or a truncation rebuilds this
+        # state from a producer snapshot (one batch per producer) and the batches after it;
+        # False replays the whole log (every cached batch kept).
+        self.from_snapshots = from_snapshots
         self.producers: dict[int, ProducerStateEntry] = {}
+
+    def empty_like(self) -> ProducerStateManager:
+        """A new, empty state with this one's configuration."""
+        return ProducerStateManager(
+            self.cached_batches,
+            self.accept_unknown_producer_any_sequence,
+            self.marker_timestamps,
+            self.expiration_ms,
+            self.from_snapshots,
+        )
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Check:
         if producer_id == NO_PRODUCER_ID:
@@ -205,8 +236,8 @@ class ProducerStateManager:
             entry.last_timestamp = timestamp  # appendEndTxnMarker, since KAFKA-9144
 
     def load(self, batches: Iterable[LogBatch]) -> ProducerStateManager:
-        """Rebuild the state from a log's batches, oldest first (a restarted broker, or one
-        whose log was truncated, does this; Kafka starts from a snapshot instead)."""
+        """Replay a log's batches, oldest first, nothing validated (a follower's appends, and
+        the batches after a snapshot when a restart or a truncation rebuilds the state)."""
         for b in batches:
             if b.control is not None:
                 self.update_marker(b.producer_id, b.epoch, b.coordinator_epoch, b.timestamp)
@@ -223,10 +254,31 @@ class ProducerStateManager:
         return self
 
     def restore(self, snapshot: ProducerStateManager) -> ProducerStateManager:
-        """Start from ``snapshot``'s entries (copies), as Kafka loads a producer snapshot before
-        replaying the log after it; returns self, to :meth:`load` the rest."""
+        """Start from ``snapshot``'s entries, whole (copies); returns self, to :meth:`load`
+        the rest. (Kafka's snapshots keep less: :meth:`load_snapshot`.)"""
         for pid, entry in snapshot.producers.items():
             self.producers[pid] = replace(entry, batches=deque(entry.batches))
+        return self
+
+    def load_snapshot(
+        self,
+        state: ProducerStateManager,
+        now: float | None = None,
+        ongoing: Container[int] = (),
+    ) -> ProducerStateManager:
+        """Load what a producer snapshot of ``state`` holds; returns self, to :meth:`load` the
+        batches after it. A snapshot keeps, per producer, its epoch, coordinator epoch, last
+        timestamp and only its last batch (``ProducerStateManager.writeSnapshot`` writes
+        ``lastSeq``, ``lastDataOffset``, ``lastOffsetDelta``; ``readSnapshot`` makes an entry of
+        that one batch), so a retry of any earlier batch is no longer recognised. At ``now``
+        the producers expired by then are left out (``loadFromSnapshot`` filters
+        ``isProducerExpired``; ``ongoing``: the producer ids with a transaction open at the
+        snapshot, which never expire)."""
+        for pid, entry in state.producers.items():
+            if now is not None and self.is_expired(entry, now, self.expiration_ms, ongoing):
+                continue
+            last = deque(entry.batches) if not entry.batches else deque((entry.batches[-1],))
+            self.producers[pid] = replace(entry, batches=last)
         return self
 
     def epoch_of(self, producer_id: int) -> int:

@@ -440,7 +440,7 @@ class ReplicaManager:
         """Cut ``part``'s log back to ``offset`` (whole batches), saying why in the
         state-change log when that drops anything."""
         before = part.log_end_offset
-        part.truncate_to(max(offset, 0), self.new_state())
+        part.truncate_to(max(offset, 0), self.new_state(), self.env.now)
         if part.log_end_offset < before:
             self.state_log.record(
                 self.broker,
@@ -885,19 +885,19 @@ class ReplicaManager:
             # (LogLoader opens an empty segment at the checkpointed log start).
             durable = max(part.durability.durable_end(now), part.log.log_start_offset)
             if durable < before:
-                part.truncate_to(durable, self.new_state())
+                part.truncate_to(durable, self.new_state(), now)
                 if part.log_end_offset < before:
                     cut[f"{tp[0]}-{tp[1]}"] = [before, part.log_end_offset]
             part.durability.flush(part.log_end_offset, now)
         return cut
 
     def recover(self) -> None:
-        """Restart after a crash: each replica's producer state is rebuilt from its log (what
-        survived), and its high watermark is at most its log end."""
+        """Restart after a crash (always an unclean shutdown): each replica's log is recovered
+        and its producer state loaded from the snapshot written at its end, one batch per
+        producer (:meth:`Partition.recover`); its high watermark is at most its log end."""
+        now = self.env.now
         for tp in sorted(self.partitions):
-            part = self.partitions[tp]
-            part.producer_state = part.log.rebuild_producer_state(self.new_state())
-            part.follower_hw = min(part.follower_hw, part.log_end_offset)
+            self.partitions[tp].recover(self.new_state(), now)
 
     def flush_task(self) -> None:
         """The log flusher (log.flush.scheduler.interval.ms: never by default)."""

@@ -4,7 +4,10 @@ Each test restates one of Kafka's cases against eosim's ``ProducerStateManager``
 partition producer state), ``PartitionLog`` (open transactions, LSO, aborted index) or a
 partition leader (``Broker``). Kafka's ``appendClientEntry`` is ``check`` then ``update``;
 its replication path (no validation) is ``update`` alone, which is also how a restarted eosim
-broker replays its log. The duplicate check Kafka performs in ``UnifiedLog`` is part of eosim's
+broker replays the batches after its producer snapshot. eosim's snapshots are offsets its logs
+keep (segment rolls, truncations, recoveries) and what each holds is worked out from the log when
+it is loaded (``PartitionLog.rebuild_producer_state``), so the cases about snapshot files are
+skipped. The duplicate check Kafka performs in ``UnifiedLog`` is part of eosim's
 ``check`` (a DUPLICATE verdict).
 """
 
@@ -202,8 +205,8 @@ def test_non_transactional_append_with_ongoing_transaction():
 
 
 def test_recover_unfinished_transaction():
-    """ProducerStateManagerTest.testRecoverFromSnapshotUnfinishedTransaction, with the restart
-    replaying the log instead of loading a snapshot: the transaction is still open and the
+    """ProducerStateManagerTest.testRecoverFromSnapshotUnfinishedTransaction, through a
+    restart that loads the snapshot its recovery wrote: the transaction is still open and the
     producer continues at the next sequence."""
     cl = leader()
     assert cl.produce(TP, PID, 0, 0, transactional=True).error is Errors.NONE
@@ -218,7 +221,7 @@ def test_recover_unfinished_transaction():
 
 
 def test_recover_finished_transaction():
-    """ProducerStateManagerTest.testRecoverFromSnapshotFinishedTransaction (log replay)."""
+    """ProducerStateManagerTest.testRecoverFromSnapshotFinishedTransaction (a restart)."""
     cl = leader()
     cl.produce(TP, PID, 0, 0, transactional=True)
     cl.produce(TP, PID, 0, 1, transactional=True)
@@ -276,9 +279,9 @@ def test_remove_expired_pids_on_reload():
     """ProducerStateManagerTest.testRemoveExpiredPidsOnReload: after a reload the producer is
     gone, so its next append (sequence 2) is accepted as a new producer's and the producer is
     back with that sequence. Kafka's reload finds no snapshot in range; eosim's reload (a
-    restart) replays what the log keeps, so here the producer's records were deleted (its
-    state kept as Kafka's snapshots keep it) and its entry expired, which eosim's reload, like
-    Kafka's ``loadFromSnapshot``, does not bring back."""
+    restart) finds none either (the log is empty above its start) and loads the deleted head's
+    state, where the producer's entry expired, which eosim's reload, like Kafka's
+    ``loadFromSnapshot``, does not bring back."""
     cl = leader_with_logs(producer_id_expiration_ms=60_000, check_ms=10_000)
     broker = cl.leader(TP)
     assert cl.produce(TP, PID, 0, 0).error is Errors.NONE
@@ -397,7 +400,8 @@ def test_coordinator_fencing():
 
 
 def test_coordinator_fenced_after_reload():
-    """ProducerStateManagerTest.testCoordinatorFencedAfterReload (reload = log replay)."""
+    """ProducerStateManagerTest.testCoordinatorFencedAfterReload (reload = a restart: the
+    snapshot keeps the coordinator epoch)."""
     cl = leader()
     cl.produce(TP, PID, 0, 0, transactional=True)
     assert cl.marker(TP, PID, 0, True, coordinator_epoch=1) is Errors.NONE
@@ -462,20 +466,25 @@ def test_first_unstable_offset_after_truncation():
     assert log.last_stable_offset(log.log_end_offset) == 99
 
 
+SNAPSHOT_FILES = (
+    "snapshots are offsets the log keeps, taken where Kafka's log takes them (rolls, "
+    "truncations, recoveries), not files a test can take, read or corrupt (what they hold: "
+    "tests/test_producer_snapshots.py)"
+)
 NOT_MODELLED = {
     "testHasLateTransaction": "no late-transaction metric",
     "testHasLateTransactionInitializedAfterReload": "no late-transaction metric",
     "testHasLateTransactionUpdatedAfterPartialTruncation": "no late-transaction metric",
     "testHasLateTransactionUpdatedAfterFullTruncation": "no late-transaction metric",
-    "testTruncateAndReloadRemovesOutOfRangeSnapshots": "no snapshots: a restart replays the log",
-    "testTakeSnapshot": "no snapshots: a restart replays the log",
-    "testLoadFromCorruptSnapshotFile": "no snapshots: a restart replays the log",
+    "testTruncateAndReloadRemovesOutOfRangeSnapshots": SNAPSHOT_FILES,
+    "testTakeSnapshot": SNAPSHOT_FILES,
+    "testLoadFromCorruptSnapshotFile": SNAPSHOT_FILES,
     "testAppendEmptyControlBatch": "no compaction, so no emptied control batches",
     "testEntryForVerification": "verification is an instantaneous call, no verification guard",
     "testThrowOutOfOrderSequenceWithVerificationSequenceCheck": "no verification state entry",
     "testVerificationStateEntryExpiration": "no verification state entry",
-    "testLoadFromEmptySnapshotFile": "no snapshots: a restart replays the log",
-    "testReadWriteSnapshot": "no snapshots: a restart replays the log",
+    "testLoadFromEmptySnapshotFile": SNAPSHOT_FILES,
+    "testReadWriteSnapshot": SNAPSHOT_FILES,
     "testSequenceAndEpochInVerificationEntry": "no verification state entry",
 }
 
