@@ -326,45 +326,40 @@ class PacketQueue:
 
 # --- the process ------------------------------------------------------------------------------
 
-QUIET_S = 0.05  # after its input closed, exit once nothing is held or arrives for this long
-
 
 def serve(queue: PacketQueue, control: int, table: DelayTable) -> None:
     """Hold and release ``queue``'s packets by ``table`` until ``control`` (a file
-    descriptor of JSON lines) closes and every packet held has left."""
+    descriptor of JSON lines) closes. Then no fault holds a packet any more (the main process
+    may have died with its faults still in), and once every packet held has left, it returns:
+    the queue rules pass packets by while nothing is bound (``--queue-bypass``)."""
     sel = selectors.DefaultSelector()
     sel.register(queue.fileno(), selectors.EVENT_READ, "packets")
     sel.register(control, selectors.EVENT_READ, "control")
     held = Releases()
     buffered = b""
-    closed_at: float | None = None
+    closed = False
     while True:
-        now = time.monotonic()
         at = held.next_at()
-        timeout = None if at is None else max(0.0, at - now)
-        if closed_at is not None:
-            timeout = QUIET_S if timeout is None else min(timeout, QUIET_S)
-        events = sel.select(timeout)
+        events = sel.select(None if at is None else max(0.0, at - time.monotonic()))
         now = time.monotonic()
         for key, _ in events:
             if key.data == "packets":
                 for packet, hook, src, dst in queue.receive():
                     held.hold(now, (src, dst), table.delay_ms(hook, src, dst) / 1000.0, packet)
-                if closed_at is not None:
-                    closed_at = now
-            else:
-                chunk = os.read(control, 65536)
-                if not chunk:
-                    sel.unregister(control)
-                    closed_at = now
-                    continue
-                buffered += chunk
-                *lines, buffered = buffered.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        table.apply(json.loads(line))
+                continue
+            chunk = os.read(control, 65536)
+            if not chunk:
+                sel.unregister(control)
+                table.rules.clear()
+                closed = True
+                continue
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    table.apply(json.loads(line))
         queue.accept(held.due(time.monotonic()))
-        if closed_at is not None and not held and time.monotonic() - closed_at >= QUIET_S:
+        if closed and not held:
             return
 
 

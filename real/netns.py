@@ -274,6 +274,9 @@ class Network:
             for delayer in self._delayers.values():
                 if delayer.retire is not None:
                     delayer.retire.cancel()
+                # Its namespace goes next: what it holds goes with it, no need to let it go.
+                with contextlib.suppress(OSError):
+                    delayer.process.kill()
                 _stop(delayer)
             self._delayers.clear()
             self.delays.clear()
