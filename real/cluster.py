@@ -491,7 +491,6 @@ class RealCluster:
             "needs a filesystem that drops unsynced writes on a crash; this machine's disks "
             "keep them, so a real power loss cannot be staged"
         ),
-        "delay": "this kernel has no sch_netem (tc netem fails), and no userspace proxy is built",
     }
 
     def __init__(
@@ -526,11 +525,10 @@ class RealCluster:
         if self.net is None:
             from eosim.real import netns
 
-            reason = netns.unavailable_reason() or "loopback was asked for"
-            for kind in ("partition", "loss"):
-                self.refuses[kind] = f"no network namespaces here ({reason})"
+            self.refuses |= network_refuses(netns.unavailable_reason() or "loopback was asked for")
             self.ports = {CONTROLLER: _free_port()} | {b: _free_port() for b in self.broker_names}
         else:
+            self.refuses |= network_refuses(None)
             self.ports = {CONTROLLER: CONTROLLER_PORT} | {b: BROKER_PORT for b in self.broker_names}
         self.nodes: dict[str, _Node] = {
             name: _Node(name, self.work_dir / name, "256m" if name == CONTROLLER else "512m")
@@ -842,18 +840,43 @@ class RealCluster:
         extra_latency: float,
         loss: float,
     ) -> Any:
-        if extra_latency > 0:
+        """Delay (``extra_latency`` ms) and/or drop (``loss``) the packets of ``nodes`` and of
+        the directed ``links``; the handle (a tuple of two when both) goes to :meth:`heal`."""
+        handles: list[Any] = []
+        if extra_latency > 0 and "delay" in self.refuses:
             reason = self.refuses["delay"]
-            raise ClusterError(f"delay faults cannot run on a real cluster: {reason}")
+            raise ClusterError(f"delay faults cannot run on this cluster: {reason}")
         self._network_or_refuse("loss")
         assert self.net is not None
         with self._lock:
-            return self.net.loss(nodes, links, loss)
+            try:
+                if extra_latency > 0:
+                    handles.append(self.net.delay(nodes, links, extra_latency))
+                if loss > 0 or not handles:
+                    handles.append(self.net.loss(nodes, links, loss))
+            except BaseException:
+                for handle in handles:
+                    self.net.heal(handle)
+                raise
+        return handles[0] if len(handles) == 1 else tuple(handles)
+
+    def prepare_delays(self, nodes: Sequence[str]) -> None:
+        """Start the delayers of ``nodes`` ahead of their delay faults (namespaces only)."""
+        if self.net is None or "delay" in self.refuses:
+            return
+        from eosim.real.netns import NetnsError
+
+        with self._lock:
+            try:
+                self.net.prepare_delays(nodes)
+            except NetnsError as exc:
+                raise ClusterError(str(exc)) from None
 
     def heal(self, handle: Any) -> None:
         if self.net is not None:
             with self._lock:
-                self.net.heal(handle)
+                for one in handle if isinstance(handle, tuple) else (handle,):
+                    self.net.heal(one)
 
     def delete_records(
         self, topic: str, partition: int | None, offset: int
@@ -983,6 +1006,21 @@ class RealCluster:
     def pid(self, node: str) -> int | None:
         n = self._node(node)
         return n.process.pid if n.alive() and n.process is not None else None
+
+
+def network_refuses(loopback: str | None) -> dict[str, str]:
+    """The network fault kinds a cluster cannot do, each with why: all three on loopback
+    (``loopback``: why it runs there), else delay alone where no delayer can be queued to
+    (:func:`eosim.real.netns.delay_unavailable_reason`)."""
+    from eosim.real import netns
+
+    if loopback is not None:
+        return {
+            k: f"no network namespaces here ({loopback})" for k in ("partition", "loss", "delay")
+        }
+    if (reason := netns.delay_unavailable_reason()) is not None:
+        return {"delay": f"packets cannot be queued to a delayer here ({reason})"}
+    return {}
 
 
 def _choose_network(mode: Any, work_dir: Path) -> Any:

@@ -269,15 +269,37 @@ def test_refused_fault_kinds_give_one_line_each() -> None:
     assert [line.split()[0] for line in lines] == ["power_loss", "delay", "partition", "loss"]
     assert all("\n" not in line and len(line) < 200 for line in lines)
     assert "unsynced writes" in lines[0]
-    assert "netem" in lines[1]
+    assert "no network namespaces here" in lines[1]
     with pytest.raises(ClusterError, match="power_loss faults cannot run"):
         cluster.power_loss("broker-0")
-    with pytest.raises(ClusterError, match="delay faults cannot run"):
+    with pytest.raises(ClusterError, match="delay faults cannot run on this cluster: no network"):
         cluster.disturb(["broker-0"], [], 100.0, 0.0)
     with pytest.raises(ClusterError, match="partition faults cannot run on this cluster"):
         cluster.partition([["broker-0"]])
     with pytest.raises(ValueError, match="not a node of this cluster"):
         cluster.crash("producer-0")
+
+
+def test_delay_runs_with_namespaces_and_is_refused_in_one_line_without_a_delayer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As if this machine had namespaces (nothing is set up until start()).
+    monkeypatch.setattr(netns, "_probe", None)
+    monkeypatch.setattr(netns, "_delay_probe", None)
+    net = netns.Network(prefix="eosd", subnet="10.78.0")
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network=net)
+    assert "delay" not in cluster.refuses
+    assert refusals(["delay", "loss", "partition"], cluster.refuses, "kafka") == []
+    # Namespaces, but no iptables-nft (or no NFQUEUE): delay alone is refused, saying why.
+    monkeypatch.setattr(netns, "_delay_probe", "no 'iptables-nft' command on the PATH")
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network=net)
+    (line,) = refusals(["delay", "loss", "partition"], cluster.refuses, "kafka")
+    assert line == (
+        "delay faults cannot run on kafka: packets cannot be queued to a delayer here "
+        "(no 'iptables-nft' command on the PATH)"
+    )
+    with pytest.raises(ClusterError, match="delay faults cannot run on this cluster: packets"):
+        cluster.disturb(["broker-0"], [], 100.0, 0.0)
 
 
 # --- a real cluster -------------------------------------------------------------------------
