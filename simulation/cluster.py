@@ -235,6 +235,7 @@ class Cluster:
                 topics=topics,
                 controller=CONTROLLER,
                 lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
+                isr_rng=streams.stream(f"isr-expiration:{name}") if streams else None,
                 log=settings.log,
             )
             self.brokers[name].replica_manager.hostable = self._hostable

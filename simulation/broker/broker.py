@@ -158,6 +158,7 @@ class Broker:
         topics: dict[str, TopicSettings] | None = None,
         controller: str | None = None,
         lifecycle_rng: RandomStream | None = None,
+        isr_rng: RandomStream | None = None,
         log: LogManagerSettings | None = None,
     ) -> None:
         self.env = env
@@ -193,6 +194,7 @@ class Broker:
             lambda: self.alive and not self.paused,
             self.probe,
             self.respond,
+            isr_rng,
         )
         self.controller = controller
         self.incarnation = 0

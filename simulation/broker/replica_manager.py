@@ -56,6 +56,7 @@ from eosim.simulation.protocol import (
     ReplicaFetchResponse,
     TopicPartition,
 )
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
 from eosim.simulation.state_change import DISABLED, StateChangeLog
 
@@ -149,8 +150,11 @@ class ReplicaManager:
         is_running: Callable[[], bool],
         probe: Probe | None = None,
         respond: Callable[[Message, object], None] | None = None,
+        isr_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
+        # Draws the phase of the ISR expiration task (see _isr_expiration); None: no phase.
+        self.isr_rng = isr_rng
         self.broker = broker
         self.network = network
         self.rules = rules
@@ -584,10 +588,20 @@ class ReplicaManager:
         self.env.process(self._isr_expiration())
 
     def _isr_expiration(self):  # type: ignore[no-untyped-def]
+        """Kafka's ``isr-expiration`` task (ReplicaManager.startup schedules maybeShrinkIsr
+        every ``replica.lag.time.max.ms / 2`` from the broker's start), so a follower that
+        stopped fetching leaves the ISR between 1 and 1.5 times ``replica.lag.time.max.ms``
+        after its last catch-up, depending on where the task's period happens to fall. The
+        broker's start is not part of a scenario (a real cluster started long before the run,
+        or restarted a startup time before it leads again), so the task's phase is drawn,
+        uniform over one period, each time the task starts."""
         interval = self.settings.replica_lag_time_max_ms / 2
         generation = self.generation
+        phase = interval * self.isr_rng.random() if self.isr_rng is not None else 0.0
+        first = True
         while generation == self.generation:
-            yield self.env.timeout(interval)
+            yield self.env.timeout(phase if first and phase > 0.0 else interval)
+            first = False
             if generation != self.generation:
                 return
             if not self.is_running():
