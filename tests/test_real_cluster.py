@@ -28,7 +28,19 @@ from eosim.real.cluster import (
 from eosim.simulation.faults import apply_fault, refusals
 from eosim.simulation.scenario import Scenario
 
-LIBS = Path(os.environ.get("EOSIM_KAFKA_LIBS", "/tmp/kafkafetch/libs"))
+
+def _default_libs() -> Path:
+    """EOSIM_KAFKA_LIBS, else the jars `eosim kafka install` fetched (as CI does), else the
+    folder earlier versions of these tests used."""
+    if "EOSIM_KAFKA_LIBS" in os.environ:
+        return Path(os.environ["EOSIM_KAFKA_LIBS"])
+    from eosim.real.install import find_install
+
+    install = find_install("4.1.1", None, None)
+    return install.libs if install is not None else Path("/tmp/kafkafetch/libs")
+
+
+LIBS = _default_libs()
 
 
 def _scenario(brokers: int = 3, config: Mapping[str, Any] | None = None) -> Scenario:
@@ -316,15 +328,27 @@ public class EosimTestAdmin {
         try (Admin admin = Admin.create(p)) {
             String name = a[1];
             Map<String, String> cfg = new HashMap<>();
+            Map<Integer, List<Integer>> assign = new HashMap<>();
             for (int i = 4; i < a.length; i++) {
                 String[] kv = a[i].split("=", 2);
-                cfg.put(kv[0], kv[1]);
+                if (kv[0].equals("--assign")) {
+                    String[] parts = kv[1].split(";");
+                    for (int q = 0; q < parts.length; q++) {
+                        List<Integer> ids = new ArrayList<>();
+                        for (String id : parts[q].split(",")) ids.add(Integer.parseInt(id));
+                        assign.put(q, ids);
+                    }
+                } else {
+                    cfg.put(kv[0], kv[1]);
+                }
             }
             if (admin.listTopics().names().get().contains(name)) {
                 admin.deleteTopics(List.of(name)).all().get();
                 while (admin.listTopics().names().get().contains(name)) Thread.sleep(100);
             }
-            NewTopic topic = new NewTopic(name, Integer.parseInt(a[2]), Short.parseShort(a[3]));
+            NewTopic topic = assign.isEmpty()
+                ? new NewTopic(name, Integer.parseInt(a[2]), Short.parseShort(a[3]))
+                : new NewTopic(name, assign);
             while (true) {
                 try {
                     admin.createTopics(List.of(topic.configs(cfg))).all().get();
@@ -352,6 +376,8 @@ class _JavaTopicAdmin:
             cmd = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"]
             cmd += [f"{LIBS}/*:{self.classes}", "EosimTestAdmin", bootstrap, t["name"]]
             cmd += [str(t["partitions"]), str(t["replication_factor"]), *configs]
+            if "assignment" in t:
+                cmd.append("--assign=" + ";".join(",".join(map(str, r)) for r in t["assignment"]))
             subprocess.run(cmd, check=True, capture_output=True, timeout=60)
 
 
