@@ -333,6 +333,10 @@ class Broker:
             response = self._handle(msg.payload)
             if not self.alive:
                 continue
+            # KafkaApis.handle ends with ReplicaManager.tryCompleteActions: the checks that
+            # appends queued (this request's, and those other threads made since the last
+            # request) run now.
+            self.replica_manager.complete_actions()
             if response is not None:
                 self.network.send(self.name, msg.src, response, msg.conn, internal=msg.internal)
                 self._unmute(msg.conn)
@@ -484,7 +488,11 @@ class Broker:
             if not reply:
                 now_answer.append(self._produce(request, added, None, msg.conn))
                 return
+            # The append runs as a callback request on a request handler thread
+            # (KafkaRequestHandler.wrapAsyncCallback), which then completes the queued actions.
             response = self._produce(request, added, reply[0], msg.conn)
+            if self.alive:
+                self.replica_manager.complete_actions()
             if response is not None:
                 reply[0](response)
             elif request.acks == 0 and self.alive:
@@ -892,11 +900,14 @@ _OWN_THREADS = frozenset(
         BrokerHeartbeatResponse,
         BrokerRegistrationResponse,
         Disconnected,
+        # The coordinator's TxnMarkerSenderThread (an InterBrokerSendThread) handles the
+        # answers to its markers (TransactionMarkerRequestCompletionHandler).
+        WriteTxnMarkersResponse,
     }
 )
 # What reaches a broker on connections it opened itself (to leaders, the controller, the
 # partitions its coordinators write markers to): accepted even before the broker listens.
-_OUTBOUND_ANSWERS = _OWN_THREADS | {WriteTxnMarkersResponse}
+_OUTBOUND_ANSWERS = _OWN_THREADS
 
 
 def _marker_error(tp: TopicPartition, error: Errors) -> Errors:

@@ -174,6 +174,9 @@ class ReplicaManager:
         self.fenced: frozenset[str] = frozenset()
         self._delayed: dict[TopicPartition, list[DelayedWrite]] = {}
         self._parked: list[_ParkedFetch] = []
+        # Partitions appended to whose held requests are still to be checked (Kafka's
+        # ActionQueue of ReplicaManager), in the order of the appends.
+        self._actions: dict[TopicPartition, None] = {}
         self._fetchers: dict[str, ReplicaFetcher] = {}
         self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
         self._correlation = 0
@@ -347,12 +350,38 @@ class ReplicaManager:
             self._wake_fetcher(state.leader)
 
     # -- leader: appends and acks=all -----------------------------------------------------
-    def after_leader_append(self, part: Partition) -> None:
-        """The leader appended to ``part``: the HW may move (no followers) and held follower
-        fetches of it can be answered."""
-        self._maybe_advance(part)
-        if self._parked:
-            self._complete_parked({part.tp})
+    def after_leader_append(self, part: Partition, deferred: bool = False) -> None:
+        """The leader appended to ``part``: the HW may move (no followers), and the held
+        requests the append may unblock (follower fetches of ``part``, acks=all waits on it)
+        are checked. Kafka checks them in an action it queues (ReplicaManager.
+        addCompletePurgatoryAction) and runs when a request handler thread finishes a
+        request (KafkaApis.handle, KafkaRequestHandler after a callback: ReplicaManager.
+        tryCompleteActions): an append made while handling a request (``deferred`` False)
+        has them checked as that request ends, which is now; one made by another thread
+        (``deferred``: the transaction coordinator's writes from its marker thread and its
+        scheduler) waits in :meth:`complete_actions` for the next request this broker
+        handles, or for the held fetches' own ``replica.fetch.wait.max.ms``."""
+        state = part.leader_state
+        if state is not None and state.maybe_increment_high_watermark(
+            part.log_end_offset, self.env.now
+        ):
+            self._log_hw(part)  # Partition.appendRecordsToLeader: maybeIncrementLeaderHW
+        self._actions[part.tp] = None
+        if not deferred:
+            self.complete_actions()
+
+    def complete_actions(self) -> None:
+        """Run the queued checks (ReplicaManager.tryCompleteActions): for each partition
+        appended to, in order, its acks=all waits and its held follower fetches."""
+        while self._actions:
+            tp = next(iter(self._actions))
+            del self._actions[tp]
+            part = self.leader_partition(tp)
+            if part is None:
+                continue  # no longer leader: its waits and fetches were answered then
+            self._high_watermark_moved(part)
+            if self._parked:
+                self._complete_parked({tp})
 
     def wait_for_replication(
         self,
@@ -861,6 +890,7 @@ class ReplicaManager:
         self._fetchers = {}
         self._parked = []
         self._delayed = {}
+        self._actions = {}
         self._alter_in_flight = {}
         self._isr_task_started = False
         for part in self.partitions.values():
