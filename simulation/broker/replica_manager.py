@@ -122,6 +122,17 @@ class _ParkedFetch:
     done: bool = False
 
 
+@dataclass(eq=False, slots=True)
+class _HeldRead:
+    """A consumer fetch held for data (Kafka's DelayedFetch of a consumer)."""
+
+    partitions: tuple[TopicPartition, ...]
+    completable: Callable[[], bool]
+    answer: Callable[[], None]
+    done: bool = False
+    expired: bool = False  # its wait is over (answered once the process runs)
+
+
 @dataclass(eq=False)
 class ReplicaFetcher:
     """The fetcher of one follower broker from one leader broker (ReplicaFetcherThread)."""
@@ -177,6 +188,7 @@ class ReplicaManager:
         # Partitions appended to whose held requests are still to be checked (Kafka's
         # ActionQueue of ReplicaManager), in the order of the appends.
         self._actions: dict[TopicPartition, None] = {}
+        self._held_reads: list[_HeldRead] = []
         self._fetchers: dict[str, ReplicaFetcher] = {}
         self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
         self._correlation = 0
@@ -338,6 +350,9 @@ class ReplicaManager:
         )
         if was_leader:
             self._fail_waits(part.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+            # ReplicaManager.completeDelayedOperationsWhenNotPartitionLeader: held consumer
+            # fetches of it are answered (NOT_LEADER_OR_FOLLOWER).
+            self._check_reads(part.tp)
             if self.on_internal_role is not None and is_internal(part.tp[0]):
                 self.on_internal_role(part.tp, None, False)
         if self.rules.truncation == "high_watermark":
@@ -431,6 +446,8 @@ class ReplicaManager:
         return True
 
     def _high_watermark_moved(self, part: Partition) -> None:
+        if self._held_reads:
+            self._check_reads(part.tp)
         waiting = self._delayed.get(part.tp)
         if not waiting:
             return
@@ -440,6 +457,47 @@ class ReplicaManager:
                     self._check_wait(wait)
             self._try_complete(delayed)
         self._delayed[part.tp] = [d for d in waiting if not d.done]
+
+    # -- leader: consumer fetches held for data --------------------------------------------
+    def hold_read(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        completable: Callable[[], bool],
+        answer: Callable[[], None],
+        max_wait_ms: float,
+    ) -> None:
+        """Hold a consumer fetch of ``partitions`` until ``completable()`` (checked whenever
+        one of them is appended to, its high watermark may have moved, or it stops being
+        led here: DelayedFetch's purgatory keys) or ``max_wait_ms`` has passed; then
+        ``answer()`` (which reads the log as it is then)."""
+        held = _HeldRead(partitions, completable, answer)
+        self._held_reads.append(held)
+        generation = self.generation
+
+        def expire(_ev: simpy.Event) -> None:
+            if generation == self.generation and not held.done:
+                held.expired = True
+                if self.is_running():
+                    self._finish_read(held)
+
+        self.env.timeout(max_wait_ms).callbacks.append(expire)
+
+    def resumed(self) -> None:
+        """The process runs again after a pause: the held consumer fetches whose wait ended
+        meanwhile are answered now (the purgatory's reaper thread was stopped too)."""
+        for held in list(self._held_reads):
+            if held.expired and not held.done:
+                self._finish_read(held)
+
+    def _check_reads(self, tp: TopicPartition) -> None:
+        for held in list(self._held_reads):
+            if not held.done and tp in held.partitions and held.completable():
+                self._finish_read(held)
+
+    def _finish_read(self, held: _HeldRead) -> None:
+        held.done = True
+        self._held_reads = [h for h in self._held_reads if not h.done]
+        held.answer()
 
     def _fail_waits(self, tp: TopicPartition, error: Errors) -> None:
         for delayed in self._delayed.pop(tp, []):
@@ -891,6 +949,7 @@ class ReplicaManager:
         self._parked = []
         self._delayed = {}
         self._actions = {}
+        self._held_reads = []
         self._alter_in_flight = {}
         self._isr_task_started = False
         for part in self.partitions.values():
