@@ -123,6 +123,17 @@ class _ParkedFetch:
     done: bool = False
 
 
+@dataclass(eq=False, slots=True)
+class _HeldRead:
+    """A consumer fetch held for data (Kafka's DelayedFetch of a consumer)."""
+
+    partitions: tuple[TopicPartition, ...]
+    completable: Callable[[], bool]
+    answer: Callable[[], None]
+    done: bool = False
+    expired: bool = False  # its wait is over (answered once the process runs)
+
+
 @dataclass(eq=False)
 class ReplicaFetcher:
     """The fetcher of one follower broker from one leader broker (ReplicaFetcherThread)."""
@@ -178,6 +189,10 @@ class ReplicaManager:
         self.fenced: frozenset[str] = frozenset()
         self._delayed: dict[TopicPartition, list[DelayedWrite]] = {}
         self._parked: list[_ParkedFetch] = []
+        # Partitions appended to whose held requests are still to be checked (Kafka's
+        # ActionQueue of ReplicaManager), in the order of the appends.
+        self._actions: dict[TopicPartition, None] = {}
+        self._held_reads: list[_HeldRead] = []
         self._fetchers: dict[str, ReplicaFetcher] = {}
         self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
         self._correlation = 0
@@ -339,6 +354,9 @@ class ReplicaManager:
         )
         if was_leader:
             self._fail_waits(part.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+            # ReplicaManager.completeDelayedOperationsWhenNotPartitionLeader: held consumer
+            # fetches of it are answered (NOT_LEADER_OR_FOLLOWER).
+            self._check_reads(part.tp)
             if self.on_internal_role is not None and is_internal(part.tp[0]):
                 self.on_internal_role(part.tp, None, False)
         if self.rules.truncation == "high_watermark":
@@ -351,12 +369,38 @@ class ReplicaManager:
             self._wake_fetcher(state.leader)
 
     # -- leader: appends and acks=all -----------------------------------------------------
-    def after_leader_append(self, part: Partition) -> None:
-        """The leader appended to ``part``: the HW may move (no followers) and held follower
-        fetches of it can be answered."""
-        self._maybe_advance(part)
-        if self._parked:
-            self._complete_parked({part.tp})
+    def after_leader_append(self, part: Partition, deferred: bool = False) -> None:
+        """The leader appended to ``part``: the HW may move (no followers), and the held
+        requests the append may unblock (follower fetches of ``part``, acks=all waits on it)
+        are checked. Kafka checks them in an action it queues (ReplicaManager.
+        addCompletePurgatoryAction) and runs when a request handler thread finishes a
+        request (KafkaApis.handle, KafkaRequestHandler after a callback: ReplicaManager.
+        tryCompleteActions): an append made while handling a request (``deferred`` False)
+        has them checked as that request ends, which is now; one made by another thread
+        (``deferred``: the transaction coordinator's writes from its marker thread and its
+        scheduler) waits in :meth:`complete_actions` for the next request this broker
+        handles, or for the held fetches' own ``replica.fetch.wait.max.ms``."""
+        state = part.leader_state
+        if state is not None and state.maybe_increment_high_watermark(
+            part.log_end_offset, self.env.now
+        ):
+            self._log_hw(part)  # Partition.appendRecordsToLeader: maybeIncrementLeaderHW
+        self._actions[part.tp] = None
+        if not deferred:
+            self.complete_actions()
+
+    def complete_actions(self) -> None:
+        """Run the queued checks (ReplicaManager.tryCompleteActions): for each partition
+        appended to, in order, its acks=all waits and its held follower fetches."""
+        while self._actions:
+            tp = next(iter(self._actions))
+            del self._actions[tp]
+            part = self.leader_partition(tp)
+            if part is None:
+                continue  # no longer leader: its waits and fetches were answered then
+            self._high_watermark_moved(part)
+            if self._parked:
+                self._complete_parked({tp})
 
     def wait_for_replication(
         self,
@@ -406,6 +450,8 @@ class ReplicaManager:
         return True
 
     def _high_watermark_moved(self, part: Partition) -> None:
+        if self._held_reads:
+            self._check_reads(part.tp)
         waiting = self._delayed.get(part.tp)
         if not waiting:
             return
@@ -415,6 +461,47 @@ class ReplicaManager:
                     self._check_wait(wait)
             self._try_complete(delayed)
         self._delayed[part.tp] = [d for d in waiting if not d.done]
+
+    # -- leader: consumer fetches held for data --------------------------------------------
+    def hold_read(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        completable: Callable[[], bool],
+        answer: Callable[[], None],
+        max_wait_ms: float,
+    ) -> None:
+        """Hold a consumer fetch of ``partitions`` until ``completable()`` (checked whenever
+        one of them is appended to, its high watermark may have moved, or it stops being
+        led here: DelayedFetch's purgatory keys) or ``max_wait_ms`` has passed; then
+        ``answer()`` (which reads the log as it is then)."""
+        held = _HeldRead(partitions, completable, answer)
+        self._held_reads.append(held)
+        generation = self.generation
+
+        def expire(_ev: simpy.Event) -> None:
+            if generation == self.generation and not held.done:
+                held.expired = True
+                if self.is_running():
+                    self._finish_read(held)
+
+        self.env.timeout(max_wait_ms).callbacks.append(expire)
+
+    def resumed(self) -> None:
+        """The process runs again after a pause: the held consumer fetches whose wait ended
+        meanwhile are answered now (the purgatory's reaper thread was stopped too)."""
+        for held in list(self._held_reads):
+            if held.expired and not held.done:
+                self._finish_read(held)
+
+    def _check_reads(self, tp: TopicPartition) -> None:
+        for held in list(self._held_reads):
+            if not held.done and tp in held.partitions and held.completable():
+                self._finish_read(held)
+
+    def _finish_read(self, held: _HeldRead) -> None:
+        held.done = True
+        self._held_reads = [h for h in self._held_reads if not h.done]
+        held.answer()
 
     def _fail_waits(self, tp: TopicPartition, error: Errors) -> None:
         for delayed in self._delayed.pop(tp, []):
@@ -875,6 +962,8 @@ class ReplicaManager:
         self._fetchers = {}
         self._parked = []
         self._delayed = {}
+        self._actions = {}
+        self._held_reads = []
         self._alter_in_flight = {}
         self._isr_task_started = False
         for part in self.partitions.values():
