@@ -876,6 +876,7 @@ class Broker:
 
     def resume(self) -> None:
         self.paused = False
+        self.replica_manager.resumed()
         self._handle_internal()
         self._kick()
         self.replica_manager.wake_fetchers()

@@ -174,6 +174,10 @@ class ReplicaManager:
         self.fenced: frozenset[str] = frozenset()
         self._delayed: dict[TopicPartition, list[DelayedWrite]] = {}
         self._parked: list[_ParkedFetch] = []
+        # Held requests whose time ran out while the process was paused, in that order: the
+        # purgatory's reaper is frozen with the rest of the process and completes them when it
+        # runs again (:meth:`resumed`).
+        self._frozen: list[Callable[[], None]] = []
         self._fetchers: dict[str, ReplicaFetcher] = {}
         self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
         self._correlation = 0
@@ -561,10 +565,15 @@ class ReplicaManager:
                 self._answer_parked(parked)
 
     def _answer_parked(self, parked: _ParkedFetch) -> None:
+        if parked.done:
+            return
+        if not self.is_running():
+            # Paused (a crash drops every held fetch): the fetch is completed, and answered,
+            # when the process runs again (DelayedOperation.run, from the frozen reaper).
+            self._frozen.append(lambda: self._answer_parked(parked))
+            return
         parked.done = True
         self._parked = [p for p in self._parked if not p.done]
-        if not self.is_running():
-            return
         now = self.env.now
         answers = [
             (tp, self._read_for_follower(parked.request.replica, tp, fp, now, update=False))
@@ -697,6 +706,14 @@ class ReplicaManager:
             and not fetcher.wakeup.triggered
         ):
             fetcher.wakeup.succeed()
+
+    def resumed(self) -> None:
+        """The paused process runs again: complete the held requests whose time ran out
+        meanwhile, in the order it did (Kafka's ``SystemTimerReaper`` thread was frozen too; it
+        expires every overdue operation at its next tick)."""
+        frozen, self._frozen = self._frozen, []
+        for complete in frozen:
+            complete()
 
     def wake_fetchers(self) -> None:
         for source in sorted(self._fetchers):
@@ -860,6 +877,7 @@ class ReplicaManager:
                 fetcher.wakeup.succeed()
         self._fetchers = {}
         self._parked = []
+        self._frozen = []
         self._delayed = {}
         self._alter_in_flight = {}
         self._isr_task_started = False
