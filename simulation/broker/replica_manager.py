@@ -376,8 +376,13 @@ class ReplicaManager:
                 self._delayed.setdefault(wait.tp, []).append(delayed)
         generation = self.generation
 
-        def expire(_ev: simpy.Event) -> None:
+        def expire(_ev: simpy.Event | None = None) -> None:
             if generation != self.generation or delayed.done:
+                return
+            if not self.is_running():
+                # Paused: expired when the process runs again (DelayedOperation.run, from
+                # the frozen reaper).
+                self._frozen.append(expire)
                 return
             for wait in delayed.waits:
                 if wait.error is None:
