@@ -920,10 +920,11 @@ class Broker:
 
     def resume(self) -> None:
         self.paused = False
+        self.replica_manager.resumed()
         self._handle_internal()
         self._kick()
         self.replica_manager.wake_fetchers()
-        self.replica_manager.resumed()
+        self.replica_manager.resume_reads()
 
     def _kick(self) -> None:
         self.requests.kick()

@@ -193,6 +193,10 @@ class ReplicaManager:
         # ActionQueue of ReplicaManager), in the order of the appends.
         self._actions: dict[TopicPartition, None] = {}
         self._held_reads: list[_HeldRead] = []
+        # Held requests whose time ran out while the process was paused, in that order: the
+        # purgatory's reaper is frozen with the rest of the process and completes them when it
+        # runs again (:meth:`resumed`).
+        self._frozen: list[Callable[[], None]] = []
         self._fetchers: dict[str, ReplicaFetcher] = {}
         self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
         self._correlation = 0
@@ -420,8 +424,13 @@ class ReplicaManager:
                 self._delayed.setdefault(wait.tp, []).append(delayed)
         generation = self.generation
 
-        def expire(_ev: simpy.Event) -> None:
+        def expire(_ev: simpy.Event | None = None) -> None:
             if generation != self.generation or delayed.done:
+                return
+            if not self.is_running():
+                # Paused: expired when the process runs again (DelayedOperation.run, from
+                # the frozen reaper).
+                self._frozen.append(expire)
                 return
             for wait in delayed.waits:
                 if wait.error is None:
@@ -486,9 +495,9 @@ class ReplicaManager:
 
         self.env.timeout(max_wait_ms).callbacks.append(expire)
 
-    def resumed(self) -> None:
-        """The process runs again after a pause: the held consumer fetches whose wait ended
-        meanwhile are answered now (the purgatory's reaper thread was stopped too)."""
+    def resume_reads(self) -> None:
+        """After a pause: the held consumer fetches whose wait ended meanwhile are answered now
+        (the purgatory's reaper thread was stopped too)."""
         for held in list(self._held_reads):
             if held.expired and not held.done:
                 self._finish_read(held)
@@ -652,10 +661,15 @@ class ReplicaManager:
                 self._answer_parked(parked)
 
     def _answer_parked(self, parked: _ParkedFetch) -> None:
+        if parked.done:
+            return
+        if not self.is_running():
+            # Paused (a crash drops every held fetch): the fetch is completed, and answered,
+            # when the process runs again (DelayedOperation.run, from the frozen reaper).
+            self._frozen.append(lambda: self._answer_parked(parked))
+            return
         parked.done = True
         self._parked = [p for p in self._parked if not p.done]
-        if not self.is_running():
-            return
         now = self.env.now
         answers = [
             (tp, self._read_for_follower(parked.request.replica, tp, fp, now, update=False))
@@ -798,6 +812,14 @@ class ReplicaManager:
             and not fetcher.wakeup.triggered
         ):
             fetcher.wakeup.succeed()
+
+    def resumed(self) -> None:
+        """The paused process runs again: complete the held requests whose time ran out
+        meanwhile, in the order it did (Kafka's ``SystemTimerReaper`` thread was frozen too; it
+        expires every overdue operation at its next tick)."""
+        frozen, self._frozen = self._frozen, []
+        for complete in frozen:
+            complete()
 
     def wake_fetchers(self) -> None:
         for source in sorted(self._fetchers):
@@ -961,6 +983,7 @@ class ReplicaManager:
                 fetcher.wakeup.succeed()
         self._fetchers = {}
         self._parked = []
+        self._frozen = []
         self._delayed = {}
         self._actions = {}
         self._held_reads = []
