@@ -427,14 +427,18 @@ def kafka(tmp_path_factory: pytest.TempPathFactory):
         network=network,
         admin=_JavaTopicAdmin(classes),
     )
-    took = cluster.start()
-    print(f"\n3-broker cluster ({'netns' if cluster.net else 'loopback'}) started in {took:.1f} s")
-    cluster.recreate_topics(
-        [{"name": "rf3", "partitions": 1, "replication_factor": 3, "config": {}}]
-    )
-    _until("rf3 has 3 in sync", lambda: _isr(cluster) == {1, 2, 3})
-    yield cluster
-    cluster.stop(graceful=False)
+    try:
+        took = cluster.start()
+        print(
+            f"\n3-broker cluster ({'netns' if cluster.net else 'loopback'}) started in {took:.1f} s"
+        )
+        cluster.recreate_topics(
+            [{"name": "rf3", "partitions": 1, "replication_factor": 3, "config": {}}]
+        )
+        _until("rf3 has 3 in sync", lambda: _isr(cluster) == {1, 2, 3})
+        yield cluster
+    finally:  # also when the setup fails: no JVM or namespace left behind
+        cluster.stop(graceful=False)
 
 
 def _isr(cluster: RealCluster, via: str | None = None) -> set[int]:
