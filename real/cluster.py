@@ -82,12 +82,18 @@ def _prop(value: Any) -> str:
     return str(value)
 
 
+def internal_replication_factor(brokers: int) -> int:
+    """The replication factor of the internal topics on ``brokers`` brokers: Kafka's 3, or
+    fewer where fewer brokers are (what :func:`broker_defaults` configures)."""
+    return min(3, brokers)
+
+
 def broker_defaults(brokers: int) -> dict[str, str]:
     """What a small test cluster needs beside Kafka's defaults: internal topics that fit on
     ``brokers`` brokers, no initial rebalance delay, no auto-created topics."""
     return {
-        "offsets.topic.replication.factor": str(min(3, brokers)),
-        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "offsets.topic.replication.factor": str(internal_replication_factor(brokers)),
+        "transaction.state.log.replication.factor": str(internal_replication_factor(brokers)),
         "transaction.state.log.min.isr": str(min(2, brokers)),
         "group.initial.rebalance.delay.ms": "0",
         "num.partitions": "1",
@@ -234,26 +240,25 @@ class ActionTopicAdmin:
     def __init__(self, action: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
         self.action = action
 
+    def _act(
+        self, bootstrap: str, name: str, key: str, items: Sequence[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None:
+        return self.action(bootstrap, {"name": name, key: [dict(i) for i in items]})
+
     def recreate_topics(
         self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
     ) -> Mapping[str, Any] | None:
-        return self.action(
-            bootstrap, {"name": "recreate_topics", "topics": [dict(t) for t in topics]}
-        )
+        return self._act(bootstrap, "recreate_topics", "topics", topics)
 
     def place_internal(
         self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
     ) -> Mapping[str, Any] | None:
-        return self.action(
-            bootstrap, {"name": "place_internal", "topics": [dict(t) for t in topics]}
-        )
+        return self._act(bootstrap, "place_internal", "topics", topics)
 
     def delete_records(
         self, bootstrap: str, records: Sequence[Mapping[str, Any]]
     ) -> Mapping[str, Any] | None:
-        return self.action(
-            bootstrap, {"name": "delete_records", "records": [dict(r) for r in records]}
-        )
+        return self._act(bootstrap, "delete_records", "records", records)
 
 
 def model_assignment(
@@ -952,7 +957,8 @@ class RealCluster:
         place = getattr(self.admin, "place_internal", None)
         if place is None:
             raise ClusterError("this TopicAdmin cannot place internal topics (no place_internal)")
-        partitions, factor = INTERNAL_PARTITIONS, min(3, len(self.broker_names))
+        partitions = INTERNAL_PARTITIONS
+        factor = internal_replication_factor(len(self.broker_names))
         specs = [
             {"name": t, "assignment": model_assignment(self.broker_names, t, partitions, factor)}
             for t in topics

@@ -111,18 +111,9 @@ def _check_delay() -> str | None:
     tool = iptables()
     if tool is None:
         return "no 'iptables-nft' command on the PATH (Debian's iptables package)"
-    name = f"eosim-probe-{os.getpid()}"
-    try:
-        _run(["ip", "netns", "add", name])
-        try:
-            _run(["ip", "netns", "exec", name, *_queue_rule(tool, "-A", "OUTPUT", 1, None)])
-            _run(["ip", "netns", "exec", name, *_delayer_command(1), "--probe"])
-        finally:
-            with contextlib.suppress(NetnsError):
-                _run(["ip", "netns", "del", name])
-    except (NetnsError, OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc).splitlines()[0]
-    return None
+    return _probe_scratch_namespace(
+        [_queue_rule(tool, "-A", "OUTPUT", 1, None), [*_delayer_command(1), "--probe"]]
+    )
 
 
 def _queue_rule(tool: str, op: str, chain: str, queue: int, host: str | None) -> list[str]:
@@ -170,11 +161,18 @@ def _check() -> str | None:
     for tool in ("ip", "nft"):
         if shutil.which(tool) is None:
             return f"no {tool!r} command on the PATH"
+    return _probe_scratch_namespace([["nft", "add", "table", "inet", "eosim_probe"]])
+
+
+def _probe_scratch_namespace(commands: Sequence[Sequence[str]]) -> str | None:
+    """Run ``commands`` in turn inside a scratch namespace, deleted afterwards: None when all
+    succeed, else the first line of the first failure."""
     name = f"eosim-probe-{os.getpid()}"
     try:
         _run(["ip", "netns", "add", name])
         try:
-            _run(["ip", "netns", "exec", name, "nft", "add", "table", "inet", "eosim_probe"])
+            for command in commands:
+                _run(["ip", "netns", "exec", name, *command])
         finally:
             with contextlib.suppress(NetnsError):
                 _run(["ip", "netns", "del", name])

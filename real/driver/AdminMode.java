@@ -137,14 +137,15 @@ final class AdminMode {
         Map<TopicPartition, List<Integer>> assignments = new LinkedHashMap<>();
         for (JsonNode t : topics) {
             String topic = EosimDriver.required(t, "name", "action.topics[].").asText();
+            NewTopic nt;
             if (t.has("assignment")) {
-                assignment(t.get("assignment")).forEach(
-                        (p, ids) -> assignments.put(new TopicPartition(topic, p), ids));
+                Map<Integer, List<Integer>> replicas = assignment(t.get("assignment"));
+                replicas.forEach((p, ids) -> assignments.put(new TopicPartition(topic, p), ids));
+                nt = new NewTopic(topic, replicas);
+            } else {
+                nt = new NewTopic(topic, t.path("partitions").asInt(1),
+                        (short) t.path("replication_factor").asInt(1));
             }
-            NewTopic nt = t.has("assignment")
-                    ? new NewTopic(topic, assignment(t.get("assignment")))
-                    : new NewTopic(topic, t.path("partitions").asInt(1),
-                            (short) t.path("replication_factor").asInt(1));
             Map<String, String> configs = new HashMap<>();
             for (Iterator<Map.Entry<String, JsonNode>> it = t.path("config").fields();
                     it.hasNext(); ) {
