@@ -12,6 +12,7 @@ Modules, one concept each:
   workload driver compiled against them;
 - :mod:`eosim.real.cluster`: the local cluster, one JVM per node, with its fault operations;
 - :mod:`eosim.real.netns`: network faults on real processes (namespaces, nftables);
+- :mod:`eosim.real.delayer`: the process that holds a delayed node's packets (NFQUEUE);
 - :mod:`eosim.real.clients`: the workload driver's processes, one per application;
 - :mod:`eosim.real.runner`: one run, as a short list of named phases, like the model's.
 """

@@ -82,12 +82,18 @@ def _prop(value: Any) -> str:
     return str(value)
 
 
+def internal_replication_factor(brokers: int) -> int:
+    """The replication factor of the internal topics on ``brokers`` brokers: Kafka's 3, or
+    fewer where fewer brokers are (what :func:`broker_defaults` configures)."""
+    return min(3, brokers)
+
+
 def broker_defaults(brokers: int) -> dict[str, str]:
     """What a small test cluster needs beside Kafka's defaults: internal topics that fit on
     ``brokers`` brokers, no initial rebalance delay, no auto-created topics."""
     return {
-        "offsets.topic.replication.factor": str(min(3, brokers)),
-        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "offsets.topic.replication.factor": str(internal_replication_factor(brokers)),
+        "transaction.state.log.replication.factor": str(internal_replication_factor(brokers)),
         "transaction.state.log.min.isr": str(min(2, brokers)),
         "group.initial.rebalance.delay.ms": "0",
         "num.partitions": "1",
@@ -234,26 +240,25 @@ class ActionTopicAdmin:
     def __init__(self, action: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
         self.action = action
 
+    def _act(
+        self, bootstrap: str, name: str, key: str, items: Sequence[Mapping[str, Any]]
+    ) -> Mapping[str, Any] | None:
+        return self.action(bootstrap, {"name": name, key: [dict(i) for i in items]})
+
     def recreate_topics(
         self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
     ) -> Mapping[str, Any] | None:
-        return self.action(
-            bootstrap, {"name": "recreate_topics", "topics": [dict(t) for t in topics]}
-        )
+        return self._act(bootstrap, "recreate_topics", "topics", topics)
 
     def place_internal(
         self, bootstrap: str, topics: Sequence[Mapping[str, Any]]
     ) -> Mapping[str, Any] | None:
-        return self.action(
-            bootstrap, {"name": "place_internal", "topics": [dict(t) for t in topics]}
-        )
+        return self._act(bootstrap, "place_internal", "topics", topics)
 
     def delete_records(
         self, bootstrap: str, records: Sequence[Mapping[str, Any]]
     ) -> Mapping[str, Any] | None:
-        return self.action(
-            bootstrap, {"name": "delete_records", "records": [dict(r) for r in records]}
-        )
+        return self._act(bootstrap, "delete_records", "records", records)
 
 
 def model_assignment(
@@ -491,7 +496,6 @@ class RealCluster:
             "needs a filesystem that drops unsynced writes on a crash; this machine's disks "
             "keep them, so a real power loss cannot be staged"
         ),
-        "delay": "this kernel has no sch_netem (tc netem fails), and no userspace proxy is built",
     }
 
     def __init__(
@@ -526,11 +530,10 @@ class RealCluster:
         if self.net is None:
             from eosim.real import netns
 
-            reason = netns.unavailable_reason() or "loopback was asked for"
-            for kind in ("partition", "loss"):
-                self.refuses[kind] = f"no network namespaces here ({reason})"
+            self.refuses |= network_refuses(netns.unavailable_reason() or "loopback was asked for")
             self.ports = {CONTROLLER: _free_port()} | {b: _free_port() for b in self.broker_names}
         else:
+            self.refuses |= network_refuses(None)
             self.ports = {CONTROLLER: CONTROLLER_PORT} | {b: BROKER_PORT for b in self.broker_names}
         self.nodes: dict[str, _Node] = {
             name: _Node(name, self.work_dir / name, "256m" if name == CONTROLLER else "512m")
@@ -842,18 +845,43 @@ class RealCluster:
         extra_latency: float,
         loss: float,
     ) -> Any:
-        if extra_latency > 0:
+        """Delay (``extra_latency`` ms) and/or drop (``loss``) the packets of ``nodes`` and of
+        the directed ``links``; the handle (a tuple of two when both) goes to :meth:`heal`."""
+        handles: list[Any] = []
+        if extra_latency > 0 and "delay" in self.refuses:
             reason = self.refuses["delay"]
-            raise ClusterError(f"delay faults cannot run on a real cluster: {reason}")
+            raise ClusterError(f"delay faults cannot run on this cluster: {reason}")
         self._network_or_refuse("loss")
         assert self.net is not None
         with self._lock:
-            return self.net.loss(nodes, links, loss)
+            try:
+                if extra_latency > 0:
+                    handles.append(self.net.delay(nodes, links, extra_latency))
+                if loss > 0 or not handles:
+                    handles.append(self.net.loss(nodes, links, loss))
+            except BaseException:
+                for handle in handles:
+                    self.net.heal(handle)
+                raise
+        return handles[0] if len(handles) == 1 else tuple(handles)
+
+    def prepare_delays(self, nodes: Sequence[str]) -> None:
+        """Start the delayers of ``nodes`` ahead of their delay faults (namespaces only)."""
+        if self.net is None or "delay" in self.refuses:
+            return
+        from eosim.real.netns import NetnsError
+
+        with self._lock:
+            try:
+                self.net.prepare_delays(nodes)
+            except NetnsError as exc:
+                raise ClusterError(str(exc)) from None
 
     def heal(self, handle: Any) -> None:
         if self.net is not None:
             with self._lock:
-                self.net.heal(handle)
+                for one in handle if isinstance(handle, tuple) else (handle,):
+                    self.net.heal(one)
 
     def delete_records(
         self, topic: str, partition: int | None, offset: int
@@ -929,7 +957,8 @@ class RealCluster:
         place = getattr(self.admin, "place_internal", None)
         if place is None:
             raise ClusterError("this TopicAdmin cannot place internal topics (no place_internal)")
-        partitions, factor = INTERNAL_PARTITIONS, min(3, len(self.broker_names))
+        partitions = INTERNAL_PARTITIONS
+        factor = internal_replication_factor(len(self.broker_names))
         specs = [
             {"name": t, "assignment": model_assignment(self.broker_names, t, partitions, factor)}
             for t in topics
@@ -983,6 +1012,21 @@ class RealCluster:
     def pid(self, node: str) -> int | None:
         n = self._node(node)
         return n.process.pid if n.alive() and n.process is not None else None
+
+
+def network_refuses(loopback: str | None) -> dict[str, str]:
+    """The network fault kinds a cluster cannot do, each with why: all three on loopback
+    (``loopback``: why it runs there), else delay alone where no delayer can be queued to
+    (:func:`eosim.real.netns.delay_unavailable_reason`)."""
+    from eosim.real import netns
+
+    if loopback is not None:
+        return {
+            k: f"no network namespaces here ({loopback})" for k in ("partition", "loss", "delay")
+        }
+    if (reason := netns.delay_unavailable_reason()) is not None:
+        return {"delay": f"packets cannot be queued to a delayer here ({reason})"}
+    return {}
 
 
 def _choose_network(mode: Any, work_dir: Path) -> Any:

@@ -15,25 +15,50 @@ A fault is one nftables table (``inet eosim_<handle>``) in each namespace it tou
   listed node sends, and every packet it receives from a node not listed (so a packet crosses
   one lossy filter, not two); a directed link ``(a, b)`` drops ``a``'s packets to ``b``.
 
-Delay needs sch_netem, which this kernel lacks (``tc qdisc ... netem`` fails); it is refused.
+A delay is not an nft table: this kernel has no ``sch_netem`` (``tc qdisc ... netem`` fails)
+and nft's own ``queue`` statement is not built, so
+
+- ``delay(nodes, links, extra_ms)``: the packets ``loss`` would select (host traffic aside)
+  are held ``extra_ms`` longer by a small process per delayed node
+  (:mod:`eosim.real.delayer`), to which two ``iptables-nft ... -j NFQUEUE --queue-bypass``
+  rules in the node's namespace hand them (xtables through nftables' compat layer). The
+  delayer knows each fault by its handle: faults that touch one packet add up, and a pair's
+  packets keep their order. After a node's last delay fault is healed, the rules go once the
+  packets held have left (a timer: the longest delay it gave plus ``RETIRE_MARGIN_S``); the
+  delayer stays, idle, until :meth:`Network.teardown`. ``prepare_delays`` starts delayers
+  ahead of their faults (a Python process takes a few hundred ms to start on a busy machine).
 
 Checked on this machine (kernel 6.18, root): ``ip netns``, veth pairs, a bridge, TCP between
 namespaces through the bridge and from the host, nft tables inside a namespace (drop and
-``numgen random mod`` drop) all work.
+``numgen random mod`` drop) all work; so does an xtables ``NFQUEUE`` rule through nftables'
+compat layer, with verdicts given late (``delay_unavailable_reason`` probes it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import os
+import select
 import shutil
 import subprocess
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from eosim.real.delayer import DelayRule, delay_rules
 
 CONTROLLER = "controller"
+# After a node's last delay fault heals, its queue rules stay this much longer than the longest
+# delay it gave, so the packets it still holds leave before the ones that follow them.
+RETIRE_MARGIN_S = 0.25
+DELAYER_START_S = 20.0
 
 _probe: str | bool | None = False  # False: not probed yet; None: available; str: why not
+_delay_probe: str | bool | None = False
 
 
 class NetnsError(RuntimeError):
@@ -61,17 +86,93 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
+def iptables() -> str | None:
+    """The nftables flavour of iptables (``iptables-nft``, or ``iptables`` when that is it)."""
+    found = shutil.which("iptables-nft")
+    if found is None and (plain := shutil.which("iptables")) is not None:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            done = subprocess.run([plain, "-V"], capture_output=True, text=True, timeout=10)
+            if "nf_tables" in done.stdout:
+                found = plain
+    return found
+
+
+def delay_unavailable_reason() -> str | None:
+    """Why delay faults cannot run here (None: they can). Probed once: namespaces, an
+    ``iptables-nft`` command, and in a scratch namespace an NFQUEUE rule and a delayer that
+    binds its queue."""
+    global _delay_probe
+    if _delay_probe is False:
+        _delay_probe = unavailable_reason() or _check_delay()
+    return _delay_probe if isinstance(_delay_probe, str) else None
+
+
+def _check_delay() -> str | None:
+    tool = iptables()
+    if tool is None:
+        return "no 'iptables-nft' command on the PATH (Debian's iptables package)"
+    return _probe_scratch_namespace(
+        [_queue_rule(tool, "-A", "OUTPUT", 1, None), [*_delayer_command(1), "--probe"]]
+    )
+
+
+def _queue_rule(tool: str, op: str, chain: str, queue: int, host: str | None) -> list[str]:
+    """The iptables command that adds (``-A``/``-I``) or deletes (``-D``) the rule handing
+    eth0's packets, those to or from ``host`` excepted, to ``queue``."""
+    way, peer = ("-o", "-d") if chain == "OUTPUT" else ("-i", "-s")
+    skip = ["!", peer, host] if host else []
+    return [
+        tool, "-w", op, chain, way, "eth0", *skip,
+        "-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass",
+    ]  # fmt: skip
+
+
+def _delayer_command(queue: int) -> list[str]:
+    """The delayer run as a script (``-I -S``: the standard library only, all it needs), so
+    it starts in a fraction of the time importing eosim would take."""
+    script = Path(__file__).with_name("delayer.py")
+    return [sys.executable, "-I", "-S", str(script), "--queue", str(queue)]
+
+
+@dataclass
+class _Delayer:
+    """A node's delayer process, its queue number and the delay faults it holds."""
+
+    node: str
+    queue: int
+    process: subprocess.Popen[bytes]
+    rules: dict[str, DelayRule] = field(default_factory=dict)  # by fault handle
+    longest_ms: float = 0.0  # the longest total delay it has given
+    queued: bool = False  # whether the rules that hand it the node's packets are in
+    retire: threading.Timer | None = None
+
+    def send(self, message: dict[str, object]) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except OSError as exc:
+            raise NetnsError(f"the delayer of {self.node} is gone ({exc})") from None
+
+
 def _check() -> str | None:
     if os.geteuid() != 0:
         return "not running as root"
     for tool in ("ip", "nft"):
         if shutil.which(tool) is None:
             return f"no {tool!r} command on the PATH"
+    return _probe_scratch_namespace([["nft", "add", "table", "inet", "eosim_probe"]])
+
+
+def _probe_scratch_namespace(commands: Sequence[Sequence[str]]) -> str | None:
+    """Run ``commands`` in turn inside a scratch namespace, deleted afterwards: None when all
+    succeed, else the first line of the first failure."""
     name = f"eosim-probe-{os.getpid()}"
     try:
         _run(["ip", "netns", "add", name])
         try:
-            _run(["ip", "netns", "exec", name, "nft", "add", "table", "inet", "eosim_probe"])
+            for command in commands:
+                _run(["ip", "netns", "exec", name, *command])
         finally:
             with contextlib.suppress(NetnsError):
                 _run(["ip", "netns", "del", name])
@@ -88,8 +189,12 @@ class Network:
     subnet: str = "10.77.0"
     addresses: dict[str, str] = field(default_factory=dict)
     faults: dict[str, list[str]] = field(default_factory=dict)  # handle -> namespaces
+    delays: dict[str, list[str]] = field(default_factory=dict)  # handle -> delayed nodes
     _next_client: int = 101
     _next_handle: int = 1
+    _delayers: dict[str, _Delayer] = field(default_factory=dict)
+    _queues: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def bridge(self) -> str:
@@ -155,8 +260,24 @@ class Network:
         names = [line.split()[0] for line in out.splitlines() if line.strip()]
         return [n for n in names if n.startswith(f"{self.prefix}-")]
 
+    @property
+    def host(self) -> str:
+        """The host's address on the bridge (never cut, never delayed)."""
+        return f"{self.subnet}.254"
+
     def teardown(self) -> None:
-        """Delete every namespace of this prefix (their veths go with them) and the bridge."""
+        """Stop the delayers, delete every namespace of this prefix (their veths go with them)
+        and the bridge."""
+        with self._lock:
+            for delayer in self._delayers.values():
+                if delayer.retire is not None:
+                    delayer.retire.cancel()
+                # Its namespace goes next: what it holds goes with it, no need to let it go.
+                with contextlib.suppress(OSError):
+                    delayer.process.kill()
+                _stop(delayer)
+            self._delayers.clear()
+            self.delays.clear()
         for ns in self._existing():
             with contextlib.suppress(NetnsError):
                 _run(["ip", "netns", "del", ns])
@@ -233,9 +354,126 @@ class Network:
             out.append(f"ip daddr {self.address(dst)} {drop}")
         return self._apply(rules)
 
+    def delay(self, nodes: Sequence[str], links: Sequence[tuple[str, str]], extra_ms: float) -> str:
+        """Hold the packets of ``nodes`` and of the directed ``links`` ``extra_ms`` longer
+        (neither: every node's, as the model's delay without targets)."""
+        if not extra_ms > 0:
+            raise ValueError(f"a delay is a positive number of ms, not {extra_ms}")
+        targets = list(nodes) if nodes or links else list(self.addresses)
+        rules = delay_rules(targets, list(links), float(extra_ms), self.address)
+        with self._lock:
+            handle = f"f{self._next_handle}"
+            self._next_handle += 1
+            self.delays[handle] = []
+            try:
+                for node, rule in rules.items():
+                    delayer = self._delayer(node)
+                    delayer.send(rule.message(handle))
+                    delayer.rules[handle] = rule
+                    self.delays[handle].append(node)
+                    total = sum(r.extra_ms for r in delayer.rules.values())
+                    delayer.longest_ms = max(delayer.longest_ms, total)
+                    self._queue(delayer)
+            except BaseException:
+                self.heal(handle)
+                raise
+            return handle
+
+    def prepare_delays(self, nodes: Sequence[str]) -> None:
+        """Start the delayers of ``nodes`` now (one takes a few hundred ms to start on a busy
+        machine), so that delay faults on them start on time. Idle, a delayer holds nothing:
+        no rule hands it packets until a fault does."""
+        with self._lock:
+            for node in nodes:
+                self._delayer(node)
+
+    def _delayer(self, node: str) -> _Delayer:
+        """``node``'s delayer, started if it has none (or the one it had died)."""
+        old = self._delayers.get(node)
+        if old is not None:
+            if old.retire is not None:
+                old.retire.cancel()
+                old.retire = None
+            if old.process.poll() is None:
+                return old
+            # It died (killed by hand?): its rules go, a new one takes its faults over.
+            del self._delayers[node]
+            self._unqueue(old)
+            _close(old.process)
+        self.ensure(node)
+        queue = next(self._queues)
+        process = subprocess.Popen(
+            [*self.prefix_cmd(node), *_delayer_command(queue)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        delayer = _Delayer(node, queue, process)
+        _await_ready(delayer)
+        self._delayers[node] = delayer
+        if old is not None and old.rules:
+            for handle, rule in old.rules.items():
+                delayer.send(rule.message(handle))
+            delayer.rules = dict(old.rules)
+            delayer.longest_ms = old.longest_ms
+            self._queue(delayer)
+        return delayer
+
+    def _queue(self, delayer: _Delayer) -> None:
+        """Put in the rules that hand the node's packets to its delayer, if they are not in."""
+        if delayer.queued:
+            return
+        tool = iptables()
+        if tool is None:
+            raise NetnsError("no 'iptables-nft' command on the PATH (Debian's iptables package)")
+        prefix = self.prefix_cmd(delayer.node)
+        delayer.queued = True
+        for chain in ("OUTPUT", "INPUT"):
+            _run([*prefix, *_queue_rule(tool, "-I", chain, delayer.queue, self.host)])
+
+    def _unqueue(self, delayer: _Delayer) -> None:
+        """Take the queue rules out (and iptables' table, when nothing else is in it)."""
+        if not delayer.queued:
+            return
+        delayer.queued = False
+        tool = iptables() or "iptables-nft"
+        prefix = self.prefix_cmd(delayer.node)
+        with contextlib.suppress(NetnsError):
+            for chain in ("OUTPUT", "INPUT"):
+                _run([*prefix, *_queue_rule(tool, "-D", chain, delayer.queue, self.host)])
+            if not any(line.startswith("-A") for line in _run([*prefix, tool, "-S"]).splitlines()):
+                _run([*prefix, "nft", "delete", "table", "ip", "filter"])
+
+    def _retire(self, node: str) -> None:
+        """The timer after a node's last delay fault healed: its queue rules go (the delayer
+        stays, idle), unless a delay fault came back meanwhile."""
+        with self._lock:
+            delayer = self._delayers.get(node)
+            if delayer is not None and not delayer.rules:
+                delayer.retire = None
+                self._unqueue(delayer)
+
     def heal(self, handle: str) -> None:
         """Remove exactly the rules of ``handle`` (a handle healed twice does nothing)."""
-        self._remove(handle, self.faults.pop(handle, []))
+        with self._lock:
+            for node in self.delays.pop(handle, []):
+                delayer = self._delayers.get(node)
+                if delayer is None or handle not in delayer.rules:
+                    continue
+                del delayer.rules[handle]
+                with contextlib.suppress(NetnsError):
+                    delayer.send({"remove": handle})
+                if not delayer.rules:
+                    wait = delayer.longest_ms / 1000.0 + RETIRE_MARGIN_S
+                    delayer.retire = threading.Timer(wait, self._retire, (node,))
+                    delayer.retire.daemon = True
+                    delayer.retire.start()
+            self._remove(handle, self.faults.pop(handle, []))
+
+    def delayed(self) -> dict[str, list[str]]:
+        """The nodes with a delayer now, and the delay faults each holds."""
+        with self._lock:
+            return {node: sorted(d.rules) for node, d in self._delayers.items()}
 
     def _remove(self, handle: str, namespaces: Sequence[str]) -> None:
         for ns in namespaces:
@@ -243,3 +481,40 @@ class Network:
                 _run(
                     ["ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "eosim_" + handle]
                 )
+
+
+def _await_ready(delayer: _Delayer) -> None:
+    """Wait for the delayer's ``ready`` line (its queue is bound); one line if it fails."""
+    out = delayer.process.stdout
+    assert out is not None
+    ready, _, _ = select.select([out], [], [], DELAYER_START_S)
+    line = out.readline() if ready else b""
+    if line.strip() == b"ready":
+        return
+    _stop(delayer)
+    err = delayer.process.stderr.read().decode(errors="replace") if delayer.process.stderr else ""
+    last = err.strip().splitlines()[-1] if err.strip() else "no ready line"
+    if not ready:
+        last = f"not ready within {DELAYER_START_S:.0f} s"
+    raise NetnsError(f"the delayer of {delayer.node} did not start: {last}")
+
+
+def _stop(delayer: _Delayer) -> None:
+    """Close the delayer's input (it lets go of every packet it holds, then exits) and wait."""
+    process = delayer.process
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    try:
+        process.wait(5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+    _close(process)
+
+
+def _close(process: subprocess.Popen[bytes]) -> None:
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()

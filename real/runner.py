@@ -27,7 +27,7 @@ from typing import Any
 from eosim.real import RealError
 from eosim.real import applications as apps
 from eosim.real.clients import DriverProcess, merge_histories, read_history_lines, write_spec
-from eosim.real.cluster import RealCluster, topic_configs
+from eosim.real.cluster import CONTROLLER, RealCluster, topic_configs
 from eosim.real.install import KafkaInstall
 from eosim.real.nemesis import WallClockNemesis
 from eosim.simulation.applications import workload_horizon
@@ -172,10 +172,15 @@ class RealRun:
         self.cluster.place_internal(internal)
 
     def realise_schedule(self) -> None:
+        """The model's fault schedule for this seed; the delayers its delay faults will need
+        are started now, so that those faults start on time."""
         streams = RandomStreams(self.seed)
         self.schedule = realize_faults(
             self.scenario.faults, workload_horizon(self.scenario), streams.stream("nemesis")
         )
+        every = [CONTROLLER, *self.cluster.broker_names, *self.plans]
+        if nodes := delayed_nodes(self.schedule, every):
+            self.cluster.prepare_delays(nodes)
 
     def clock(self) -> float:
         """Milliseconds since the run's epoch (negative before it)."""
@@ -361,6 +366,19 @@ class RealRun:
             self.progress(max(self.clock(), 0.0), {})
 
 
+def delayed_nodes(schedule: Iterable[FaultEvent], every: list[str]) -> list[str]:
+    """The nodes whose packets the delay faults of ``schedule`` hold (each needs a delayer):
+    its links' sources if it names links, else its nodes, else ``every`` node (the model's
+    delay window)."""
+    out: list[str] = []
+    for event in schedule:
+        if event.kind != "delay":
+            continue
+        nodes = [src for src, _ in event.links] or list(event.targets) or every
+        out.extend(n for n in nodes if n not in out)
+    return out
+
+
 def _counts(histories: Iterable[list[dict[str, Any]]]) -> dict[str, int]:
     """The applications' tally (``sent``, ``acked``, ``failed``, ``indeterminate``) of their
     ``send`` and ``txn`` operations, from their drivers' history lines."""
@@ -398,4 +416,4 @@ def run_real(
     return run.collect(drained, time.perf_counter() - started)
 
 
-__all__ = ["RealRun", "RealRunError", "refusals", "run_real"]
+__all__ = ["RealRun", "RealRunError", "delayed_nodes", "refusals", "run_real"]

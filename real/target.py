@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eosim.simulation import run_scenario
 from eosim.simulation.runner import Progress, RunResult
@@ -69,8 +69,12 @@ class KafkaTarget:
         workdir: str | Path | None = None,
         *,
         keep: bool = False,
+        network: Any = "auto",
     ) -> None:
         self.install = install
+        # RealCluster's ``network``: "auto", "netns", "loopback", or a Network of its own
+        # prefix and subnet (tests beside a cluster that uses the default ones).
+        self.network = network
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="eosim-kafka-"))
         self.keep = keep
@@ -80,14 +84,13 @@ class KafkaTarget:
     def refusals(self, scenario: Scenario) -> list[str]:
         """Why ``scenario`` cannot run here (empty: it can), without starting anything."""
         from eosim.real import netns
-        from eosim.real.cluster import RealCluster
+        from eosim.real.cluster import RealCluster, network_refuses
         from eosim.real.runner import refusals
 
-        refuses = dict(RealCluster.refuses)
-        reason = netns.unavailable_reason()
-        if reason is not None:
-            for kind in ("partition", "loss"):
-                refuses[kind] = f"no network namespaces here ({reason})"
+        loopback = netns.unavailable_reason()
+        if self.network == "loopback":
+            loopback = "loopback was asked for"
+        refuses = dict(RealCluster.refuses) | network_refuses(loopback)
         return refusals(scenario, refuses)
 
     def cluster_for(self, scenario: Scenario) -> RealCluster:
@@ -107,6 +110,7 @@ class KafkaTarget:
                 self.workdir / f"cluster-{index}",
                 admin=ActionTopicAdmin(partial(clients.admin, self.install)),
                 java=str(self.install.java),
+                network=self.network,
             )
             self.cluster.start()
         return self.cluster

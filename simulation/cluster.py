@@ -165,6 +165,14 @@ class ClusterSettings:
         )
 
 
+def _handled_request(runtime: CoordinatorRuntime) -> None:
+    """A leader's AddPartitionsToTxn is a request its coordinator's broker handles
+    (AddPartitionsToTxnManager sends it): when the handler finishes, the actions appends
+    queued on that broker run (KafkaApis.handle, ReplicaManager.tryCompleteActions)."""
+    if runtime.alive and runtime.rm.is_running():
+        runtime.rm.complete_actions()
+
+
 def add_partitions_error(error: Errors) -> Errors:
     """How AddPartitionsToTxnManager hands a coordinator's answer to the leader or group
     coordinator that asked: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH (an abortable
@@ -235,6 +243,7 @@ class Cluster:
                 topics=topics,
                 controller=CONTROLLER,
                 lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
+                isr_rng=streams.stream(f"isr-expiration:{name}") if streams else None,
                 log=settings.log,
             )
             self.brokers[name].replica_manager.hostable = self._hostable
@@ -400,7 +409,9 @@ class Cluster:
         runtime = self.transaction_runtime(txn_id, caller)
         if runtime is None:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        return add_partitions_error(runtime.verify_partition(txn_id, pid, epoch, tp))
+        error = add_partitions_error(runtime.verify_partition(txn_id, pid, epoch, tp))
+        _handled_request(runtime)
+        return error
 
     def add_partition(
         self,
@@ -426,6 +437,7 @@ class Cluster:
         runtime.add_partitions(
             txn_id, pid, epoch, tps, lambda error: on_done(add_partitions_error(error))
         )
+        _handled_request(runtime)
 
     # -- faults and the end of a run -----------------------------------------------------
     def fault_targets(self) -> dict[str, FaultTarget]:

@@ -65,8 +65,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "fence's epoch kept); KAFKA-19367 (4.0.1, 4.1) bumps once.",
     ),
     "consumers": (
-        "No fetch long polling (fetch.min.bytes, fetch.max.wait.ms): a fetch is answered at "
-        "once, and an empty poll waits poll_interval.",
+        "An application's empty poll waits poll_interval with no fetch in flight; Kafka's "
+        "poll(timeout) keeps one held at each leader (fetch.max.wait.ms).",
         "The consumer reconnects at once after a disconnection, without Kafka's reconnect backoff.",
         "No group membership or rebalancing: a group's members split partitions statically; "
         "takeover_after stands for a rebalance.",

@@ -449,6 +449,10 @@ class FetchRequest:
     correlation_id: int
     partitions: tuple[tuple[TopicPartition, int], ...]  # (partition, fetch offset)
     isolation: str  # "read_committed" or "read_uncommitted"
+    # fetch.max.wait.ms: how long the leader may hold a fetch that finds nothing to return
+    # (fetch.min.bytes is Kafka's default, 1: any record or marker answers it); 0 answers at
+    # once.
+    max_wait_ms: float = 0.0
 
 
 @dataclass(slots=True)

@@ -28,7 +28,19 @@ from eosim.real.cluster import (
 from eosim.simulation.faults import apply_fault, refusals
 from eosim.simulation.scenario import Scenario
 
-LIBS = Path(os.environ.get("EOSIM_KAFKA_LIBS", "/tmp/kafkafetch/libs"))
+
+def _default_libs() -> Path:
+    """EOSIM_KAFKA_LIBS, else the jars `eosim kafka install` fetched (as CI does), else the
+    folder earlier versions of these tests used."""
+    if "EOSIM_KAFKA_LIBS" in os.environ:
+        return Path(os.environ["EOSIM_KAFKA_LIBS"])
+    from eosim.real.install import find_install
+
+    install = find_install("4.1.1", None, None)
+    return install.libs if install is not None else Path("/tmp/kafkafetch/libs")
+
+
+LIBS = _default_libs()
 
 
 def _scenario(brokers: int = 3, config: Mapping[str, Any] | None = None) -> Scenario:
@@ -269,15 +281,37 @@ def test_refused_fault_kinds_give_one_line_each() -> None:
     assert [line.split()[0] for line in lines] == ["power_loss", "delay", "partition", "loss"]
     assert all("\n" not in line and len(line) < 200 for line in lines)
     assert "unsynced writes" in lines[0]
-    assert "netem" in lines[1]
+    assert "no network namespaces here" in lines[1]
     with pytest.raises(ClusterError, match="power_loss faults cannot run"):
         cluster.power_loss("broker-0")
-    with pytest.raises(ClusterError, match="delay faults cannot run"):
+    with pytest.raises(ClusterError, match="delay faults cannot run on this cluster: no network"):
         cluster.disturb(["broker-0"], [], 100.0, 0.0)
     with pytest.raises(ClusterError, match="partition faults cannot run on this cluster"):
         cluster.partition([["broker-0"]])
     with pytest.raises(ValueError, match="not a node of this cluster"):
         cluster.crash("producer-0")
+
+
+def test_delay_runs_with_namespaces_and_is_refused_in_one_line_without_a_delayer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As if this machine had namespaces (nothing is set up until start()).
+    monkeypatch.setattr(netns, "_probe", None)
+    monkeypatch.setattr(netns, "_delay_probe", None)
+    net = netns.Network(prefix="eosd", subnet="10.78.0")
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network=net)
+    assert "delay" not in cluster.refuses
+    assert refusals(["delay", "loss", "partition"], cluster.refuses, "kafka") == []
+    # Namespaces, but no iptables-nft (or no NFQUEUE): delay alone is refused, saying why.
+    monkeypatch.setattr(netns, "_delay_probe", "no 'iptables-nft' command on the PATH")
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network=net)
+    (line,) = refusals(["delay", "loss", "partition"], cluster.refuses, "kafka")
+    assert line == (
+        "delay faults cannot run on kafka: packets cannot be queued to a delayer here "
+        "(no 'iptables-nft' command on the PATH)"
+    )
+    with pytest.raises(ClusterError, match="delay faults cannot run on this cluster: packets"):
+        cluster.disturb(["broker-0"], [], 100.0, 0.0)
 
 
 # --- a real cluster -------------------------------------------------------------------------
@@ -294,15 +328,27 @@ public class EosimTestAdmin {
         try (Admin admin = Admin.create(p)) {
             String name = a[1];
             Map<String, String> cfg = new HashMap<>();
+            Map<Integer, List<Integer>> assign = new HashMap<>();
             for (int i = 4; i < a.length; i++) {
                 String[] kv = a[i].split("=", 2);
-                cfg.put(kv[0], kv[1]);
+                if (kv[0].equals("--assign")) {
+                    String[] parts = kv[1].split(";");
+                    for (int q = 0; q < parts.length; q++) {
+                        List<Integer> ids = new ArrayList<>();
+                        for (String id : parts[q].split(",")) ids.add(Integer.parseInt(id));
+                        assign.put(q, ids);
+                    }
+                } else {
+                    cfg.put(kv[0], kv[1]);
+                }
             }
             if (admin.listTopics().names().get().contains(name)) {
                 admin.deleteTopics(List.of(name)).all().get();
                 while (admin.listTopics().names().get().contains(name)) Thread.sleep(100);
             }
-            NewTopic topic = new NewTopic(name, Integer.parseInt(a[2]), Short.parseShort(a[3]));
+            NewTopic topic = assign.isEmpty()
+                ? new NewTopic(name, Integer.parseInt(a[2]), Short.parseShort(a[3]))
+                : new NewTopic(name, assign);
             while (true) {
                 try {
                     admin.createTopics(List.of(topic.configs(cfg))).all().get();
@@ -330,6 +376,8 @@ class _JavaTopicAdmin:
             cmd = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"]
             cmd += [f"{LIBS}/*:{self.classes}", "EosimTestAdmin", bootstrap, t["name"]]
             cmd += [str(t["partitions"]), str(t["replication_factor"]), *configs]
+            if "assignment" in t:
+                cmd.append("--assign=" + ";".join(",".join(map(str, r)) for r in t["assignment"]))
             subprocess.run(cmd, check=True, capture_output=True, timeout=60)
 
 
@@ -379,14 +427,18 @@ def kafka(tmp_path_factory: pytest.TempPathFactory):
         network=network,
         admin=_JavaTopicAdmin(classes),
     )
-    took = cluster.start()
-    print(f"\n3-broker cluster ({'netns' if cluster.net else 'loopback'}) started in {took:.1f} s")
-    cluster.recreate_topics(
-        [{"name": "rf3", "partitions": 1, "replication_factor": 3, "config": {}}]
-    )
-    _until("rf3 has 3 in sync", lambda: _isr(cluster) == {1, 2, 3})
-    yield cluster
-    cluster.stop(graceful=False)
+    try:
+        took = cluster.start()
+        print(
+            f"\n3-broker cluster ({'netns' if cluster.net else 'loopback'}) started in {took:.1f} s"
+        )
+        cluster.recreate_topics(
+            [{"name": "rf3", "partitions": 1, "replication_factor": 3, "config": {}}]
+        )
+        _until("rf3 has 3 in sync", lambda: _isr(cluster) == {1, 2, 3})
+        yield cluster
+    finally:  # also when the setup fails: no JVM or namespace left behind
+        cluster.stop(graceful=False)
 
 
 def _isr(cluster: RealCluster, via: str | None = None) -> set[int]:

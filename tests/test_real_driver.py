@@ -200,6 +200,22 @@ def _topic(
     )
 
 
+def _producer_spec(
+    folder: Path, bootstrap: str, epoch: int, config: dict[str, Any], workload: dict[str, Any]
+) -> Path:
+    """The spec of ``producer-0`` (produce mode) writing ``folder/producer.jsonl``."""
+    return write_spec(
+        folder / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=folder / "producer.jsonl",
+        epoch_ms=epoch,
+        config=config,
+        workload=workload,
+    )
+
+
 def _drain(kafka: KafkaInstall, bootstrap: str, folder: Path, epoch: int, topic: str) -> None:
     spec = write_spec(
         folder / "drain.json",
@@ -248,15 +264,12 @@ def test_admin_deletes_records_to_the_high_watermark_and_reports_a_partitions_er
 ) -> None:
     _topic(kafka, bootstrap, "trimmed", 2)
     epoch = int(time.time() * 1000)
-    spec = write_spec(
-        tmp_path / "producer.json",
-        "produce",
-        "producer-0",
+    spec = _producer_spec(
+        tmp_path,
         bootstrap,
-        history=tmp_path / "producer.jsonl",
-        epoch_ms=epoch,
-        config={"acks": "all", "enable.idempotence": True},
-        workload={"topic": "trimmed", "records": 40, "rate": 1000.0, "keys": 8},
+        epoch,
+        {"acks": "all", "enable.idempotence": True},
+        {"topic": "trimmed", "records": 40, "rate": 1000.0, "keys": 8},
     )
     assert run_driver(kafka, spec, 60)["acked"] == 40
     ends = {}
@@ -394,15 +407,12 @@ def test_a_paused_then_killed_producer_leaves_a_checkable_history(
 ) -> None:
     _topic(kafka, bootstrap, "crashy", 2)
     epoch = int(time.time() * 1000)
-    spec = write_spec(
-        tmp_path / "producer.json",
-        "produce",
-        "producer-0",
+    spec = _producer_spec(
+        tmp_path,
         bootstrap,
-        history=tmp_path / "producer.jsonl",
-        epoch_ms=epoch,
-        config={"acks": "all", "enable.idempotence": True, "linger.ms": 20},
-        workload={"topic": "crashy", "records": 20_000, "rate": 2000.0},
+        epoch,
+        {"acks": "all", "enable.idempotence": True, "linger.ms": 20},
+        {"topic": "crashy", "records": 20_000, "rate": 2000.0},
     )
     producer = DriverProcess(kafka, spec)
     history = tmp_path / "producer.jsonl"

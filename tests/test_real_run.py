@@ -44,7 +44,10 @@ def scenario(text: str = SMALL, overrides: tuple[str, ...] = ()):
 
 
 def test_fault_kinds_a_real_cluster_cannot_do_are_refused_in_one_line_each():
-    refuses = {"delay": "no netem", "power_loss": "disks keep unsynced writes"}
+    refuses = {
+        "delay": "no network namespaces here (not running as root)",
+        "power_loss": "disks keep unsynced writes",
+    }
     extra = (
         "  - {kind: delay, nodes: [broker-0], extra_latency: 5ms, at: 1s, duration: 1s}\n"
         "  - {kind: power_loss, nodes: [broker-1], at: 1s, duration: 1s}\n"
@@ -53,7 +56,8 @@ def test_fault_kinds_a_real_cluster_cannot_do_are_refused_in_one_line_each():
     text = SMALL.replace("faults:\n", "faults:\n" + extra, 1)
     lines = refusals(scenario(text), refuses)
     assert lines == [
-        "delay faults cannot run on a real Kafka cluster: no netem",
+        "delay faults cannot run on a real Kafka cluster: no network namespaces here "
+        "(not running as root)",
         "power_loss faults cannot run on a real Kafka cluster: disks keep unsynced writes",
         "crash_at faults cannot run on a real cluster: they crash a node at a protocol point "
         "inside Kafka's code, which eosim cannot reach in a real JVM",

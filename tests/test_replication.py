@@ -305,6 +305,52 @@ def test_a_connection_is_served_one_request_at_a_time_in_order():
     assert [r["value"] for r in h.replica("broker-0").log.records()] == ["a", "b"]
 
 
+def test_a_follower_fetch_held_by_a_leader_that_pauses_is_answered_when_it_resumes():
+    """DelayedFetch: a fetch held when its leader pauses expires during the pause, and the
+    purgatory's reaper (frozen with the rest of the process) completes it, answering the
+    follower, when the process runs again (DelayedOperation.run -> forceComplete ->
+    DelayedFetch.onComplete -> the response callback). Dropped instead, the follower would hear
+    nothing until replica.socket.timeout.ms (30 s) and the leader could not acknowledge an
+    acks=all write meanwhile."""
+    h = Harness()
+    h.run(5)
+    leader = h.cluster.brokers["broker-0"]
+    assert h.replica("broker-0").is_leader
+    leader.pause()  # both followers' fetches are held for lack of data
+    h.run(65)  # longer than replica.fetch.wait.max.ms (50), shorter than the session (100)
+    leader.resume()
+    assert h.leader() == "broker-0"
+    sent = h.env.now
+    write = h.produce("broker-0", ("a",), acks=-1)
+    h.run(50)
+    answer = h.answer(write)
+    assert answer is not None, "the write waited for followers that no longer fetch"
+    t, response = answer
+    assert response.results[0].error is Errors.NONE and t - sent < 20
+    for follower in ("broker-1", "broker-2"):
+        assert [r["value"] for r in h.replica(follower).log.records()] == ["a"]
+
+
+def test_an_acks_all_write_held_by_a_leader_that_pauses_is_answered_only_when_it_resumes():
+    """DelayedProduce: a write whose timeout runs out while its leader is paused is expired by
+    the purgatory's reaper, a thread of the frozen process, so its REQUEST_TIMED_OUT leaves
+    when the process runs again, not while it is stopped."""
+    h = Harness()
+    h.run(5)
+    leader = h.cluster.brokers["broker-0"]
+    data = BatchData(7, 0, 0, ("a",))
+    write = h.send("broker-0", lambda cid: ProduceRequest(cid, -1, [(TP, data)], timeout_ms=30.0))
+    h.run(2)  # appended and held; the followers' fetches that would move the HW are on the way
+    leader.pause()
+    h.run(60)  # the write's 30 ms run out; shorter than the session (100)
+    assert h.answer(write) is None, "a paused broker answered"
+    leader.resume()
+    resumed = h.env.now
+    h.run(10)
+    answer = h.answer(write)
+    assert answer is not None and answer[0] > resumed
+
+
 @pytest.mark.parametrize(("min_isr", "refused"), [(1, False), (2, True)])
 def test_an_isolated_leader_refuses_acks_all_writes_only_under_min_isr_2(
     min_isr: int, refused: bool

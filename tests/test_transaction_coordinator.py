@@ -487,5 +487,10 @@ def test_tv2_markers_at_an_exhausted_epoch_close_the_old_producer_ids_transactio
     assert log.last_stable_offset() == log.log_end_offset
     meta = cl.meta("tx")
     assert meta.state is S.COMPLETE_COMMIT and meta.producer_id != pid and meta.epoch == 0
+    # The marker thread's CompleteCommit is not replicated until the coordinator's broker
+    # handles a request (tests/test_purgatory_actions.py): the first retry finds the commit
+    # pending, and releases it; the client's next retry is answered.
+    retry = cl.end("tx", pid, 32766, True)
+    assert retry.error is Errors.CONCURRENT_TRANSACTIONS
     retry = cl.end("tx", pid, 32766, True)
     assert (retry.error, retry.producer_id, retry.epoch) == (Errors.NONE, meta.producer_id, 0)

@@ -43,8 +43,9 @@ import org.apache.kafka.common.protocol.Errors;
  *       topic list no longer names them, creates them (Admin.createTopics; a TopicExistsException
  *       while the old topic's deletion completes is retried) with {@code config} as topic
  *       configs and, when given, {@code assignment} (per partition, its replicas' node ids, the
- *       preferred leader first) as the replica assignment, and waits until every partition has
- *       a leader and a full ISR. Result: as {@code describe}, plus {@code configs}: each
+ *       preferred leader first) as the replica assignment, waits until every partition has
+ *       a leader and a full ISR, and then until each is led by its first replica (preferred
+ *       leader elections). Result: as {@code describe}, plus {@code configs}: each
  *       topic's configs set on the topic itself (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG).
  *   <li>{@code place_internal}: {@code topics: [{name, assignment}]}, internal topics
  *       ({@code __transaction_state}, {@code __consumer_offsets}). Creates each that does not
@@ -133,12 +134,18 @@ final class AdminMode {
             }
         }
         Map<String, NewTopic> wanted = new LinkedHashMap<>();
+        Map<TopicPartition, List<Integer>> assignments = new LinkedHashMap<>();
         for (JsonNode t : topics) {
             String topic = EosimDriver.required(t, "name", "action.topics[].").asText();
-            NewTopic nt = t.has("assignment")
-                    ? new NewTopic(topic, assignment(t.get("assignment")))
-                    : new NewTopic(topic, t.path("partitions").asInt(1),
-                            (short) t.path("replication_factor").asInt(1));
+            NewTopic nt;
+            if (t.has("assignment")) {
+                Map<Integer, List<Integer>> replicas = assignment(t.get("assignment"));
+                replicas.forEach((p, ids) -> assignments.put(new TopicPartition(topic, p), ids));
+                nt = new NewTopic(topic, replicas);
+            } else {
+                nt = new NewTopic(topic, t.path("partitions").asInt(1),
+                        (short) t.path("replication_factor").asInt(1));
+            }
             Map<String, String> configs = new HashMap<>();
             for (Iterator<Map.Entry<String, JsonNode>> it = t.path("config").fields();
                     it.hasNext(); ) {
@@ -170,6 +177,7 @@ final class AdminMode {
             String notReady = notReady(admin, names);
             if (notReady == null) {
                 try {
+                    electPreferred(admin, names, assignments);
                     ObjectNode result = describe(admin, names);
                     result.set("configs", topicConfigs(admin, names));
                     return result;
@@ -310,6 +318,22 @@ final class AdminMode {
                 pause();
             }
         }
+        int elected = electPreferred(admin, names, wanted);
+        ObjectNode result = EosimDriver.JSON.createObjectNode();
+        result.put("reassigned", moves.size());
+        result.put("elected", elected);
+        return result;
+    }
+
+    /**
+     * Preferred leader elections (Admin.electLeaders) until every partition of {@code wanted}
+     * is led by its first replica; the number of elections that succeeded. A topic created
+     * while its first replica's broker was down (restarting after an earlier run's crash) gets
+     * another leader and keeps it: Kafka moves it back only after
+     * leader.imbalance.check.interval.seconds.
+     */
+    private int electPreferred(Admin admin, List<String> names,
+            Map<TopicPartition, List<Integer>> wanted) throws Exception {
         int elected = 0;
         while (true) {
             Set<TopicPartition> misled = new TreeSet<>(
@@ -325,9 +349,9 @@ final class AdminMode {
                 }
             }
             if (misled.isEmpty()) {
-                break;
+                return elected;
             }
-            check(misled.size() + " internal partitions not led by their preferred replica, e.g. "
+            check(misled.size() + " partitions not led by their preferred replica, e.g. "
                     + misled.iterator().next());
             Map<TopicPartition, Optional<Throwable>> results =
                     admin.electLeaders(ElectionType.PREFERRED, misled).partitions().get();
@@ -338,10 +362,6 @@ final class AdminMode {
             }
             pause();
         }
-        ObjectNode result = EosimDriver.JSON.createObjectNode();
-        result.put("reassigned", moves.size());
-        result.put("elected", elected);
-        return result;
     }
 
     /** Create an internal topic as a client's FindCoordinator does, if it does not exist. */

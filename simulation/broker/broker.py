@@ -159,6 +159,7 @@ class Broker:
         topics: dict[str, TopicSettings] | None = None,
         controller: str | None = None,
         lifecycle_rng: RandomStream | None = None,
+        isr_rng: RandomStream | None = None,
         log: LogManagerSettings | None = None,
     ) -> None:
         self.env = env
@@ -196,6 +197,7 @@ class Broker:
             lambda: self.alive and not self.paused,
             self.probe,
             self.respond,
+            isr_rng,
         )
         self.controller = controller
         self.incarnation = 0
@@ -338,6 +340,10 @@ class Broker:
             response = self._handle(msg.payload)
             if not self.alive:
                 continue
+            # KafkaApis.handle ends with ReplicaManager.tryCompleteActions: the checks that
+            # appends queued (this request's, and those other threads made since the last
+            # request) run now.
+            self.replica_manager.complete_actions()
             if response is not None:
                 self.network.send(self.name, msg.src, response, msg.conn, internal=msg.internal)
                 self._unmute(msg.conn)
@@ -489,7 +495,11 @@ class Broker:
             if not reply:
                 now_answer.append(self._produce(request, added, None, msg.conn))
                 return
+            # The append runs as a callback request on a request handler thread
+            # (KafkaRequestHandler.wrapAsyncCallback), which then completes the queued actions.
             response = self._produce(request, added, reply[0], msg.conn)
+            if self.alive:
+                self.replica_manager.complete_actions()
             if response is not None:
                 reply[0](response)
             elif request.acks == 0 and self.alive:
@@ -668,7 +678,41 @@ class Broker:
             self._held = True
         return None
 
-    def _handle_fetch(self, request: FetchRequest) -> FetchResponse:
+    def _handle_fetch(self, request: FetchRequest) -> FetchResponse | None:
+        """A consumer's fetch, answered now if it finds something to return, else held up to
+        its ``max_wait_ms`` (ReplicaManager.fetchMessages, DelayedFetch) until it does."""
+        if request.max_wait_ms <= 0 or self._fetch_completable(request):
+            return self._read_fetch(request)
+        reply = self.hold_current()
+        self.replica_manager.hold_read(
+            tuple(tp for tp, _offset in request.partitions),
+            lambda: self._fetch_completable(request),
+            lambda: reply(self._read_fetch(request)),
+            request.max_wait_ms,
+        )
+        return None
+
+    def _fetch_completable(self, request: FetchRequest) -> bool:
+        """DelayedFetch.tryComplete with fetch.min.bytes 1: some partition is no longer led
+        here (case A) or cannot be read at its offset, or its offset differs from the end
+        its isolation level reads to (the last stable offset, else the high watermark):
+        below it there is something to return (case G), above it the log was truncated
+        under the consumer (case F)."""
+        rm = self.replica_manager
+        for tp, offset in request.partitions:
+            part = rm.leader_partition(tp)
+            if part is None:
+                return True
+            log = part.log
+            if offset > log.log_end_offset or offset < log.log_start_offset:
+                return True
+            hw = part.high_watermark
+            end = log.last_stable_offset(hw) if request.isolation == "read_committed" else hw
+            if offset != end:
+                return True
+        return False
+
+    def _read_fetch(self, request: FetchRequest) -> FetchResponse:
         parts: list[tuple[TopicPartition, FetchPartition]] = []
         rm = self.replica_manager
         for tp, offset in request.partitions:
@@ -881,9 +925,11 @@ class Broker:
 
     def resume(self) -> None:
         self.paused = False
+        self.replica_manager.resumed()
         self._handle_internal()
         self._kick()
         self.replica_manager.wake_fetchers()
+        self.replica_manager.resume_reads()
 
     def _kick(self) -> None:
         self.requests.kick()
@@ -897,11 +943,14 @@ _OWN_THREADS = frozenset(
         BrokerHeartbeatResponse,
         BrokerRegistrationResponse,
         Disconnected,
+        # The coordinator's TxnMarkerSenderThread (an InterBrokerSendThread) handles the
+        # answers to its markers (TransactionMarkerRequestCompletionHandler).
+        WriteTxnMarkersResponse,
     }
 )
 # What reaches a broker on connections it opened itself (to leaders, the controller, the
 # partitions its coordinators write markers to): accepted even before the broker listens.
-_OUTBOUND_ANSWERS = _OWN_THREADS | {WriteTxnMarkersResponse}
+_OUTBOUND_ANSWERS = _OWN_THREADS
 
 
 def _marker_error(tp: TopicPartition, error: Errors) -> Errors:

@@ -56,6 +56,7 @@ from eosim.simulation.protocol import (
     ReplicaFetchResponse,
     TopicPartition,
 )
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
 from eosim.simulation.state_change import DISABLED, StateChangeLog
 
@@ -122,6 +123,17 @@ class _ParkedFetch:
     done: bool = False
 
 
+@dataclass(eq=False, slots=True)
+class _HeldRead:
+    """A consumer fetch held for data (Kafka's DelayedFetch of a consumer)."""
+
+    partitions: tuple[TopicPartition, ...]
+    completable: Callable[[], bool]
+    answer: Callable[[], None]
+    done: bool = False
+    expired: bool = False  # its wait is over (answered once the process runs)
+
+
 @dataclass(eq=False)
 class ReplicaFetcher:
     """The fetcher of one follower broker from one leader broker (ReplicaFetcherThread)."""
@@ -149,8 +161,11 @@ class ReplicaManager:
         is_running: Callable[[], bool],
         probe: Probe | None = None,
         respond: Callable[[Message, object], None] | None = None,
+        isr_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
+        # Draws the phase of the ISR expiration task (see _isr_expiration); None: no phase.
+        self.isr_rng = isr_rng
         self.broker = broker
         self.network = network
         self.rules = rules
@@ -174,6 +189,14 @@ class ReplicaManager:
         self.fenced: frozenset[str] = frozenset()
         self._delayed: dict[TopicPartition, list[DelayedWrite]] = {}
         self._parked: list[_ParkedFetch] = []
+        # Partitions appended to whose held requests are still to be checked (Kafka's
+        # ActionQueue of ReplicaManager), in the order of the appends.
+        self._actions: dict[TopicPartition, None] = {}
+        self._held_reads: list[_HeldRead] = []
+        # Held requests whose time ran out while the process was paused, in that order: the
+        # purgatory's reaper is frozen with the rest of the process and completes them when it
+        # runs again (:meth:`resumed`).
+        self._frozen: list[Callable[[], None]] = []
         self._fetchers: dict[str, ReplicaFetcher] = {}
         self._alter_in_flight: dict[TopicPartition, tuple[int, float]] = {}
         self._correlation = 0
@@ -335,6 +358,9 @@ class ReplicaManager:
         )
         if was_leader:
             self._fail_waits(part.tp, Errors.NOT_LEADER_OR_FOLLOWER)
+            # ReplicaManager.completeDelayedOperationsWhenNotPartitionLeader: held consumer
+            # fetches of it are answered (NOT_LEADER_OR_FOLLOWER).
+            self._check_reads(part.tp)
             if self.on_internal_role is not None and is_internal(part.tp[0]):
                 self.on_internal_role(part.tp, None, False)
         if self.rules.truncation == "high_watermark":
@@ -347,12 +373,38 @@ class ReplicaManager:
             self._wake_fetcher(state.leader)
 
     # -- leader: appends and acks=all -----------------------------------------------------
-    def after_leader_append(self, part: Partition) -> None:
-        """The leader appended to ``part``: the HW may move (no followers) and held follower
-        fetches of it can be answered."""
-        self._maybe_advance(part)
-        if self._parked:
-            self._complete_parked({part.tp})
+    def after_leader_append(self, part: Partition, deferred: bool = False) -> None:
+        """The leader appended to ``part``: the HW may move (no followers), and the held
+        requests the append may unblock (follower fetches of ``part``, acks=all waits on it)
+        are checked. Kafka checks them in an action it queues (ReplicaManager.
+        addCompletePurgatoryAction) and runs when a request handler thread finishes a
+        request (KafkaApis.handle, KafkaRequestHandler after a callback: ReplicaManager.
+        tryCompleteActions): an append made while handling a request (``deferred`` False)
+        has them checked as that request ends, which is now; one made by another thread
+        (``deferred``: the transaction coordinator's writes from its marker thread and its
+        scheduler) waits in :meth:`complete_actions` for the next request this broker
+        handles, or for the held fetches' own ``replica.fetch.wait.max.ms``."""
+        state = part.leader_state
+        if state is not None and state.maybe_increment_high_watermark(
+            part.log_end_offset, self.env.now
+        ):
+            self._log_hw(part)  # Partition.appendRecordsToLeader: maybeIncrementLeaderHW
+        self._actions[part.tp] = None
+        if not deferred:
+            self.complete_actions()
+
+    def complete_actions(self) -> None:
+        """Run the queued checks (ReplicaManager.tryCompleteActions): for each partition
+        appended to, in order, its acks=all waits and its held follower fetches."""
+        while self._actions:
+            tp = next(iter(self._actions))
+            del self._actions[tp]
+            part = self.leader_partition(tp)
+            if part is None:
+                continue  # no longer leader: its waits and fetches were answered then
+            self._high_watermark_moved(part)
+            if self._parked:
+                self._complete_parked({tp})
 
     def wait_for_replication(
         self,
@@ -372,8 +424,13 @@ class ReplicaManager:
                 self._delayed.setdefault(wait.tp, []).append(delayed)
         generation = self.generation
 
-        def expire(_ev: simpy.Event) -> None:
+        def expire(_ev: simpy.Event | None = None) -> None:
             if generation != self.generation or delayed.done:
+                return
+            if not self.is_running():
+                # Paused: expired when the process runs again (DelayedOperation.run, from
+                # the frozen reaper).
+                self._frozen.append(expire)
                 return
             for wait in delayed.waits:
                 if wait.error is None:
@@ -402,6 +459,8 @@ class ReplicaManager:
         return True
 
     def _high_watermark_moved(self, part: Partition) -> None:
+        if self._held_reads:
+            self._check_reads(part.tp)
         waiting = self._delayed.get(part.tp)
         if not waiting:
             return
@@ -411,6 +470,47 @@ class ReplicaManager:
                     self._check_wait(wait)
             self._try_complete(delayed)
         self._delayed[part.tp] = [d for d in waiting if not d.done]
+
+    # -- leader: consumer fetches held for data --------------------------------------------
+    def hold_read(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        completable: Callable[[], bool],
+        answer: Callable[[], None],
+        max_wait_ms: float,
+    ) -> None:
+        """Hold a consumer fetch of ``partitions`` until ``completable()`` (checked whenever
+        one of them is appended to, its high watermark may have moved, or it stops being
+        led here: DelayedFetch's purgatory keys) or ``max_wait_ms`` has passed; then
+        ``answer()`` (which reads the log as it is then)."""
+        held = _HeldRead(partitions, completable, answer)
+        self._held_reads.append(held)
+        generation = self.generation
+
+        def expire(_ev: simpy.Event) -> None:
+            if generation == self.generation and not held.done:
+                held.expired = True
+                if self.is_running():
+                    self._finish_read(held)
+
+        self.env.timeout(max_wait_ms).callbacks.append(expire)
+
+    def resume_reads(self) -> None:
+        """After a pause: the held consumer fetches whose wait ended meanwhile are answered now
+        (the purgatory's reaper thread was stopped too)."""
+        for held in list(self._held_reads):
+            if held.expired and not held.done:
+                self._finish_read(held)
+
+    def _check_reads(self, tp: TopicPartition) -> None:
+        for held in list(self._held_reads):
+            if not held.done and tp in held.partitions and held.completable():
+                self._finish_read(held)
+
+    def _finish_read(self, held: _HeldRead) -> None:
+        held.done = True
+        self._held_reads = [h for h in self._held_reads if not h.done]
+        held.answer()
 
     def _fail_waits(self, tp: TopicPartition, error: Errors) -> None:
         for delayed in self._delayed.pop(tp, []):
@@ -561,10 +661,15 @@ class ReplicaManager:
                 self._answer_parked(parked)
 
     def _answer_parked(self, parked: _ParkedFetch) -> None:
+        if parked.done:
+            return
+        if not self.is_running():
+            # Paused (a crash drops every held fetch): the fetch is completed, and answered,
+            # when the process runs again (DelayedOperation.run, from the frozen reaper).
+            self._frozen.append(lambda: self._answer_parked(parked))
+            return
         parked.done = True
         self._parked = [p for p in self._parked if not p.done]
-        if not self.is_running():
-            return
         now = self.env.now
         answers = [
             (tp, self._read_for_follower(parked.request.replica, tp, fp, now, update=False))
@@ -584,10 +689,20 @@ class ReplicaManager:
         self.env.process(self._isr_expiration())
 
     def _isr_expiration(self):  # type: ignore[no-untyped-def]
+        """Kafka's ``isr-expiration`` task (ReplicaManager.startup schedules maybeShrinkIsr
+        every ``replica.lag.time.max.ms / 2`` from the broker's start), so a follower that
+        stopped fetching leaves the ISR between 1 and 1.5 times ``replica.lag.time.max.ms``
+        after its last catch-up, depending on where the task's period happens to fall. The
+        broker's start is not part of a scenario (a real cluster started long before the run,
+        or restarted a startup time before it leads again), so the task's phase is drawn,
+        uniform over one period, each time the task starts."""
         interval = self.settings.replica_lag_time_max_ms / 2
         generation = self.generation
+        phase = interval * self.isr_rng.random() if self.isr_rng is not None else 0.0
+        first = True
         while generation == self.generation:
-            yield self.env.timeout(interval)
+            yield self.env.timeout(phase if first and phase > 0.0 else interval)
+            first = False
             if generation != self.generation:
                 return
             if not self.is_running():
@@ -697,6 +812,14 @@ class ReplicaManager:
             and not fetcher.wakeup.triggered
         ):
             fetcher.wakeup.succeed()
+
+    def resumed(self) -> None:
+        """The paused process runs again: complete the held requests whose time ran out
+        meanwhile, in the order it did (Kafka's ``SystemTimerReaper`` thread was frozen too; it
+        expires every overdue operation at its next tick)."""
+        frozen, self._frozen = self._frozen, []
+        for complete in frozen:
+            complete()
 
     def wake_fetchers(self) -> None:
         for source in sorted(self._fetchers):
@@ -860,7 +983,10 @@ class ReplicaManager:
                 fetcher.wakeup.succeed()
         self._fetchers = {}
         self._parked = []
+        self._frozen = []
         self._delayed = {}
+        self._actions = {}
+        self._held_reads = []
         self._alter_in_flight = {}
         self._isr_task_started = False
         for part in self.partitions.values():

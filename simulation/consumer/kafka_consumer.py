@@ -3,7 +3,9 @@
 The consumer fetches from each assigned partition's leader at its position, with
 ``isolation.level`` read_committed (the broker stops at the last stable offset; aborted
 transactions are skipped with the aborted-transactions list; control records are never
-returned, but the position moves past them) or read_uncommitted. Committed offsets live with
+returned, but the position moves past them) or read_uncommitted. It has at most one fetch in
+flight per leader, and a leader holds a fetch that finds nothing to return until it does, or
+``fetch.max.wait.ms`` (500 ms) has passed. Committed offsets live with
 the group coordinator, found with FindCoordinator; ``committed()`` asks for *stable* offsets
 (KIP-447) and so waits while a transaction's offsets are pending. Offsets are committed by
 the application (``commit()``) or, with ``auto_commit_interval_ms`` (``enable.auto.commit``),
@@ -108,6 +110,7 @@ class KafkaConsumer:
         host: str | None = None,
         auto_commit_interval_ms: float | None = None,
         poll_timeout_ms: float = 1_000.0,
+        fetch_max_wait_ms: float = 500.0,
         auto_offset_reset: str = "latest",
         metadata_max_age_ms: float = 300_000.0,
         retry_backoff_max_ms: float = 1_000.0,
@@ -153,6 +156,9 @@ class KafkaConsumer:
         self.end_offsets: dict[TopicPartition, int] = {}
         self._end_asked_at: dict[TopicPartition, float] = {}
         self.poll_timeout_ms = poll_timeout_ms
+        # fetch.max.wait.ms (Kafka's default): a leader holds a fetch that finds nothing new
+        # this long (fetch.min.bytes 1).
+        self.fetch_max_wait_ms = fetch_max_wait_ms
         # leader -> (what was asked, the answer's event); answers not yet returned by poll
         self._in_flight: dict[str, tuple[tuple[tuple[TopicPartition, int], ...], simpy.Event]] = {}
         self._answered: list[tuple[tuple[tuple[TopicPartition, int], ...], float, object]] = []
@@ -335,7 +341,9 @@ class KafkaConsumer:
             raise OffsetOutOfRangeException(current)
 
     def _fetch(self, leader: str, parts: tuple[tuple[TopicPartition, int], ...]) -> None:
-        request = FetchRequest(self.client.next_correlation_id(), parts, self.isolation)
+        request = FetchRequest(
+            self.client.next_correlation_id(), parts, self.isolation, self.fetch_max_wait_ms
+        )
         event = self.client.send(leader, request)
         sent_at = self.env.now
         self._in_flight[leader] = (parts, event)

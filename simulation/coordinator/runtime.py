@@ -383,10 +383,13 @@ class CoordinatorRuntime:
         make: Callable[[Partition], LogBatch],
         timeout_ms: float,
         on_done: Done,
+        deferred: bool = False,
     ) -> None:
         """Append the batch ``make`` writes to the leader replica of ``tp`` with acks=all;
         ``on_done`` gets the append's error once it is replicated or failed (at once if
-        it fails before the append, or needs no wait)."""
+        it fails before the append, or needs no wait). ``deferred``: the append is not made
+        while handling a request, so the followers' held fetches are not answered until this
+        broker next handles one (:meth:`ReplicaManager.after_leader_append`)."""
         part = self.rm.leader_partition(tp)
         if part is None:
             on_done(Errors.NOT_LEADER_OR_FOLLOWER)
@@ -398,7 +401,7 @@ class CoordinatorRuntime:
             return
         batch = make(part)
         part.appended(batch, self.env.now)
-        self.rm.after_leader_append(part)
+        self.rm.after_leader_append(part, deferred)
         self.rm.wait_for_replication(
             [(tp, batch.last_offset + 1)], timeout_ms, lambda errors: on_done(errors[tp])
         )
@@ -413,9 +416,19 @@ class CoordinatorRuntime:
         captured, self._captured = self._captured, []
         return result, captured
 
-    def _write(self, write: _Write, on_done: Done, retry_unavailable: bool = False) -> None:
+    def _write(
+        self,
+        write: _Write,
+        on_done: Done,
+        retry_unavailable: bool = False,
+        deferred: bool = False,
+    ) -> None:
         """Append ``write``'s record; on success keep the change, else revert it. ``on_done``
-        gets the coordinator's error (NONE, or the mapped append error)."""
+        gets the coordinator's error (NONE, or the mapped append error). ``deferred``: a
+        write made outside request handling (:meth:`_append`): Kafka's marker thread and
+        scheduler call TransactionStateManager.appendTransactionToLog, whose
+        ReplicaManager.appendRecords queues the check of the followers' held fetches for
+        the next request a handler thread finishes."""
         meta = write.meta
         txn_id = meta.transactional_id
         tp = internal_partition(txn_id, "transaction")
@@ -447,7 +460,7 @@ class CoordinatorRuntime:
         if epoch is None:
             done(Errors.NOT_LEADER_OR_FOLLOWER)
             return
-        self._append(tp, make, self.settings.transaction_write_timeout_ms, done)
+        self._append(tp, make, self.settings.transaction_write_timeout_ms, done, deferred)
 
     def _answer(self, start: Callable[[Callable[[object], None]], None]) -> object | None:
         """Run ``start(answer)``; its answer now if it came at once, else None with the
@@ -1020,7 +1033,8 @@ class CoordinatorRuntime:
             ):
                 self._complete(meta, coordinator_epoch)
 
-        self._write(writes[0], written, retry_unavailable=True)
+        # TransactionMarkerChannelManager.tryAppendToLog runs on the TxnMarkerSenderThread.
+        self._write(writes[0], written, retry_unavailable=True, deferred=True)
 
     # -- periodic work -----------------------------------------------------------------
     def _abort_timed_out(self) -> None:
@@ -1055,7 +1069,8 @@ class CoordinatorRuntime:
                 self._fenced(meta, meta.producer_id, fenced)
                 self._write_markers(meta)
 
-            self._write(writes[0], written)
+            # abortTimedOutTransactions runs on the coordinator's scheduler thread.
+            self._write(writes[0], written, deferred=True)
             if not self.alive:
                 return
 
@@ -1077,7 +1092,8 @@ class CoordinatorRuntime:
                     del everything[txn_id]
             self.txn.transactions = everything
         for write in writes:
-            self._write(write, lambda _error: None)
+            # removeExpiredTransactionalIds runs on the scheduler thread.
+            self._write(write, lambda _error: None, deferred=True)
 
 
 def _once(respond: Callable[[object], None]) -> Callable[[object], None]:
