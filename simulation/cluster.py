@@ -244,6 +244,7 @@ class Cluster:
                 controller=CONTROLLER,
                 lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
                 isr_rng=streams.stream(f"isr-expiration:{name}") if streams else None,
+                heartbeat_rng=streams.stream(f"broker-heartbeat:{name}") if streams else None,
                 log=settings.log,
             )
             self.brokers[name].replica_manager.hostable = self._hostable

@@ -18,7 +18,7 @@ from eosim.simulation import load_scenario, run_scenario
 from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.lifecycle import BrokerState
 from eosim.simulation.broker.replica_manager import ReplicationSettings
-from eosim.simulation.protocol import Disconnected, Errors, ProduceResponse
+from eosim.simulation.protocol import CONTROLLER, Disconnected, Errors, ProduceResponse
 from eosim.simulation.scenario import parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -255,3 +255,116 @@ def test_without_kip_279_the_follower_keeps_a_record_the_leader_never_had():
     h = _fast_leader_changes("leader_epoch_kip101")
     assert values(h, "broker-0") == ["a", "x"]
     assert values(h, "broker-1")[:2] == ["a", "y"]
+
+
+# -- heartbeats: one at a time, the next an interval after the answer ------------------------
+def _heartbeats(h: Harness) -> list[tuple[float, str]]:
+    """Record when the controller receives each broker heartbeat."""
+    from eosim.simulation.protocol import BrokerHeartbeatRequest
+
+    seen: list[tuple[float, str]] = []
+    controller = h.cluster.controller
+    handle = controller.handlers[BrokerHeartbeatRequest]
+
+    def recording(src: str, request: BrokerHeartbeatRequest) -> None:
+        seen.append((h.env.now, src))
+        handle(src, request)
+
+    controller.handlers[BrokerHeartbeatRequest] = recording
+    return seen
+
+
+def _times(seen: list[tuple[float, str]], broker: str) -> list[float]:
+    return [t for t, b in seen if b == broker]
+
+
+def test_the_next_heartbeat_goes_an_interval_after_the_answer_to_the_last():
+    """scheduleNextCommunicationAfterSuccess: the clock restarts at each answer, so with 1 ms
+    each way the heartbeats arrive more than 20 ms apart (a fixed 20 ms clock before)."""
+    h = Harness(rf=1, brokers=1)
+    seen = _heartbeats(h)
+    h.run(200)
+    times = _times(seen, "broker-0")
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(gaps) >= 5
+    assert all(gap >= 20.0 + 2.0 for gap in gaps), gaps
+
+
+def test_a_heartbeat_without_an_answer_is_followed_by_the_next_after_its_timeout_and_an_interval():
+    """No answer: the channel gives up after min(controller.socket.timeout.ms, interval)
+    and the next heartbeat goes an interval after that: two intervals after the unanswered
+    one (one with a fixed clock). Its answer, if it comes later, is not waited for."""
+    h = Harness(rf=1, brokers=1)
+    lifecycle = h.cluster.brokers["broker-0"].lifecycle
+    assert lifecycle is not None
+    sent: list[float] = []
+    send = lifecycle._send_heartbeat
+
+    def recording() -> None:
+        sent.append(h.env.now)
+        send()
+
+    lifecycle._send_heartbeat = recording  # type: ignore[method-assign]
+    h.run(100)
+    window = h.net.start_partition([["broker-0"], [CONTROLLER]])
+    cut = h.env.now
+    h.run(35)  # held past its 20 ms timeout, delivered when the cut heals
+    h.net.stop(window)
+    h.run(100)
+    (unanswered,) = [t for t in sent if cut <= t < cut + 22.0]
+    following = [t for t in sent if t > unanswered]
+    assert following and following[0] - unanswered == pytest.approx(2 * 20.0), sent
+
+
+def test_a_heartbeat_that_fell_due_while_paused_goes_when_the_process_resumes():
+    """A stopped JVM runs its overdue timers when it continues (the fixed clock waited for
+    its next tick)."""
+    h = Harness(rf=1, brokers=1)
+    seen = _heartbeats(h)
+    h.run(100)
+    broker = h.cluster.brokers["broker-0"]
+    broker.pause()
+    h.run(57)
+    broker.resume()
+    resumed = h.env.now
+    h.run(10)
+    assert any(resumed <= t <= resumed + 2.0 for t in _times(seen, "broker-0")), (resumed, seen)
+
+
+def test_the_initial_brokers_heartbeat_at_phases_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Brokers started at unknown moments before the run: each one's first heartbeat falls at
+    a phase drawn from its own stream (all at the interval's end before), and a seed gives the
+    same phases in any process."""
+    from eosim.simulation.cluster import Cluster
+    from eosim.simulation.protocol import BrokerHeartbeatRequest
+
+    seen: list[tuple[float, str]] = []
+    original = Cluster.__init__
+
+    def spying(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        original(self, *args, **kwargs)
+        handle = self.controller.handlers[BrokerHeartbeatRequest]
+        env = self.controller.env
+
+        def recording(src, request):  # type: ignore[no-untyped-def]
+            seen.append((env.now, src))
+            handle(src, request)
+
+        self.controller.handlers[BrokerHeartbeatRequest] = recording
+
+    monkeypatch.setattr(Cluster, "__init__", spying)
+    no_faults = SHORT_LOSS.split("faults:")[0].replace("records: 1,", "records: 5000,")
+
+    def first_heartbeats(seed: int) -> tuple[float, ...]:
+        seen.clear()
+        run_scenario(parse_scenario(no_faults, "phases"), seed)
+        return tuple(min(t for t, b in seen if b == f"broker-{i}") for i in range(3))
+
+    one = first_heartbeats(1)
+    assert all(0.0 <= t < 2_000.0 + 5.0 for t in one), one
+    assert first_heartbeats(1) == one
+    # Spread over the interval, not a latency apart at its end.
+    spreads = [max(f) - min(f) for f in map(first_heartbeats, range(1, 6))]
+    assert min(spreads) > 100.0, spreads

@@ -160,6 +160,7 @@ class Broker:
         controller: str | None = None,
         lifecycle_rng: RandomStream | None = None,
         isr_rng: RandomStream | None = None,
+        heartbeat_rng: RandomStream | None = None,
         log: LogManagerSettings | None = None,
     ) -> None:
         self.env = env
@@ -216,6 +217,7 @@ class Broker:
                 lifecycle_rng,
                 lambda: rm.metadata_offset,
                 lambda: self.alive and not self.paused,
+                heartbeat_rng,
             )
         for tp in partitions:
             self.replica_manager.lead_alone(tp)
@@ -927,6 +929,8 @@ class Broker:
         self.paused = False
         self.replica_manager.resumed()
         self._handle_internal()
+        if self.lifecycle is not None:
+            self.lifecycle.resumed()
         self._kick()
         self.replica_manager.wake_fetchers()
         self.replica_manager.resume_reads()

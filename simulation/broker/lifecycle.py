@@ -22,9 +22,18 @@ where its previous process left off. Kafka's ``BrokerServer.startup`` and
   serves a log it lost part of while the controller still names it leader: by the time it
   can register, the controller has fenced its previous incarnation and moved its leaderships.
 
-A running broker heartbeats every ``broker.heartbeat.interval.ms``. A broker that finds a gap
-in the metadata it hears, or learns from a heartbeat answer that it is behind, fetches a
-snapshot (the raft fetch of the metadata log never skips a record).
+Heartbeats go one at a time (``BrokerLifecycleManager.scheduleNextCommunication``): the next
+is sent ``broker.heartbeat.interval.ms`` after the answer to the last (10 ms while STARTING),
+and at once after a registration or when the broker becomes ready to unfence. One that gets
+no answer times out after min(``controller.socket.timeout.ms``, the interval) (the heartbeat
+channel's request and retry timeout, ``NodeToControllerChannelManagerImpl``), and the next
+goes an interval after that. So the cadence drifts with each answer's round trip, and a lost
+heartbeat leaves a gap of two intervals, not one. A paused process sends what fell due when
+it resumes. The brokers of the initial cluster started at unknown moments before the run: each
+one's first heartbeat falls at a phase drawn from its own stream (``broker-heartbeat:<name>``).
+
+A broker that finds a gap in the metadata it hears, or learns from a heartbeat answer that it
+is behind, fetches a snapshot (the raft fetch of the metadata log never skips a record).
 
 Extending it: a new step of a broker's start belongs here, as a state or a condition on the
 move to the next state; the broker asks :attr:`serving` before it accepts a request.
@@ -76,6 +85,13 @@ class LifecycleSettings:
     registration_backoff_jitter: float = 0.02
     # STARTING: the next heartbeat 10 ms after an answer that does not yet say caught up.
     catch_up_heartbeat_ms: float = 10.0
+    # controller.socket.timeout.ms: with the interval, it bounds how long a heartbeat waits
+    # for its answer (the heartbeat channel's timeouts are min(this, the interval)).
+    controller_socket_timeout_ms: float = 30_000.0
+
+    @property
+    def heartbeat_timeout_ms(self) -> float:
+        return min(self.controller_socket_timeout_ms, self.heartbeat_interval_ms)
 
 
 class BrokerLifecycleManager:
@@ -94,6 +110,7 @@ class BrokerLifecycleManager:
         rng: RandomStream | None,
         metadata_offset: Callable[[], int],
         running: Callable[[], bool],
+        heartbeat_rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.broker = broker
@@ -113,13 +130,22 @@ class BrokerLifecycleManager:
         self._failed_attempts = 0
         self._correlation = 0
         self._fetch_sent_at: float | None = None
+        # The heartbeat in flight (its correlation id), the pending scheduled communication
+        # (a token: a newer schedule replaces it), and Kafka's nextSchedulingShouldBeImmediate.
+        self._in_flight: int | None = None
+        self._schedule_token = 0
+        self._due = False  # fell due while the process was paused
+        self._next_immediate = False
+        self._timeout_due: int | None = None  # a heartbeat timed out while paused
         # BrokerLifecycleManager.resendExponentialBackoff.
         self._resend_backoff = ExponentialBackoff(
             settings.registration_backoff_ms,
             settings.session_timeout_ms,
             jitter=settings.registration_backoff_jitter,
         )
-        env.process(self._heartbeat_loop())
+        interval = settings.heartbeat_interval_ms
+        phase = interval if heartbeat_rng is None else heartbeat_rng.uniform(0.0, interval)
+        self._schedule(phase)
 
     @property
     def serving(self) -> bool:
@@ -133,6 +159,20 @@ class BrokerLifecycleManager:
         self.registered = False
         self.published = False
         self._fetch_sent_at = None
+        self._in_flight = None
+        self._schedule_token += 1  # nothing scheduled survives the process
+        self._due = False
+        self._timeout_due = None
+        self._next_immediate = False
+
+    def resumed(self) -> None:
+        """The paused process runs again: what fell due meanwhile goes now."""
+        if self._timeout_due is not None:
+            correlation, self._timeout_due = self._timeout_due, None
+            self._heartbeat_timed_out(correlation)
+        if self._due:
+            self._due = False
+            self._communicate(self._schedule_token)
 
     def started(self, incarnation: int) -> None:
         """The machine is up and a new process ``incarnation`` starts."""
@@ -226,18 +266,42 @@ class BrokerLifecycleManager:
         self.broker_epoch = response.broker_epoch
         self._failed_attempts = 0
         self.state_log.record(self.broker, "registered", broker_epoch=response.broker_epoch)
-        self._send_heartbeat()  # at once, as Kafka does after a registration
+        self._schedule(0.0)  # at once, as Kafka does after a registration
 
     # -- heartbeats -------------------------------------------------------------------------
-    def _heartbeat_loop(self):  # type: ignore[no-untyped-def]
-        interval = self.settings.heartbeat_interval_ms
-        while True:
-            yield self.env.timeout(interval)
-            if self.registered and self.running():
-                self._send_heartbeat()
+    def _schedule(self, delay_ms: float) -> None:
+        """scheduleNextCommunication: the next heartbeat ``delay_ms`` from now (at once if
+        one was asked for while another was in flight); replaces what was scheduled."""
+        if self._next_immediate:
+            delay_ms = 0.0
+        self._next_immediate = False
+        self._schedule_token += 1
+        token = self._schedule_token
+        self._due = False
+        timer = self.env.timeout(delay_ms)
+        timer.callbacks.append(lambda _ev: self._communicate(token))
+
+    def _communicate(self, token: int) -> None:
+        """CommunicationEvent: send a heartbeat, unless one is in flight (then the next goes
+        as soon as its answer comes)."""
+        if token != self._schedule_token or not self.registered:
+            return
+        if self.state is BrokerState.NOT_RUNNING:
+            return
+        if not self.running():
+            self._due = True  # a stopped process runs its timers when it resumes
+            return
+        if self._in_flight is not None:
+            self._next_immediate = True
+            return
+        self._send_heartbeat()
 
     def _send_heartbeat(self) -> None:
         self._correlation += 1
+        correlation = self._correlation
+        self._in_flight = correlation
+        timer = self.env.timeout(self.settings.heartbeat_timeout_ms)
+        timer.callbacks.append(lambda _ev: self._heartbeat_timed_out(correlation))
         self.network.send(
             self.broker,
             self.controller,
@@ -251,10 +315,23 @@ class BrokerLifecycleManager:
             internal=True,
         )
 
+    def _heartbeat_timed_out(self, correlation: int) -> None:
+        """No answer within the channel's timeout: the next heartbeat goes an interval later
+        (scheduleNextCommunicationAfterFailure). A paused process notices when it resumes."""
+        if self._in_flight != correlation:
+            return
+        if not self.running():
+            self._timeout_due = correlation
+            return
+        self._in_flight = None
+        self._schedule(self.settings.heartbeat_interval_ms)
+
     def on_heartbeat_response(self, response: BrokerHeartbeatResponse) -> bool:
         """Handle a heartbeat answer; True when the broker just became RUNNING."""
-        if not self.registered:
-            return False
+        if not self.registered or response.correlation_id != self._in_flight:
+            return False  # an answer to a heartbeat that timed out, or of an older process
+        self._in_flight = None
+        interval = self.settings.heartbeat_interval_ms
         if response.error is Errors.STALE_BROKER_EPOCH:
             # The controller no longer knows this registration: register again.
             self.registered = False
@@ -262,6 +339,7 @@ class BrokerLifecycleManager:
             self._register(self.incarnation)
             return False
         if response.error is not Errors.NONE:
+            self._schedule(interval)
             return False
         if response.metadata_offset > self.metadata_offset():
             self.fetch_metadata()
@@ -269,9 +347,9 @@ class BrokerLifecycleManager:
             if response.caught_up:
                 self.state = BrokerState.RECOVERY
                 self.state_log.record(self.broker, "recovery")
-            timer = self.env.timeout(self.settings.catch_up_heartbeat_ms)
-            timer.callbacks.append(lambda _ev: self._heartbeat_soon())
+            self._schedule(self.settings.catch_up_heartbeat_ms)
             return False
+        self._schedule(interval)
         if self.state is BrokerState.RECOVERY and not response.fenced:
             self.state = BrokerState.RUNNING
             self.state_log.record(self.broker, "running")
@@ -279,5 +357,6 @@ class BrokerLifecycleManager:
         return False
 
     def _heartbeat_soon(self) -> None:
-        if self.registered and self.running() and self.state is not BrokerState.RUNNING:
-            self._send_heartbeat()
+        """setReadyToUnfence: the next heartbeat at once (once the one in flight is answered)."""
+        if self.registered and self.state is not BrokerState.RUNNING:
+            self._schedule(0.0)
