@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from eosim.real import RealError
+from eosim.real.clients import wait_stopped
 from eosim.simulation.config import BROKER_KEYS, TOPIC_KEYS
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS
 from eosim.simulation.metadata import ClusterMetadata as ModelMetadata
@@ -816,12 +817,15 @@ class RealCluster:
             self.wait_ready([node])
 
     def pause(self, node: str) -> None:
-        """SIGSTOP: the process keeps its sockets but answers nothing."""
+        """SIGSTOP: the process keeps its sockets but answers nothing. Returns once every
+        thread has stopped (a signal is delivered asynchronously), so the fault is in effect
+        when the schedule records it."""
         with self._lock:
             n = self._node(node)
             if n.alive() and not n.paused:
                 assert n.process is not None
                 os.kill(n.process.pid, signal.SIGSTOP)
+                wait_stopped(n.process.pid)
                 n.paused = True
 
     def resume(self, node: str) -> None:

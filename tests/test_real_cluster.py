@@ -473,11 +473,14 @@ def test_a_crashed_broker_leaves_the_isr_and_rejoins_after_restart(kafka: RealCl
 @pytest.mark.kafka
 def test_a_paused_broker_is_fenced_and_comes_back_on_resume(kafka: RealCluster) -> None:
     end = apply_fault("pause", ["broker-1"], [], [], 0.0, 0.0, kafka)
-    pid = kafka.pid("broker-1")
-    assert pid is not None
-    assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "T"
-    _until("broker-1 (id 2) leaves the ISR", lambda: 2 not in _isr(kafka))
-    end()
+    try:
+        pid = kafka.pid("broker-1")
+        assert pid is not None
+        # Stopped when pause returns (it failed in CI when it returned on sending SIGSTOP).
+        assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "T"
+        _until("broker-1 (id 2) leaves the ISR", lambda: 2 not in _isr(kafka))
+    finally:
+        end()  # a failure above must not leave the module's cluster paused
     assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "T"
     _until("the ISR is back to 3", lambda: _isr(kafka) == {1, 2, 3})
 
@@ -487,15 +490,17 @@ def test_a_partitioned_broker_drops_out_and_heal_restores_it(kafka: RealCluster)
     if kafka.net is None:
         pytest.skip(f"needs network namespaces and nft: {netns.unavailable_reason()}")
     end = apply_fault("partition", ["broker-0"], [], [], 0.0, 0.0, kafka)
-    # The others (and the controller) lose broker-0: its session expires and it is fenced.
-    _until(
-        "broker-0 (id 1) is fenced and out of the ISR",
-        lambda: (
-            1 not in _isr(kafka, via="broker-1")
-            and 1 not in kafka.metadata((), via="broker-1").brokers
-        ),
-    )
-    end()
+    try:
+        # The others (and the controller) lose broker-0: its session expires and it is fenced.
+        _until(
+            "broker-0 (id 1) is fenced and out of the ISR",
+            lambda: (
+                1 not in _isr(kafka, via="broker-1")
+                and 1 not in kafka.metadata((), via="broker-1").brokers
+            ),
+        )
+    finally:
+        end()
     _until("the ISR is back to 3", lambda: _isr(kafka, via="broker-1") == {1, 2, 3})
 
 
@@ -509,10 +514,12 @@ def test_loss_rules_are_one_table_that_heal_removes(kafka: RealCluster) -> None:
         cmd = [*kafka.net.command_prefix(node), "nft", "list", "ruleset"]
         return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
-    assert "numgen random mod 1000000 < 250000" in tables("broker-2")
-    assert "ip daddr" in tables("broker-0")
-    assert tables("broker-1") == ""
-    kafka.heal(handle)
+    try:
+        assert "numgen random mod 1000000 < 250000" in tables("broker-2")
+        assert "ip daddr" in tables("broker-0")
+        assert tables("broker-1") == ""
+    finally:
+        kafka.heal(handle)
     assert tables("broker-2") == tables("broker-0") == ""
     kafka.heal(handle)  # twice: nothing
 

@@ -460,8 +460,9 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     reason = netns.delay_unavailable_reason()
     if reason:
         pytest.skip(f"needs network namespaces and iptables-nft: {reason}")
-    # Its own prefix and subnet, so a cluster the owner runs at the same time is untouched.
-    network = netns.Network(prefix="eosd", subnet="10.78.0")
+    # Its own prefix and subnet, apart from the owner's cluster and from `pair`'s namespaces,
+    # which live until the module ends (CI failed on a shared prefix: the veth existed).
+    network = netns.Network(prefix="eosk", subnet="10.76.0")
     with KafkaTarget(install, tmp_path_factory.mktemp("kafka"), network=network) as target:
         yield target
 

@@ -127,7 +127,10 @@ def test_ctrl_c_on_a_small_sweep_keeps_the_runs_that_finished(spark, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-2000:]
     kept = {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")}
-    assert 1 <= len(pd.read_parquet(runs)) < 40, "Ctrl-C kept no finished run, or came late"
+    # At least the first chunk was kept. On a fast or loaded machine all four can commit in
+    # the moment between the first commit and the signal (CI saw it), leaving only the
+    # aggregation undone.
+    assert 1 <= len(pd.read_parquet(runs)) <= 40, "Ctrl-C kept no finished run"
     assert not (out / "aggregate.parquet").exists()
 
     again = subprocess.run(
