@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_support import installed_kafka, kafka_target
 
 from eosim.real import netns
 from eosim.real.delayer import (
@@ -448,22 +449,14 @@ DELAYED = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from eosim.real.install import find_install, requirements_missing
-    from eosim.real.target import KafkaTarget
-
-    missing = requirements_missing()
-    if missing:
-        pytest.skip(missing)
-    install = find_install("4.1.1", None, None)
-    if install is None:
-        pytest.skip("Kafka 4.1.1 is not fetched: run eosim kafka install")
+    installed_kafka()  # skips first if Kafka is missing, then the delayer's own reason
     reason = netns.delay_unavailable_reason()
     if reason:
         pytest.skip(f"needs network namespaces and iptables-nft: {reason}")
     # Its own prefix and subnet, apart from the owner's cluster and from `pair`'s namespaces,
     # which live until the module ends (CI failed on a shared prefix: the veth existed).
     network = netns.Network(prefix="eosk", subnet="10.76.0")
-    with KafkaTarget(install, tmp_path_factory.mktemp("kafka"), network=network) as target:
+    with kafka_target(tmp_path_factory.mktemp("kafka"), network) as target:
         yield target
 
 

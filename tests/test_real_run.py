@@ -8,11 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kafka_support import installed_kafka, kafka_target
 
 from eosim.analysis import outcome as checked
-from eosim.real.install import find_install, requirements_missing
 from eosim.real.runner import refusals
-from eosim.real.target import KafkaTarget
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,13 +84,7 @@ def test_processors_are_refused():
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    missing = requirements_missing()
-    if missing:
-        pytest.skip(missing)
-    install = find_install("4.1.1", None, None)
-    if install is None:
-        pytest.skip("Kafka 4.1.1 is not fetched: run eosim kafka install")
-    with KafkaTarget(install, tmp_path_factory.mktemp("kafka")) as target:
+    with kafka_target(tmp_path_factory.mktemp("kafka")) as target:
         yield target
 
 
@@ -167,12 +160,7 @@ def test_a_small_calibration_of_a_shipped_case(kafka, spark, tmp_path):
 def test_calibrate_refuses_a_scenario_pinned_to_another_version(capsys):
     from eosim.cli import main
 
-    missing = requirements_missing()
-    if missing:
-        pytest.skip(missing)
-    if find_install("4.1.1", None, None) is None:
-        pytest.skip("Kafka 4.1.1 is not fetched: run eosim kafka install")
-
+    installed_kafka()
     path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
     with pytest.raises(SystemExit) as exit_:
         main(["calibrate", path, "--runs", "1", "--set", "kafka.version=3.9"])
