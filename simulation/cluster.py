@@ -257,7 +257,13 @@ class Cluster:
             settings.controller, eligible_leader_replicas=rules.eligible_leader_replicas
         )
         self.controller = QuorumController(
-            env, network, metadata.brokers, registrations, topics, controller_settings
+            env,
+            network,
+            metadata.brokers,
+            registrations,
+            topics,
+            controller_settings,
+            streams.stream("controller-fence-check") if streams else None,
         )
         self.controller.state_log = self.state_log
         # Every broker starts with the controller's metadata (replayed before the run starts).

@@ -368,3 +368,49 @@ def test_the_initial_brokers_heartbeat_at_phases_of_their_own(
     # Spread over the interval, not a latency apart at its end.
     spreads = [max(f) - min(f) for f in map(first_heartbeats, range(1, 6))]
     assert min(spreads) > 100.0, spreads
+
+
+# -- fencing: the controller's periodic maybeFenceStaleBroker task ---------------------------
+def _fenced_at(h: Harness, broker: str) -> list[float]:
+    """Record when the controller fences ``broker``."""
+    times: list[float] = []
+    controller = h.cluster.controller
+    fence = controller._fence
+
+    def recording(name: str) -> None:
+        if name == broker:
+            times.append(h.env.now)
+        fence(name)
+
+    controller._fence = recording  # type: ignore[method-assign]
+    return times
+
+
+def test_a_silent_broker_is_fenced_by_the_next_run_of_the_periodic_check():
+    """maybeFenceStaleBroker runs every session timeout / 8 (12.5 ms for the harness's 100 ms
+    sessions; no stream: the first run a period after the start): a broker whose session
+    expired is fenced at the first run after, not at the moment it expired (as before)."""
+    h = Harness(rf=1, brokers=2)
+    seen = _heartbeats(h)
+    fenced = _fenced_at(h, "broker-1")
+    h.run(103)
+    h.cluster.brokers["broker-1"].crash()
+    h.run(300)
+    last = max(_times(seen, "broker-1"))
+    (at,) = fenced
+    period = SESSION_MS / 8
+    assert last + SESSION_MS < at <= last + SESSION_MS + period, (last, at)
+    assert at / period == pytest.approx(round(at / period)), at  # on the task's schedule
+
+
+def test_brokers_expired_together_are_fenced_one_per_run_of_the_check():
+    """The task fences one broker per run and runs again 10 ms later when it did."""
+    h = Harness(rf=1, brokers=3)
+    first = _fenced_at(h, "broker-1")
+    second = _fenced_at(h, "broker-2")
+    h.run(103)
+    h.cluster.brokers["broker-1"].crash()
+    h.cluster.brokers["broker-2"].crash()
+    h.run(300)
+    assert len(first) == len(second) == 1
+    assert abs(second[0] - first[0]) == pytest.approx(10.0), (first, second)

@@ -5,9 +5,14 @@ pause or cut off (Kafka's ``QuorumController`` with its ``ClusterControlManager`
 ``BrokerHeartbeatManager`` and ``ReplicationControlManager``):
 
 * **Liveness.** Brokers heartbeat every ``broker.heartbeat.interval.ms`` (2 s). A broker not
-  heard from for ``broker.session.timeout.ms`` (9 s) is fenced: it leaves every ISR (unless it
-  is the last member and eligible leader replicas are off) and a new leader is elected
-  wherever it led (:mod:`eosim.simulation.controller.partition_change`).
+  heard from for ``broker.session.timeout.ms`` (9 s) is fenced by the periodic task
+  ``maybeFenceStaleBroker`` (``ReplicationControlManager.maybeFenceOneStaleBroker``), which
+  runs every session timeout / 8 (1.125 s) and fences one expired broker per run, running again
+  10 ms later when it fenced one. So a broker is fenced up to 1.125 s after its session
+  expired; the task's phase (the controller's activation) is drawn from the stream
+  ``controller-fence-check``. A fenced broker leaves every ISR (unless it is the last member and
+  eligible leader replicas are off) and a new leader is elected wherever it led
+  (:mod:`eosim.simulation.controller.partition_change`).
 * **Registration** (``ClusterControlManager.registerBroker``). A restarted broker is a new
   incarnation. Its registration is refused while the previous incarnation's session is alive
   (DUPLICATE_BROKER_REGISTRATION), so a broker that comes back within the session timeout
@@ -67,6 +72,7 @@ from eosim.simulation.protocol import (
     TopicPartition,
 )
 from eosim.simulation.request_channel import RequestChannel
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.state_change import DISABLED, StateChangeLog
 
 # Called with (broker, fenced) whenever a broker is fenced or unfenced.
@@ -81,6 +87,17 @@ class ControllerSettings:
     # new 4.1+ clusters, off before).
     eligible_leader_replicas: bool = False
 
+    @property
+    def fence_check_period_ms(self) -> float:
+        """``QuorumController.maybeFenceStaleBrokerPeriodNs``: session timeout / 8, at least
+        1 ms."""
+        return max(1.0, self.session_timeout_ms / 8)
+
+
+# PeriodicTask.DEFAULT_IMMEDIATE_PERIOD_NS: a periodic task that did something runs again
+# this soon (maybeFenceStaleBroker fences one broker per run).
+IMMEDIATE_PERIOD_MS = 10.0
+
 
 class QuorumController:
     def __init__(
@@ -91,6 +108,7 @@ class QuorumController:
         registrations: dict[TopicPartition, PartitionRegistration],
         topics: dict[str, TopicSettings],
         settings: ControllerSettings | None = None,
+        rng: RandomStream | None = None,
     ) -> None:
         self.env = env
         self.network = network
@@ -120,8 +138,11 @@ class QuorumController:
         }
         network.register(CONTROLLER, self.receive, client=False)
         env.process(self._loop())
-        for broker in brokers:
-            self._expect_heartbeat(broker)
+        # The fence check's phase: the controller became active at a moment no scenario fixes.
+        period = self.settings.fence_check_period_ms
+        self._check_token = 0
+        self._paused_check_due = False
+        self._schedule_fence_check(period if rng is None else rng.uniform(0.0, period))
 
     # -- state as brokers see it -----------------------------------------------------------
     def state(self, tp: TopicPartition) -> PartitionState:
@@ -172,20 +193,36 @@ class QuorumController:
         self.network.send(CONTROLLER, broker, response, internal=True)
 
     # -- liveness -----------------------------------------------------------------------------
-    def _expect_heartbeat(self, broker: str) -> None:
-        """Fence ``broker`` if nothing is heard from it within the session timeout."""
-        heard = self.last_heartbeat[broker]
-        timer = self.env.timeout(self.settings.session_timeout_ms)
+    def _schedule_fence_check(self, delay_ms: float) -> None:
+        self._check_token += 1
+        token = self._check_token
+        timer = self.env.timeout(delay_ms)
+        timer.callbacks.append(lambda _ev: self._maybe_fence_one_stale_broker(token))
 
-        def check(_ev: simpy.Event) -> None:
-            if self.last_heartbeat[broker] != heard or self.fenced[broker]:
-                return
-            if not self.alive or self.paused:
-                return  # a stopped controller judges nobody; it restarts the clocks later
+    def _maybe_fence_one_stale_broker(self, token: int) -> None:
+        """The ``maybeFenceStaleBroker`` task: fence one broker whose session has expired (the
+        longest silent first), then run again soon; else again after the period."""
+        if token != self._check_token:
+            return
+        if not self.alive:
+            return  # a restart schedules the task again
+        if self.paused:
+            self._paused_check_due = True  # runs when the process continues
+            return
+        now = self.env.now
+        timeout = self.settings.session_timeout_ms
+        expired = [
+            (self.last_heartbeat[b], i, b)
+            for i, b in enumerate(self.brokers)
+            if not self.fenced[b] and self.last_heartbeat[b] + timeout < now
+        ]
+        if expired:
+            broker = min(expired)[2]
             self.state_log.record(CONTROLLER, "session_expired", broker=broker)
             self._fence(broker)
-
-        timer.callbacks.append(check)
+            self._schedule_fence_check(IMMEDIATE_PERIOD_MS)
+        else:
+            self._schedule_fence_check(self.settings.fence_check_period_ms)
 
     def _heartbeat(self, broker: str, request: BrokerHeartbeatRequest) -> None:
         """BrokerHeartbeatManager: keep the session; unfence a registered broker that no longer
@@ -196,7 +233,6 @@ class QuorumController:
             )
             return
         self.last_heartbeat[broker] = self.env.now
-        self._expect_heartbeat(broker)
         caught_up = request.metadata_offset >= self.registration_offset[broker]
         if self.fenced[broker] and not request.want_fence and caught_up:
             self._unfence(broker)
@@ -250,7 +286,6 @@ class QuorumController:
             CONTROLLER, "registered", broker=broker, broker_epoch=epoch, unclean=unclean
         )
         self.last_heartbeat[broker] = self.env.now
-        self._expect_heartbeat(broker)
         self._reply(broker, BrokerRegistrationResponse(request.correlation_id, Errors.NONE, epoch))
 
     def _metadata_fetch(self, broker: str, request: MetadataFetchRequest) -> None:
@@ -366,6 +401,8 @@ class QuorumController:
             return
         self.alive = True
         self._fresh_sessions()
+        # PeriodicTaskControlManager.activate: the tasks start again, a period from now.
+        self._schedule_fence_check(self.settings.fence_check_period_ms)
         self._kick()
 
     def pause(self) -> None:
@@ -376,6 +413,9 @@ class QuorumController:
             return
         self.paused = False
         self._fresh_sessions()
+        if self._paused_check_due:
+            self._paused_check_due = False
+            self._maybe_fence_one_stale_broker(self._check_token)
         self._kick()
 
     def _fresh_sessions(self) -> None:
@@ -385,7 +425,6 @@ class QuorumController:
         for broker in self.brokers:
             if not self.fenced[broker]:
                 self.last_heartbeat[broker] = now
-                self._expect_heartbeat(broker)
 
     def _kick(self) -> None:
         self.requests.kick()
