@@ -19,9 +19,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "without compression.",
         "The sticky partitioner switches partitions uniformly at random, without adaptive "
         "load weighting.",
-        "No connection handshake (no ApiVersions first): a request to a crashed broker is "
-        "answered by a reset after one network hop, and timed-out batches are resent at once "
-        "into a paused broker, which Kafka's client does not do (calibration case 3).",
+        "No ApiVersions handshake: a crashed broker answers a reset after one hop, and "
+        "timed-out batches go at once into a paused broker, as Kafka's client does not.",
         "Backoff jitter is drawn once per wait, where Kafka draws it at every check of a "
         "retried batch or of the metadata delay.",
     ),
