@@ -199,7 +199,9 @@ def test_a_restart_is_refused_registration_until_the_old_session_expires():
     broker.restart()
     h.run(10)
     assert not broker.registered and not broker.serving
-    h.run(SESSION_MS + 60)
+    # The session expires at 100 ms and the fence task (every 12.5 ms) fences it at 112.5 ms;
+    # the next registration, a backoff later, is accepted.
+    h.run(SESSION_MS * 2 + 60)
     assert broker.registered and broker.serving and h.replica("broker-0").is_leader
     # Two leader changes: to none when it was fenced, back to it when it was unfenced.
     assert h.cluster.controller.registrations[TP].leader_epoch == 2

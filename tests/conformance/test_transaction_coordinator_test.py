@@ -85,7 +85,9 @@ def loading_cluster(version: str = "4.0") -> tuple[Cluster, str]:
     """A cluster whose coordinator for TXN has just failed over and is still loading."""
     cl = Cluster(brokers=3, version=version)
     cl.brokers[cl.coordinator_of(TXN)].crash()
-    cl.run(100.5)  # the failover is 100 ms, the load 10 ms
+    # The session is 100 ms; the controller's fence task runs every 12.5 ms (session / 8), so
+    # the failover comes at 112.5 ms, and the new coordinator loads for 10 ms.
+    cl.run(113.0)
     return cl, cl.coordinator_of(TXN)
 
 
