@@ -47,6 +47,7 @@ from enum import Enum
 
 import simpy
 
+from eosim.simulation.coordinator.coordinator_timer import SimpyCoordinatorTimer
 from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.network import Network
 from eosim.simulation.protocol import (
@@ -59,6 +60,9 @@ from eosim.simulation.protocol import (
 )
 from eosim.simulation.rng import RandomStream
 from eosim.simulation.state_change import DISABLED, StateChangeLog
+
+# The key of the one scheduled heartbeat (BrokerLifecycleManager's "communication" event).
+_COMMUNICATION = "communication"
 
 
 class BrokerState(Enum):
@@ -130,10 +134,11 @@ class BrokerLifecycleManager:
         self._failed_attempts = 0
         self._correlation = 0
         self._fetch_sent_at: float | None = None
-        # The heartbeat in flight (its correlation id), the pending scheduled communication
-        # (a token: a newer schedule replaces it), and Kafka's nextSchedulingShouldBeImmediate.
+        # The heartbeat in flight (its correlation id), the scheduled communication (Kafka's
+        # deferred "communication" event: a newer schedule replaces it), and Kafka's
+        # nextSchedulingShouldBeImmediate.
         self._in_flight: int | None = None
-        self._schedule_token = 0
+        self._timer = SimpyCoordinatorTimer(env, lambda _result: None)
         self._due = False  # fell due while the process was paused
         self._next_immediate = False
         self._timeout_due: int | None = None  # a heartbeat timed out while paused
@@ -160,7 +165,7 @@ class BrokerLifecycleManager:
         self.published = False
         self._fetch_sent_at = None
         self._in_flight = None
-        self._schedule_token += 1  # nothing scheduled survives the process
+        self._timer.cancel(_COMMUNICATION)  # nothing scheduled survives the process
         self._due = False
         self._timeout_due = None
         self._next_immediate = False
@@ -172,7 +177,7 @@ class BrokerLifecycleManager:
             self._heartbeat_timed_out(correlation)
         if self._due:
             self._due = False
-            self._communicate(self._schedule_token)
+            self._communicate()
 
     def started(self, incarnation: int) -> None:
         """The machine is up and a new process ``incarnation`` starts."""
@@ -275,16 +280,13 @@ class BrokerLifecycleManager:
         if self._next_immediate:
             delay_ms = 0.0
         self._next_immediate = False
-        self._schedule_token += 1
-        token = self._schedule_token
         self._due = False
-        timer = self.env.timeout(delay_ms)
-        timer.callbacks.append(lambda _ev: self._communicate(token))
+        self._timer.schedule(_COMMUNICATION, delay_ms, self._communicate)
 
-    def _communicate(self, token: int) -> None:
+    def _communicate(self) -> None:
         """CommunicationEvent: send a heartbeat, unless one is in flight (then the next goes
         as soon as its answer comes)."""
-        if token != self._schedule_token or not self.registered:
+        if not self.registered:
             return
         if self.state is BrokerState.NOT_RUNNING:
             return

@@ -56,6 +56,7 @@ from eosim.simulation.controller.partition_change import (
     on_broker_unfenced,
     on_unclean_shutdown,
 )
+from eosim.simulation.coordinator.coordinator_timer import SimpyCoordinatorTimer
 from eosim.simulation.network import Message, Network
 from eosim.simulation.protocol import (
     CONTROLLER,
@@ -140,7 +141,7 @@ class QuorumController:
         env.process(self._loop())
         # The fence check's phase: the controller became active at a moment no scenario fixes.
         period = self.settings.fence_check_period_ms
-        self._check_token = 0
+        self._tasks = SimpyCoordinatorTimer(env, lambda _result: None)
         self._paused_check_due = False
         self._schedule_fence_check(period if rng is None else rng.uniform(0.0, period))
 
@@ -194,16 +195,11 @@ class QuorumController:
 
     # -- liveness -----------------------------------------------------------------------------
     def _schedule_fence_check(self, delay_ms: float) -> None:
-        self._check_token += 1
-        token = self._check_token
-        timer = self.env.timeout(delay_ms)
-        timer.callbacks.append(lambda _ev: self._maybe_fence_one_stale_broker(token))
+        self._tasks.schedule("maybeFenceStaleBroker", delay_ms, self._maybe_fence_one_stale_broker)
 
-    def _maybe_fence_one_stale_broker(self, token: int) -> None:
+    def _maybe_fence_one_stale_broker(self) -> None:
         """The ``maybeFenceStaleBroker`` task: fence one broker whose session has expired (the
         longest silent first), then run again soon; else again after the period."""
-        if token != self._check_token:
-            return
         if not self.alive:
             return  # a restart schedules the task again
         if self.paused:
@@ -415,7 +411,7 @@ class QuorumController:
         self._fresh_sessions()
         if self._paused_check_due:
             self._paused_check_due = False
-            self._maybe_fence_one_stale_broker(self._check_token)
+            self._maybe_fence_one_stale_broker()
         self._kick()
 
     def _fresh_sessions(self) -> None:

@@ -13,6 +13,11 @@ the shard unloads (leadership moves, or the broker crashes) :meth:`SimpyCoordina
 cancel_all` drops every timer, as Kafka's runtime does when it unloads a coordinator.
 :class:`ManualTimer` is for tests that drive time by hand.
 
+The broker's :class:`BrokerLifecycleManager` (its "communication" event) and the
+:class:`QuorumController` (its ``maybeFenceStaleBroker`` task) use :class:`SimpyCoordinatorTimer`
+too: Kafka's ``KafkaEventQueue.scheduleDeferred`` replaces a deferred event of the same name
+the same way.
+
 To extend: a new timed rule schedules an operation with a key naming it (Kafka's key format,
 e.g. ``heartbeat-<group>-<member>``) from the manager; nothing here changes.
 """
