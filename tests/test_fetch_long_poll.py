@@ -97,3 +97,22 @@ def test_read_committed_waits_for_the_marker_not_the_records():
     returned, values = poll.value
     assert values == ["v0", "v1"]
     assert 150 < returned - start < 160
+
+
+def test_a_fetch_whose_wait_ends_while_the_leader_is_paused_is_answered_when_it_resumes():
+    """The purgatory's reaper is stopped with the rest of the process: the empty answer due at
+    500 ms goes when the leader runs again (2 s), not before, and not never."""
+    cl, consumer, _requests = _reader()
+    consumer.poll_timeout_ms = 10_000.0  # the poll waits for the answer
+    leader = cl.leader(TP)
+    start = cl.env.now
+    poll = _poll(cl, consumer)
+    cl.run(100)
+    leader.pause()
+    cl.run(1_900)
+    assert not poll.triggered
+    leader.resume()
+    cl.env.run(until=poll)
+    returned, values = poll.value
+    assert values == []
+    assert 2_000 <= returned - start < 2_010

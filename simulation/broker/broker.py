@@ -933,7 +933,6 @@ class Broker:
             self.lifecycle.resumed()
         self._kick()
         self.replica_manager.wake_fetchers()
-        self.replica_manager.resume_reads()
 
     def _kick(self) -> None:
         self.requests.kick()

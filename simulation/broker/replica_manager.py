@@ -131,7 +131,6 @@ class _HeldRead:
     completable: Callable[[], bool]
     answer: Callable[[], None]
     done: bool = False
-    expired: bool = False  # its wait is over (answered once the process runs)
 
 
 @dataclass(eq=False)
@@ -487,20 +486,15 @@ class ReplicaManager:
         self._held_reads.append(held)
         generation = self.generation
 
-        def expire(_ev: simpy.Event) -> None:
-            if generation == self.generation and not held.done:
-                held.expired = True
-                if self.is_running():
-                    self._finish_read(held)
+        def expire(_ev: simpy.Event | None = None) -> None:
+            if generation != self.generation or held.done:
+                return
+            if not self.is_running():
+                self._frozen.append(expire)  # answered when the process runs again
+                return
+            self._finish_read(held)
 
         self.env.timeout(max_wait_ms).callbacks.append(expire)
-
-    def resume_reads(self) -> None:
-        """After a pause: the held consumer fetches whose wait ended meanwhile are answered now
-        (the purgatory's reaper thread was stopped too)."""
-        for held in list(self._held_reads):
-            if held.expired and not held.done:
-                self._finish_read(held)
 
     def _check_reads(self, tp: TopicPartition) -> None:
         for held in list(self._held_reads):
