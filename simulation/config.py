@@ -67,6 +67,10 @@ class ProducerConfig:
     retry_backoff_max_ms: int = 1_000
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1_000
+    # ClusterConnectionStates' connection setup timeout: how long a TCP connect may take
+    # (doubling, with jitter, after each that timed out).
+    socket_connection_setup_timeout_ms: int = 10_000
+    socket_connection_setup_timeout_max_ms: int = 30_000
     max_block_ms: int = 60_000
     metadata_max_age_ms: int = 300_000
     transactional_id: str | None = None
@@ -149,6 +153,10 @@ PRODUCER_KEYS: dict[str, _Key] = {
     "retry.backoff.max.ms": _Key("retry_backoff_max_ms", _int()),
     "reconnect.backoff.ms": _Key("reconnect_backoff_ms", _int()),
     "reconnect.backoff.max.ms": _Key("reconnect_backoff_max_ms", _int()),
+    "socket.connection.setup.timeout.ms": _Key("socket_connection_setup_timeout_ms", _int()),
+    "socket.connection.setup.timeout.max.ms": _Key(
+        "socket_connection_setup_timeout_max_ms", _int()
+    ),
     "max.block.ms": _Key("max_block_ms", _int()),
     "metadata.max.age.ms": _Key("metadata_max_age_ms", _int()),
     "transactional.id": _Key("transactional_id", _parse_str),
@@ -202,6 +210,16 @@ def _backoff_configs(config: ProducerConfig, raw: Mapping[str, object]) -> None:
             f"retry.backoff.ms ({config.retry_backoff_ms}) is greater than retry.backoff.max.ms "
             f"({config.retry_backoff_max_ms}): a static backoff of "
             f"{config.retry_backoff_max_ms} ms applies"
+        )
+    setup, setup_max = (
+        config.socket_connection_setup_timeout_ms,
+        config.socket_connection_setup_timeout_max_ms,
+    )
+    if setup > setup_max:
+        config.warnings.append(
+            f"socket.connection.setup.timeout.ms ({setup}) is greater than "
+            f"socket.connection.setup.timeout.max.ms ({setup_max}): a static connection setup "
+            f"timeout of {setup_max} ms applies"
         )
 
 

@@ -19,8 +19,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "without compression.",
         "The sticky partitioner switches partitions uniformly at random, without adaptive "
         "load weighting.",
-        "No ApiVersions handshake: a crashed broker answers a reset after one hop, and "
-        "timed-out batches go at once into a paused broker, as Kafka's client does not.",
+        "A TCP connect is one exchange (no SYN retransmission), and the Sender does not block "
+        "in awaitNodeReady for a transactional or producer-id request's node.",
         "Backoff jitter is drawn once per wait, where Kafka draws it at every check of a "
         "retried batch or of the metadata delay.",
     ),

@@ -34,6 +34,13 @@ original transmission and all ``MAX_RETRANSMISSIONS`` retransmissions are lost i
 up (Linux's ``tcp_retries2``): the connection is dead from then on, as under connection loss,
 and its client sees a reset when the last timeout expires.
 
+A client may open a connection with :class:`TcpConnect` (the producer's Sender does, as
+Kafka's NetworkClient does). The broker's host answers it, not the broker process: it is
+accepted while the broker listens, even while its process is paused (the kernel completes
+the handshake; the process reads nothing until it resumes), and refused with a reset when
+no process listens. A connect across a cut is held like any message, so the client's
+connection setup timeout decides.
+
 A partition cuts chosen groups of nodes apart. Messages sent across the cut are held, as TCP
 retransmission would hold them, and delivered when the cut heals unless their connection is
 gone by then.
@@ -48,7 +55,7 @@ from typing import Any, Literal
 
 import simpy
 
-from eosim.simulation.protocol import Disconnected
+from eosim.simulation.protocol import Disconnected, TcpConnect
 from eosim.simulation.rng import RandomStream
 
 Handler = Callable[["Message"], None]
@@ -112,10 +119,6 @@ class Connection:
     client_closed: bool = False
     # Unique in the run, unlike ``generation``, which a restarted client counts from 1 again.
     number: int = 0
-    # The broker accepted it: a message of the client's on it reached a live broker, which
-    # kept it open. No handshake is modelled; this stands for the one that completed (a
-    # client's ClusterConnectionStates.ready, which resets its reconnect backoff).
-    established: bool = False
     # Closed by the broker, whose host answers what the client still sends with a reset.
     refused: bool = False
 
@@ -405,7 +408,8 @@ class Network:
             return
         if self.trace is not None:
             self._record("deliver", msg)
-        if msg.dst in self._paused:
+        if msg.dst in self._paused and not isinstance(msg.payload, TcpConnect):
+            # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
         self._hand_over(msg)
@@ -415,9 +419,6 @@ class Network:
         if handler is None:
             return
         handler(msg)
-        conn = msg.conn
-        if conn is not None and not conn.closed and msg.src == conn.client:
-            conn.established = True
 
     def _outlives(self, msg: Message) -> bool:
         """A request sent before its client closed the connection still arrives."""

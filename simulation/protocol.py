@@ -223,6 +223,37 @@ class InitProducerIdResponse:
 
 
 @dataclass(slots=True)
+class ApiVersionsRequest:
+    """The first request a Kafka client sends on a new connection (NetworkClient's
+    CHECKING_API_VERSIONS state); nothing else goes on the connection until it is answered."""
+
+    correlation_id: int
+
+
+@dataclass(slots=True)
+class ApiVersionsResponse:
+    correlation_id: int
+    error: Errors = Errors.NONE
+
+
+@dataclass(slots=True)
+class TcpConnect:
+    """A client opening a TCP connection (its SYN). The broker's host answers it, not the
+    broker process: a paused broker's kernel accepts, a host with no listener refuses."""
+
+    node: str
+    generation: int
+
+
+@dataclass(slots=True)
+class TcpAccepted:
+    """The host's answer to :class:`TcpConnect` (its SYN-ACK): the connection is open."""
+
+    node: str
+    generation: int
+
+
+@dataclass(slots=True)
 class Disconnected:
     """Delivered to a client when its connection to ``node`` is reset (e.g. the broker died)."""
 

@@ -13,10 +13,16 @@ from eosim.simulation.config import parse_producer_config
 from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
 from eosim.simulation.exponential_backoff import ExponentialBackoff, exponential_backoff
 from eosim.simulation.metadata import ClusterMetadata
-from eosim.simulation.network import Connection, Network, NetworkSettings
+from eosim.simulation.network import Message, Network, NetworkSettings
 from eosim.simulation.producer.accumulator import RecordAccumulator, RecordEntry
 from eosim.simulation.producer.sender import Sender
-from eosim.simulation.protocol import Errors, FindCoordinatorRequest, OffsetFetchRequest
+from eosim.simulation.protocol import (
+    ApiVersionsResponse,
+    Errors,
+    FindCoordinatorRequest,
+    OffsetFetchRequest,
+    TcpAccepted,
+)
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
 
@@ -106,27 +112,48 @@ def test_a_reconnect_never_waits_longer_than_reconnect_backoff_max():
     waits = []
     for i in range(300):
         now = 10_000.0 * i
-        sender._connection(nc)  # a connection that never reached the broker
+        sender._initiate_connect(nc, now)  # a connect that never completed
         sender._disconnect(nc, now, Errors.NETWORK_EXCEPTION)
         waits.append(nc.ready_at - now)
     assert waits[0] <= 60 and max(waits) <= 1000
     assert min(waits[20:]) < 1000
 
 
-def test_an_established_connection_resets_the_reconnect_backoff():
-    """ClusterConnectionStates.ready resets failedAttempts: a connection the broker accepted
-    and then closed backs off reconnect.backoff.ms again, however many failed before it."""
+def test_a_ready_connection_resets_the_reconnect_backoff():
+    """ClusterConnectionStates.ready resets failedAttempts: a connection whose ApiVersions
+    request was answered, and that then closed, backs off reconnect.backoff.ms again, however
+    many failed before it."""
     sender = _sender()
     nc = sender._connections["b0"]
     for i in range(6):  # six refused connections: the backoff has grown to the max
-        sender._connection(nc)
+        sender._initiate_connect(nc, 10_000.0 * i)
         sender._disconnect(nc, 10_000.0 * i, Errors.NETWORK_EXCEPTION)
     assert nc.ready_at - 50_000.0 > 600
-    conn: Connection = sender._connection(nc)
-    conn.established = True
+    sender._initiate_connect(nc, 100_000.0)
+    conn = nc.conn
+    sender.receive(Message("b0", "p", TcpAccepted("b0", nc.generation), conn, 100_000.0))
+    (api_versions,) = nc.in_flight
+    assert nc.failures == 6  # accepted, but not ready yet
+    sender.receive(
+        Message("b0", "p", ApiVersionsResponse(api_versions.correlation_id), conn, 100_000.0)
+    )
     sender._disconnect(nc, 100_000.0, Errors.NETWORK_EXCEPTION)
     assert nc.ready_at - 100_000.0 <= 60
     assert nc.failures == 1
+
+
+def test_an_accepted_connection_without_an_api_versions_answer_keeps_backing_off():
+    """A paused broker's host accepts the connect but its process never answers ApiVersions:
+    the request times out and the reconnect backoff keeps growing (no ready, no reset)."""
+    sender = _sender()
+    nc = sender._connections["b0"]
+    for i in range(6):
+        now = 10_000.0 * i
+        sender._initiate_connect(nc, now)
+        sender.receive(Message("b0", "p", TcpAccepted("b0", nc.generation), nc.conn, now))
+        assert [r.api_versions for r in nc.in_flight] == [True]
+        sender._disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
+    assert nc.failures == 6 and nc.ready_at - 50_000.0 > 600
 
 
 def test_reconnect_backoff_alone_disables_the_exponential_reconnect_backoff():

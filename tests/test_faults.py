@@ -6,6 +6,7 @@ from support import scenario_with
 
 from eosim.simulation import run_scenario
 from eosim.simulation.nemesis import realize_faults
+from eosim.simulation.protocol import InitProducerIdRequest
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.scenario import Fault
 
@@ -76,16 +77,22 @@ def test_buffer_memory_blocks_send_and_fails_after_max_block_ms():
 
 
 def test_lost_init_producer_id_response_times_out_like_any_request():
-    # The producer asks broker-0 for its id at t=0; the answer is lost and the connection
-    # black-holed. The request must time out after request.timeout.ms (500 ms), not wait
-    # for TCP to reset the dead connection (30 s).
+    # The producer asks a broker for its id once its connection is ready; the answer is lost
+    # and the connection black-holed. The request must time out after request.timeout.ms
+    # (500 ms), not wait for TCP to reset the dead connection (30 s). A first run finds when
+    # and where the request goes; the fault's run is the same until then.
+    calm = ("network.request_loss=0", "network.response_loss=0")
+    trace = run_scenario(scenario_with(*calm), 1, trace=True).trace
+    assert trace is not None
+    sent = next(
+        e for e in trace if e.event == "send" and isinstance(e.payload, InitProducerIdRequest)
+    )
     s = scenario_with(
-        "network.request_loss=0",
-        "network.response_loss=0",
-        "faults=[{kind: loss, links: [[broker-0, producer-0]], at: 0, duration: 5,"
-        " probability: 1}]",
+        *calm,
+        f"faults=[{{kind: loss, links: [[{sent.dst}, producer-0]], at: {sent.time},"
+        " duration: 5, probability: 1}]",
     )
     r = run_scenario(s, 1)
     assert r.counts["acked"] == 1500
     first_ack = min(rec["time"] for rec in r.history.records() if rec.get("type") == "ok")
-    assert 500 <= first_ack < 2_000
+    assert sent.time + 500 <= first_ack < 2_000

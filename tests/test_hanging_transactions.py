@@ -1,10 +1,11 @@
 """KIP-890: a produce request that lands after its transaction ended.
 
 The shipped scenario delays the writer's requests to one partition leader past
-delivery.timeout.ms. The writer aborts; the late request then reaches the leader after the
-ABORT marker. Whether it opens a transaction nobody ends depends on one rule
-(`transaction_partition_verification`, KIP-890 part 1) and on the transaction version
-(part 2 bumps the epoch at every end, so the markers fence the late request).
+delivery.timeout.ms, from just before its last transaction. The writer aborts; the late
+request then reaches the leader after the ABORT marker. Whether it opens a transaction
+nobody ends depends on one rule (`transaction_partition_verification`, KIP-890 part 1) and
+on the transaction version (part 2 bumps the epoch at every end, so the markers fence the
+late request).
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ def test_late_request_is_refused_by_verification_or_epoch_bump(overrides):
 
 
 def test_stray_joins_the_next_transaction_and_aborted_data_commits():
-    # The delay ends while the writer is still writing: its next transaction on the same
-    # partition ends the stray's "transaction" with a COMMIT marker. (Whether the last late
-    # request lands after its ABORT marker depends on timing; with these values it does.)
-    late_end = ("faults.0.duration=25s", "transactional_producers.0.workload.transactions=40")
+    # The delay ends while the writer is still writing: the connection it opened during the
+    # delay becomes ready soon after the stray lands, and its next transaction on the same
+    # partition ends the stray's "transaction" with a COMMIT marker. (With a delay lasting
+    # longer, the next transactions could not reach the leader and their ABORT markers would
+    # sweep the stray up instead.)
+    late_end = ("faults.0.duration=5s", "transactional_producers.0.workload.transactions=40")
     found, _ = run(*late_end)
     assert found.get("aborted_read", 0) > 0 and "hanging_transaction" not in found
     # KIP-890 part 1 does not stop this one. The batch expired while the writer was

@@ -30,7 +30,7 @@ def test_a_plain_producer_scenario_lists_no_transactional_limit():
 
 
 def test_replication_only_for_replicated_topics():
-    assert "replication" not in features(load_scenario("scenarios/kafka-14034.yaml"))
+    assert "replication" not in features(load_scenario("scenarios/delivery-semantics.yaml"))
     assert "replication" in features(load_scenario("scenarios/replication-acks-all.yaml"))
 
 

@@ -18,11 +18,15 @@ from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulat
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.protocol import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     Errors,
     PartitionLeader,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
+    TcpAccepted,
+    TcpConnect,
 )
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
@@ -176,17 +180,31 @@ def test_definitely_unwritten_failure_closes_the_sequence_gap_of_a_transactional
 
 
 class RecordingNetwork:
-    """A network that records what the Sender sends and delivers nothing."""
+    """A network that records what the Sender sends and delivers nothing, except that once
+    ``client`` is set, brokers accept its connections and answer its ApiVersionsRequests in
+    the same instant."""
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.sent: list[tuple[float, str, object, Connection | None]] = []
+        self.client: Sender | None = None
 
     def connect(self, client: str, broker: str, generation: int) -> Connection:
         return Connection(client, broker, generation)
 
     def send(self, src, dst, payload, conn=None, **_kw) -> None:
         self.sent.append((self.env.now, dst, payload, conn))
+        if isinstance(payload, TcpConnect):
+            self._answer(dst, src, TcpAccepted(dst, payload.generation), conn)
+        elif isinstance(payload, ApiVersionsRequest):
+            self._answer(dst, src, ApiVersionsResponse(payload.correlation_id), conn)
+
+    def _answer(self, src: str, dst: str, payload: object, conn: Connection | None) -> None:
+        client = self.client
+        if client is None:
+            return
+        event = self.env.timeout(0)
+        event.callbacks.append(lambda _e: client.receive(Message(src, dst, payload, conn, 0.0)))
 
     def produces(self) -> list[tuple[float, str, ProduceRequest, Connection | None]]:
         return [s for s in self.sent if isinstance(s[2], ProduceRequest)]  # type: ignore[misc]
@@ -217,6 +235,7 @@ def test_a_retry_to_a_new_leader_skips_the_backoff():
         RandomStreams(1).stream("s"),
         lambda: None,
     )
+    network.client = sender
     tp = ("t", 0)
 
     def answer(error: Errors, offset: int = -1) -> None:
@@ -268,10 +287,10 @@ def test_a_disconnection_while_an_update_is_due_counts_as_a_failed_update():
         lambda: None,
     )
     nc = sender._connections["b0"]
-    sender._connection(nc)
+    sender._initiate_connect(nc, 50.0)
     sender._disconnect(nc, 50.0, Errors.NETWORK_EXCEPTION)  # no update due yet
     assert sender.metadata.attempts == 0 and sender.metadata.update_requested
-    sender._connection(nc)
+    sender._initiate_connect(nc, 500.0)
     sender._disconnect(nc, 500.0, Errors.NETWORK_EXCEPTION)  # due since 100 ms, not sent
     assert sender.metadata.attempts == 1
     assert sender.metadata.time_to_update(500.0) > 0  # backing off from the failure

@@ -40,6 +40,8 @@ from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     AlterPartitionResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
     Disconnected,
@@ -60,6 +62,8 @@ from eosim.simulation.protocol import (
     ProduceResponse,
     ReplicaFetchRequest,
     ReplicaFetchResponse,
+    TcpAccepted,
+    TcpConnect,
     TopicPartition,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
@@ -276,6 +280,9 @@ class Broker:
 
     def receive(self, msg: Message) -> None:
         kind = type(msg.payload)
+        if kind is TcpConnect:
+            self._accept(msg)
+            return
         if not self.alive or (kind not in _OUTBOUND_ANSWERS and not self.serving):
             # Connection refused (no process, or one that does not listen yet): the client
             # learns after one hop.
@@ -303,6 +310,19 @@ class Broker:
                 return
             self._muted.add(key)
         self._enqueue(msg)
+
+    def _accept(self, msg: Message) -> None:
+        """The host's kernel answers a client's connect: accepted while a broker listens (its
+        process may be paused), refused when none does (crashed, or not serving yet)."""
+        conn = msg.conn
+        if conn is None:
+            return
+        if not self.serving:
+            conn.destroy()
+            self._notify_reset(conn)
+            return
+        self._connections[id(conn)] = conn
+        self.network.send(self.name, msg.src, TcpAccepted(self.name, conn.generation), conn)
 
     def _enqueue(self, msg: Message) -> None:
         self.requests.put(msg)
@@ -391,6 +411,7 @@ class Broker:
         request is registered in :meth:`CoordinatorRuntime._dispatch_table` instead."""
         rm = self.replica_manager
         return {
+            ApiVersionsRequest: lambda r: ApiVersionsResponse(r.correlation_id),
             ProduceRequest: self._handle_produce,
             FetchRequest: self._handle_fetch,
             ListOffsetsRequest: self._handle_list_offsets,

@@ -21,12 +21,23 @@ jittered backoff (``retry.backoff.ms`` to ``retry.backoff.max.ms``, Kafka's
 ``delivery.timeout.ms`` allow. Everything else fails it. A closed connection waits out the
 reconnect backoff (``reconnect.backoff.ms`` to ``reconnect.backoff.max.ms``, the same
 formula, ``ClusterConnectionStates``) before it is used again.
+
+Connections are set up as Kafka's ``NetworkClient`` sets them up. A connection is opened when
+something is waiting for its broker (``NetworkClient.ready``, ``leastLoadedNode``): the TCP
+connect must be accepted by the broker's host within ``socket.connection.setup.timeout.ms``
+(doubling to ``socket.connection.setup.timeout.max.ms`` after each that timed out), then an
+``ApiVersionsRequest`` goes first and nothing else is sent until it is answered
+(``CHECKING_API_VERSIONS``). Only that answer makes the connection ready and resets the
+reconnect backoff (``ClusterConnectionStates.ready``). A paused broker's host accepts the
+connect, but its process answers nothing: the client's batches wait in the accumulator
+instead of being sent into the paused broker.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import cast
 
 import simpy
@@ -43,6 +54,8 @@ from eosim.simulation.producer.transactions import END_TXN, Transactions, TxnReq
 from eosim.simulation.protocol import (
     INVALID_METADATA_ERRORS,
     NO_SEQUENCE,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BatchData,
     Disconnected,
     Errors,
@@ -53,6 +66,8 @@ from eosim.simulation.protocol import (
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
+    TcpAccepted,
+    TcpConnect,
     TopicPartition,
 )
 from eosim.simulation.rng import RandomStream
@@ -71,20 +86,39 @@ class InFlightRequest:
     init_producer_id: bool = False
     txn: TxnRequest | None = None
     metadata: bool = False
+    api_versions: bool = False
+
+
+class ConnectionState(Enum):
+    """Kafka's ``ConnectionState`` (without the authentication states)."""
+
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    CHECKING_API_VERSIONS = "checking_api_versions"
+    READY = "ready"
 
 
 @dataclass(slots=True)
 class NodeConnection:
-    """The client's view of its connection to one broker."""
+    """The client's view of its connection to one broker (``ClusterConnectionStates``'
+    ``NodeConnectionState`` with the connection itself)."""
 
     broker: str
     generation: int = 0
     conn: Connection | None = None
+    state: ConnectionState = ConnectionState.DISCONNECTED
     in_flight: list[InFlightRequest] = field(default_factory=list)
+    # A new connection may be started from here on (lastConnectAttemptMs + reconnectBackoffMs).
     ready_at: float = 0.0
-    # ClusterConnectionStates' failedAttempts: connections that closed since one was last
-    # established.
+    # failedAttempts: connections that closed since one was last ready.
     failures: int = 0
+    # lastConnectAttemptMs: the last connect or disconnection (leastLoadedNode prefers the
+    # broker tried longest ago).
+    last_attempt: float = 0.0
+    # While CONNECTING: the connection setup timeout runs out (strictly after this).
+    connect_deadline: float = INF
+    # failedConnectAttempts: connects that timed out since one was accepted.
+    setup_failures: int = 0
 
 
 class Sender:
@@ -125,13 +159,16 @@ class Sender:
         self.reconnect_backoff = ExponentialBackoff(
             config.reconnect_backoff_ms, config.reconnect_backoff_max_ms
         )
+        self.setup_timeout = ExponentialBackoff(
+            config.socket_connection_setup_timeout_ms,
+            config.socket_connection_setup_timeout_max_ms,
+        )
         self.on_batches_done = on_batches_done
         self.running = True
         self._connections = {b: NodeConnection(b) for b in metadata.brokers}
         self._correlation = 0
         self._wakeup = env.event()
         self._timer_at = INF
-        self._broker_cursor = 0
         self.requests_sent = 0
         self.retries = 0
         self.probe: Probe | None = None
@@ -208,12 +245,53 @@ class Sender:
 
     # -- connections -------------------------------------------------------------------
     def _can_send_to(self, nc: NodeConnection, now: float) -> bool:
-        return now >= nc.ready_at and len(nc.in_flight) < self.config.max_in_flight
+        """NetworkClient.canSendRequest: ready, and room for one more request in flight."""
+        return nc.state is ConnectionState.READY and len(nc.in_flight) < self.config.max_in_flight
+
+    def _can_connect(self, nc: NodeConnection, now: float) -> bool:
+        """ClusterConnectionStates.canConnect: disconnected, the reconnect backoff over."""
+        return nc.state is ConnectionState.DISCONNECTED and now >= nc.ready_at
+
+    def _ready(self, nc: NodeConnection, now: float) -> bool:
+        """NetworkClient.ready: whether a request can go to ``nc``'s broker now; if there
+        is no connection and the backoff is over, one is started."""
+        if self._can_send_to(nc, now):
+            return True
+        if self._can_connect(nc, now):
+            self._initiate_connect(nc, now)
+        return False
+
+    def _initiate_connect(self, nc: NodeConnection, now: float) -> None:
+        """NetworkClient.initiateConnect: the TCP connect goes out; its setup timeout is
+        drawn now (Kafka draws it at the previous disconnection; the same distribution)."""
+        nc.generation += 1
+        nc.conn = self.network.connect(self.node, nc.broker, nc.generation)
+        nc.state = ConnectionState.CONNECTING
+        nc.last_attempt = now
+        nc.connect_deadline = now + self.setup_timeout.backoff(nc.setup_failures, self.rng)
+        self.network.send(self.node, nc.broker, TcpConnect(nc.broker, nc.generation), nc.conn)
+
+    def _connected(self, nc: NodeConnection, now: float) -> None:
+        """The host accepted the connect (NetworkClient.handleConnections): the
+        ApiVersionsRequest goes first, and nothing else until it is answered."""
+        assert nc.conn is not None
+        nc.state = ConnectionState.CHECKING_API_VERSIONS
+        nc.connect_deadline = INF
+        nc.setup_failures = 0  # checkingApiVersions resets the connection setup timeout
+        self._correlation += 1
+        nc.in_flight.append(
+            InFlightRequest(
+                self._correlation,
+                now + self.config.request_timeout_ms,
+                [],
+                api_versions=True,
+            )
+        )
+        self.requests_sent += 1
+        self.network.send(self.node, nc.broker, ApiVersionsRequest(self._correlation), nc.conn)
 
     def _connection(self, nc: NodeConnection) -> Connection:
-        if nc.conn is None:
-            nc.generation += 1
-            nc.conn = self.network.connect(self.node, nc.broker, nc.generation)
+        assert nc.conn is not None and nc.state is ConnectionState.READY
         return nc.conn
 
     def _next_connection_delay(self, now: float) -> float:
@@ -223,7 +301,9 @@ class Sender:
                 # Strictly after the deadline, so a delivery timeout due at the same
                 # instant is handled first (see _time_out_requests).
                 delay = min(delay, nc.in_flight[0].deadline - now + MIN_SLEEP_MS)
-            if nc.ready_at > now:
+            if nc.state is ConnectionState.CONNECTING:
+                delay = min(delay, nc.connect_deadline - now + MIN_SLEEP_MS)
+            elif nc.ready_at > now and nc.state is ConnectionState.DISCONNECTED:
                 delay = min(delay, nc.ready_at - now)
         return delay
 
@@ -234,21 +314,32 @@ class Sender:
             # delivery.timeout.ms has: when both fall due together, expiry comes first.
             if nc.in_flight and nc.in_flight[0].deadline < now:
                 self._disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
+            elif nc.state is ConnectionState.CONNECTING and nc.connect_deadline < now:
+                # NetworkClient.handleTimedOutConnections.
+                self._disconnect(nc, now, Errors.NETWORK_EXCEPTION)
         return INF
 
     def _disconnect(self, nc: NodeConnection, now: float, error: Errors) -> None:
         if nc.conn is not None:
-            if nc.conn.established:
-                nc.failures = 0  # ClusterConnectionStates.ready reset the count
             nc.conn.close()
             nc.conn = None
-        # ClusterConnectionStates.disconnected: backoff(failedAttempts), then one more failure.
+        # ClusterConnectionStates.disconnected: backoff(failedAttempts), then one more failure;
+        # a connect that never completed counts towards a longer setup timeout.
         nc.ready_at = now + self.reconnect_backoff.backoff(nc.failures, self.rng)
         nc.failures += 1
+        nc.last_attempt = now
+        if nc.state is ConnectionState.CONNECTING:
+            nc.setup_failures += 1
+        else:
+            nc.setup_failures = 0
+        nc.state = ConnectionState.DISCONNECTED
+        nc.connect_deadline = INF
         # NetworkClient.cancelInFlightRequests: what was in flight fails. An acks=0 produce is
         # never in flight: its batches completed when it was sent.
         requests, nc.in_flight = nc.in_flight, []
         for i, request in enumerate(requests):
+            if request.api_versions:
+                continue
             if request.metadata:
                 self._metadata_in_flight = False
                 self.metadata.failed(now)  # DefaultMetadataUpdater.handleFailedRequest
@@ -277,23 +368,47 @@ class Sender:
         self.on_batches_done()
 
     # -- InitProducerId ----------------------------------------------------------------
-    def _any_ready_connection(self, now: float) -> NodeConnection | None:
-        """A connection that can take a request now, round robin over the brokers."""
+    def _least_loaded_node(self, now: float) -> NodeConnection | None:
+        """NetworkClient.leastLoadedNode as DefaultMetadataUpdater.maybeUpdate uses it: the
+        ready connection with the fewest requests in flight, scanning from a random broker.
+        With none ready, a connection being set up is waited for; failing that, one is
+        started to the broker whose last attempt is oldest. None while waiting."""
         brokers = list(self._connections.values())
-        for i in range(len(brokers)):
-            nc = brokers[(self._broker_cursor + i) % len(brokers)]
+        n = len(brokers)
+        offset = int(self.rng.random() * n)
+        ready: NodeConnection | None = None
+        connecting: NodeConnection | None = None
+        can_connect: NodeConnection | None = None
+        for i in range(n):
+            nc = brokers[(offset + i) % n]
             if self._can_send_to(nc, now):
-                self._broker_cursor = (self._broker_cursor + i + 1) % len(brokers)
-                return nc
+                if not nc.in_flight:
+                    return nc
+                if ready is None or len(nc.in_flight) < len(ready.in_flight):
+                    ready = nc
+            elif nc.state in (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS):
+                connecting = nc
+            elif self._can_connect(nc, now) and (
+                can_connect is None or can_connect.last_attempt > nc.last_attempt
+            ):
+                can_connect = nc
+        if ready is not None:
+            return ready
+        if connecting is None and can_connect is not None:
+            self._initiate_connect(can_connect, now)
         return None
 
     def _backoff_wait(self, now: float) -> float:
         """Every connection is backing off or full: wait for a backoff to end or a response."""
-        waits = [nc.ready_at - now for nc in self._connections.values() if nc.ready_at > now]
+        waits = [
+            nc.ready_at - now
+            for nc in self._connections.values()
+            if nc.ready_at > now and nc.state is ConnectionState.DISCONNECTED
+        ]
         return min(waits) if waits else INF
 
     def _send_init_producer_id(self, now: float) -> float:
-        nc = self._any_ready_connection(now)
+        nc = self._least_loaded_node(now)
         if nc is None:
             return self._backoff_wait(now)
         assert self.tm is not None
@@ -316,7 +431,7 @@ class Sender:
         wait = self.metadata.time_to_update(now)
         if wait > 0:
             return wait
-        nc = self._any_ready_connection(now)
+        nc = self._least_loaded_node(now)
         if nc is None:
             return self._backoff_wait(now)
         self._metadata_in_flight = True
@@ -339,7 +454,7 @@ class Sender:
             self.metadata.request_update()  # Sender: a partition with no known leader
             return False
         nc = self._connections[leader]
-        if not self._can_send_to(nc, self.env.now):
+        if not self._ready(nc, self.env.now):
             return False
         tm = self.tm
         if tm is None:
@@ -437,6 +552,10 @@ class Sender:
             return
         if msg.conn is not nc.conn:
             return  # a response on a connection this client has already closed
+        if isinstance(payload, TcpAccepted):
+            if nc.state is ConnectionState.CONNECTING:
+                self._connected(nc, self.env.now)
+            return
         request = next(
             (r for r in nc.in_flight if r.correlation_id == payload.correlation_id), None
         )
@@ -444,7 +563,15 @@ class Sender:
             return
         nc.in_flight.remove(request)
         now = self.env.now
-        if request.metadata:
+        if request.api_versions:
+            if isinstance(payload, ApiVersionsResponse) and payload.error is Errors.NONE:
+                # ClusterConnectionStates.ready: the connection is usable, and the
+                # reconnect backoff starts again from reconnect.backoff.ms.
+                nc.state = ConnectionState.READY
+                nc.failures = 0
+            else:
+                self._disconnect(nc, now, Errors.NETWORK_EXCEPTION)
+        elif request.metadata:
             self._metadata_in_flight = False
             if isinstance(payload, MetadataResponse):
                 self.metadata.update(payload.partitions, now)
@@ -565,14 +692,16 @@ class Sender:
         node = txn.coordinator_node(request)
         if node is None:
             # FindCoordinator goes to any broker that can take it.
-            ready = self._any_ready_connection(now)
+            ready = self._least_loaded_node(now)
             if ready is None:
                 return self._backoff_wait(now)
             nc = ready
         else:
             nc = self._connections[node]
-            if not self._can_send_to(nc, now):
-                return nc.ready_at - now if nc.ready_at > now else INF
+            if not self._ready(nc, now):
+                if nc.state is ConnectionState.DISCONNECTED and nc.ready_at > now:
+                    return nc.ready_at - now
+                return INF
         txn.sent(request)
         self._correlation += 1
         payload = request.build(self._correlation)
