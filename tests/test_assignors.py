@@ -1,0 +1,109 @@
+"""The classic protocol's client-side assignors (simulation/consumer/assignors.py), checked
+against the cases of Kafka's RangeAssignorTest and RoundRobinAssignorTest (without racks) and
+ConsumerCoordinator's choice of rebalance protocol."""
+
+from __future__ import annotations
+
+import pytest
+
+from eosim.simulation.consumer.assignors import (
+    DEFAULT_ASSIGNORS,
+    RebalanceProtocol,
+    Subscription,
+    member_order,
+    range_assignor,
+    rebalance_protocol,
+    round_robin_assignor,
+)
+
+
+def subs(**topics: tuple[str, ...]) -> dict[str, Subscription]:
+    return {member: Subscription(t) for member, t in topics.items()}
+
+
+@pytest.mark.parametrize("assign", [range_assignor, round_robin_assignor])
+def test_a_member_of_no_existing_topic_gets_nothing_but_has_an_entry(assign):
+    assert assign({}, subs(c=("t",))) == {"c": []}
+    assert assign({"t": 3}, subs(c=())) == {"c": []}
+
+
+@pytest.mark.parametrize("assign", [range_assignor, round_robin_assignor])
+def test_one_member_gets_every_partition(assign):
+    assert assign({"t": 3}, subs(c=("t",))) == {"c": [("t", 0), ("t", 1), ("t", 2)]}
+
+
+def test_range_gives_the_first_members_one_more_per_topic():
+    two_topics = subs(c1=("t1", "t2"), c2=("t1", "t2"))
+    assert range_assignor({"t1": 3, "t2": 3}, two_topics) == {
+        "c1": [("t1", 0), ("t1", 1), ("t2", 0), ("t2", 1)],
+        "c2": [("t1", 2), ("t2", 2)],
+    }
+    # More members than partitions: the last ones get nothing.
+    assert range_assignor({"t": 2}, subs(c1=("t",), c2=("t",), c3=("t",))) == {
+        "c1": [("t", 0)],
+        "c2": [("t", 1)],
+        "c3": [],
+    }
+
+
+def test_range_splits_each_topic_among_its_own_subscribers():
+    mixed = subs(c1=("t1",), c2=("t1", "t2"), c3=("t1",))
+    assert range_assignor({"t1": 3, "t2": 2}, mixed) == {
+        "c1": [("t1", 0)],
+        "c2": [("t1", 1), ("t2", 0), ("t2", 1)],
+        "c3": [("t1", 2)],
+    }
+
+
+def test_round_robin_deals_partitions_across_topics():
+    two_topics = subs(c1=("t1", "t2"), c2=("t1", "t2"))
+    assert round_robin_assignor({"t1": 3, "t2": 3}, two_topics) == {
+        "c1": [("t1", 0), ("t1", 2), ("t2", 1)],
+        "c2": [("t1", 1), ("t2", 0), ("t2", 2)],
+    }
+
+
+def test_round_robin_skips_members_not_subscribed_to_the_topic():
+    mixed = subs(c1=("t1",), c2=("t1", "t2"), c3=("t1",))
+    assert round_robin_assignor({"t1": 3, "t2": 2}, mixed) == {
+        "c1": [("t1", 0)],
+        "c2": [("t1", 1), ("t2", 0), ("t2", 1)],
+        "c3": [("t1", 2)],
+    }
+
+
+def test_static_members_come_first_in_instance_id_order_whatever_their_member_ids():
+    members = {
+        "a-dynamic": Subscription(("t",)),
+        "z-member": Subscription(("t",), group_instance_id="instance-1"),
+        "b-member": Subscription(("t",), group_instance_id="instance-2"),
+    }
+    assert member_order(members) == ["z-member", "b-member", "a-dynamic"]
+    assert range_assignor({"t": 3}, members) == {
+        "a-dynamic": [("t", 2)],
+        "b-member": [("t", 1)],
+        "z-member": [("t", 0)],
+    }
+
+
+def test_the_assignment_does_not_depend_on_the_order_members_are_given_in():
+    forward = subs(c1=("t1", "t2"), c2=("t1",), c3=("t2",))
+    backward = dict(reversed(list(forward.items())))
+    for assign in (range_assignor, round_robin_assignor):
+        assert assign({"t1": 5, "t2": 4}, forward) == assign({"t2": 4, "t1": 5}, backward)
+
+
+def test_the_rebalance_protocol_is_the_most_advanced_every_assignor_supports():
+    # Kafka's default list [range, cooperative-sticky] gives EAGER.
+    assert rebalance_protocol(DEFAULT_ASSIGNORS) is RebalanceProtocol.EAGER
+    assert rebalance_protocol(["cooperative-sticky"]) is RebalanceProtocol.COOPERATIVE
+    assert rebalance_protocol(["roundrobin"]) is RebalanceProtocol.EAGER
+
+
+@pytest.mark.parametrize(
+    ("assignors", "message"),
+    [([], "names no assignor"), (["range", "uniform"], "unknown assignor 'uniform'")],
+)
+def test_a_bad_assignor_list_is_refused_with_its_reason(assignors, message):
+    with pytest.raises(ValueError, match=message):
+        rebalance_protocol(assignors)
