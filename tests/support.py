@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import simpy
+
+from eosim.simulation.config import parse_producer_config
+from eosim.simulation.metadata import ClusterMetadata
+from eosim.simulation.network import Network, NetworkSettings
+from eosim.simulation.producer.accumulator import RecordAccumulator
+from eosim.simulation.producer.sender import Sender
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.rules import ProtocolRules
 from eosim.simulation.scenario import Scenario, parse_scenario
 
 BASE = """
@@ -23,3 +32,23 @@ producers:
 
 def scenario_with(*overrides: str) -> Scenario:
     return parse_scenario(BASE, "base.yaml", overrides)
+
+
+def bare_sender(brokers: tuple[str, ...] = ("b0",), **config: object) -> Sender:
+    """A producer "p"'s Sender (idempotence off unless ``config`` says otherwise) on a network
+    with no broker behind it, its accumulator empty and its environment not yet run."""
+    env = simpy.Environment()
+    cfg = parse_producer_config({"enable.idempotence": False, **config}, ProtocolRules())
+    acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
+    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
+    return Sender(
+        env,
+        "p",
+        network,
+        ClusterMetadata(brokers, {"t": 1}),
+        acc,
+        cfg,
+        None,
+        RandomStreams(1).stream("s"),
+        lambda: None,
+    )

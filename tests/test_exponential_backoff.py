@@ -8,13 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 import simpy
+from support import bare_sender
 
 from eosim.simulation.config import parse_producer_config
 from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
 from eosim.simulation.exponential_backoff import ExponentialBackoff, exponential_backoff
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Message, Network, NetworkSettings
-from eosim.simulation.producer.accumulator import RecordAccumulator, RecordEntry
+from eosim.simulation.producer.accumulator import RecordEntry
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.protocol import (
     ApiVersionsResponse,
@@ -77,22 +78,9 @@ def test_no_growth_means_a_constant_backoff_without_jitter():
 
 
 def _sender(**config: object) -> Sender:
-    env = simpy.Environment()
-    cfg = parse_producer_config({"enable.idempotence": False, **config}, ProtocolRules())
-    acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
-    acc.append(TP, RecordEntry("v", None, 10, lambda *r: None), 0.0)
-    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
-    return Sender(
-        env,
-        "p",
-        network,
-        ClusterMetadata(("b0",), {"t": 1}),
-        acc,
-        cfg,
-        None,
-        RandomStreams(1).stream("s"),
-        lambda: None,
-    )
+    sender = bare_sender(**config)
+    sender.accumulator.append(TP, RecordEntry("v", None, 10, lambda *r: None), 0.0)
+    return sender
 
 
 def test_a_retry_never_waits_longer_than_retry_backoff_max():

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from support import bare_sender
+
 from eosim.simulation import run_scenario
 from eosim.simulation.network import TraceEvent
 from eosim.simulation.protocol import (
@@ -98,41 +100,13 @@ def test_a_connect_across_a_cut_times_out_after_the_connection_setup_timeout():
     assert 16_000 < second < 25_100
 
 
-def _sender(brokers: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    import simpy
-
-    from eosim.simulation.config import parse_producer_config
-    from eosim.simulation.metadata import ClusterMetadata
-    from eosim.simulation.network import Network, NetworkSettings
-    from eosim.simulation.producer.accumulator import RecordAccumulator
-    from eosim.simulation.producer.sender import Sender
-    from eosim.simulation.rng import RandomStreams
-    from eosim.simulation.rules import ProtocolRules
-
-    env = simpy.Environment()
-    cfg = parse_producer_config({"enable.idempotence": False}, ProtocolRules())
-    acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
-    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
-    return Sender(
-        env,
-        "p",
-        network,
-        ClusterMetadata(brokers, {"t": 1}),
-        acc,
-        cfg,
-        None,  # type: ignore[arg-type]
-        RandomStreams(1).stream("s"),
-        lambda: None,
-    )
-
-
 def test_least_loaded_node_prefers_a_ready_connection_then_one_being_set_up():
     """NetworkClient.leastLoadedNode: a ready connection is used (the one with fewest requests
     in flight); with none ready, a connection being set up is waited for rather than a second
     one started; with none of either, a connect starts to the broker tried longest ago."""
     from eosim.simulation.producer.sender import ConnectionState, InFlightRequest
 
-    sender = _sender(("b0", "b1", "b2"))
+    sender = bare_sender(("b0", "b1", "b2"))
     b0, b1, b2 = (sender._connections[b] for b in ("b0", "b1", "b2"))
     for nc in (b0, b1):
         sender._initiate_connect(nc, 0.0)
@@ -142,13 +116,13 @@ def test_least_loaded_node_prefers_a_ready_connection_then_one_being_set_up():
         assert sender._least_loaded_node(0.0) is b1
     assert b2.state is ConnectionState.DISCONNECTED  # no connect started
 
-    sender = _sender(("b0", "b1", "b2"))
+    sender = bare_sender(("b0", "b1", "b2"))
     b0, b1, b2 = (sender._connections[b] for b in ("b0", "b1", "b2"))
     sender._initiate_connect(b1, 0.0)  # CONNECTING
     assert sender._least_loaded_node(1.0) is None
     assert (b0.state, b2.state) == (ConnectionState.DISCONNECTED,) * 2
 
-    sender = _sender(("b0", "b1", "b2"))
+    sender = bare_sender(("b0", "b1", "b2"))
     b0, b1, b2 = (sender._connections[b] for b in ("b0", "b1", "b2"))
     for nc, at in ((b0, 300.0), (b1, 100.0), (b2, 200.0)):
         sender._initiate_connect(nc, at)

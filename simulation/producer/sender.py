@@ -252,6 +252,13 @@ class Sender:
         """ClusterConnectionStates.canConnect: disconnected, the reconnect backoff over."""
         return nc.state is ConnectionState.DISCONNECTED and now >= nc.ready_at
 
+    def _reconnect_wait(self, nc: NodeConnection, now: float) -> float:
+        """How long ``nc`` still backs off before a new connect may start (INF when it is
+        not backing off: connected, being set up, or free to connect now)."""
+        if nc.state is ConnectionState.DISCONNECTED and nc.ready_at > now:
+            return nc.ready_at - now
+        return INF
+
     def _ready(self, nc: NodeConnection, now: float) -> bool:
         """NetworkClient.ready: whether a request can go to ``nc``'s broker now; if there
         is no connection and the backoff is over, one is started."""
@@ -303,8 +310,7 @@ class Sender:
                 delay = min(delay, nc.in_flight[0].deadline - now + MIN_SLEEP_MS)
             if nc.state is ConnectionState.CONNECTING:
                 delay = min(delay, nc.connect_deadline - now + MIN_SLEEP_MS)
-            elif nc.ready_at > now and nc.state is ConnectionState.DISCONNECTED:
-                delay = min(delay, nc.ready_at - now)
+            delay = min(delay, self._reconnect_wait(nc, now))
         return delay
 
     def _time_out_requests(self, now: float) -> float:
@@ -400,12 +406,9 @@ class Sender:
 
     def _backoff_wait(self, now: float) -> float:
         """Every connection is backing off or full: wait for a backoff to end or a response."""
-        waits = [
-            nc.ready_at - now
-            for nc in self._connections.values()
-            if nc.ready_at > now and nc.state is ConnectionState.DISCONNECTED
-        ]
-        return min(waits) if waits else INF
+        return min(
+            (self._reconnect_wait(nc, now) for nc in self._connections.values()), default=INF
+        )
 
     def _send_init_producer_id(self, now: float) -> float:
         nc = self._least_loaded_node(now)
@@ -699,9 +702,7 @@ class Sender:
         else:
             nc = self._connections[node]
             if not self._ready(nc, now):
-                if nc.state is ConnectionState.DISCONNECTED and nc.ready_at > now:
-                    return nc.ready_at - now
-                return INF
+                return self._reconnect_wait(nc, now)
         txn.sent(request)
         self._correlation += 1
         payload = request.build(self._correlation)
