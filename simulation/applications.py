@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import simpy
 
-from eosim.simulation.apps.processor import ProcessorApp
+from eosim.simulation.apps.processor import GroupMembers, ProcessorApp
 from eosim.simulation.apps.reader import ReaderApp
 from eosim.simulation.apps.store import ExternalStore
 from eosim.simulation.apps.transactional import TransactionalProducerApp
@@ -92,6 +92,8 @@ class BuildContext:
     inputs_done: simpy.Event | None = None
     all_done: simpy.Event | None = None
     stores: list[ExternalStore] = field(default_factory=list)
+    # Subscribed processors, by group (their members share one GroupMembers).
+    groups: dict[str, GroupMembers] = field(default_factory=dict)
 
     def producer_factory(self, name: str) -> Callable[[str], KafkaProducer]:
         """Makes application ``name``'s KafkaProducer on a given network node."""
@@ -211,6 +213,11 @@ class ProcessorKind(ApplicationKind):
             store = ExternalStore(spec.name, spec.output.store)
             ctx.stores.append(store)
         configs = ctx.clients.producers
+        members = None
+        if settings.rebalance is not None:
+            topic = spec.input.topic
+            partitions = [(topic, n) for n in range(ctx.metadata.topics[topic])]
+            members = ctx.groups.setdefault(settings.rebalance.group_id, GroupMembers(partitions))
         return ProcessorApp(
             ctx.env,
             spec,
@@ -223,6 +230,9 @@ class ProcessorKind(ApplicationKind):
             ctx.inputs_done,
             configs[spec.name].max_block_ms if spec.name in configs else 60_000.0,
             store,
+            members=members,
+            rebalance=settings.rebalance,
+            rng=ctx.streams.stream(f"processing:{spec.name}"),
         )
 
 

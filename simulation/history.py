@@ -123,6 +123,16 @@ class HistoryRecorder:
             )
         )
 
+    def group_event(
+        self, time: float, process: str, group: str, event: str, detail: dict[str, Any]
+    ) -> None:
+        """A consumer group's story as a member saw it: ``assigned`` (with the generation),
+        ``revoked``, ``lost``, and ``commit`` (offsets, generation, and the error if any)."""
+        line = {"kind": "group", "time": _t(time), "process": process, "group": group}
+        line["event"] = event
+        line.update(detail)
+        self._entries.append(("line", line))
+
     def add_line(self, line: dict[str, Any]) -> None:
         """A line taken as it is, in its place among the operations (a real cluster's
         history, merged from its clients' files)."""

@@ -45,6 +45,7 @@ from eosim.simulation.config import (
     Unsafe,
     parse_producer_config,
 )
+from eosim.simulation.consumer.consumer_coordinator import GroupRebalanceConfig
 from eosim.simulation.probe import POINTS
 from eosim.simulation.protocol import CONTROLLER, TopicPartition
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
@@ -332,11 +333,51 @@ OffsetReset = Literal["latest", "earliest", "none"]
 _AUTO_OFFSET_RESET = "auto.offset.reset"
 
 
+class DurationRange(_Model):
+    min: Duration
+    max: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DurationRange:
+        if self.max < self.min:
+            raise ValueError("max must be at least min")
+        return self
+
+
 class ProcessorInput(_Model):
     topic: str
     group: str | None = None
     isolation: Literal["read_committed", "read_uncommitted"] = "read_committed"
     auto_offset_reset: OffsetReset = Field(default="latest", alias=_AUTO_OFFSET_RESET)
+    # subscribe(): the processors of the group are its members (the classic protocol), and
+    # the group's leader assigns the partitions; otherwise they split them with assign().
+    subscribe: bool = False
+    # The consumer's group settings (ConsumerConfig's keys and defaults).
+    session_timeout: Duration = Field(default=45_000.0, gt=0.0, alias="session.timeout.ms")
+    heartbeat_interval: Duration = Field(default=3_000.0, gt=0.0, alias="heartbeat.interval.ms")
+    max_poll_interval: Duration = Field(default=300_000.0, gt=0.0, alias="max.poll.interval.ms")
+    assignment_strategy: list[str] = Field(
+        default_factory=lambda: ["range", "cooperative-sticky"],
+        alias="partition.assignment.strategy",
+    )
+    group_instance_id: str | None = Field(default=None, alias="group.instance.id")
+    leave_group_on_close: bool = Field(default=True, alias="internal.leave.group.on.close")
+
+
+# The consumer keys a scenario spells as Kafka does (dotted), for --set paths.
+_CONSUMER_KEYS = frozenset(
+    f.alias for f in ProcessorInput.model_fields.values() if f.alias and "." in f.alias
+)
+# ProcessorInput's group keys (left out of a scenario's digest while at their defaults).
+_GROUP_INPUT_KEYS = (
+    "subscribe",
+    "session_timeout",
+    "heartbeat_interval",
+    "max_poll_interval",
+    "assignment_strategy",
+    "group_instance_id",
+    "leave_group_on_close",
+)
 
 
 class ProcessorOutput(_Model):
@@ -364,6 +405,10 @@ class Processor(_Model):
     auto_commit_interval: Duration = Field(default=5_000.0, gt=0.0)
     batch: int = Field(default=10, ge=1, le=100_000, description="records per transaction")
     poll_interval: Duration = 20.0
+    # How long processing one input record takes (a constant, or uniform in [min, max]);
+    # a batch that takes longer than max.poll.interval.ms costs a subscribed processor its
+    # place in the group.
+    processing: Duration | DurationRange = 0.0
     takeover_after: Duration | None = None
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -375,6 +420,11 @@ class Processor(_Model):
             raise ValueError("a sink to an external store cannot be transactional")
         if self.transactional and self.commit != "after_output":
             raise ValueError("a transactional processor commits offsets with its output")
+        if self.transactional and self.input.subscribe:
+            raise ValueError(
+                "a transactional processor cannot subscribe yet: its "
+                "sendOffsetsToTransaction does not carry the group's metadata (KIP-447)"
+            )
         return self
 
 
@@ -389,17 +439,6 @@ class Consumer(_Model):
 
 
 # -- faults ---------------------------------------------------------------------------------
-class DurationRange(_Model):
-    min: Duration
-    max: Duration
-
-    @model_validator(mode="after")
-    def _ordered(self) -> DurationRange:
-        if self.max < self.min:
-            raise ValueError("max must be at least min")
-        return self
-
-
 FaultKind = Literal[
     "crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss", "delete_records"
 ]
@@ -548,6 +587,9 @@ class ConsumerSettings:
     auto_commit_interval_ms: float | None
     partitions: tuple[TopicPartition, ...]
     auto_offset_reset: str = "latest"
+    # subscribe(): the group membership settings, and the topics subscribed to.
+    rebalance: GroupRebalanceConfig | None = None
+    topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -776,6 +818,13 @@ class Scenario(_Model):
             del data["converge_timeout"]
         if data["cluster"]["broker_startup"] == 2_000.0:
             del data["cluster"]["broker_startup"]
+        defaults = ProcessorInput(topic="-").model_dump(mode="json")
+        for proc in data["processors"]:
+            if proc["processing"] == 0.0:
+                del proc["processing"]
+            for key in _GROUP_INPUT_KEYS:
+                if proc["input"][key] == defaults[key]:
+                    del proc["input"][key]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -906,18 +955,31 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
 
     topics = scenario.topic_partitions()
     consumers: dict[str, ConsumerSettings] = {}
-    for proc in scenario.processors:
-        # The processors of one group split its input topic's partitions round-robin.
+    for i, proc in enumerate(scenario.processors):
+        # The processors of one group split its input topic's partitions round-robin, or,
+        # subscribed, are its members.
         group = proc.input.group or proc.name
         peers = [q for q in scenario.processors if (q.input.group or q.name) == group]
         index, count = peers.index(proc), len(peers)
         topic = proc.input.topic
+        rebalance = None
+        if proc.input.subscribe:
+            if any(not q.input.subscribe for q in peers):
+                raise _PathError(
+                    ("processors", i, "input", "subscribe"),
+                    f"every processor of group {group!r} must subscribe, or none",
+                )
+            rebalance = _rebalance_config(("processors", i, "input"), group, proc.input)
         consumers[proc.name] = ConsumerSettings(
             isolation=proc.input.isolation,
             group=group,
             auto_commit_interval_ms=proc.auto_commit_interval if proc.commit == "auto" else None,
-            partitions=tuple((topic, n) for n in range(topics[topic]) if n % count == index),
+            partitions=()
+            if rebalance is not None
+            else tuple((topic, n) for n in range(topics[topic]) if n % count == index),
             auto_offset_reset=proc.input.auto_offset_reset,
+            rebalance=rebalance,
+            topics=(topic,),
         )
     for r in scenario.consumers:
         consumers[r.name] = ConsumerSettings(
@@ -928,6 +990,23 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
             auto_offset_reset=r.auto_offset_reset,
         )
     return ClientConfigs(producers, consumers)
+
+
+def _rebalance_config(
+    path: tuple[str | int, ...], group: str, spec: ProcessorInput
+) -> GroupRebalanceConfig:
+    try:
+        return GroupRebalanceConfig(
+            group_id=group,
+            group_instance_id=spec.group_instance_id,
+            session_timeout_ms=spec.session_timeout,
+            heartbeat_interval_ms=spec.heartbeat_interval,
+            rebalance_timeout_ms=spec.max_poll_interval,
+            leave_group_on_close=spec.leave_group_on_close,
+            assignors=tuple(spec.assignment_strategy),
+        )
+    except ValueError as exc:
+        raise _PathError(path, str(exc)) from None
 
 
 # -- loading --------------------------------------------------------------------------------
@@ -1138,7 +1217,7 @@ def _next_key(target: Any, parts: list[str], i: int, override: str, parent: str)
         raise ScenarioError(f"--set {override}: {'.'.join(parts[:i])} is not a mapping")
     for k in range(len(parts), i, -1):
         candidate = ".".join(parts[i:k])
-        known = candidate in PRODUCER_KEYS or candidate == _AUTO_OFFSET_RESET
+        known = candidate in PRODUCER_KEYS or candidate in _CONSUMER_KEYS
         if candidate in target or (k - i > 1 and known):
             return candidate, k
     if parent in _LEAF_MAPPINGS:

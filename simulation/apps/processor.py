@@ -26,6 +26,12 @@ A crash (``crash`` fault, or ``crash_at`` a ``processor.*`` point) kills the ins
 restart starts a new one. A ``pause`` freezes the instance; if it lasts ``takeover_after``,
 a new instance takes the partitions over (as a group rebalance would), and the paused one
 becomes a zombie that carries on when the pause ends.
+
+With ``input.subscribe`` the processors of a group are its members instead (the classic
+protocol, :mod:`eosim.simulation.consumer.consumer_coordinator`): the group's leader assigns
+the partitions, each instance is the rebalance listener of its consumer and writes the group's
+story (``group`` lines), ``processing`` spends time per record between the poll and the output,
+and :class:`GroupMembers` ends the work when every member is idle in one stable generation.
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ from eosim.simulation.apps.lifecycle import new_counts, tally
 from eosim.simulation.apps.reader import record_failed_poll
 from eosim.simulation.apps.store import ExternalStore
 from eosim.simulation.apps.transactional import wait
+from eosim.simulation.consumer.consumer_coordinator import (
+    GroupRebalanceConfig,
+    RebalanceListener,
+)
 from eosim.simulation.consumer.kafka_consumer import (
     ConsumerException,
     ConsumerRecord,
@@ -49,6 +59,7 @@ from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.producer.kafka_producer import KafkaProducer
 from eosim.simulation.protocol import TopicPartition
+from eosim.simulation.rng import RandomStream
 from eosim.simulation.scenario import Processor
 
 
@@ -68,9 +79,14 @@ class _Instance:
         self.producer: KafkaProducer | None = (
             app.make_producer(node) if app.needs_producer else None
         )
-        self.consumer = app.make_consumer(f"{node}.consumer")
+        self.consumer = app.make_consumer(f"{node}.consumer", self)
         self.nodes = (node, self.consumer.node)  # what a pause freezes on the network
         self.open_ops: dict[int, dict[str, Any]] = {}
+        # Subscribed: caught up with the input since its last poll with records; how many
+        # times each input was processed, and the output of its latest attempt.
+        self.idle = False
+        self._attempts: dict[tuple[TopicPartition, int], int] = {}
+        self._outputs: dict[tuple[TopicPartition, int], str] = {}
         self.process = self.env.process(self._run())
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -80,7 +96,7 @@ class _Instance:
         self.alive = False
         if self.producer is not None:
             self.producer.crash()
-        self.consumer.close()
+        self.consumer.close(leave=False)
         for n in self.nodes:
             self.app.network.resume_node(n)
         self._complete_all("info", error)
@@ -92,6 +108,7 @@ class _Instance:
             self.resumed = self.env.event()
             if self.producer is not None:
                 self.producer.sender.pause()
+            self.consumer.pause()
             for n in self.nodes:
                 self.app.network.pause_node(n)
 
@@ -102,6 +119,7 @@ class _Instance:
                 self.producer.sender.resume()
             for n in self.nodes:
                 self.app.network.resume_node(n)
+            self.consumer.resume()
             resumed.succeed()
 
     def _step(self, point: str | None = None):  # type: ignore[no-untyped-def]
@@ -112,6 +130,42 @@ class _Instance:
             yield self.resumed
         if not self.alive:
             raise _Dead
+
+    # -- the group (a subscribed consumer's ConsumerRebalanceListener) ------------------
+    def _group_event(self, event: str, detail: dict[str, Any]) -> None:
+        coordinator = self.consumer.group_coordinator
+        if coordinator is not None:
+            detail = {"member": coordinator.generation.member_id, **detail}
+        self.app.history.group_event(self.env.now, self.process_id, self.app.group, event, detail)
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        self._group_event("revoked", {"partitions": _listed(partitions)})
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
+        self._group_event("lost", {"partitions": _listed(partitions)})
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition], generation: int) -> None:
+        self.idle = False
+        detail = {"generation": generation, "partitions": _listed(self.consumer.assignment)}
+        self._group_event("assigned", detail)
+
+    def _commit(self, offsets: dict[TopicPartition, int]):  # type: ignore[no-untyped-def]
+        """commitSync; a subscribed consumer's outcome goes in the history."""
+        coordinator = self.consumer.group_coordinator
+        generation = coordinator.generation.generation_id if coordinator is not None else None
+        error = yield from self.consumer.commit(offsets)
+        if coordinator is not None:
+            detail: dict[str, Any] = {
+                "generation": generation,
+                "offsets": [
+                    {"topic": t, "partition": p, "offset": o}
+                    for (t, p), o in sorted(offsets.items())
+                ],
+            }
+            if error is not None:
+                detail["error"] = error
+            self._group_event("commit", detail)
+        return error
 
     # -- operations --------------------------------------------------------------------
     def _complete_all(self, type_: str, error: str | None) -> None:
@@ -141,12 +195,13 @@ class _Instance:
                     self.kill(f"initTransactions failed: {error}")
                     app.replace(self)
                     return
-            committed = yield from self.consumer.committed()
-            yield from self._step()
-            for tp in self.consumer.assignment:
-                if tp in committed:
-                    self.consumer.seek(tp, committed[tp])
-                # else: the consumer's poll resets it (auto.offset.reset)
+            if not self.consumer.subscribed:
+                committed = yield from self.consumer.committed()
+                yield from self._step()
+                for tp in self.consumer.assignment:
+                    if tp in committed:
+                        self.consumer.seek(tp, committed[tp])
+                    # else: the consumer's poll resets it (auto.offset.reset)
             while True:
                 records = yield from self._poll()
                 yield from self._step("processor.after_poll")
@@ -154,20 +209,47 @@ class _Instance:
                     # Caught up with a poll that began after the last input was written.
                     inputs_end = app.inputs_done_at
                     if inputs_end is not None and self.consumer.caught_up(since=inputs_end):
-                        if self.consumer.auto_commit:
-                            yield from self.consumer.commit()  # close() commits, too
-                        app.finished(self)
-                        return
+                        if self.consumer.subscribed:
+                            self.idle = True
+                            if app.members.idle(self):
+                                return
+                        else:
+                            if self.consumer.auto_commit:
+                                yield from self.consumer.commit()  # close() commits, too
+                            app.finished(self)
+                            return
                     yield self.env.timeout(app.spec.poll_interval)
                     yield from self._step()
                     continue
+                self.idle = False
                 batch = self._take(records)
+                yield from self._process(len(batch))
                 if app.spec.transactional:
                     yield from self._transaction(batch)
                 else:
                     yield from self._at_least_or_most_once(batch)
         except (simpy.Interrupt, _Dead):
             return
+
+    def close_and_finish(self, caller: _Instance):  # type: ignore[no-untyped-def]
+        """The group's work is done: commit (auto-commit's close does), leave, finish."""
+        if self is not caller and self.process.is_alive:
+            self.process.interrupt("finished")
+        if self.consumer.auto_commit:
+            yield from self.consumer.commit()
+        self.consumer.close()
+        self.app.finished(self)
+
+    def _process(self, records: int):  # type: ignore[no-untyped-def]
+        """The application's own work on a batch: ``processing`` per record."""
+        spec = self.app.spec.processing
+        if isinstance(spec, (float, int)):
+            took = spec * records
+        else:
+            took = sum(self.app.rng.uniform(spec.min, spec.max) for _ in range(records))
+        if took > 0:
+            yield self.env.timeout(took)
+            yield from self._step()
 
     def _poll(self):  # type: ignore[no-untyped-def]
         """The consumer's poll; an exception it raises ends the application."""
@@ -185,12 +267,25 @@ class _Instance:
             self.consumer.seek(tp, offset)  # ends at each partition's first untaken record
         return batch
 
+    def _output(self, tp: TopicPartition, offset: int, value: str) -> str:
+        """This attempt's output for an input. A subscribed member may be given back an
+        input it already processed (its commit failed, the group rebalanced): its second
+        attempt's output is ``value>name/incarnation+1``, so every attempt is told apart."""
+        return self._outputs.get((tp, offset)) or self.app.output_value(value, self.process_id)
+
     def _invoke(self, batch: list[ConsumerRecord], txn_id: str | None) -> list[int]:
         ids = []
         for (topic, partition), offset, value in batch:
+            output = self.app.output_value(value, self.process_id)
+            if self.consumer.subscribed:
+                attempt = self._attempts.get(((topic, partition), offset), 0)
+                self._attempts[((topic, partition), offset)] = attempt + 1
+                if attempt:
+                    output = f"{output}+{attempt}"
+                self._outputs[((topic, partition), offset)] = output
             body = {
                 "input": {"topic": topic, "partition": partition, "offset": offset, "value": value},
-                "outputs": [self.app.output_value(value, self.process_id)],
+                "outputs": [output],
                 "output_topic": self.app.output_topic,
                 "transactional_id": txn_id,
             }
@@ -221,11 +316,11 @@ class _Instance:
         ids = self._invoke(batch, producer.config.transactional_id)
         error = producer.begin_transaction()
         if error is None:
-            for _tp, _offset, value in batch:
+            for tp, offset, value in batch:
                 blocked = producer.send(
                     app.out_topic,
                     None,
-                    app.output_value(value, self.process_id),
+                    self._output(tp, offset, value),
                     None,
                     _ignore,
                     100,
@@ -272,32 +367,30 @@ class _Instance:
         ids = self._invoke(batch, None)
         offsets = self._next_offsets(batch)
         if app.spec.commit == "before_output":
-            yield from self.consumer.commit(offsets)
+            yield from self._commit(offsets)
             yield from self._step("processor.after_send_offsets")
         failed: list[str] = []
         if app.store is not None:
             for (topic, partition), offset, value in batch:
-                app.store.write(
-                    value, f"{topic}-{partition}", offset, app.output_value(value, self.process_id)
-                )
+                output = self._output((topic, partition), offset, value)
+                app.store.write(value, f"{topic}-{partition}", offset, output)
         else:
             producer = self.producer
             assert producer is not None
-            for _tp, _offset, value in batch:
+            for tp, offset, value in batch:
 
                 def done(_p: int, _o: int, err: str | None, _mw: bool) -> None:
                     if err is not None:
                         failed.append(err)
 
-                blocked = producer.send(
-                    app.out_topic, None, app.output_value(value, self.process_id), None, done, 100
-                )
+                output = self._output(tp, offset, value)
+                blocked = producer.send(app.out_topic, None, output, None, done, 100)
                 if blocked is not None:
                     yield blocked
             yield producer.flush()
         yield from self._step("processor.after_send")
         if app.spec.commit == "after_output":
-            yield from self.consumer.commit(offsets)
+            yield from self._commit(offsets)
             yield from self._step("processor.after_send_offsets")
         for op_id in ids:
             if failed:
@@ -308,6 +401,46 @@ class _Instance:
 
 def _ignore(_p: int, _o: int, _e: str | None, _mw: bool) -> None:
     pass
+
+
+def _listed(partitions: list[TopicPartition]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in sorted(partitions)]
+
+
+class GroupMembers:
+    """The subscribed processors of one group. Their work is done when every running member
+    is idle (caught up since the input ended) and not paused, all in one stable generation
+    whose assignments cover the input's partitions; then each closes its consumer (with
+    auto-commit, a synchronous commit first; then LeaveGroup) and finishes."""
+
+    def __init__(self, partitions: list[TopicPartition]) -> None:
+        self.partitions = sorted(partitions)
+        self.apps: list[ProcessorApp] = []
+        self.finished = False
+
+    def idle(self, caller: _Instance) -> bool:
+        """``caller`` is idle; True when that ends the group's work."""
+        generations: set[int] = set()
+        covered: list[TopicPartition] = []
+        running: list[_Instance] = []
+        for app in self.apps:
+            instance = app.current
+            if app.done.triggered or instance is None:
+                continue
+            group = instance.consumer.group_coordinator
+            if not instance.idle or instance.resumed is not None or group is None:
+                return False
+            if group.state.value != "STABLE" or group.rejoin_needed:
+                return False
+            generations.add(group.generation.generation_id)
+            covered.extend(instance.consumer.assignment)
+            running.append(instance)
+        if len(generations) > 1 or sorted(covered) != self.partitions:
+            return False
+        self.finished = True
+        for instance in running:
+            instance.env.process(instance.close_and_finish(caller))
+        return True
 
 
 class ProcessorApp:
@@ -324,8 +457,17 @@ class ProcessorApp:
         inputs_done: simpy.Event,
         max_block_ms: float,
         store: ExternalStore | None,
+        *,
+        members: GroupMembers | None = None,
+        rebalance: GroupRebalanceConfig | None = None,
+        rng: RandomStream | None = None,
     ) -> None:
         self.env = env
+        # subscribe(): the group's members (shared by its processors) and the settings.
+        self.rebalance = rebalance
+        self.members = members if members is not None else GroupMembers(partitions)
+        self.members.apps.append(self)
+        self.rng = rng
         self.spec = spec
         self.name = spec.name
         self.network = network
@@ -355,9 +497,12 @@ class ProcessorApp:
     def make_producer(self, node: str) -> KafkaProducer:
         return self._make_producer(node)
 
-    def make_consumer(self, node: str) -> KafkaConsumer:
+    def make_consumer(self, node: str, listener: RebalanceListener) -> KafkaConsumer:
         consumer = self._make_consumer(node)
-        consumer.assign(list(self.partitions))
+        if self.rebalance is not None:
+            consumer.subscribe([self.spec.input.topic], self.rebalance, listener)
+        else:
+            consumer.assign(list(self.partitions))
         return consumer
 
     @property

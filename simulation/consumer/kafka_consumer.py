@@ -36,6 +36,13 @@ from typing import Any
 
 import simpy
 
+from eosim.simulation.consumer.consumer_coordinator import (
+    ConsumerCoordinator,
+    Generation,
+    GroupException,
+    GroupRebalanceConfig,
+    RebalanceListener,
+)
 from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 from eosim.simulation.consumer.network_client import ConsumerNetworkClient
 from eosim.simulation.exponential_backoff import ExponentialBackoff
@@ -55,6 +62,7 @@ from eosim.simulation.protocol import (
     MetadataResponse,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    OffsetFetchResponse,
     TopicPartition,
 )
 from eosim.simulation.rng import RandomStream
@@ -165,6 +173,14 @@ class KafkaConsumer:
         self.auto_commit_interval_ms = auto_commit_interval_ms if group is not None else None
         self._next_auto_commit = env.now + (auto_commit_interval_ms or 0.0)
         self._lookups = 0
+        # subscribe(): the group membership, the partitions pending revocation (their
+        # fetched data is not returned), and the committed offsets being fetched for newly
+        # assigned partitions (with when a failed fetch may be retried).
+        self.group_coordinator: ConsumerCoordinator | None = None
+        self._pending_revocation: set[TopicPartition] = set()
+        self._committed_fetch: simpy.Event | None = None
+        self._committed_retry_at = 0.0
+        self._committed_failures = 0
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Assign ``partitions``, none of which has a position yet (Kafka's INITIALIZING)."""
@@ -183,6 +199,51 @@ class KafkaConsumer:
         self._reset_retry_at.pop(tp, None)
         # An answer to a fetch from the old position is dropped by `_records`.
 
+    # -- group membership (subscribe) ---------------------------------------------------
+    def subscribe(
+        self,
+        topics: list[str],
+        config: GroupRebalanceConfig,
+        listener: RebalanceListener | None = None,
+    ) -> None:
+        """Join ``config.group_id`` (the classic protocol) on the next poll; the group's
+        leader assigns the partitions of ``topics``."""
+        assert self.group == config.group_id
+        self.assignment = []
+        self.group_coordinator = ConsumerCoordinator(self, config, tuple(topics), listener)
+
+    @property
+    def subscribed(self) -> bool:
+        return self.group_coordinator is not None
+
+    def assign_from_subscribed(self, partitions: list[TopicPartition]) -> None:
+        """``SubscriptionState.assignFromSubscribed``: partitions kept keep their positions."""
+        kept = set(partitions)
+        self.assignment = list(partitions)
+        self.positions = {tp: off for tp, off in self.positions.items() if tp in kept}
+        for pending in (self._reset, self._listing, self._reset_retry_at, self._out_of_range):
+            for tp in [tp for tp in pending if tp not in kept]:
+                del pending[tp]
+        self._pending_revocation.clear()
+
+    def mark_pending_revocation(self) -> None:
+        """KAFKA-14196: no fetch is sent for, and no fetched data returned from, partitions
+        about to be revoked."""
+        self._pending_revocation = set(self.assignment)
+
+    def restart_auto_commit_timer(self) -> None:
+        if self.auto_commit_interval_ms is not None:
+            self._next_auto_commit = self.env.now + self.auto_commit_interval_ms
+
+    def pause(self) -> None:
+        """The process is frozen: so is the heartbeat thread."""
+        if self.group_coordinator is not None:
+            self.group_coordinator.pause()
+
+    def resume(self) -> None:
+        if self.group_coordinator is not None:
+            self.group_coordinator.resume()
+
     # -- fetching ----------------------------------------------------------------------
     def poll(self) -> Process:
         """Fetch from every leader that has no fetch in flight, then wait (at most
@@ -194,10 +255,17 @@ class KafkaConsumer:
 
         Raises :class:`NoOffsetForPartitionException` or :class:`OffsetOutOfRangeException`
         with ``auto.offset.reset=none``."""
-        self._maybe_auto_commit()
+        group = self.group_coordinator
+        if group is None:
+            self._maybe_auto_commit()
         deadline = self.env.now + self.poll_timeout_ms
         first = True
         while True:
+            joining: list[simpy.Event] = []
+            if group is not None:
+                joining = group.poll()
+                if not group.rejoin_needed and group.state.value == "STABLE":
+                    self._maybe_auto_commit()
             self._maybe_update_metadata()
             self._update_fetch_positions()
             self._raise_out_of_range()
@@ -205,6 +273,9 @@ class KafkaConsumer:
             if self._answered:
                 break
             waiting = [event for _parts, event in self._in_flight.values()]
+            waiting += joining
+            if self._committed_fetch is not None:
+                waiting.append(self._committed_fetch)
             waiting += _unique(self._listing.values())
             if self._metadata_request is not None:
                 waiting.append(self._metadata_request)
@@ -257,7 +328,7 @@ class KafkaConsumer:
     def _send_fetches(self) -> None:
         by_leader: dict[str, list[tuple[TopicPartition, int]]] = {}
         for tp in self.assignment:
-            if tp in self.positions:
+            if tp in self.positions and tp not in self._pending_revocation:
                 leader = self._leader(tp)
                 if leader is not None:
                     by_leader.setdefault(leader, []).append((tp, self.positions[tp]))
@@ -273,6 +344,10 @@ class KafkaConsumer:
         initializing = [
             tp for tp in self.assignment if tp not in self.positions and tp not in self._reset
         ]
+        if initializing and self.subscribed:
+            # refreshCommittedOffsetsIfNeeded: the group's committed offsets first (stable
+            # ones, KIP-447); the partitions without one fall to auto.offset.reset.
+            initializing = self._init_with_committed_offsets(initializing)
         if initializing:
             if self.auto_offset_reset == "none":
                 raise NoOffsetForPartitionException(initializing)
@@ -291,6 +366,53 @@ class KafkaConsumer:
                 by_leader.setdefault(leader, []).append((tp, timestamp))
         for leader, parts in by_leader.items():
             self._list_offsets(leader, tuple(parts))
+
+    def _init_with_committed_offsets(
+        self, partitions: list[TopicPartition]
+    ) -> list[TopicPartition]:
+        """Send an OffsetFetch for ``partitions`` unless one is in flight or backing off;
+        returns the partitions it answered without a committed offset (to be reset)."""
+        done = self._committed_fetch
+        if done is not None and done.triggered:
+            self._committed_fetch = None
+            if not done.asked:  # type: ignore[attr-defined]
+                return []  # a coordinator lookup: the fetch goes out on the next pass
+            response = done.value
+            if isinstance(response, OffsetFetchResponse) and response.error is Errors.NONE:
+                self._committed_failures = 0
+                asked = set(done.asked)  # type: ignore[attr-defined]
+                missing = []
+                for tp in partitions:
+                    if tp not in asked:
+                        continue
+                    if tp in response.offsets:
+                        self.positions[tp] = response.offsets[tp]
+                    else:
+                        missing.append(tp)
+                return missing
+            if response is None or (
+                isinstance(response, OffsetFetchResponse)
+                and response.error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE)
+            ):
+                self.coordinator = None
+            self._committed_retry_at = self.env.now + self.retry_backoff.backoff(
+                self._committed_failures, self.rng
+            )
+            self._committed_failures += 1
+            return []
+        if done is None and self.env.now >= self._committed_retry_at:
+            if self.coordinator is None:
+                assert self.group_coordinator is not None
+                self._committed_fetch = self.group_coordinator.lookup_coordinator()
+                self._committed_fetch.asked = ()  # type: ignore[attr-defined]
+                return []
+            request = OffsetFetchRequest(
+                self.client.next_correlation_id(), self.group or "", tuple(partitions)
+            )
+            event = self.client.send(self.coordinator, request)
+            event.asked = tuple(partitions)  # type: ignore[attr-defined]
+            self._committed_fetch = event
+        return []
 
     def _list_offsets(self, leader: str, parts: tuple[tuple[TopicPartition, int], ...]) -> None:
         request = ListOffsetsRequest(self.client.next_correlation_id(), parts, self.isolation)
@@ -367,6 +489,8 @@ class KafkaConsumer:
         asked = dict(parts)
         out: list[ConsumerRecord] = []
         for tp, part in response.partitions:
+            if tp in self._pending_revocation:
+                continue
             if self.positions.get(tp) != asked[tp]:
                 continue  # the position moved (a seek or a reset) since it was asked
             if part.error is Errors.OFFSET_OUT_OF_RANGE:
@@ -417,19 +541,40 @@ class KafkaConsumer:
         if interval is None or self.env.now < self._next_auto_commit:
             return
         self._next_auto_commit = self.env.now + interval
-        self.env.process(self._commit_async(dict(self.positions)))
+        self.commit_async()
+
+    def commit_async(self) -> simpy.Process:
+        """An asynchronous commit of the positions (``allConsumed``): a process whose value
+        is the error it failed with (an :class:`Errors` or a group exception), or None."""
+        return self.env.process(self._commit_async(dict(self.positions)))
 
     def _commit_async(self, offsets: dict[TopicPartition, int]) -> Process:
         """One attempt at committing ``offsets`` (after one coordinator lookup if none is
         known); a failure is not retried: the next auto-commit comes ``retry.backoff.ms``
-        later, with the positions of then."""
+        later, with the positions of then. A subscribed consumer's commit carries its
+        generation (and fails locally outside a stable group)."""
         assert self.group is not None
         if self.coordinator is None:
             yield from self._lookup_coordinator()
+        sent: Generation | None = None
+        member, generation, instance = "", -1, None
+        group = self.group_coordinator
+        if group is not None:
+            chosen = group.commit_generation()
+            if isinstance(chosen, GroupException):
+                return chosen
+            sent = chosen
+            member, generation = chosen.member_id, chosen.generation_id
+            instance = group.config.group_instance_id
         response = None
         if self.coordinator is not None and self.client.running:
             request = OffsetCommitRequest(
-                self.client.next_correlation_id(), self.group, tuple(offsets.items())
+                self.client.next_correlation_id(),
+                self.group,
+                tuple(offsets.items()),
+                member,
+                generation,
+                instance,
             )
             response = yield self.client.send(self.coordinator, request)
             if response is None or response.error in (
@@ -439,6 +584,14 @@ class KafkaConsumer:
                 self.coordinator = None
         if response is None or response.error.retriable:
             self._next_auto_commit = self.env.now + self.retry_backoff_ms
+            return Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
+        if response.error is Errors.NONE:
+            return None
+        if group is not None and sent is not None:
+            failed = group.on_commit_error(sent, response.error)
+            if failed is not None:
+                return failed
+        return response.error
 
     def _lookup_coordinator(self) -> Process:
         """One FindCoordinator, to the next broker in turn."""
@@ -506,18 +659,41 @@ class KafkaConsumer:
         return {} if response is None else dict(response.offsets)
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> Process:
-        """Commit ``offsets`` (default: the current positions); returns the error or None."""
+        """Commit ``offsets`` (default: the current positions); returns the error or None.
+        A subscribed consumer's commit carries its generation: outside a stable group it
+        fails at once (RebalanceInProgressException or CommitFailedException), and the
+        group's refusals become those exceptions (``describe()`` strings)."""
         assert self.group is not None
-        group = self.group
+        group_id = self.group
         chosen = tuple((offsets if offsets is not None else self.positions).items())
+        group = self.group_coordinator
+        sent: Generation | None = None
+        member, generation, instance = "", -1, None
+        if group is not None:
+            picked = group.commit_generation()
+            if isinstance(picked, GroupException):
+                return picked.describe()
+            sent = picked
+            member, generation = picked.member_id, picked.generation_id
+            instance = group.config.group_instance_id
         response = yield from self._coordinator_call(
-            lambda cid: OffsetCommitRequest(cid, group, chosen)
+            lambda cid: OffsetCommitRequest(cid, group_id, chosen, member, generation, instance)
         )
         if response is None:
             return "ConsumerClosed"
-        return None if response.error is Errors.NONE else response.error.name
+        if response.error is Errors.NONE:
+            return None
+        if group is not None and sent is not None:
+            failed = group.on_commit_error(sent, response.error)
+            if failed is not None:
+                return failed.describe()
+        return response.error.name
 
-    def close(self) -> None:
+    def close(self, leave: bool = True) -> None:
+        """Close the consumer (a subscribed one leaves its group first, as Kafka's close
+        does); ``leave=False`` is a crash: nothing more is sent."""
+        if self.group_coordinator is not None:
+            self.group_coordinator.close(leave)
         self.client.close()
 
 

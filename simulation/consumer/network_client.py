@@ -41,8 +41,9 @@ class ConsumerNetworkClient:
         self._correlation += 1
         return self._correlation
 
-    def send(self, broker: str, payload: Any) -> simpy.Event:
-        """An event whose value is the response, or None on failure or timeout."""
+    def send(self, broker: str, payload: Any, timeout_ms: float | None = None) -> simpy.Event:
+        """An event whose value is the response, or None on failure or timeout (after
+        ``timeout_ms``, by default ``request.timeout.ms``)."""
         event = self.env.event()
         conn = self._conns.get(broker)
         if conn is None or conn.closed:
@@ -52,7 +53,7 @@ class ConsumerNetworkClient:
         cid = payload.correlation_id
         self._waiting[cid] = (broker, conn, event)
         self.network.send(self.node, broker, payload, conn)
-        timer = self.env.timeout(self.request_timeout_ms)
+        timer = self.env.timeout(self.request_timeout_ms if timeout_ms is None else timeout_ms)
         timer.callbacks.append(lambda _ev: self._timed_out(cid))
         return event
 

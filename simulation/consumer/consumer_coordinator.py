@@ -1,0 +1,709 @@
+"""ConsumerCoordinator: a subscribed consumer's membership of a classic group (client side).
+
+Kafka 4.1.1's ``AbstractCoordinator``, ``ConsumerCoordinator`` and ``Heartbeat``
+(``clients/.../consumer/internals/``), for the classic protocol with an EAGER assignor:
+
+* **Member state** (:class:`MemberState`): UNJOINED, PREPARING_REBALANCE once a JoinGroup is
+  sent, COMPLETING_REBALANCE once it is answered (the heartbeat thread is enabled then and its
+  timers restart), STABLE once the SyncGroup is answered. The :class:`Generation` (generation
+  id, member id, protocol) changes only with a JoinGroup answer; errors reset it, keeping the
+  member id for ILLEGAL_GENERATION and dropping it for UNKNOWN_MEMBER_ID and
+  FENCED_INSTANCE_ID (``resetStateAndGeneration``).
+* **Joining** runs inside ``poll()`` (``joinGroupIfNeeded`` with a zero timer, as the classic
+  consumer's poll calls it): ``onJoinPrepare`` first sends an asynchronous auto-commit of the
+  positions (the partitions are marked pending revocation, KAFKA-14196) and waits for its
+  answer across polls, at most the rebalance timeout; then revokes every partition (EAGER), or
+  calls them lost when the generation was reset. Then JoinGroup (its request timeout is the
+  rebalance timeout plus 5 s), and SyncGroup chained to its answer: the leader runs the
+  assignor over the members' subscriptions. The exchange goes on between polls (Kafka's
+  heartbeat thread polls the network too); only a poll applies the assignment
+  (``onJoinComplete``): the partitions, a restarted auto-commit timer, onPartitionsAssigned.
+* **The heartbeat thread** checks, in order: the coordinator is unknown (look it up, back off
+  ``retry.backoff.ms``); the session timer expired without a successful heartbeat (mark the
+  coordinator unknown); the poll timer (``max.poll.interval.ms`` since the last poll) expired
+  (``maybeLeaveGroup``: a dynamic member sends LeaveGroup, a static one does not; both reset
+  their generation and member id); a heartbeat is due (send it). Heartbeat answers:
+  REBALANCE_IN_PROGRESS while STABLE asks for a rejoin; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
+  and FENCED_INSTANCE_ID reset the generation (if it is still the one sent) and ask for a
+  rejoin; FENCED_INSTANCE_ID is also fatal; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE (or
+  no answer) mark the coordinator unknown. A failed heartbeat is retried after the
+  exponential ``retry.backoff`` (``Heartbeat.failHeartbeat``).
+* **Offset commits** carry the generation and member id while STABLE; otherwise they fail
+  locally with RebalanceInProgressException (a rebalance is under way) or
+  CommitFailedException. Answers follow ``OffsetCommitResponseHandler``: ILLEGAL_GENERATION
+  and UNKNOWN_MEMBER_ID give CommitFailedException and reset the generation, unless the
+  generation already moved on and the member is rejoining (RebalanceInProgressException);
+  REBALANCE_IN_PROGRESS asks for a rejoin and gives RebalanceInProgressException.
+* **A pause** (SIGSTOP, a long GC) freezes the heartbeat thread with the application thread:
+  no heartbeat is sent, and neither timer is acted on until the process runs again.
+* **Close**: a synchronous auto-commit (the owner does it), then the revocation, then
+  LeaveGroup for a dynamic member (``internal.leave.group.on.close``).
+
+Departures (docs/model.md): the heartbeat thread wakes exactly when its next timer is due
+instead of every ``retry.backoff.ms``; only EAGER assignors (range, roundrobin) are modelled;
+the consumer's connections have no handshake.
+
+Extending it: a new group error is handled where Kafka handles it, in the ``_on_*`` answer
+method of its request; a new listener callback is a method of :class:`RebalanceListener`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+import simpy
+
+from eosim.simulation.consumer.assignors import (
+    ASSIGNORS,
+    DEFAULT_ASSIGNORS,
+    RebalanceProtocol,
+    Subscription,
+    rebalance_protocol,
+)
+from eosim.simulation.exponential_backoff import ExponentialBackoff
+from eosim.simulation.protocol import (
+    UNKNOWN_MEMBER_ID,
+    Errors,
+    FindCoordinatorRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupMember,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    TopicPartition,
+)
+
+Process = Generator[simpy.Event, Any, Any]
+
+# AbstractCoordinator.JOIN_GROUP_TIMEOUT_LAPSE: added to the rebalance timeout to give the
+# JoinGroup's request timeout.
+JOIN_GROUP_TIMEOUT_LAPSE_MS = 5_000.0
+_COORDINATOR_GONE = (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE)
+# Join errors after which joinGroupIfNeeded rejoins without backing off.
+_REJOIN_AT_ONCE = (
+    Errors.UNKNOWN_MEMBER_ID,
+    Errors.ILLEGAL_GENERATION,
+    Errors.REBALANCE_IN_PROGRESS,
+    Errors.MEMBER_ID_REQUIRED,
+)
+
+
+class MemberState(Enum):
+    """``AbstractCoordinator.MemberState``."""
+
+    UNJOINED = "UNJOINED"
+    PREPARING_REBALANCE = "PREPARING_REBALANCE"
+    COMPLETING_REBALANCE = "COMPLETING_REBALANCE"
+    STABLE = "STABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """``AbstractCoordinator.Generation``."""
+
+    generation_id: int
+    member_id: str
+    protocol: str | None
+
+
+NO_GENERATION = Generation(-1, UNKNOWN_MEMBER_ID, None)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRebalanceConfig:
+    """``GroupRebalanceConfig`` with Kafka's defaults (``ConsumerConfig``): the rebalance
+    timeout is ``max.poll.interval.ms``. ``group_instance_id`` makes the member static
+    (KIP-345)."""
+
+    group_id: str
+    group_instance_id: str | None = None
+    session_timeout_ms: float = 45_000.0
+    heartbeat_interval_ms: float = 3_000.0
+    rebalance_timeout_ms: float = 300_000.0
+    retry_backoff_ms: float = 100.0
+    retry_backoff_max_ms: float = 1_000.0
+    leave_group_on_close: bool = True
+    assignors: tuple[str, ...] = DEFAULT_ASSIGNORS
+
+    def __post_init__(self) -> None:
+        # Heartbeat's constructor refuses a heartbeat interval not below the session timeout.
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat.interval.ms must be below session.timeout.ms")
+        if rebalance_protocol(self.assignors) is not RebalanceProtocol.EAGER:
+            raise ValueError("only EAGER assignors are modelled (the COOPERATIVE protocol is not)")
+        if self.assignors[0] not in ASSIGNORS:
+            raise ValueError(
+                f"assignor {self.assignors[0]!r} is not modelled (modelled: {', '.join(ASSIGNORS)})"
+            )
+
+
+class GroupException(Exception):
+    """A group error raised to the application (``Name: message`` via :meth:`describe`)."""
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}: {self}"
+
+
+class CommitFailedException(GroupException):
+    def __init__(self) -> None:
+        super().__init__(
+            "the commit cannot be completed: the group has rebalanced and assigned the "
+            "partitions to another member"
+        )
+
+
+class RebalanceInProgressException(GroupException):
+    pass
+
+
+class FencedInstanceIdException(GroupException):
+    pass
+
+
+class RebalanceListener(Protocol):
+    """``ConsumerRebalanceListener``: called from within ``poll()`` (and close)."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition], generation: int) -> None: ...
+
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None: ...
+
+
+class SubscribedConsumer(Protocol):
+    """What the coordinator uses of its consumer (Kafka's SubscriptionState and network
+    client): :class:`eosim.simulation.consumer.kafka_consumer.KafkaConsumer` provides it."""
+
+    env: simpy.Environment
+    client: Any
+    node: str
+    coordinator: str | None
+    metadata: Any
+    rng: Any
+    assignment: list[TopicPartition]
+
+    @property
+    def auto_commit(self) -> bool: ...
+
+    def mark_pending_revocation(self) -> None: ...
+
+    def commit_async(self) -> simpy.Process: ...
+
+    def assign_from_subscribed(self, partitions: list[TopicPartition]) -> None: ...
+
+    def restart_auto_commit_timer(self) -> None: ...
+
+
+class ConsumerCoordinator:
+    def __init__(
+        self,
+        consumer: SubscribedConsumer,
+        config: GroupRebalanceConfig,
+        topics: tuple[str, ...],
+        listener: RebalanceListener | None = None,
+    ) -> None:
+        self.consumer = consumer
+        self.env = consumer.env
+        self.client = consumer.client
+        self.config = config
+        self.topics = tuple(sorted(topics))
+        self.listener = listener
+        self.state = MemberState.UNJOINED
+        self.generation = NO_GENERATION
+        self.rejoin_needed = True
+        self.needs_join_prepare = True
+        self.is_leader = False
+        self.failure: GroupException | None = None
+        self.closed = False
+        self.backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        # The JoinGroup/SyncGroup exchange under way: its process and its result
+        # (assignment, or the error it failed with).
+        self._join: simpy.Process | None = None
+        # onJoinPrepare's auto-commit, and when onJoinPrepare began (its timer).
+        self._prepare_commit: simpy.Process | None = None
+        self._prepare_started: float | None = None
+        self._lookup: simpy.Event | None = None
+        self._lookups = 0
+        self._lookup_failures = 0
+        self._lookup_retry_at = 0.0
+        # When a JoinGroup that failed with a retriable error may be sent again.
+        self._join_retry_at = 0.0
+        # Heartbeat: timers as absolute times; the thread's wake-up event.
+        now = self.env.now
+        self.last_poll = now
+        self.session_deadline = now + config.session_timeout_ms
+        self.heartbeat_due = now
+        self.heartbeat_attempts = 0
+        self.heartbeat_in_flight = False
+        self.heartbeat_enabled = False
+        self._wake = self.env.event()
+        self.resumed: simpy.Event | None = None
+        self.process = self.env.process(self._heartbeat_thread())
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def is_static(self) -> bool:
+        return self.config.group_instance_id is not None
+
+    def rebalance_in_progress(self) -> bool:
+        return self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)
+
+    def generation_if_stable(self) -> Generation | None:
+        return self.generation if self.state is MemberState.STABLE else None
+
+    def request_rejoin(self) -> None:
+        self.rejoin_needed = True
+
+    def _reset_state(self, reset_member_id: bool) -> None:
+        """``resetStateAndGeneration``."""
+        self.state = MemberState.UNJOINED
+        if reset_member_id:
+            self.generation = NO_GENERATION
+        else:
+            self.generation = Generation(-1, self.generation.member_id, None)
+
+    def _reset_and_rejoin(self, reset_member_id: bool) -> None:
+        self._reset_state(reset_member_id)
+        self.request_rejoin()
+
+    def _notify(self) -> None:
+        """Wake the heartbeat thread (``AbstractCoordinator.this.notify()``)."""
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    # -- the coordinator -----------------------------------------------------------------
+    @property
+    def coordinator(self) -> str | None:
+        return self.consumer.coordinator
+
+    def mark_coordinator_unknown(self) -> None:
+        self.consumer.coordinator = None
+
+    def lookup_coordinator(self) -> simpy.Event:
+        """One FindCoordinator in flight at a time, to the brokers in turn; the event fires
+        when it is answered (or fails)."""
+        if self._lookup is not None and not self._lookup.triggered:
+            return self._lookup
+        if self.env.now < self._lookup_retry_at:
+            return self.env.timeout(self._lookup_retry_at - self.env.now)
+        brokers = self.consumer.metadata.brokers
+        broker = brokers[self._lookups % len(brokers)]
+        self._lookups += 1
+        request = FindCoordinatorRequest(
+            self.client.next_correlation_id(), self.config.group_id, "group"
+        )
+        event = self.client.send(broker, request)
+        self._lookup = event
+
+        def answered(ev: simpy.Event) -> None:
+            response = ev.value
+            if response is not None and response.error is Errors.NONE:
+                self.consumer.coordinator = response.node
+                self._lookup_failures = 0
+                # The coordinator's discovery restarts the session timer.
+                self.session_deadline = self.env.now + self.config.session_timeout_ms
+                self._notify()
+            else:  # ensureCoordinatorReady backs off before the next lookup
+                self._lookup_retry_at = self.env.now + self.backoff.backoff(
+                    self._lookup_failures, self.consumer.rng
+                )
+                self._lookup_failures += 1
+
+        event.callbacks.append(answered)
+        return event
+
+    # -- poll (the application thread) --------------------------------------------------
+    def poll(self) -> list[simpy.Event]:
+        """``ConsumerCoordinator.poll`` with a zero timer: note the poll, move the join along
+        as far as it goes without waiting, apply a completed one. Returns the events the
+        consumer's poll may wait on for progress. Raises a fatal group error."""
+        if self.failure is not None:
+            raise self.failure
+        self._poll_heartbeat()
+        if self.coordinator is None:
+            return [self.lookup_coordinator()]
+        waiting: list[simpy.Event] = []
+        if self.rejoin_needed or self._join is not None:
+            waiting = self._join_group_if_needed()
+        return waiting
+
+    def _poll_heartbeat(self) -> None:
+        """``pollHeartbeat``: the poll timer restarts."""
+        self.last_poll = self.env.now
+        if self.env.now >= self.heartbeat_due:
+            self._notify()
+
+    def _join_group_if_needed(self) -> list[simpy.Event]:
+        if self.coordinator is None and self._join is None:
+            return [self.lookup_coordinator()]
+        if self.needs_join_prepare:
+            waiting = self._on_join_prepare()
+            if waiting:
+                return waiting
+            self.needs_join_prepare = False
+        if self._join is None:
+            if self.env.now < self._join_retry_at:
+                return [self.env.timeout(self._join_retry_at - self.env.now)]
+            self.state = MemberState.PREPARING_REBALANCE
+            self._join = self.env.process(self._join_and_sync(self.generation))
+            return [self._join]
+        if not self._join.triggered:
+            return [self._join]
+        join, self._join = self._join, None
+        outcome = join.value
+        if isinstance(outcome, Errors):
+            self.rejoin_needed = True
+            if outcome is Errors.FENCED_INSTANCE_ID:
+                self.failure = FencedInstanceIdException(
+                    f"group.instance.id {self.config.group_instance_id} was fenced"
+                )
+                raise self.failure
+            if outcome not in _REJOIN_AT_ONCE:
+                self._join_retry_at = self.env.now + self.config.retry_backoff_ms
+            return self._join_group_if_needed()
+        if self.state is MemberState.STABLE and self.generation.generation_id >= 0:
+            self._on_join_complete(outcome)
+            self.needs_join_prepare = True
+            return []
+        # The heartbeat thread reset the generation before the assignment was applied.
+        self._reset_and_rejoin(True)
+        return self._join_group_if_needed()
+
+    def _on_join_prepare(self) -> list[simpy.Event]:
+        """Auto-commit (waiting for it across polls, at most the rebalance timeout), then
+        revoke. Returns the events to wait on while the commit is pending."""
+        consumer = self.consumer
+        if self._prepare_started is None:
+            self._prepare_started = self.env.now
+        if consumer.auto_commit and self._prepare_commit is None and consumer.assignment:
+            consumer.mark_pending_revocation()
+            self._prepare_commit = consumer.commit_async()
+        commit = self._prepare_commit
+        if commit is not None:
+            expired = self.env.now >= self._prepare_started + self.config.rebalance_timeout_ms
+            if not commit.triggered and not expired:
+                return [commit]
+            retry = commit.triggered and commit.value is not None and commit.value.retriable
+            self._prepare_commit = None
+            if retry and not expired:
+                # A retriable failure: commit again after retry.backoff.ms.
+                return [self.env.timeout(self.config.retry_backoff_ms)]
+        revoked = sorted(consumer.assignment)
+        if self.generation.generation_id < 0 or not self.generation.member_id:
+            if revoked and self.listener is not None:
+                self.listener.on_partitions_lost(revoked)
+        elif revoked and self.listener is not None:
+            self.listener.on_partitions_revoked(revoked)
+        consumer.assign_from_subscribed([])
+        self.is_leader = False
+        self._prepare_started = None
+        return []
+
+    def _on_join_complete(self, assignment: list[TopicPartition]) -> None:
+        consumer = self.consumer
+        added = sorted(tp for tp in assignment if tp not in consumer.assignment)
+        consumer.restart_auto_commit_timer()
+        consumer.assign_from_subscribed(sorted(assignment))
+        if self.listener is not None:
+            self.listener.on_partitions_assigned(added, self.generation.generation_id)
+
+    # -- JoinGroup and SyncGroup ----------------------------------------------------------
+    def _join_and_sync(self, sent: Generation) -> Process:
+        """``sendJoinGroupRequest`` and the SyncGroup chained to its answer. Returns the
+        member's assignment, or the error the exchange failed with."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        config = self.config
+        request = JoinGroupRequest(
+            self.client.next_correlation_id(),
+            config.group_id,
+            sent.member_id,
+            config.group_instance_id,
+            int(config.session_timeout_ms),
+            int(config.rebalance_timeout_ms),
+            tuple(
+                (name, Subscription(self.topics, config.group_instance_id))
+                for name in config.assignors
+            ),
+            client_id=self.consumer.node,
+        )
+        timeout = max(
+            self.client.request_timeout_ms,
+            config.rebalance_timeout_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS,
+        )
+        response = yield self.client.send(coordinator, request, timeout_ms=timeout)
+        if response is None:
+            self.mark_coordinator_unknown()
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        assert isinstance(response, JoinGroupResponse)
+        error = self._on_join_response(sent, response)
+        if error is not None:
+            return error
+        generation = self.generation
+        assignments: tuple[tuple[str, object], ...] = ()
+        if response.leader == generation.member_id:
+            self.is_leader = True
+            assignments = self._assign(response)
+        sync = SyncGroupRequest(
+            self.client.next_correlation_id(),
+            config.group_id,
+            generation.member_id,
+            config.group_instance_id,
+            generation.generation_id,
+            generation.protocol,
+            assignments=assignments,
+        )
+        answer = yield self.client.send(coordinator, sync)
+        if answer is None:
+            self.mark_coordinator_unknown()
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        assert isinstance(answer, SyncGroupResponse)
+        return self._on_sync_response(generation, answer)
+
+    def _on_join_response(self, sent: Generation, response: JoinGroupResponse) -> Errors | None:
+        error = response.error
+        if error is Errors.NONE:
+            if self.state is not MemberState.PREPARING_REBALANCE:
+                return Errors.UNKNOWN_MEMBER_ID  # left the group meanwhile (UnjoinedGroupException)
+            self.state = MemberState.COMPLETING_REBALANCE
+            self.generation = Generation(
+                response.generation, response.member_id, response.protocol_name
+            )
+            self._enable_heartbeat()
+            return None
+        unchanged = self.generation == sent
+        if error is Errors.MEMBER_ID_REQUIRED:
+            # KIP-394: rejoin at once with the id the coordinator gave.
+            self.generation = Generation(-1, response.member_id, None)
+        elif error is Errors.UNKNOWN_MEMBER_ID:
+            if unchanged:
+                self._reset_state(True)
+        elif error in (Errors.ILLEGAL_GENERATION, Errors.FENCED_INSTANCE_ID):
+            if unchanged:
+                self._reset_state(error is not Errors.ILLEGAL_GENERATION)
+        elif error in _COORDINATOR_GONE:
+            self.mark_coordinator_unknown()
+        return error
+
+    def _assign(self, response: JoinGroupResponse) -> tuple[tuple[str, object], ...]:
+        """``onLeaderElected``: the group's protocol's assignor over the members'
+        subscriptions and the topics' partition counts."""
+        assert response.protocol_name is not None
+        assignor = ASSIGNORS[response.protocol_name]
+        subscriptions = {m.member_id: m.metadata for m in response.members}
+        topics = sorted({t for s in subscriptions.values() for t in s.topics})  # type: ignore[attr-defined]
+        counts = {t: self.consumer.metadata.topics.get(t, 0) for t in topics}
+        result = assignor(counts, subscriptions)  # type: ignore[arg-type]
+        return tuple((member, tuple(result[member])) for member in sorted(result))
+
+    def _on_sync_response(self, sent: Generation, answer: SyncGroupResponse) -> object:
+        error = answer.error
+        if error is Errors.NONE:
+            if self.generation != sent or self.state is not MemberState.COMPLETING_REBALANCE:
+                return Errors.ILLEGAL_GENERATION  # cleared by the heartbeat thread: retry
+            self.state = MemberState.STABLE
+            self.rejoin_needed = False
+            return list(answer.assignment or ())
+        if error is Errors.REBALANCE_IN_PROGRESS:
+            pass  # rejoin, keeping the generation
+        elif error in (
+            Errors.UNKNOWN_MEMBER_ID,
+            Errors.ILLEGAL_GENERATION,
+            Errors.FENCED_INSTANCE_ID,
+        ):
+            if self.generation == sent:
+                self._reset_state(error is not Errors.ILLEGAL_GENERATION)
+        elif error in _COORDINATOR_GONE:
+            self.mark_coordinator_unknown()
+        return error
+
+    # -- the heartbeat thread -------------------------------------------------------------
+    def _enable_heartbeat(self) -> None:
+        """``HeartbeatThread.enable``: both timers restart."""
+        self.heartbeat_enabled = True
+        now = self.env.now
+        self.session_deadline = now + self.config.session_timeout_ms
+        self.last_poll = now
+        self._notify()
+
+    def _heartbeat_thread(self) -> Process:
+        config = self.config
+        while not self.closed:
+            while self.resumed is not None:
+                yield self.resumed
+            if self.closed:
+                return
+            if not self.heartbeat_enabled:
+                yield from self._sleep(None)
+                continue
+            if (
+                self.state in (MemberState.UNJOINED, MemberState.PREPARING_REBALANCE)
+                or self.failure
+            ):
+                self.heartbeat_enabled = False
+                continue
+            now = self.env.now
+            if self.coordinator is None:
+                self.lookup_coordinator()
+                yield from self._sleep(now + config.retry_backoff_ms)
+            elif now >= self.session_deadline:
+                self.mark_coordinator_unknown()
+            elif now >= self.last_poll + config.rebalance_timeout_ms:
+                self.maybe_leave_group()
+            elif now < self.heartbeat_due:
+                wake = min(
+                    self.heartbeat_due,
+                    self.session_deadline,
+                    self.last_poll + config.rebalance_timeout_ms,
+                )
+                yield from self._sleep(wake)
+            else:
+                self._send_heartbeat()
+
+    def _sleep(self, until: float | None) -> Process:
+        """Wait for a notify, or until ``until``."""
+        if self._wake.triggered:
+            self._wake = self.env.event()
+            return
+        events: list[simpy.Event] = [self._wake]
+        if until is not None:
+            events.append(self.env.timeout(max(until - self.env.now, 0.0)))
+        yield simpy.AnyOf(self.env, events)
+        if self._wake.triggered:
+            self._wake = self.env.event()
+
+    def _send_heartbeat(self) -> None:
+        assert self.coordinator is not None
+        now = self.env.now
+        self.heartbeat_in_flight = True
+        self.heartbeat_due = now + self.config.heartbeat_interval_ms
+        sent = self.generation
+        request = HeartbeatRequest(
+            self.client.next_correlation_id(),
+            self.config.group_id,
+            sent.member_id,
+            self.config.group_instance_id,
+            sent.generation_id,
+        )
+        event = self.client.send(self.coordinator, request)
+        event.callbacks.append(lambda ev: self._on_heartbeat_response(sent, ev.value))
+
+    def _on_heartbeat_response(self, sent: Generation, response: Any) -> None:
+        self.heartbeat_in_flight = False
+        error = Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
+        succeeded = error is Errors.NONE
+        if error in _COORDINATOR_GONE:
+            self.mark_coordinator_unknown()
+        elif error is Errors.REBALANCE_IN_PROGRESS:
+            if self.state is MemberState.STABLE:
+                self.request_rejoin()
+            # It is valid to heartbeat while the group rebalances: the session goes on.
+            succeeded = True
+        elif error in (
+            Errors.ILLEGAL_GENERATION,
+            Errors.UNKNOWN_MEMBER_ID,
+            Errors.FENCED_INSTANCE_ID,
+        ):
+            if self.generation == sent:
+                self._reset_and_rejoin(error is not Errors.ILLEGAL_GENERATION)
+                if error is Errors.FENCED_INSTANCE_ID:
+                    self.failure = FencedInstanceIdException(
+                        f"group.instance.id {self.config.group_instance_id} was fenced"
+                    )
+            else:
+                succeeded = True  # a stale generation's answer is ignored
+        if succeeded:
+            self.heartbeat_attempts = 0
+            self.session_deadline = self.env.now + self.config.session_timeout_ms
+        else:
+            self.heartbeat_due = self.env.now + self.backoff.backoff(
+                self.heartbeat_attempts, self.consumer.rng
+            )
+            self.heartbeat_attempts += 1
+        self._notify()
+
+    def maybe_leave_group(self) -> None:
+        """A dynamic member with a member id and a known coordinator sends LeaveGroup (not
+        waiting for the answer); every member resets its generation and will rejoin."""
+        generation = self.generation
+        if (
+            self.config.leave_group_on_close
+            and not self.is_static
+            and self.coordinator is not None
+            and self.state is not MemberState.UNJOINED
+            and generation.member_id
+        ):
+            request = LeaveGroupRequest(
+                self.client.next_correlation_id(),
+                self.config.group_id,
+                (LeaveGroupMember(generation.member_id),),
+            )
+            self.client.send(self.coordinator, request)
+        self._reset_and_rejoin(True)
+        self.heartbeat_enabled = False
+
+    # -- commits ---------------------------------------------------------------------------
+    def commit_generation(self) -> Generation | GroupException:
+        """The generation an OffsetCommit carries, or the exception it fails with locally."""
+        generation = self.generation_if_stable()
+        if generation is not None:
+            return generation
+        if self.rebalance_in_progress():
+            return RebalanceInProgressException(
+                "the consumer is undergoing a rebalance; poll() completes it"
+            )
+        return CommitFailedException()
+
+    def on_commit_error(self, sent: Generation, error: Errors) -> GroupException | None:
+        """``OffsetCommitResponseHandler`` for the group errors; None for any other."""
+        if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
+            if self.generation != sent and self.state is MemberState.PREPARING_REBALANCE:
+                return RebalanceInProgressException("the member's generation is already stale")
+            self._reset_and_rejoin(error is not Errors.ILLEGAL_GENERATION)
+            return CommitFailedException()
+        if error is Errors.REBALANCE_IN_PROGRESS:
+            self.request_rejoin()
+            return RebalanceInProgressException("the group is rebalancing")
+        if error is Errors.FENCED_INSTANCE_ID:
+            if self.generation == sent:
+                self.failure = FencedInstanceIdException(
+                    f"group.instance.id {self.config.group_instance_id} was fenced"
+                )
+                return self.failure
+            if self.state is MemberState.PREPARING_REBALANCE:
+                return RebalanceInProgressException("the member's old generation was fenced")
+            return CommitFailedException()
+        return None
+
+    # -- pause, close ----------------------------------------------------------------------
+    def pause(self) -> None:
+        if self.resumed is None:
+            self.resumed = self.env.event()
+
+    def resume(self) -> None:
+        if self.resumed is not None:
+            resumed, self.resumed = self.resumed, None
+            resumed.succeed()
+
+    def close(self, leave: bool = True) -> None:
+        """``onLeavePrepare`` and ``maybeLeaveGroup`` (the owner has auto-committed); the
+        heartbeat thread stops. ``leave=False`` is a crash: nothing is sent."""
+        if self.closed:
+            return
+        if leave:
+            dropped = sorted(self.consumer.assignment)
+            if dropped and self.listener is not None:
+                if self.generation.generation_id < 0 or self.rebalance_in_progress():
+                    self.listener.on_partitions_lost(dropped)
+                else:
+                    self.listener.on_partitions_revoked(dropped)
+            self.maybe_leave_group()
+        self.closed = True
+        self.resume()
+        self._notify()

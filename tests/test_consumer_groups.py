@@ -1,0 +1,88 @@
+"""Subscribed processors in a classic consumer group, end to end: the group's story in the
+history (assignments by generation, revocations, commit outcomes), slow processing beyond
+max.poll.interval.ms, and the scenario checks of the group keys."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from eosim.simulation.runner import run_scenario
+from eosim.simulation.scenario import ScenarioError, load_scenario
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _group_lines(name: str, seed: int, *overrides: str) -> list[dict]:
+    run = run_scenario(load_scenario(SCENARIOS / name, list(overrides)), seed)
+    lines = [json.loads(line) for line in run.history.lines()]
+    return [line for line in lines if line["kind"] == "group"]
+
+
+def _partitions(line: dict) -> list[int]:
+    return [p["partition"] for p in line["partitions"]]
+
+
+def test_members_share_the_input_one_partition_each_per_generation():
+    lines = _group_lines("group-within-poll-interval.yaml", 1)
+    assigned: dict[int, dict[str, list[int]]] = defaultdict(dict)
+    for line in lines:
+        if line["event"] == "assigned":
+            assigned[line["generation"]][line["process"]] = _partitions(line)
+    first = assigned[min(assigned)]
+    assert sorted(first) == ["app-a/0", "app-b/0"]
+    owned = sorted(p for parts in first.values() for p in parts)
+    assert owned == [0, 1, 2, 3]  # disjoint, and the whole input
+    commits = [line for line in lines if line["event"] == "commit"]
+    assert commits and not any("error" in line for line in commits)
+    # Both members leave at the end, revoking what they own.
+    assert {line["process"] for line in lines if line["event"] == "revoked"} == {
+        "app-a/0",
+        "app-b/0",
+    }
+
+
+def test_a_member_slower_than_max_poll_interval_is_thrown_out_and_its_commit_fails():
+    lines = _group_lines("group-slow-processing.yaml", 1)
+    failed = [line for line in lines if line["event"] == "commit" and "error" in line]
+    assert failed and all(f["error"].startswith("CommitFailedException") for f in failed)
+    # It left the group (a reset generation): its partitions were lost, not revoked, when
+    # it rejoined; the generation moved on meanwhile.
+    lost = [line for line in lines if line["event"] == "lost"]
+    assert lost
+    generations = [line["generation"] for line in lines if line["event"] == "assigned"]
+    assert max(generations) > 2
+
+
+def test_within_the_limit_the_member_is_never_thrown_out():
+    lines = _group_lines(
+        "group-slow-processing.yaml",
+        1,
+        "processors.0.processing.max=2s",
+        "processors.1.processing.max=2s",
+    )
+    assert not [line for line in lines if line["event"] == "lost"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["processors.0.input.heartbeat.interval.ms=10s"],
+            "heartbeat.interval.ms must be below session.timeout.ms",
+        ),
+        (
+            ["processors.0.input.partition.assignment.strategy=[cooperative-sticky]"],
+            "only EAGER assignors",
+        ),
+        (["processors.1.input={topic: in, group: app}"], "must subscribe, or none"),
+        (["processors.0.transactional=true"], "cannot subscribe yet"),
+    ],
+)
+def test_group_settings_a_run_cannot_use_are_refused(overrides: list[str], message: str):
+    with pytest.raises(ScenarioError, match=message):
+        scenario = load_scenario(SCENARIOS / "group-slow-processing.yaml", overrides)
+        scenario.clients  # noqa: B018 - resolving the clients checks them
