@@ -86,3 +86,56 @@ def test_group_settings_a_run_cannot_use_are_refused(overrides: list[str], messa
     with pytest.raises(ScenarioError, match=message):
         scenario = load_scenario(SCENARIOS / "group-slow-processing.yaml", overrides)
         scenario.clients  # noqa: B018 - resolving the clients checks them
+
+
+def _failed_polls(lines: list[dict]) -> list[dict]:
+    return [op for op in lines if op["kind"] == "op" and op["f"] == "poll" and op["type"] == "fail"]
+
+
+def _run_lines(name: str, seed: int, *overrides: str) -> list[dict]:
+    run = run_scenario(load_scenario(SCENARIOS / name, list(overrides)), seed)
+    return [json.loads(line) for line in run.history.lines()]
+
+
+def test_auto_commit_of_a_member_thrown_out_fails_locally_and_the_member_rejoins():
+    # onJoinPrepare's auto-commit of a member whose generation was reset fails with
+    # CommitFailedException (not retriable): the member revokes (lost) and rejoins.
+    lines = _run_lines(
+        "group-slow-processing.yaml",
+        1,
+        "processors.0.commit=auto",
+        "processors.1.commit=auto",
+    )
+    groups = [line for line in lines if line["kind"] == "group"]
+    assert [line for line in groups if line["event"] == "lost"]
+    assert {line["process"] for line in groups if line["event"] == "revoked"} == {
+        "app-a/0",
+        "app-b/0",
+    }  # both worked to the end and left
+
+
+def test_a_fenced_static_member_fails_its_poll_and_the_other_processes_everything():
+    # The anchored input gives both members the same group.instance.id: the second to join
+    # replaces the first, whose next request is answered FENCED_INSTANCE_ID (fatal).
+    lines = _run_lines("group-slow-processing.yaml", 1, "processors.0.input.group.instance.id=x")
+    failed = _failed_polls(lines)
+    assert len(failed) == 1 and failed[0]["error"].startswith("FencedInstanceIdException")
+    inputs = {
+        (op["value"]["input"]["partition"], op["value"]["input"]["offset"])
+        for op in lines
+        if op["kind"] == "op" and op["f"] == "process" and op["type"] == "invoke"
+    }
+    assert len(inputs) == 100  # every input was processed, by the member left
+
+
+def test_a_join_refused_for_good_is_raised_to_the_application():
+    # Below group.min.session.timeout.ms (6 s) the coordinator answers INVALID_SESSION_TIMEOUT,
+    # which joinGroupIfNeeded throws; the application's poll loop ends.
+    lines = _run_lines(
+        "group-slow-processing.yaml",
+        1,
+        "processors.0.input.session.timeout.ms=1s",
+        "processors.0.input.heartbeat.interval.ms=100ms",
+    )
+    failed = _failed_polls(lines)
+    assert [op["error"].split(":")[0] for op in failed] == ["InvalidSessionTimeoutException"] * 2

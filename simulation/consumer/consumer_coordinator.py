@@ -63,6 +63,7 @@ from eosim.simulation.consumer.assignors import (
     Subscription,
     rebalance_protocol,
 )
+from eosim.simulation.consumer.exceptions import ConsumerException
 from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.protocol import (
     UNKNOWN_MEMBER_ID,
@@ -142,11 +143,8 @@ class GroupRebalanceConfig:
             )
 
 
-class GroupException(Exception):
-    """A group error raised to the application (``Name: message`` via :meth:`describe`)."""
-
-    def describe(self) -> str:
-        return f"{type(self).__name__}: {self}"
+class GroupException(ConsumerException):
+    """A group error raised to the application by ``poll()`` or a commit."""
 
 
 class CommitFailedException(GroupException):
@@ -163,6 +161,19 @@ class RebalanceInProgressException(GroupException):
 
 class FencedInstanceIdException(GroupException):
     pass
+
+
+class GroupRequestException(GroupException):
+    """A JoinGroup or SyncGroup refused with a non-retriable error that has no exception of
+    its own here (INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL, ...): ``poll()``
+    raises it as Kafka's exception for that error (``joinGroupIfNeeded``)."""
+
+    def __init__(self, error: Errors) -> None:
+        self.error = error
+        super().__init__(f"the group coordinator refused the member: {error.name}")
+
+    def describe(self) -> str:
+        return f"{self.error.exception_name}: {self}"
 
 
 class RebalanceListener(Protocol):
@@ -271,6 +282,11 @@ class ConsumerCoordinator:
         self._reset_state(reset_member_id)
         self.request_rejoin()
 
+    def _fenced(self) -> FencedInstanceIdException:
+        return FencedInstanceIdException(
+            f"group.instance.id {self.config.group_instance_id} was fenced"
+        )
+
     def _notify(self) -> None:
         """Wake the heartbeat thread (``AbstractCoordinator.this.notify()``)."""
         if not self._wake.triggered:
@@ -358,12 +374,13 @@ class ConsumerCoordinator:
         outcome = join.value
         if isinstance(outcome, Errors):
             self.rejoin_needed = True
-            if outcome is Errors.FENCED_INSTANCE_ID:
-                self.failure = FencedInstanceIdException(
-                    f"group.instance.id {self.config.group_instance_id} was fenced"
-                )
-                raise self.failure
             if outcome not in _REJOIN_AT_ONCE:
+                if not outcome.retriable:
+                    # Not retriable: thrown to the application (FENCED_INSTANCE_ID is fatal).
+                    if outcome is Errors.FENCED_INSTANCE_ID:
+                        self.failure = self._fenced()
+                        raise self.failure
+                    raise GroupRequestException(outcome)
                 self._join_retry_at = self.env.now + self.config.retry_backoff_ms
             return self._join_group_if_needed()
         if self.state is MemberState.STABLE and self.generation.generation_id >= 0:
@@ -388,7 +405,9 @@ class ConsumerCoordinator:
             expired = self.env.now >= self._prepare_started + self.config.rebalance_timeout_ms
             if not commit.triggered and not expired:
                 return [commit]
-            retry = commit.triggered and commit.value is not None and commit.value.retriable
+            # A local refusal (a group exception: the generation was reset) is not retriable.
+            failed = commit.value if commit.triggered else None
+            retry = isinstance(failed, Errors) and failed.retriable
             self._prepare_commit = None
             if retry and not expired:
                 # A retriable failure: commit again after retry.backoff.ms.
@@ -613,9 +632,7 @@ class ConsumerCoordinator:
             if self.generation == sent:
                 self._reset_and_rejoin(error is not Errors.ILLEGAL_GENERATION)
                 if error is Errors.FENCED_INSTANCE_ID:
-                    self.failure = FencedInstanceIdException(
-                        f"group.instance.id {self.config.group_instance_id} was fenced"
-                    )
+                    self.failure = self._fenced()
             else:
                 succeeded = True  # a stale generation's answer is ignored
         if succeeded:
@@ -672,9 +689,7 @@ class ConsumerCoordinator:
             return RebalanceInProgressException("the group is rebalancing")
         if error is Errors.FENCED_INSTANCE_ID:
             if self.generation == sent:
-                self.failure = FencedInstanceIdException(
-                    f"group.instance.id {self.config.group_instance_id} was fenced"
-                )
+                self.failure = self._fenced()
                 return self.failure
             if self.state is MemberState.PREPARING_REBALANCE:
                 return RebalanceInProgressException("the member's old generation was fenced")

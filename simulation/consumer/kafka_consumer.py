@@ -43,6 +43,7 @@ from eosim.simulation.consumer.consumer_coordinator import (
     GroupRebalanceConfig,
     RebalanceListener,
 )
+from eosim.simulation.consumer.exceptions import ConsumerException
 from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 from eosim.simulation.consumer.network_client import ConsumerNetworkClient
 from eosim.simulation.exponential_backoff import ExponentialBackoff
@@ -76,14 +77,6 @@ _RESET_TIMESTAMPS = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP}
 
 def _names(partitions: Iterable[TopicPartition]) -> str:
     return ", ".join(f"{topic}-{partition}" for topic, partition in partitions)
-
-
-class ConsumerException(Exception):
-    """An exception ``poll()`` raises to the application."""
-
-    def describe(self) -> str:
-        """``Name: message``, as the history's ``error`` fields write exceptions."""
-        return f"{type(self).__name__}: {self}"
 
 
 class NoOffsetForPartitionException(ConsumerException):
