@@ -587,9 +587,8 @@ class ConsumerSettings:
     auto_commit_interval_ms: float | None
     partitions: tuple[TopicPartition, ...]
     auto_offset_reset: str = "latest"
-    # subscribe(): the group membership settings, and the topics subscribed to.
+    # subscribe(): the group membership settings (None: the partitions are assigned).
     rebalance: GroupRebalanceConfig | None = None
-    topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -979,7 +978,6 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
             else tuple((topic, n) for n in range(topics[topic]) if n % count == index),
             auto_offset_reset=proc.input.auto_offset_reset,
             rebalance=rebalance,
-            topics=(topic,),
         )
     for r in scenario.consumers:
         consumers[r.name] = ConsumerSettings(

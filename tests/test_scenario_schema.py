@@ -169,10 +169,10 @@ def test_clients_are_resolved_once_with_the_injected_transactional_ids():
     ]
     consumers = clients.consumers
     assert consumers["a"] == ConsumerSettings(
-        "read_committed", "g", None, (("in", 0), ("in", 2), ("in", 4)), topics=("in",)
+        "read_committed", "g", None, (("in", 0), ("in", 2), ("in", 4))
     )
     assert consumers["b"] == ConsumerSettings(
-        "read_uncommitted", "g", 2000.0, (("in", 1), ("in", 3)), topics=("in",)
+        "read_uncommitted", "g", 2000.0, (("in", 1), ("in", 3))
     )
     assert consumers["sink"].group == "sink" and len(consumers["sink"].partitions) == 5
     assert consumers["r"] == ConsumerSettings(

@@ -47,6 +47,7 @@ from eosim.simulation.apps.store import ExternalStore
 from eosim.simulation.apps.transactional import wait
 from eosim.simulation.consumer.consumer_coordinator import (
     GroupRebalanceConfig,
+    MemberState,
     RebalanceListener,
 )
 from eosim.simulation.consumer.kafka_consumer import (
@@ -83,10 +84,9 @@ class _Instance:
         self.nodes = (node, self.consumer.node)  # what a pause freezes on the network
         self.open_ops: dict[int, dict[str, Any]] = {}
         # Subscribed: caught up with the input since its last poll with records; how many
-        # times each input was processed, and the output of its latest attempt.
+        # times each input was processed.
         self.idle = False
         self._attempts: dict[tuple[TopicPartition, int], int] = {}
-        self._outputs: dict[tuple[TopicPartition, int], str] = {}
         self.process = self.env.process(self._run())
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -209,7 +209,7 @@ class _Instance:
                     # Caught up with a poll that began after the last input was written.
                     inputs_end = app.inputs_done_at
                     if inputs_end is not None and self.consumer.caught_up(since=inputs_end):
-                        if self.consumer.subscribed:
+                        if app.members is not None:
                             self.idle = True
                             if app.members.idle(self):
                                 return
@@ -268,21 +268,21 @@ class _Instance:
         return batch
 
     def _output(self, tp: TopicPartition, offset: int, value: str) -> str:
-        """This attempt's output for an input. A subscribed member may be given back an
-        input it already processed (its commit failed, the group rebalanced): its second
-        attempt's output is ``value>name/incarnation+1``, so every attempt is told apart."""
-        return self._outputs.get((tp, offset)) or self.app.output_value(value, self.process_id)
+        """The latest attempt's output for an input (:meth:`_invoke` counts the attempts). A
+        subscribed member may be given back an input it already processed (its commit
+        failed, the group rebalanced): its second attempt's output is
+        ``value>name/incarnation+1``, so every attempt is told apart."""
+        output = self.app.output_value(value, self.process_id)
+        repeats = self._attempts.get((tp, offset), 1) - 1
+        return f"{output}+{repeats}" if repeats else output
 
     def _invoke(self, batch: list[ConsumerRecord], txn_id: str | None) -> list[int]:
         ids = []
-        for (topic, partition), offset, value in batch:
-            output = self.app.output_value(value, self.process_id)
+        for tp, offset, value in batch:
             if self.consumer.subscribed:
-                attempt = self._attempts.get(((topic, partition), offset), 0)
-                self._attempts[((topic, partition), offset)] = attempt + 1
-                if attempt:
-                    output = f"{output}+{attempt}"
-                self._outputs[((topic, partition), offset)] = output
+                self._attempts[(tp, offset)] = self._attempts.get((tp, offset), 0) + 1
+            output = self._output(tp, offset, value)
+            topic, partition = tp
             body = {
                 "input": {"topic": topic, "partition": partition, "offset": offset, "value": value},
                 "outputs": [output],
@@ -430,7 +430,7 @@ class GroupMembers:
             group = instance.consumer.group_coordinator
             if not instance.idle or instance.resumed is not None or group is None:
                 return False
-            if group.state.value != "STABLE" or group.rejoin_needed:
+            if group.state is not MemberState.STABLE or group.rejoin_needed:
                 return False
             generations.add(group.generation.generation_id)
             covered.extend(instance.consumer.assignment)
@@ -465,8 +465,9 @@ class ProcessorApp:
         self.env = env
         # subscribe(): the group's members (shared by its processors) and the settings.
         self.rebalance = rebalance
-        self.members = members if members is not None else GroupMembers(partitions)
-        self.members.apps.append(self)
+        self.members = members
+        if members is not None:
+            members.apps.append(self)
         self.rng = rng
         self.spec = spec
         self.name = spec.name

@@ -84,7 +84,8 @@ Process = Generator[simpy.Event, Any, Any]
 # AbstractCoordinator.JOIN_GROUP_TIMEOUT_LAPSE: added to the rebalance timeout to give the
 # JoinGroup's request timeout.
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5_000.0
-_COORDINATOR_GONE = (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE)
+# The answers that send a client to find its coordinator again.
+COORDINATOR_GONE = (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE)
 # Join errors after which joinGroupIfNeeded rejoins without backing off.
 _REJOIN_AT_ONCE = (
     Errors.UNKNOWN_MEMBER_ID,
@@ -228,7 +229,6 @@ class ConsumerCoordinator:
         self.generation = NO_GENERATION
         self.rejoin_needed = True
         self.needs_join_prepare = True
-        self.is_leader = False
         self.failure: GroupException | None = None
         self.closed = False
         self.backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
@@ -250,7 +250,6 @@ class ConsumerCoordinator:
         self.session_deadline = now + config.session_timeout_ms
         self.heartbeat_due = now
         self.heartbeat_attempts = 0
-        self.heartbeat_in_flight = False
         self.heartbeat_enabled = False
         self._wake = self.env.event()
         self.resumed: simpy.Event | None = None
@@ -419,7 +418,6 @@ class ConsumerCoordinator:
         elif revoked and self.listener is not None:
             self.listener.on_partitions_revoked(revoked)
         consumer.assign_from_subscribed([])
-        self.is_leader = False
         self._prepare_started = None
         return []
 
@@ -467,7 +465,6 @@ class ConsumerCoordinator:
         generation = self.generation
         assignments: tuple[tuple[str, object], ...] = ()
         if response.leader == generation.member_id:
-            self.is_leader = True
             assignments = self._assign(response)
         sync = SyncGroupRequest(
             self.client.next_correlation_id(),
@@ -506,7 +503,7 @@ class ConsumerCoordinator:
         elif error in (Errors.ILLEGAL_GENERATION, Errors.FENCED_INSTANCE_ID):
             if unchanged:
                 self._reset_state(error is not Errors.ILLEGAL_GENERATION)
-        elif error in _COORDINATOR_GONE:
+        elif error in COORDINATOR_GONE:
             self.mark_coordinator_unknown()
         return error
 
@@ -538,7 +535,7 @@ class ConsumerCoordinator:
         ):
             if self.generation == sent:
                 self._reset_state(error is not Errors.ILLEGAL_GENERATION)
-        elif error in _COORDINATOR_GONE:
+        elif error in COORDINATOR_GONE:
             self.mark_coordinator_unknown()
         return error
 
@@ -600,7 +597,6 @@ class ConsumerCoordinator:
     def _send_heartbeat(self) -> None:
         assert self.coordinator is not None
         now = self.env.now
-        self.heartbeat_in_flight = True
         self.heartbeat_due = now + self.config.heartbeat_interval_ms
         sent = self.generation
         request = HeartbeatRequest(
@@ -614,10 +610,9 @@ class ConsumerCoordinator:
         event.callbacks.append(lambda ev: self._on_heartbeat_response(sent, ev.value))
 
     def _on_heartbeat_response(self, sent: Generation, response: Any) -> None:
-        self.heartbeat_in_flight = False
         error = Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
         succeeded = error is Errors.NONE
-        if error in _COORDINATOR_GONE:
+        if error in COORDINATOR_GONE:
             self.mark_coordinator_unknown()
         elif error is Errors.REBALANCE_IN_PROGRESS:
             if self.state is MemberState.STABLE:

@@ -37,10 +37,12 @@ from typing import Any
 import simpy
 
 from eosim.simulation.consumer.consumer_coordinator import (
+    COORDINATOR_GONE,
     ConsumerCoordinator,
     Generation,
     GroupException,
     GroupRebalanceConfig,
+    MemberState,
     RebalanceListener,
 )
 from eosim.simulation.consumer.exceptions import ConsumerException
@@ -172,6 +174,7 @@ class KafkaConsumer:
         self.group_coordinator: ConsumerCoordinator | None = None
         self._pending_revocation: set[TopicPartition] = set()
         self._committed_fetch: simpy.Event | None = None
+        self._committed_asked: tuple[TopicPartition, ...] = ()  # () while finding the coordinator
         self._committed_retry_at = 0.0
         self._committed_failures = 0
 
@@ -257,7 +260,7 @@ class KafkaConsumer:
             joining: list[simpy.Event] = []
             if group is not None:
                 joining = group.poll()
-                if not group.rejoin_needed and group.state.value == "STABLE":
+                if not group.rejoin_needed and group.state is MemberState.STABLE:
                     self._maybe_auto_commit()
             self._maybe_update_metadata()
             self._update_fetch_positions()
@@ -368,12 +371,12 @@ class KafkaConsumer:
         done = self._committed_fetch
         if done is not None and done.triggered:
             self._committed_fetch = None
-            if not done.asked:  # type: ignore[attr-defined]
+            if not self._committed_asked:
                 return []  # a coordinator lookup: the fetch goes out on the next pass
             response = done.value
             if isinstance(response, OffsetFetchResponse) and response.error is Errors.NONE:
                 self._committed_failures = 0
-                asked = set(done.asked)  # type: ignore[attr-defined]
+                asked = set(self._committed_asked)
                 missing = []
                 for tp in partitions:
                     if tp not in asked:
@@ -384,8 +387,7 @@ class KafkaConsumer:
                         missing.append(tp)
                 return missing
             if response is None or (
-                isinstance(response, OffsetFetchResponse)
-                and response.error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE)
+                isinstance(response, OffsetFetchResponse) and response.error in COORDINATOR_GONE
             ):
                 self.coordinator = None
             self._committed_retry_at = self.env.now + self.retry_backoff.backoff(
@@ -397,14 +399,13 @@ class KafkaConsumer:
             if self.coordinator is None:
                 assert self.group_coordinator is not None
                 self._committed_fetch = self.group_coordinator.lookup_coordinator()
-                self._committed_fetch.asked = ()  # type: ignore[attr-defined]
+                self._committed_asked = ()
                 return []
+            self._committed_asked = tuple(partitions)
             request = OffsetFetchRequest(
-                self.client.next_correlation_id(), self.group or "", tuple(partitions)
+                self.client.next_correlation_id(), self.group or "", self._committed_asked
             )
-            event = self.client.send(self.coordinator, request)
-            event.asked = tuple(partitions)  # type: ignore[attr-defined]
-            self._committed_fetch = event
+            self._committed_fetch = self.client.send(self.coordinator, request)
         return []
 
     def _list_offsets(self, leader: str, parts: tuple[tuple[TopicPartition, int], ...]) -> None:
@@ -549,42 +550,53 @@ class KafkaConsumer:
         assert self.group is not None
         if self.coordinator is None:
             yield from self._lookup_coordinator()
-        sent: Generation | None = None
-        member, generation, instance = "", -1, None
-        group = self.group_coordinator
-        if group is not None:
-            chosen = group.commit_generation()
-            if isinstance(chosen, GroupException):
-                return chosen
-            sent = chosen
-            member, generation = chosen.member_id, chosen.generation_id
-            instance = group.config.group_instance_id
+        member = self._committer()
+        if isinstance(member, GroupException):
+            return member
+        sent, member_id, generation, instance = member
         response = None
         if self.coordinator is not None and self.client.running:
             request = OffsetCommitRequest(
                 self.client.next_correlation_id(),
                 self.group,
                 tuple(offsets.items()),
-                member,
+                member_id,
                 generation,
                 instance,
             )
             response = yield self.client.send(self.coordinator, request)
-            if response is None or response.error in (
-                Errors.NOT_COORDINATOR,
-                Errors.COORDINATOR_NOT_AVAILABLE,
-            ):
+            if response is None or response.error in COORDINATOR_GONE:
                 self.coordinator = None
         if response is None or response.error.retriable:
             self._next_auto_commit = self.env.now + self.retry_backoff_ms
             return Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
-        if response.error is Errors.NONE:
+        return self._commit_outcome(sent, response.error)
+
+    def _committer(self) -> tuple[Generation | None, str, int, str | None] | GroupException:
+        """Who an OffsetCommit names: (generation sent, member id, generation id, instance id)
+        for a subscribed consumer while its group is stable (else the exception its commit
+        fails with locally); no member and generation -1 outside group management."""
+        group = self.group_coordinator
+        if group is None:
+            return None, "", -1, None
+        chosen = group.commit_generation()
+        if isinstance(chosen, GroupException):
+            return chosen
+        instance = group.config.group_instance_id
+        return chosen, chosen.member_id, chosen.generation_id, instance
+
+    def _commit_outcome(
+        self, sent: Generation | None, error: Errors
+    ) -> Errors | GroupException | None:
+        """An answered OffsetCommit's outcome: None, the group exception the coordinator's
+        refusal becomes (``OffsetCommitResponseHandler``), or the error."""
+        if error is Errors.NONE:
             return None
-        if group is not None and sent is not None:
-            failed = group.on_commit_error(sent, response.error)
+        if self.group_coordinator is not None and sent is not None:
+            failed = self.group_coordinator.on_commit_error(sent, error)
             if failed is not None:
                 return failed
-        return response.error
+        return error
 
     def _lookup_coordinator(self) -> Process:
         """One FindCoordinator, to the next broker in turn."""
@@ -627,10 +639,7 @@ class KafkaConsumer:
             response = yield self.client.send(
                 self.coordinator, build(self.client.next_correlation_id())
             )
-            if response is None or response.error in (
-                Errors.NOT_COORDINATOR,
-                Errors.COORDINATOR_NOT_AVAILABLE,
-            ):
+            if response is None or response.error in COORDINATOR_GONE:
                 self.coordinator = None
             elif response.error in (
                 Errors.COORDINATOR_LOAD_IN_PROGRESS,
@@ -659,28 +668,19 @@ class KafkaConsumer:
         assert self.group is not None
         group_id = self.group
         chosen = tuple((offsets if offsets is not None else self.positions).items())
-        group = self.group_coordinator
-        sent: Generation | None = None
-        member, generation, instance = "", -1, None
-        if group is not None:
-            picked = group.commit_generation()
-            if isinstance(picked, GroupException):
-                return picked.describe()
-            sent = picked
-            member, generation = picked.member_id, picked.generation_id
-            instance = group.config.group_instance_id
+        member = self._committer()
+        if isinstance(member, GroupException):
+            return member.describe()
+        sent, member_id, generation, instance = member
         response = yield from self._coordinator_call(
-            lambda cid: OffsetCommitRequest(cid, group_id, chosen, member, generation, instance)
+            lambda cid: OffsetCommitRequest(cid, group_id, chosen, member_id, generation, instance)
         )
         if response is None:
             return "ConsumerClosed"
-        if response.error is Errors.NONE:
-            return None
-        if group is not None and sent is not None:
-            failed = group.on_commit_error(sent, response.error)
-            if failed is not None:
-                return failed.describe()
-        return response.error.name
+        outcome = self._commit_outcome(sent, response.error)
+        if isinstance(outcome, GroupException):
+            return outcome.describe()
+        return None if outcome is None else outcome.name
 
     def close(self, leave: bool = True) -> None:
         """Close the consumer (a subscribed one leaves its group first, as Kafka's close
