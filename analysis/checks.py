@@ -1,23 +1,25 @@
-"""Every check eosim has, in one place: the delivery checker, the transactional one, the
-replication ones and, for histories read from Jepsen, Jepsen's version-order and cycle checks.
+"""Every check eosim has, in one place: the delivery checker, the transactional one,
+the consumer-group one, the replication ones and, for histories read from Jepsen, Jepsen's
+version-order and cycle checks.
 
 `check_history` runs `eosim.analysis.checker.check`,
-`eosim.analysis.txn_checker.check_transactions`, `eosim.analysis.replica_checker.check_replicas`,
-`eosim.analysis.rewrite_checker.check_rewrites`,
+`eosim.analysis.txn_checker.check_transactions`, `eosim.analysis.group_checker.check_groups`,
+`eosim.analysis.replica_checker.check_replicas`, `eosim.analysis.rewrite_checker.check_rewrites`,
 `eosim.analysis.version_order.check_version_orders` and
 `eosim.analysis.cycle_checker.check_cycles` on one history and returns a single `CheckResult`
 whose `anomalies` hold every name in `ALL_ANOMALIES`: base names first, then transactional,
-replication, within-op and cycle ones. A history with client ops (read from Jepsen: no final
-log) has the names of `eosim.analysis.version_order.REPLACED_ANOMALIES` judged from its version
-orders instead of by the log-based checks. Everything that reports on a run (the CLI, the API,
-sweeps, reports, shrinking) goes through here; `eosim.analysis.checker.check` stays for code
-that only wants the delivery checks.
+consumer-group, replication, within-op and cycle ones. A history with client ops (read from
+Jepsen: no final log) has the names of `eosim.analysis.version_order.REPLACED_ANOMALIES` judged
+from its version orders instead of by the log-based checks. Everything that reports on a run
+(the CLI, the API, sweeps, reports, shrinking) goes through here; `eosim.analysis.checker.check`
+stays for code that only wants the delivery checks.
 """
 
 from __future__ import annotations
 
 from eosim.analysis.checker import ANOMALIES, CheckResult, check
 from eosim.analysis.cycle_checker import CYCLE_ANOMALIES, check_cycles
+from eosim.analysis.group_checker import GROUP_ANOMALIES, check_groups
 from eosim.analysis.history import History
 from eosim.analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
 from eosim.analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
@@ -33,7 +35,13 @@ from eosim.analysis.version_order import (
 REPLICATION_ANOMALIES = (*REPLICA_ANOMALIES, *REWRITE_ANOMALIES)
 # Jepsen's within-op checks and dependency cycles (histories read from Jepsen only; 0 otherwise).
 JEPSEN_ANOMALIES = (*INTERNAL_ANOMALIES, *CYCLE_ANOMALIES)
-ALL_ANOMALIES = (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES)
+ALL_ANOMALIES = (
+    *ANOMALIES,
+    *TXN_ANOMALIES,
+    *GROUP_ANOMALIES,
+    *REPLICATION_ANOMALIES,
+    *JEPSEN_ANOMALIES,
+)
 
 
 def check_history(history: History) -> CheckResult:
@@ -54,6 +62,7 @@ def check_history(history: History) -> CheckResult:
     found = {
         **base.anomalies,
         **check_transactions(history),
+        **check_groups(history),
         **check_replicas(history),
         **check_rewrites(history),
     }
@@ -123,6 +132,7 @@ def transactional_ops(history: History) -> int:
 __all__ = [
     "ALL_ANOMALIES",
     "ANOMALIES",
+    "GROUP_ANOMALIES",
     "JEPSEN_ANOMALIES",
     "REPLACED_ANOMALIES",
     "REPLICATION_ANOMALIES",

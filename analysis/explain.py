@@ -45,6 +45,8 @@ def describe(name: str, example: dict[str, Any]) -> str:
             return _replica_divergence(example)
         if name == "offset_rewrite":
             return _offset_rewrite(example)
+        if name == "offset_rewind":
+            return _offset_rewind(example)
     except (KeyError, TypeError, IndexError):
         pass
     return ", ".join(f"{k}={v}" for k, v in example.items())
@@ -218,3 +220,24 @@ _TXN: dict[str, Callable[[dict[str, Any]], str]] = {
     "zombie_write": _zombie_write,
     "hanging_transaction": _hanging_transaction,
 }
+
+
+def _offset_rewind(e: dict[str, Any]) -> str:
+    who = f"{e['process']} (generation {e['generation']})"
+    parts = []
+    if "earlier" in e:
+        before = e["earlier"]
+        parts.append(
+            f"committed {e['topic']}-{e['partition']} at {e['offset']} in group {e['group']} "
+            f"at {_ms(e['time'])}, after {before['process']} (generation "
+            f"{before['generation']}) had committed {before['offset']} at {_ms(before['time'])}"
+        )
+    if "newer" in e:
+        newer = e["newer"]
+        what = "was assigned partitions" if newer["event"] == "assigned" else "had committed"
+        parts.append(
+            f"{'its' if parts else 'a'} commit in group {e['group']} (invoked "
+            f"{_ms(e['invoked'])}) was accepted though {newer['process']} {what} in "
+            f"generation {newer['generation']} at {_ms(newer['time'])}"
+        )
+    return f"{who} " + "; ".join(parts) if parts else who

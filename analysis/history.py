@@ -265,6 +265,29 @@ class ClientOp:
     polled_keys: list[tuple[str, int]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class GroupEvent:
+    """A `group` line: one step of a consumer group's story as a member saw it, at `time`.
+    `event` is `assigned` (the member applied the `partitions` of `generation`), `revoked`,
+    `lost`, or `commit` (an OffsetCommit of `offsets` naming `member` and `generation`,
+    asked for at `invoked`; `error` is None when the coordinator accepted it; `asynchronous`
+    for commitAsync, auto-commit's way). Other events are kept but judged by no check.
+    `generation` is None when the line has none; -1 is a commit outside group management."""
+
+    time: float
+    process: str
+    group: str
+    event: str
+    member: str | None
+    generation: int | None
+    partitions: list[tuple[str, int]]
+    offsets: dict[tuple[str, int], int]
+    invoked: float
+    asynchronous: bool
+    error: str | None
+    line: int
+
+
 @dataclass
 class History:
     """A loaded history. `ops` are in file order, `sends` in invocation order and `polls` (the
@@ -283,6 +306,8 @@ class History:
     records below it were deleted (retention, DeleteRecords), so its log says nothing there.
 
     `client_ops` are the ops of a history read from Jepsen, whole (`ClientOp`).
+
+    `group_events` are the `group` lines (`GroupEvent`) in file order.
 
     `value_scope` says what identifies a record (docs/history-format.md, "Record identity"):
     its value within its topic (`"topic"`, eosim's histories) or within its partition
@@ -309,6 +334,7 @@ class History:
     # Histories read from Jepsen: every client op whole (eosim's own histories have none).
     client_ops: list[ClientOp] = field(default_factory=list)
     value_scope: str = TOPIC_SCOPE
+    group_events: list[GroupEvent] = field(default_factory=list)
 
     def record_id(self, topic: str, partition: int | None, value: str) -> RecordId:
         """What identifies a record: (topic, None, value) in a topic-scoped history,
@@ -526,6 +552,8 @@ def _build_history(numbered: Iterable[tuple[int, Any]], source: str) -> History:
         elif kind == "offsets":
             group, offsets = _parse_offsets(record, line, fail)
             history.committed.setdefault(group, {}).update(offsets)
+        elif kind == "group":
+            history.group_events.append(_parse_group(record, line, fail))
         elif kind == "fence":
             history.fences.append(_parse_fence(record, line, fail))
         elif kind == "lso":
@@ -951,12 +979,63 @@ def _parse_offsets(
     record: dict[str, Any], line: int, fail: _Fail
 ) -> tuple[str, dict[tuple[str, int], int]]:
     group = _text(record.get("group"), line, "offsets.group", fail)
+    return group, _offset_list(record.get("offsets"), line, "offsets.offsets", fail)
+
+
+def _offset_list(value: Any, line: int, where: str, fail: _Fail) -> dict[tuple[str, int], int]:
+    """``[{"topic", "partition", "offset"}]`` as (topic, partition) -> offset."""
     offsets = {}
-    for where, entry in _objects(record.get("offsets"), line, "offsets.offsets", fail):
+    for path, entry in _objects(value, line, where, fail):
+        topic = _text(entry.get("topic"), line, f"{path}.topic", fail)
+        partition = _count(entry.get("partition"), line, f"{path}.partition", fail)
+        offsets[topic, partition] = _count(entry.get("offset"), line, f"{path}.offset", fail)
+    return offsets
+
+
+def _parse_group(record: dict[str, Any], line: int, fail: _Fail) -> GroupEvent:
+    time = _number(record.get("time"), line, "group.time", fail)
+    process = _text(record.get("process"), line, "group.process", fail)
+    group = _text(record.get("group"), line, "group.group", fail)
+    event = _text(record.get("event"), line, "group.event", fail)
+    member = _text(record.get("member"), line, "group.member", fail, null=True)
+    generation = _optional_int(record.get("generation"), line, "group.generation", fail)
+    if generation is not None and generation < -1:
+        raise fail(line, "group.generation", f"expected -1 or more, got {generation}")
+    partitions = []
+    for where, entry in _objects(record.get("partitions", []), line, "group.partitions", fail):
         topic = _text(entry.get("topic"), line, f"{where}.topic", fail)
-        partition = _count(entry.get("partition"), line, f"{where}.partition", fail)
-        offsets[topic, partition] = _count(entry.get("offset"), line, f"{where}.offset", fail)
-    return group, offsets
+        partitions.append((topic, _count(entry.get("partition"), line, f"{where}.partition", fail)))
+    offsets: dict[tuple[str, int], int] = {}
+    invoked = time
+    asynchronous = False
+    error = None
+    if event == "commit":
+        if "offsets" not in record:
+            raise fail(line, "group.offsets", "missing (a commit names its offsets)")
+        offsets = _offset_list(record["offsets"], line, "group.offsets", fail)
+        if record.get("invoked") is not None:
+            invoked = _number(record["invoked"], line, "group.invoked", fail)
+            if invoked > time:
+                message = f"{invoked:g} is after the line's time {time:g}"
+                raise fail(line, "group.invoked", message)
+        asynchronous = record.get("async", False)
+        if type(asynchronous) is not bool:
+            raise fail(line, "group.async", f"expected a boolean, got {_describe(asynchronous)}")
+        error = _text(record.get("error"), line, "group.error", fail, null=True)
+    return GroupEvent(
+        time,
+        process,
+        group,
+        event,
+        member,
+        generation,
+        partitions,
+        offsets,
+        invoked,
+        asynchronous,
+        error,
+        line,
+    )
 
 
 def _parse_fence(record: dict[str, Any], line: int, fail: _Fail) -> Fence:

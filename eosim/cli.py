@@ -25,6 +25,7 @@ from eosim import __version__, api
 from eosim.analysis.checks import JEPSEN_ANOMALIES, end_notes, transactional_ops
 from eosim.analysis.expect import ExpectResult, parse_expectation
 from eosim.analysis.explain import describe
+from eosim.analysis.group_checker import GROUP_ANOMALIES
 from eosim.analysis.history import History, HistoryError
 from eosim.analysis.replica_checker import REPLICA_ANOMALIES
 from eosim.analysis.txn_checker import TXN_ANOMALIES
@@ -607,12 +608,17 @@ def _print_txns(history: History) -> None:
     click.echo("txns       " + ", ".join(parts))
 
 
+def _group_commits(history: History) -> bool:
+    return any(event.event == "commit" for event in history.group_events)
+
+
 def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
     """Every anomaly with its count. Without txn or process ops in the history, the
     transactional checks that found nothing are summed up in one line (except those a Jepsen
     history's polls are judged by, which are shown); without replica lines
     (partitions of one replica, or a history from a real cluster), the replica checks say they
-    had nothing to compare rather than 0; without client ops (a history not read from Jepsen),
+    had nothing to compare rather than 0, and so does the group check without `group` commit
+    lines; without client ops (a history not read from Jepsen),
     the checks only such histories have are left out."""
     click.echo("anomalies")
     txn_ops = transactional_ops(history)
@@ -626,6 +632,9 @@ def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
             continue
         if not history.replicas and not a.count and name in REPLICA_ANOMALIES:
             click.echo(f"  {name:<22}{'-':>7}   not checked: no replica lines in the history")
+            continue
+        if not a.count and name in GROUP_ANOMALIES and not _group_commits(history):
+            click.echo(f"  {name:<22}{'-':>7}   not checked: no group commit lines in the history")
             continue
         line = f"  {name:<22}{a.count:>7}"
         if a.count and a.examples:

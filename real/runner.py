@@ -56,11 +56,13 @@ def refusals(scenario: Scenario, cluster_refuses: dict[str, str]) -> list[str]:
     """Every reason ``scenario`` cannot run on a real cluster, one line each (empty: it can)."""
     kinds = [f.kind for f in scenario.faults]
     out = fault_refusals(kinds, cluster_refuses, TARGET)
-    if "crash_at" in kinds:
-        out.append(
-            "crash_at faults cannot run on a real cluster: they crash a node at a protocol "
-            "point inside Kafka's code, which eosim cannot reach in a real JVM"
-        )
+    for kind in ("crash_at", "pause_at"):
+        if kind in kinds:
+            what = "crash" if kind == "crash_at" else "pause"
+            out.append(
+                f"{kind} faults cannot run on a real cluster: they {what} a node at a protocol "
+                "point inside Kafka's code, which eosim cannot reach in a real JVM"
+            )
     out.extend(apps.refused_kinds(scenario))
     return out
 

@@ -127,10 +127,13 @@ class HistoryRecorder:
         self, time: float, process: str, group: str, event: str, detail: dict[str, Any]
     ) -> None:
         """A consumer group's story as a member saw it: ``assigned`` (with the generation),
-        ``revoked``, ``lost``, and ``commit`` (offsets, generation, and the error if any)."""
+        ``revoked``, ``lost``, and ``commit`` (when it was ``invoked``, the member and generation
+        it named, the offsets, ``async`` for commitAsync, and the error if any)."""
         line = {"kind": "group", "time": _t(time), "process": process, "group": group}
         line["event"] = event
         line.update(detail)
+        if "invoked" in line:
+            line["invoked"] = _t(line["invoked"])
         self._entries.append(("line", line))
 
     def add_line(self, line: dict[str, Any]) -> None:

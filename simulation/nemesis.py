@@ -21,7 +21,7 @@ from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.rng import RandomStream
-from eosim.simulation.scenario import DurationRange, Fault
+from eosim.simulation.scenario import POINT_FAULTS, DurationRange, Fault
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +82,7 @@ def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> li
     """The concrete fault schedule. ``horizon`` ends random windows that give no ``end``."""
     events: list[FaultEvent] = []
     for spec in faults:
-        if spec.kind == "crash_at":
+        if spec.kind in POINT_FAULTS:
             continue  # triggered by a protocol point, see CrashAtNemesis
         if spec.at is not None:
             events.append(_event(spec, spec.at, tuple(spec.nodes), rng))
@@ -300,11 +300,14 @@ class SimulatedFaults:
 
 
 class CrashAtNemesis:
-    """``crash_at`` faults: crash the node that passes a protocol point, then restart it.
+    """``crash_at`` and ``pause_at`` faults: crash (or pause) the node that passes a protocol
+    point, then restart (resume) it.
 
     The fault fires the ``occurrence``-th time its point is passed (by one of ``nodes``, or
-    by anyone when ``nodes`` is empty); the node restarts after ``duration``. Triggered
-    faults are recorded in the history like scheduled ones.
+    by anyone when ``nodes`` is empty); the node restarts or resumes after ``duration``.
+    A hook runs inside the component that passed the point, so a pause takes hold at that
+    very step (an application checks for it as it leaves the point). Triggered faults are
+    recorded in the history like scheduled ones, as ``crash`` and ``pause``.
     """
 
     def __init__(
@@ -321,41 +324,52 @@ class CrashAtNemesis:
         self.history = history
         self.fired: list[FaultEvent] = []
         for spec in faults:
-            if spec.kind != "crash_at":
+            if spec.kind not in POINT_FAULTS:
                 continue
             d = spec.duration
             downtime = d if isinstance(d, float | int) else rng.uniform(d.min, d.max)
             state = {"seen": 0, "done": False}
+            kind = "crash" if spec.kind == "crash_at" else "pause"
 
             def hook(
-                node: str, spec: Fault = spec, state: dict = state, downtime: float = downtime
+                node: str,
+                spec: Fault = spec,
+                state: dict = state,
+                downtime: float = downtime,
+                kind: str = kind,
             ) -> None:
-                target = self._target(node)
+                target = self._target(node, kind)
                 if state["done"] or target is None or (spec.nodes and target not in spec.nodes):
                     return
                 state["seen"] += 1
                 if state["seen"] < spec.occurrence:
                     return
                 state["done"] = True
-                self._crash(target, spec.point or "", float(downtime))
+                self._fire(kind, target, spec.point or "", float(downtime))
 
             assert spec.point is not None
             probe.on(spec.point, hook)
 
-    def _target(self, node: str) -> str | None:
-        if node in self.targets.crash:
+    def _target(self, node: str, kind: str) -> str | None:
+        able = self.targets.crash if kind == "crash" else self.targets.pause
+        if node in able:
             return node
         base = node.split("#", 1)[0]
-        return base if base in self.targets.crash else None
+        return base if base in able else None
 
-    def _crash(self, node: str, point: str, downtime: float) -> None:
+    def _fire(self, kind: str, node: str, point: str, downtime: float) -> None:
         now = self.env.now
-        self.fired.append(FaultEvent(now, now + downtime, "crash", (node,)))
-        self.history.fault(now, "start", "crash", [node], {"point": point})
-        self.targets.crash[node]()
+        self.fired.append(FaultEvent(now, now + downtime, kind, (node,)))
+        self.history.fault(now, "start", kind, [node], {"point": point})
+        if kind == "crash":
+            self.targets.crash[node]()
+            undo = self.targets.restart[node]
+        else:
+            self.targets.pause[node]()
+            undo = self.targets.resume[node]
 
-        def restart(_ev: simpy.Event) -> None:
-            self.targets.restart[node]()
-            self.history.fault(self.env.now, "stop", "crash", [node], {})
+        def restore(_ev: simpy.Event) -> None:
+            undo()
+            self.history.fault(self.env.now, "stop", kind, [node], {})
 
-        self.env.timeout(downtime).callbacks.append(restart)
+        self.env.timeout(downtime).callbacks.append(restore)

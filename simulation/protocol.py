@@ -321,6 +321,19 @@ UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """Kafka's ``ConsumerGroupMetadata``: what ``KafkaConsumer.groupMetadata()`` hands to
+    ``sendOffsetsToTransaction`` (KIP-447), so that the group coordinator can fence a
+    TxnOffsetCommit of a member it no longer has. ``ConsumerGroupMetadata(group)`` names no
+    member nor generation (a consumer without group management)."""
+
+    group_id: str
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+
+
 @dataclass(slots=True)
 class TxnOffsetCommitRequest:
     """``member_id``/``generation``/``instance_id`` are the consumer group metadata passed to

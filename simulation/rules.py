@@ -84,6 +84,13 @@ class ProtocolRules:
     # answers the client (ReplicaManager.appendRecordsWithTransactionVerification). False:
     # the client gets CONCURRENT_TRANSACTIONS at once and retries after retry.backoff.ms.
     add_partitions_server_retry: bool = True
+    # KAFKA-14196 (3.2.0 to 3.2.2; fixed in 3.2.3 and 3.3.0): the classic consumer's
+    # onJoinPrepare marks its partitions pending revocation while its asynchronous auto-commit
+    # is in flight, so that no fetched data of theirs is returned meanwhile
+    # (ConsumerCoordinator.onJoinPrepare, SubscriptionState.markPendingRevocation). False is
+    # the bug: poll keeps returning records of partitions about to be revoked, the application
+    # processes them past the offsets being committed, and the next owner processes them again.
+    consumer_pending_revocation: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -99,12 +106,14 @@ class ProtocolRules:
 KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
     "KAFKA-14034": ("failed_batch_marks_sequence_unresolved", False, True),
     "KAFKA-9144": ("producer_expiry_tracks_marker_timestamps", False, True),
+    "KAFKA-14196": ("consumer_pending_revocation", False, True),
 }
 
 # The first releases of each line with a bug's fix (KAFKA-9144: 2.4.1 and 2.5.0, backported to
 # 2.3.2 and 2.2.3); a bug missing here is open in Kafka.
 FIXED_IN: dict[str, tuple[str, ...]] = {
     "KAFKA-9144": ("2.2.3", "2.3.2", "2.4.1", "2.5.0"),
+    "KAFKA-14196": ("3.2.3", "3.3.0"),
 }
 
 

@@ -409,6 +409,9 @@ class Processor(_Model):
     # a batch that takes longer than max.poll.interval.ms costs a subscribed processor its
     # place in the group.
     processing: Duration | DurationRange = 0.0
+    # When the processor's first instance starts: later than 0, a member that joins its group
+    # while the others run (scaling out).
+    start: Duration = Field(default=0.0, ge=0.0)
     takeover_after: Duration | None = None
     config: dict[str, Any] = Field(default_factory=dict)
 
@@ -420,11 +423,6 @@ class Processor(_Model):
             raise ValueError("a sink to an external store cannot be transactional")
         if self.transactional and self.commit != "after_output":
             raise ValueError("a transactional processor commits offsets with its output")
-        if self.transactional and self.input.subscribe:
-            raise ValueError(
-                "a transactional processor cannot subscribe yet: its "
-                "sendOffsetsToTransaction does not carry the group's metadata (KIP-447)"
-            )
         return self
 
 
@@ -440,8 +438,18 @@ class Consumer(_Model):
 
 # -- faults ---------------------------------------------------------------------------------
 FaultKind = Literal[
-    "crash", "pause", "partition", "delay", "loss", "crash_at", "power_loss", "delete_records"
+    "crash",
+    "pause",
+    "partition",
+    "delay",
+    "loss",
+    "crash_at",
+    "power_loss",
+    "delete_records",
+    "pause_at",
 ]
+# Faults triggered by a protocol point (simulation/probe.py) rather than by time.
+POINT_FAULTS = ("crash_at", "pause_at")
 
 
 class Fault(_Model):
@@ -487,16 +495,18 @@ class Fault(_Model):
                     raise ValueError(f"'{key}' applies to delete_records faults only")
             if self.offset != -1:
                 raise ValueError("'offset' applies to delete_records faults only")
-        if self.kind == "crash_at":
+        if self.kind in POINT_FAULTS:
             if self.point not in POINTS:
-                raise ValueError(f"a crash_at fault needs a 'point', one of: {', '.join(POINTS)}")
+                raise ValueError(
+                    f"a {self.kind} fault needs a 'point', one of: {', '.join(POINTS)}"
+                )
             if self.at is not None or self.rate is not None or self.every is not None:
                 raise ValueError(
-                    "a crash_at fault is triggered by its 'point', not 'at'/'rate'/'every'"
+                    f"a {self.kind} fault is triggered by its 'point', not 'at'/'rate'/'every'"
                 )
             return self
         if self.point is not None:
-            raise ValueError("'point' applies to crash_at faults only")
+            raise ValueError("'point' applies to crash_at and pause_at faults only")
         if [self.at, self.rate, self.every].count(None) != 2:
             raise ValueError(
                 "give exactly one of 'at' (scheduled), 'rate' (random) or 'every' (periodic)"
@@ -728,10 +738,10 @@ class Scenario(_Model):
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
             pausable = set(brokers) | set(names) | {CONTROLLER_NODE}
             for n in f.nodes:
-                if f.kind == "pause" and n not in pausable:
+                if f.kind in ("pause", "pause_at") and n not in pausable:
                     raise _PathError(
                         ("faults", i, "nodes"),
-                        f"pause applies to brokers, the controller and applications only, "
+                        f"{f.kind} applies to brokers, the controller and applications only, "
                         f"not {n!r}",
                     )
                 if f.kind == "power_loss" and n not in brokers:
@@ -821,6 +831,8 @@ class Scenario(_Model):
         for proc in data["processors"]:
             if proc["processing"] == 0.0:
                 del proc["processing"]
+            if proc["start"] == 0.0:
+                del proc["start"]
             for key in _GROUP_INPUT_KEYS:
                 if proc["input"][key] == defaults[key]:
                     del proc["input"][key]
@@ -968,7 +980,9 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
                     ("processors", i, "input", "subscribe"),
                     f"every processor of group {group!r} must subscribe, or none",
                 )
-            rebalance = _rebalance_config(("processors", i, "input"), group, proc.input)
+            rebalance = _rebalance_config(
+                ("processors", i, "input"), group, proc.input, rules.consumer_pending_revocation
+            )
         consumers[proc.name] = ConsumerSettings(
             isolation=proc.input.isolation,
             group=group,
@@ -991,7 +1005,7 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
 
 
 def _rebalance_config(
-    path: tuple[str | int, ...], group: str, spec: ProcessorInput
+    path: tuple[str | int, ...], group: str, spec: ProcessorInput, pending_revocation: bool
 ) -> GroupRebalanceConfig:
     try:
         return GroupRebalanceConfig(
@@ -1002,6 +1016,7 @@ def _rebalance_config(
             rebalance_timeout_ms=spec.max_poll_interval,
             leave_group_on_close=spec.leave_group_on_close,
             assignors=tuple(spec.assignment_strategy),
+            pending_revocation=pending_revocation,
         )
     except ValueError as exc:
         raise _PathError(path, str(exc)) from None

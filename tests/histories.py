@@ -219,6 +219,55 @@ class Builder:
         entries = [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]
         self.records.append({"kind": "offsets", "group": group, "offsets": entries})
 
+    def assigned(
+        self, process: str, generation: int, partitions: list[tuple[str, int]], group: str = "g"
+    ) -> float:
+        """A member applied its assignment of ``generation`` at the next clock tick."""
+        self.clock += 1.0
+        listed = [{"topic": t, "partition": p} for t, p in partitions]
+        self.records.append(
+            {
+                "kind": "group",
+                "time": self.clock,
+                "process": process,
+                "group": group,
+                "event": "assigned",
+                "member": process,
+                "generation": generation,
+                "partitions": listed,
+            }
+        )
+        return self.clock
+
+    def commit(
+        self,
+        process: str,
+        generation: int,
+        offsets: list[tuple[str, int, int]],
+        *,
+        invoked: float | None = None,
+        error: str | None = None,
+        group: str = "g",
+    ) -> float:
+        """An offset commit that completes at the next clock tick (invoked then too, unless
+        ``invoked`` says earlier); returns its completion time."""
+        self.clock += 1.0
+        line: dict[str, Any] = {
+            "kind": "group",
+            "time": self.clock,
+            "process": process,
+            "group": group,
+            "event": "commit",
+            "member": process,
+            "generation": generation,
+            "invoked": self.clock if invoked is None else invoked,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets],
+        }
+        if error is not None:
+            line["error"] = error
+        self.records.append(line)
+        return self.clock
+
     def fence(self, transactional_id: str, producer_id: int, epoch: int) -> float:
         """A fence at the next clock tick; returns its time."""
         self.clock += 1.0

@@ -13,6 +13,7 @@ from eosim import api
 from eosim.analysis.checker import ANOMALIES, check
 from eosim.analysis.checks import (
     ALL_ANOMALIES,
+    GROUP_ANOMALIES,
     JEPSEN_ANOMALIES,
     REPLICATION_ANOMALIES,
     check_history,
@@ -55,8 +56,15 @@ def counts(history: History) -> dict[str, int]:
 # -- check_history ---------------------------------------------------------------------------
 
 
-def test_all_anomalies_are_base_then_transactional_then_replication_then_jepsen() -> None:
-    assert (*ANOMALIES, *TXN_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES) == ALL_ANOMALIES
+def test_all_anomalies_are_base_then_transactional_then_group_then_replication_then_jepsen():
+    assert (
+        *ANOMALIES,
+        *TXN_ANOMALIES,
+        *GROUP_ANOMALIES,
+        *REPLICATION_ANOMALIES,
+        *JEPSEN_ANOMALIES,
+    ) == ALL_ANOMALIES
+    assert GROUP_ANOMALIES == ("offset_rewind",)
     assert REPLICATION_ANOMALIES == ("replica_divergence", "offset_rewrite")
     assert JEPSEN_ANOMALIES == (
         "int_poll_skip",
@@ -65,7 +73,7 @@ def test_all_anomalies_are_base_then_transactional_then_replication_then_jepsen(
         "G0",
         "G1c",
     )
-    assert len(set(ALL_ANOMALIES)) == len(ALL_ANOMALIES) == 21
+    assert len(set(ALL_ANOMALIES)) == len(ALL_ANOMALIES) == 22
 
 
 def test_check_history_reports_every_name_in_order() -> None:

@@ -99,10 +99,11 @@ def test_check_reports_a_torn_transaction_and_exits_1(capsys, tmp_path):
     # a transactional history shows every check but those of histories read from Jepsen
     shown = [name for name in ALL_ANOMALIES if name not in JEPSEN_ANOMALIES]
     assert list(rows) == shown
-    # No replica lines: replica_divergence is shown as not checked (None), not as 0.
+    # No replica lines nor group commits: replica_divergence and offset_rewind are shown as
+    # not checked (None), not as 0.
+    not_checked = ("replica_divergence", "offset_rewind")
     assert rows == {
-        name: None if name == "replica_divergence" else int(name == "torn_transaction")
-        for name in shown
+        name: None if name in not_checked else int(name == "torn_transaction") for name in shown
     }
     assert "e.g. txn 0 of tx (ok, p/0), 2 values: a visible, b missing" in out
 
@@ -120,7 +121,8 @@ def test_check_whole_transactions_exit_0(capsys, tmp_path):
     assert code == 0
     # the checks of histories read from Jepsen are left out of an eosim history's table
     shown = [name for name in ALL_ANOMALIES if name not in JEPSEN_ANOMALIES]
-    assert anomaly_lines(out) == dict.fromkeys(shown, 0) | {"replica_divergence": None}
+    not_checked = {"replica_divergence": None, "offset_rewind": None}
+    assert anomaly_lines(out) == dict.fromkeys(shown, 0) | not_checked
 
 
 def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp_path):
@@ -140,6 +142,7 @@ def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp
         "inconsistent_offsets",
         "unseen",
         "nonmonotonic_poll",
+        "offset_rewind",
         "replica_divergence",
         "offset_rewrite",
     ]
@@ -149,6 +152,9 @@ def test_check_without_transactions_sums_up_the_transactional_checks(capsys, tmp
     # No replica lines: the replica check had nothing to compare, which is not "0 found".
     assert rows["replica_divergence"] is None
     assert "not checked: no replica lines in the history" in out
+    # Nor had the group check, without commits of a consumer group.
+    assert rows["offset_rewind"] is None
+    assert "not checked: no group commit lines in the history" in out
 
 
 def test_check_counts_replica_divergence_when_the_history_has_replica_lines(capsys, tmp_path):
@@ -159,7 +165,7 @@ def test_check_counts_replica_divergence_when_the_history_has_replica_lines(caps
     h.replica("t", 0, "broker-1", ["a"])
     code, out, _ = run_cli(capsys, "check", write_lines(tmp_path / "rf.jsonl", h))
     assert code == 0 and anomaly_lines(out)["replica_divergence"] == 0, out
-    assert "not checked" not in out
+    assert "not checked: no replica lines" not in out
 
 
 @pytest.mark.parametrize(

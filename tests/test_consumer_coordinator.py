@@ -266,6 +266,11 @@ def test_join_then_sync_as_leader_assigns_with_the_groups_protocol():
     }
     assert consumer.assignment == [("in", 0), ("in", 1)]
     assert c.state is MemberState.STABLE and c.generation == Generation(1, "m-1", "range")
+    # groupMetadata() (for sendOffsetsToTransaction) is the last join's, kept after a reset:
+    # ConsumerCoordinator sets it in onJoinComplete only.
+    assert c.joined_generation == Generation(1, "m-1", "range")
+    c._reset_state(reset_member_id=True)
+    assert c.generation.generation_id == -1 and c.joined_generation.generation_id == 1
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_records
 from eosim.simulation.runner import run_scenario
 from eosim.simulation.scenario import ScenarioError, load_scenario
 
@@ -79,7 +81,10 @@ def test_within_the_limit_the_member_is_never_thrown_out():
             "only EAGER assignors",
         ),
         (["processors.1.input={topic: in, group: app}"], "must subscribe, or none"),
-        (["processors.0.transactional=true"], "cannot subscribe yet"),
+        (
+            ["processors.0.input.max.poll.interval.ms=0"],
+            "max.poll.interval.ms",
+        ),
     ],
 )
 def test_group_settings_a_run_cannot_use_are_refused(overrides: list[str], message: str):
@@ -139,3 +144,46 @@ def test_a_join_refused_for_good_is_raised_to_the_application():
     )
     failed = _failed_polls(lines)
     assert [op["error"].split(":")[0] for op in failed] == ["InvalidSessionTimeoutException"] * 2
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_zombie_members_commit_is_refused_with_the_generation_check(seed: int):
+    """app-a, paused past its session, resumes and commits with its old generation: the
+    coordinator has removed it (UNKNOWN_MEMBER_ID), so the commit fails with
+    CommitFailedException; switched off (the what-if rule), it is written and the group's
+    offset goes back."""
+    pause_end = None
+    for line in _group_lines("group-zombie-commit.yaml", seed):
+        if line["process"] == "app-a/0" and line["event"] == "commit" and "error" in line:
+            pause_end = line["invoked"]
+            assert line["error"].startswith("CommitFailedException"), line
+            break
+    assert pause_end is not None
+    run = run_scenario(load_scenario(SCENARIOS / "group-zombie-commit-unfenced.yaml", []), seed)
+    found = check_history(history_from_records(run.history.records())).anomalies
+    example = found["offset_rewind"].examples[0]
+    assert example["process"] == "app-a/0"
+    assert "stale_generation" in example["reasons"]
+    assert example["newer"]["generation"] > example["generation"]
+
+
+def test_a_member_that_starts_late_joins_a_running_group():
+    """`start` (scaling out): app-c's first instance starts 10 s in and joins the group in a
+    later generation; the group's work is not over before it has joined."""
+    lines = _group_lines("kafka-14196.yaml", 1, "kafka.rules.consumer_pending_revocation=true")
+    assigned = [line for line in lines if line["event"] == "assigned"]
+    first = {}
+    for line in assigned:
+        first.setdefault(line["process"], line)
+    assert sorted(first) == ["app-a/0", "app-b/0", "app-c/0"]
+    late = first["app-c/0"]
+    assert late["time"] >= 10_000.0
+    assert late["generation"] > first["app-a/0"]["generation"]
+    # Everyone was revoked for the eager rebalance the newcomer caused.
+    revoked = {line["process"] for line in lines if line["event"] == "revoked"}
+    assert {"app-a/0", "app-b/0"} <= revoked
+
+
+def test_a_late_start_must_not_be_negative():
+    with pytest.raises(ScenarioError, match="start"):
+        load_scenario(SCENARIOS / "kafka-14196.yaml", ["processors.2.start=-1s"])

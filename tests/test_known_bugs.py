@@ -66,3 +66,21 @@ def test_kafka_9144_hanging_transaction_and_its_fix(seed):
     found = anomalies("kafka-9144", seed)
     assert found.get("hanging_transaction", 0) > 0 and found.get("zombie_write", 0) > 0
     assert anomalies("kafka-9144", seed, f"kafka.rules.{rule}={fixed}") == {}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kafka_14196_duplicate_consumption_and_its_fix(seed):
+    """Records of partitions about to be revoked, returned while onJoinPrepare's auto-commit
+    is in flight, are processed again by their next owner; marking them pending revocation
+    first (3.2.3+, every preset) leaves nothing processed twice."""
+    rule, buggy, fixed = KNOWN_BUGS["KAFKA-14196"]
+    assert (rule, buggy, fixed) == ("consumer_pending_revocation", False, True)
+    found = anomalies("kafka-14196", seed)
+    assert found.get("duplicate_processing", 0) > 0 and "lost_processing" not in found
+    assert anomalies("kafka-14196", seed, f"kafka.rules.{rule}={fixed}") == {}
+    assert [has_fix("KAFKA-14196", v) for v in ("3.1", "3.2", "3.3", "4.0")] == [
+        False,
+        True,
+        True,
+        True,
+    ]

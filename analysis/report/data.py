@@ -13,7 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from eosim.analysis.checks import ALL_ANOMALIES, JEPSEN_ANOMALIES, REPLICATION_ANOMALIES
+from eosim.analysis.checks import (
+    ALL_ANOMALIES,
+    GROUP_ANOMALIES,
+    JEPSEN_ANOMALIES,
+    REPLICATION_ANOMALIES,
+)
 from eosim.analysis.sweep.plan import short_names
 from eosim.analysis.sweep.replay import replay_commands
 from eosim.analysis.sweep.store import SweepStore
@@ -38,6 +43,7 @@ GUARANTEES = {
     "hanging_transaction": "no hanging transactions",
     "poll_skip": "no skipped records",
     "nonmonotonic_poll": "monotonic polls",
+    "offset_rewind": "committed offsets never move back",
     "replica_divergence": "replica logs match",
     "offset_rewrite": "reads never rewritten",
     "int_poll_skip": "no skips within a poll",
@@ -82,17 +88,17 @@ class SweepData:
     def guarantees(self) -> list[str]:
         """The anomalies whose guarantee the report shows, in `GUARANTEES` order: every delivery
         one, a transactional one only when the sweep had transactional ops or some run broke
-        it, and a replication one only when some run broke it (the results do not say whether
-        the runs had replicated partitions), so that reports on plain producers stay
-        uncluttered."""
+        it, and a consumer-group or replication one only when some run broke it (the results
+        do not say whether the runs had groups or replicated partitions), so that reports on
+        plain producers stay uncluttered."""
 
         def shown(a: str) -> bool:
             broken = self.table[f"runs_{a}"].sum() > 0
             if a in TXN_ANOMALIES:
                 return self.transactional or broken
-            # replication checks, and those of histories read from Jepsen (never a sweep's
-            # own runs), only when some run broke them
-            return a not in (*REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES) or broken
+            # consumer-group and replication checks, and those of histories read from Jepsen
+            # (never a sweep's own runs), only when some run broke them
+            return a not in (*GROUP_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES) or broken
 
         return [a for a in GUARANTEES if f"runs_{a}" in self.table and shown(a)]
 

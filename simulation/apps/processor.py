@@ -48,9 +48,9 @@ from eosim.simulation.apps.transactional import wait
 from eosim.simulation.consumer.consumer_coordinator import (
     GroupRebalanceConfig,
     MemberState,
-    RebalanceListener,
 )
 from eosim.simulation.consumer.kafka_consumer import (
+    CommitAttempt,
     ConsumerException,
     ConsumerRecord,
     KafkaConsumer,
@@ -150,22 +150,27 @@ class _Instance:
         self._group_event("assigned", detail)
 
     def _commit(self, offsets: dict[TopicPartition, int]):  # type: ignore[no-untyped-def]
-        """commitSync; a subscribed consumer's outcome goes in the history."""
-        coordinator = self.consumer.group_coordinator
-        generation = coordinator.generation.generation_id if coordinator is not None else None
-        error = yield from self.consumer.commit(offsets)
-        if coordinator is not None:
-            detail: dict[str, Any] = {
-                "generation": generation,
-                "offsets": [
-                    {"topic": t, "partition": p, "offset": o}
-                    for (t, p), o in sorted(offsets.items())
-                ],
-            }
-            if error is not None:
-                detail["error"] = error
-            self._group_event("commit", detail)
-        return error
+        """commitSync; returns the error or None."""
+        return (yield from self.consumer.commit(offsets))
+
+    def on_commit(self, attempt: CommitAttempt) -> None:
+        """A subscribed consumer's commit (the application's or auto-commit's) ended: its
+        story goes in the history, with the member and generation it named."""
+        detail: dict[str, Any] = {
+            "member": attempt.member_id,
+            "generation": attempt.generation,
+            "invoked": attempt.invoked,
+            "offsets": [
+                {"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(attempt.offsets)
+            ],
+        }
+        if attempt.asynchronous:
+            detail["async"] = True
+        if attempt.error is not None:
+            detail["error"] = attempt.error
+        self.app.history.group_event(
+            self.env.now, self.process_id, self.app.group, "commit", detail
+        )
 
     # -- operations --------------------------------------------------------------------
     def _complete_all(self, type_: str, error: str | None) -> None:
@@ -306,8 +311,10 @@ class _Instance:
         first: dict[TopicPartition, int] = {}
         for tp, offset, _value in batch:
             first.setdefault(tp, offset)
+        assigned = set(self.consumer.assignment)
         for tp, offset in first.items():
-            self.consumer.seek(tp, offset)
+            if tp in assigned:  # a partition the group took away is someone else's now
+                self.consumer.seek(tp, offset)
 
     def _transaction(self, batch: list[ConsumerRecord]):  # type: ignore[no-untyped-def]
         app = self.app
@@ -329,8 +336,11 @@ class _Instance:
                     yield blocked
             yield from self._step("processor.after_send")
             offsets = tuple(self._next_offsets(batch).items())
+            # KIP-447: the consumer's group metadata, so that the group coordinator refuses
+            # the offsets (and the transaction aborts) of a member it no longer has.
+            group = self.consumer.group_metadata()
             error = yield from wait(
-                self.env, producer.send_offsets_to_transaction(offsets, app.group), app.max_block_ms
+                self.env, producer.send_offsets_to_transaction(offsets, group), app.max_block_ms
             )
             yield from self._step("processor.after_send_offsets")
         committing = error is None
@@ -408,10 +418,11 @@ def _listed(partitions: list[TopicPartition]) -> list[dict[str, Any]]:
 
 
 class GroupMembers:
-    """The subscribed processors of one group. Their work is done when every running member
-    is idle (caught up since the input ended) and not paused, all in one stable generation
-    whose assignments cover the input's partitions; then each closes its consumer (with
-    auto-commit, a synchronous commit first; then LeaveGroup) and finishes."""
+    """The subscribed processors of one group. Their work is done when every member has
+    started and every running one is idle (caught up since the input ended) and not paused,
+    all in one stable generation whose assignments cover the input's partitions; then each
+    closes its consumer (with auto-commit, a synchronous commit first; then LeaveGroup) and
+    finishes."""
 
     def __init__(self, partitions: list[TopicPartition]) -> None:
         self.partitions = sorted(partitions)
@@ -424,6 +435,8 @@ class GroupMembers:
         covered: list[TopicPartition] = []
         running: list[_Instance] = []
         for app in self.apps:
+            if not app.started:
+                return False  # a member still to join (``start``)
             instance = app.current
             if app.done.triggered or instance is None:
                 continue
@@ -493,15 +506,21 @@ class ProcessorApp:
         inputs_done.callbacks.append(lambda _ev: setattr(self, "inputs_done_at", env.now))
         if inputs_done.triggered:
             self.inputs_done_at = env.now
-        self._start()
+        # A processor may start late (``start``: a member joining its group, scaling out).
+        self.started = spec.start <= 0
+        if self.started:
+            self._start()
+        else:
+            env.timeout(spec.start).callbacks.append(self._first_start)
 
     def make_producer(self, node: str) -> KafkaProducer:
         return self._make_producer(node)
 
-    def make_consumer(self, node: str, listener: RebalanceListener) -> KafkaConsumer:
+    def make_consumer(self, node: str, listener: _Instance) -> KafkaConsumer:
         consumer = self._make_consumer(node)
         if self.rebalance is not None:
             consumer.subscribe([self.spec.input.topic], self.rebalance, listener)
+            consumer.commit_observer = listener.on_commit
         else:
             consumer.assign(list(self.partitions))
         return consumer
@@ -522,6 +541,11 @@ class ProcessorApp:
         instance = _Instance(self, self.incarnation)
         self.instances.append(instance)
         self.current = instance
+
+    def _first_start(self, _event: simpy.Event) -> None:
+        self.started = True
+        if self.down_count == 0 and not self.done.triggered:
+            self._start()
 
     def replace(self, instance: _Instance) -> None:
         """A fatal error ended the current instance: start a new one."""
@@ -549,7 +573,8 @@ class ProcessorApp:
 
     def restart(self) -> None:
         self.down_count = max(self.down_count - 1, 0)
-        if self.down_count == 0 and self.current is None and not self.done.triggered:
+        idle = self.down_count == 0 and self.current is None
+        if self.started and idle and not self.done.triggered:
             self._start()
 
     def pause(self) -> None:

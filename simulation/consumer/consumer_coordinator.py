@@ -131,6 +131,8 @@ class GroupRebalanceConfig:
     retry_backoff_max_ms: float = 1_000.0
     leave_group_on_close: bool = True
     assignors: tuple[str, ...] = DEFAULT_ASSIGNORS
+    # The rule consumer_pending_revocation (KAFKA-14196's fix; False reproduces the bug).
+    pending_revocation: bool = True
 
     def __post_init__(self) -> None:
         # Heartbeat's constructor refuses a heartbeat interval not below the session timeout.
@@ -227,6 +229,10 @@ class ConsumerCoordinator:
         self.listener = listener
         self.state = MemberState.UNJOINED
         self.generation = NO_GENERATION
+        # ConsumerCoordinator.groupMetadata: the generation of the last completed join, set
+        # only in onJoinComplete. A member whose generation was reset since (thrown out,
+        # left) still reports the old one, so its TxnOffsetCommit is refused (KIP-447).
+        self.joined_generation = NO_GENERATION
         self.rejoin_needed = True
         self.needs_join_prepare = True
         self.failure: GroupException | None = None
@@ -397,7 +403,8 @@ class ConsumerCoordinator:
         if self._prepare_started is None:
             self._prepare_started = self.env.now
         if consumer.auto_commit and self._prepare_commit is None and consumer.assignment:
-            consumer.mark_pending_revocation()
+            if self.config.pending_revocation:  # KAFKA-14196's fix
+                consumer.mark_pending_revocation()
             self._prepare_commit = consumer.commit_async()
         commit = self._prepare_commit
         if commit is not None:
@@ -424,6 +431,7 @@ class ConsumerCoordinator:
     def _on_join_complete(self, assignment: list[TopicPartition]) -> None:
         consumer = self.consumer
         added = sorted(tp for tp in assignment if tp not in consumer.assignment)
+        self.joined_generation = self.generation
         consumer.restart_auto_commit_timer()
         consumer.assign_from_subscribed(sorted(assignment))
         if self.listener is not None:

@@ -31,8 +31,8 @@ already collected are returned, as Kafka's FetchCollector does).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
-from typing import Any
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, NamedTuple
 
 import simpy
 
@@ -55,6 +55,7 @@ from eosim.simulation.protocol import (
     EARLIEST_TIMESTAMP,
     INVALID_METADATA_ERRORS,
     LATEST_TIMESTAMP,
+    ConsumerGroupMetadata,
     Errors,
     FetchRequest,
     FetchResponse,
@@ -74,6 +75,23 @@ ConsumerRecord = tuple[TopicPartition, int, str]  # (partition, offset, value)
 Process = Generator[simpy.Event, Any, Any]
 
 OFFSET_RESET_STRATEGIES = ("latest", "earliest", "none")
+
+
+class CommitAttempt(NamedTuple):
+    """One offset commit as its consumer saw it, for a :attr:`KafkaConsumer.commit_observer`:
+    when the application (or auto-commit) asked for it, the offsets, who the OffsetCommit
+    named (member id and generation; "" and -1 outside group management), whether it was
+    asynchronous, and how it ended: None when the coordinator accepted it, else the error
+    (a refusal, a local failure before anything was sent, or no answer)."""
+
+    invoked: float
+    offsets: tuple[tuple[TopicPartition, int], ...]
+    member_id: str
+    generation: int
+    asynchronous: bool
+    error: str | None
+
+
 _RESET_TIMESTAMPS = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP}
 
 
@@ -177,6 +195,8 @@ class KafkaConsumer:
         self._committed_asked: tuple[TopicPartition, ...] = ()  # () while finding the coordinator
         self._committed_retry_at = 0.0
         self._committed_failures = 0
+        # Told of every commit's outcome (the application records them in its history).
+        self.commit_observer: Callable[[CommitAttempt], None] | None = None
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Assign ``partitions``, none of which has a position yet (Kafka's INITIALIZING)."""
@@ -211,6 +231,22 @@ class KafkaConsumer:
     @property
     def subscribed(self) -> bool:
         return self.group_coordinator is not None
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """``groupMetadata()``, for ``sendOffsetsToTransaction``: the group, and a subscribed
+        consumer's generation and member id as of its last completed join (-1 and "" before
+        the first); Kafka does not clear them when the generation is reset."""
+        assert self.group is not None
+        group = self.group_coordinator
+        if group is None:
+            return ConsumerGroupMetadata(self.group)
+        generation = group.joined_generation
+        return ConsumerGroupMetadata(
+            self.group,
+            generation.generation_id,
+            generation.member_id,
+            group.config.group_instance_id,
+        )
 
     def assign_from_subscribed(self, partitions: list[TopicPartition]) -> None:
         """``SubscriptionState.assignFromSubscribed``: partitions kept keep their positions."""
@@ -548,10 +584,12 @@ class KafkaConsumer:
         later, with the positions of then. A subscribed consumer's commit carries its
         generation (and fails locally outside a stable group)."""
         assert self.group is not None
+        invoked, chosen = self.env.now, tuple(offsets.items())
         if self.coordinator is None:
             yield from self._lookup_coordinator()
         member = self._committer()
         if isinstance(member, GroupException):
+            self._observe(invoked, chosen, "", -1, True, member.describe())
             return member
         sent, member_id, generation, instance = member
         response = None
@@ -559,7 +597,7 @@ class KafkaConsumer:
             request = OffsetCommitRequest(
                 self.client.next_correlation_id(),
                 self.group,
-                tuple(offsets.items()),
+                chosen,
                 member_id,
                 generation,
                 instance,
@@ -567,10 +605,27 @@ class KafkaConsumer:
             response = yield self.client.send(self.coordinator, request)
             if response is None or response.error in COORDINATOR_GONE:
                 self.coordinator = None
+        outcome: Errors | GroupException | None
         if response is None or response.error.retriable:
             self._next_auto_commit = self.env.now + self.retry_backoff_ms
-            return Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
-        return self._commit_outcome(sent, response.error)
+            outcome = Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
+        else:
+            outcome = self._commit_outcome(sent, response.error)
+        self._observe(invoked, chosen, member_id, generation, True, _error_name(outcome))
+        return outcome
+
+    def _observe(
+        self,
+        invoked: float,
+        offsets: tuple[tuple[TopicPartition, int], ...],
+        member_id: str,
+        generation: int,
+        asynchronous: bool,
+        error: str | None,
+    ) -> None:
+        if self.commit_observer is not None:
+            attempt = CommitAttempt(invoked, offsets, member_id, generation, asynchronous, error)
+            self.commit_observer(attempt)
 
     def _committer(self) -> tuple[Generation | None, str, int, str | None] | GroupException:
         """Who an OffsetCommit names: (generation sent, member id, generation id, instance id)
@@ -666,21 +721,23 @@ class KafkaConsumer:
         fails at once (RebalanceInProgressException or CommitFailedException), and the
         group's refusals become those exceptions (``describe()`` strings)."""
         assert self.group is not None
-        group_id = self.group
+        group_id, invoked = self.group, self.env.now
         chosen = tuple((offsets if offsets is not None else self.positions).items())
         member = self._committer()
         if isinstance(member, GroupException):
+            self._observe(invoked, chosen, "", -1, False, member.describe())
             return member.describe()
         sent, member_id, generation, instance = member
         response = yield from self._coordinator_call(
             lambda cid: OffsetCommitRequest(cid, group_id, chosen, member_id, generation, instance)
         )
-        if response is None:
-            return "ConsumerClosed"
-        outcome = self._commit_outcome(sent, response.error)
-        if isinstance(outcome, GroupException):
-            return outcome.describe()
-        return None if outcome is None else outcome.name
+        error = (
+            "ConsumerClosed"
+            if response is None
+            else _error_name(self._commit_outcome(sent, response.error))
+        )
+        self._observe(invoked, chosen, member_id, generation, False, error)
+        return error
 
     def close(self, leave: bool = True) -> None:
         """Close the consumer (a subscribed one leaves its group first, as Kafka's close
@@ -688,6 +745,14 @@ class KafkaConsumer:
         if self.group_coordinator is not None:
             self.group_coordinator.close(leave)
         self.client.close()
+
+
+def _error_name(outcome: Errors | GroupException | None) -> str | None:
+    """How a commit's outcome is told: None, a group exception's ``describe()``, an error's
+    name."""
+    if outcome is None:
+        return None
+    return outcome.describe() if isinstance(outcome, GroupException) else outcome.name
 
 
 def _unique(events: Iterable[simpy.Event]) -> list[simpy.Event]:

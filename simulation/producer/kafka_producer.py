@@ -23,7 +23,7 @@ from eosim.simulation.producer.partitioner import Partitioner
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.producer.transactions import Transactions
-from eosim.simulation.protocol import TopicPartition
+from eosim.simulation.protocol import ConsumerGroupMetadata, TopicPartition
 from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
 
@@ -192,9 +192,11 @@ class KafkaProducer:
         return self._txn().begin()
 
     def send_offsets_to_transaction(
-        self, offsets: tuple[tuple[TopicPartition, int], ...], group: str
+        self,
+        offsets: tuple[tuple[TopicPartition, int], ...],
+        group_metadata: ConsumerGroupMetadata | str,
     ) -> simpy.Event:
-        return self._txn().send_offsets_to_transaction(offsets, group)
+        return self._txn().send_offsets_to_transaction(offsets, group_metadata)
 
     def commit_transaction(self) -> simpy.Event:
         """Flush, then end the transaction with a commit. The event's value is None or the

@@ -45,6 +45,7 @@ from eosim.simulation.producer.transaction_states import ClientTransactionState,
 from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    ConsumerGroupMetadata,
     EndTxnRequest,
     EndTxnResponse,
     Errors,
@@ -463,8 +464,18 @@ class Transactions:
 
     # -- sendOffsetsToTransaction ------------------------------------------------------
     def send_offsets_to_transaction(
-        self, offsets: tuple[tuple[TopicPartition, int], ...], group: str
+        self,
+        offsets: tuple[tuple[TopicPartition, int], ...],
+        group_metadata: ConsumerGroupMetadata | str,
     ) -> simpy.Event:
+        """``sendOffsetsToTransaction``: the consumer's positions join the transaction. A
+        group id alone is ``new ConsumerGroupMetadata(groupId)`` (no member, no generation).
+        The group coordinator checks the member and generation (KIP-447): a member it no
+        longer has makes the transaction abortable (CommitFailedException)."""
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        meta = group_metadata
+        group = meta.group_id
         if self.state.state is not State.IN_TRANSACTION:
             return self._fail_now(
                 self.last_error
@@ -476,6 +487,21 @@ class Transactions:
         def failed(error: Errors) -> None:
             self._fail(error)
             finish(self.last_error)
+
+        def offset_commit_failed(error: Errors) -> None:
+            """``TxnOffsetCommitHandler``: the group's refusals are abortable."""
+            if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
+                self.abortable(
+                    "CommitFailedException: Transaction offset Commit failed due to consumer "
+                    f"group metadata mismatch: {error.name}",
+                    bump=False,
+                )
+                finish(self.last_error)
+            elif error in (Errors.FENCED_INSTANCE_ID, Errors.TRANSACTION_ABORTABLE):
+                self.abortable(error_text(error), bump=False)
+                finish(self.last_error)
+            else:
+                failed(error)
 
         def offsets_added(_response: Any) -> None:
             self.transaction_started = True
@@ -489,9 +515,17 @@ class Transactions:
                     "group",
                     group,
                     lambda cid: TxnOffsetCommitRequest(
-                        cid, self.transactional_id, group, pid, epoch, offsets
+                        cid,
+                        self.transactional_id,
+                        group,
+                        pid,
+                        epoch,
+                        offsets,
+                        meta.member_id,
+                        meta.generation_id,
+                        meta.group_instance_id,
                     ),
-                    self._handler(lambda _r: finish(None), failed),
+                    self._handler(lambda _r: finish(None), offset_commit_failed),
                     finish=finish,
                 )
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import simpy
 from conformance.test_transaction_manager import write
 
@@ -19,6 +20,7 @@ from eosim.simulation.producer.transactions import Transactions
 from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    ConsumerGroupMetadata,
     EndTxnRequest,
     EndTxnResponse,
     ErrorResponse,
@@ -322,3 +324,56 @@ def test_tv2_unknown_mapping_on_a_produce_is_fatal():
         batch = write(c.tm, TP0)
         c.tm.handle_failed_batch(batch, Errors.INVALID_PRODUCER_ID_MAPPING, "m", True)
         assert c.txn.state.state is state, version
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [
+        (Errors.UNKNOWN_MEMBER_ID, "CommitFailedException: Transaction offset Commit failed"),
+        (Errors.ILLEGAL_GENERATION, "CommitFailedException: Transaction offset Commit failed"),
+        (Errors.FENCED_INSTANCE_ID, "FencedInstanceIdException"),
+        (Errors.TRANSACTION_ABORTABLE, "TransactionAbortableException"),
+    ],
+)
+def test_a_refused_group_member_makes_the_transaction_abortable(error: Errors, text: str):
+    """TransactionManager.TxnOffsetCommitHandler (KIP-447): the group coordinator's refusal of
+    the consumer's member or generation is an abortable error (CommitFailedException for an
+    unknown member or an old generation), not a fatal one; the request carries the group
+    metadata it was given."""
+    c = Client(version=2)
+    c.init()
+    assert c.txn.begin() is None
+    meta = ConsumerGroupMetadata("g", 3, "member-1", "instance-1")
+    result = c.txn.send_offsets_to_transaction(((TP0, 5),), meta)
+    pending = c.next()
+    request = pending[1]
+    assert isinstance(request, TxnOffsetCommitRequest)
+    assert (request.group, request.generation, request.member_id, request.instance_id) == (
+        "g",
+        3,
+        "member-1",
+        "instance-1",
+    )
+    c.answer(pending, ErrorResponse(1, error))
+    assert result.value.startswith(text)
+    assert c.txn.state.state is State.ABORTABLE_ERROR
+
+
+def test_a_fenced_producer_at_txn_offset_commit_stays_fatal():
+    c = Client(version=2)
+    c.init()
+    assert c.txn.begin() is None
+    result = c.txn.send_offsets_to_transaction(((TP0, 5),), ConsumerGroupMetadata("g", 3, "m"))
+    pending = c.next()
+    c.answer(pending, ErrorResponse(1, Errors.PRODUCER_FENCED))
+    assert result.value.startswith("ProducerFencedException")
+    assert c.txn.state.state is State.FATAL_ERROR
+
+
+def test_a_group_id_alone_names_no_member_nor_generation():
+    c = Client(version=2)
+    c.init()
+    assert c.txn.begin() is None
+    c.txn.send_offsets_to_transaction(((TP0, 5),), "g")
+    request = c.next()[1]
+    assert (request.generation, request.member_id, request.instance_id) == (-1, "", None)
