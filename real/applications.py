@@ -3,8 +3,9 @@
 Each list a scenario declares applications in maps to a driver mode (:data:`MODES`): a
 ``producers`` entry runs the driver's ``produce`` mode with the application's resolved client
 configuration (:attr:`eosim.simulation.scenario.Scenario.clients`, the same one the model
-uses), a ``transactional_producers`` entry ``txn``, a ``consumers`` entry ``consume``. Kinds
-without a driver mode (``processors``) are refused before a run starts (:data:`REFUSED_KINDS`).
+uses), a ``transactional_producers`` entry ``txn``, a ``processors`` entry ``process`` (a
+member of its consumer group: subscribed processors only), a ``consumers`` entry ``consume``.
+What the driver cannot run is refused before a run starts (:func:`refused_kinds`).
 
 To run a new kind for real, give the driver a mode for it, add the kind's scenario field to
 :data:`MODES` and say in :func:`spec_for` what its spec carries.
@@ -21,13 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eosim.simulation.scenario import Scenario
+from eosim.simulation.scenario import ConsumerSettings, Processor, Scenario
 
 # scenario field -> driver mode
-MODES = {"producers": "produce", "transactional_producers": "txn", "consumers": "consume"}
-# scenario field -> why it cannot run on a real cluster (yet)
-REFUSED_KINDS = {
-    "processors": "the workload driver has no consume-transform-produce mode yet",
+MODES = {
+    "producers": "produce",
+    "transactional_producers": "txn",
+    "processors": "process",
+    "consumers": "consume",
+}
+# Kafka's class for each assignor name a scenario may list.
+ASSIGNOR_CLASSES = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+    "sticky": "org.apache.kafka.clients.consumer.StickyAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
 }
 # Kinds whose applications are sources: the run's workload ends when they have all exited.
 SOURCES = ("producers", "transactional_producers")
@@ -84,18 +93,67 @@ def plans(scenario: Scenario) -> list[AppPlan]:
             else:
                 kafka = clients.producers[spec.name].to_kafka_dict()
                 config = {k: _kafka_value(v) for k, v in kafka.items() if v is not None}
-                workload = json.loads(spec.workload.model_dump_json())
+                if field_name == "processors":
+                    workload = _processor_workload(spec, clients.consumers[spec.name])
+                else:
+                    workload = json.loads(spec.workload.model_dump_json())
             out.append(AppPlan(spec.name, field_name, mode, config, workload))
     return out
 
 
+def _processor_workload(spec: Processor, settings: ConsumerSettings) -> dict[str, Any]:
+    """A subscribed processor's loop and its consumer's Kafka settings (see
+    real/driver/Processor.java)."""
+    rebalance = settings.rebalance
+    assert rebalance is not None
+    consumer = {
+        "isolation.level": settings.isolation,
+        "auto.offset.reset": settings.auto_offset_reset,
+        "group.protocol": "classic",
+        "session.timeout.ms": _kafka_value(rebalance.session_timeout_ms),
+        "heartbeat.interval.ms": _kafka_value(rebalance.heartbeat_interval_ms),
+        "max.poll.interval.ms": _kafka_value(rebalance.rebalance_timeout_ms),
+        "partition.assignment.strategy": ",".join(
+            ASSIGNOR_CLASSES[name] for name in rebalance.assignors
+        ),
+        "internal.leave.group.on.close": _kafka_value(rebalance.leave_group_on_close),
+    }
+    if rebalance.group_instance_id is not None:
+        consumer["group.instance.id"] = rebalance.group_instance_id
+    if settings.auto_commit_interval_ms is not None:
+        consumer["auto.commit.interval.ms"] = _kafka_value(settings.auto_commit_interval_ms)
+    processing: Any = spec.processing
+    if not isinstance(processing, (int, float)):
+        processing = {"min": processing.min, "max": processing.max}
+    return {
+        "topic": spec.input.topic,
+        "group": rebalance.group_id,
+        "output_topic": spec.output.topic,
+        "transactional": spec.transactional,
+        "commit": spec.commit,
+        "batch": spec.batch,
+        "processing": processing,
+        "start": spec.start,
+        "consumer": consumer,
+    }
+
+
 def refused_kinds(scenario: Scenario) -> list[str]:
-    """One line per application kind of ``scenario`` a real cluster cannot run."""
-    return [
-        f"{name} cannot run on a real cluster: {why}"
-        for name, why in REFUSED_KINDS.items()
-        if getattr(scenario, name)
-    ]
+    """One line per application of ``scenario`` a real cluster cannot run: processors that
+    do not subscribe (the driver's ``process`` mode is a group member), sinks to an external
+    store, and ``takeover_after`` (a model-only supervisor)."""
+    out = []
+    for i, proc in enumerate(scenario.processors):
+        why = None
+        if not proc.input.subscribe:
+            why = "only subscribed processors (input.subscribe: true) run on a real cluster"
+        elif proc.output.store is not None:
+            why = "a sink to an external store has no driver mode"
+        elif proc.takeover_after is not None:
+            why = "takeover_after is the model's supervisor, not a Kafka client's"
+        if why is not None:
+            out.append(f"processors[{i}] ({proc.name}) cannot run on a real cluster: {why}")
+    return out
 
 
 def note_history(plan: AppPlan, lines: list[dict[str, Any]]) -> None:

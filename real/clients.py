@@ -33,7 +33,7 @@ from typing import IO, Any
 from eosim.real import RealError
 from eosim.real.install import KafkaInstall
 
-MODES = ("produce", "txn", "consume", "drain", "admin")
+MODES = ("produce", "txn", "consume", "process", "drain", "admin")
 
 
 class DriverError(RealError):

@@ -91,12 +91,12 @@ def internal_replication_factor(brokers: int) -> int:
 
 def broker_defaults(brokers: int) -> dict[str, str]:
     """What a small test cluster needs beside Kafka's defaults: internal topics that fit on
-    ``brokers`` brokers, no initial rebalance delay, no auto-created topics."""
+    ``brokers`` brokers, no auto-created topics. Groups keep Kafka's (and the model's)
+    ``group.initial.rebalance.delay.ms`` of 3 s unless the scenario sets another."""
     return {
         "offsets.topic.replication.factor": str(internal_replication_factor(brokers)),
         "transaction.state.log.replication.factor": str(internal_replication_factor(brokers)),
         "transaction.state.log.min.isr": str(min(2, brokers)),
-        "group.initial.rebalance.delay.ms": "0",
         "num.partitions": "1",
         "auto.create.topics.enable": "false",
     }

@@ -31,7 +31,10 @@ from eosim.real.cluster import CONTROLLER, RealCluster, topic_configs
 from eosim.real.install import KafkaInstall
 from eosim.real.nemesis import WallClockNemesis
 from eosim.simulation.applications import workload_horizon
-from eosim.simulation.coordinator.directory import TRANSACTION_STATE_TOPIC
+from eosim.simulation.coordinator.directory import (
+    CONSUMER_OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from eosim.simulation.faults import NETWORK_FAULTS
 from eosim.simulation.faults import refusals as fault_refusals
 from eosim.simulation.history import HistoryRecorder
@@ -46,6 +49,12 @@ START_LEAD_MS = 3000.0
 # Extra wall time a run may take beyond its scenario's duration before it is cut.
 GRACE_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
+
+
+# Driver modes that stop when their stop file appears, with how long (s) they may take then
+# at least: a processor first works through the rest of its input (until the scenario's
+# duration at most), then stops after a quiet poll.
+STOPPED_BY_FILE = {"consume": 30.0, "process": 180.0}
 
 
 class RealRunError(RealError):
@@ -167,10 +176,19 @@ class RealRun:
 
     def prepare(self) -> None:
         """Recreate the scenario's topics with the model's placement and configs, and put the
-        internal topics its applications use on the model's leaders."""
+        internal topics its applications use (``__transaction_state`` for transactions,
+        ``__consumer_offsets`` for consumer groups) on the model's leaders."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cluster.recreate_topics(topic_configs(self.scenario))
-        internal = [TRANSACTION_STATE_TOPIC] if self.scenario.transactional_producers else []
+        transactional = self.scenario.transactional_producers or any(
+            p.transactional for p in self.scenario.processors
+        )
+        internal = [TRANSACTION_STATE_TOPIC] if transactional else []
+        if any(p.input.subscribe for p in self.scenario.processors):
+            # Created up front, as the model's exists from the start: otherwise the group's
+            # first FindCoordinator creates its 50 partitions and the members' first join
+            # waits seconds for it.
+            internal.append(CONSUMER_OFFSETS_TOPIC)
         self.cluster.place_internal(internal)
 
     def realise_schedule(self) -> None:
@@ -218,11 +236,20 @@ class RealRun:
 
     def stop_applications(self) -> None:
         """Sources that are still running (a run cut by its duration) and observers stop."""
-        for name in list(self.running):
+        # Processors first finish the input (each stops after a quiet poll), then readers.
+        order = sorted(self.running, key=lambda n: self.running[n].plan.mode != "process")
+        for name in order:
+            if self.running[name].plan.mode in STOPPED_BY_FILE:
+                (self.workdir / f"{name}.{self.running[name].plan.incarnation}.stop").touch()
+        for name in order:
             running = self.running.pop(name)
-            if running.plan.mode == "consume":
-                (self.workdir / f"{name}.{running.plan.incarnation}.stop").touch()
-                if running.process.wait(30.0) is None:
+            mode = running.plan.mode
+            if mode in STOPPED_BY_FILE:
+                # A processor may work on until the scenario's duration.
+                left_s = 0.0
+                if mode == "process":
+                    left_s = (self.scenario.duration - self.clock()) / 1000.0
+                if running.process.wait(max(STOPPED_BY_FILE[mode], left_s)) is None:
                     running.process.kill()
             else:
                 running.process.terminate()
@@ -310,7 +337,7 @@ class RealRun:
         stem = f"{plan.name}.{plan.incarnation}"
         history = self.workdir / f"{stem}.jsonl"
         spec = apps.spec_for(plan, self.cluster.bootstrap(), history, int(self.epoch_ms), self.seed)
-        if plan.mode == "consume":
+        if plan.mode in STOPPED_BY_FILE:
             spec["stop_file"] = str(self.workdir / f"{stem}.stop")
         fixed = ("mode", "name", "bootstrap")
         spec_path = write_spec(
@@ -383,12 +410,12 @@ def delayed_nodes(schedule: Iterable[FaultEvent], every: list[str]) -> list[str]
 
 def _counts(histories: Iterable[list[dict[str, Any]]]) -> dict[str, int]:
     """The applications' tally (``sent``, ``acked``, ``failed``, ``indeterminate``) of their
-    ``send`` and ``txn`` operations, from their drivers' history lines."""
+    ``send``, ``txn`` and ``process`` operations, from their drivers' history lines."""
     counts = {"sent": 0, "acked": 0, "failed": 0, "indeterminate": 0, "errored": 0}
     kind = {"invoke": "sent", "ok": "acked", "fail": "failed", "info": "indeterminate"}
     for lines in histories:
         for line in lines:
-            if line.get("kind") == "op" and line.get("f") in ("send", "txn"):
+            if line.get("kind") == "op" and line.get("f") in ("send", "txn", "process"):
                 counts[kind[line["type"]]] += 1
     return counts
 

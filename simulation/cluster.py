@@ -61,6 +61,7 @@ from eosim.simulation.coordinator.directory import (
     is_internal,
 )
 from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
+from eosim.simulation.coordinator.group_metadata_manager import GroupConfig
 from eosim.simulation.coordinator.runtime import (
     AddPartition,
     CoordinatorRuntime,
@@ -136,6 +137,11 @@ class ClusterSettings:
                 abort_check_interval_ms=c.transaction_abort_check_interval,
                 transactional_id_expiration_ms=c.transactional_id_expiration,
                 expiration_check_interval_ms=c.transactional_id_cleanup_interval,
+                groups=GroupConfig(
+                    min_session_timeout_ms=config.group_min_session_timeout_ms,
+                    max_session_timeout_ms=config.group_max_session_timeout_ms,
+                    initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                ),
             ),
             ReplicationSettings(
                 replica_fetch_wait_max_ms=float(config.replica_fetch_wait_max_ms),

@@ -327,6 +327,9 @@ BROKER_KEYS: dict[str, _Key] = {
     "replica.socket.timeout.ms": _Key("replica_socket_timeout_ms", _int(1)),
     "broker.session.timeout.ms": _Key("broker_session_timeout_ms", _int(1)),
     "broker.heartbeat.interval.ms": _Key("broker_heartbeat_interval_ms", _int(1)),
+    "group.min.session.timeout.ms": _Key("group_min_session_timeout_ms", _int(0)),
+    "group.max.session.timeout.ms": _Key("group_max_session_timeout_ms", _int(0)),
+    "group.initial.rebalance.delay.ms": _Key("group_initial_rebalance_delay_ms", _int(0)),
     "log.flush.interval.messages": _Key("log_flush_interval_messages", _optional_long(1)),
     "log.flush.interval.ms": _Key("log_flush_interval_ms", _optional_long(0)),
     "log.flush.scheduler.interval.ms": _Key("log_flush_scheduler_interval_ms", _optional_long(1)),
@@ -405,6 +408,11 @@ class BrokerConfig:
     # implicit add, and how long it retries (capped by the broker's request.timeout.ms).
     add_partitions_to_txn_retry_backoff_ms: int = 20
     add_partitions_to_txn_retry_backoff_max_ms: int = 100
+    # GroupCoordinatorConfig: the classic groups' session timeout bounds and the delay of an
+    # empty group's first rebalance.
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
 
 
 def parse_named_config(

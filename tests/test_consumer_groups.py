@@ -187,3 +187,14 @@ def test_a_member_that_starts_late_joins_a_running_group():
 def test_a_late_start_must_not_be_negative():
     with pytest.raises(ScenarioError, match="start"):
         load_scenario(SCENARIOS / "kafka-14196.yaml", ["processors.2.start=-1s"])
+
+
+@pytest.mark.parametrize(("delay", "low", "high"), [(None, 3_000, 3_100), (0, 0, 100)])
+def test_an_empty_groups_first_rebalance_waits_the_initial_delay(delay, low, high):
+    """group.initial.rebalance.delay.ms (a cluster.config key, Kafka's 3 s by default)."""
+    overrides = (
+        [] if delay is None else [f"cluster.config={{group.initial.rebalance.delay.ms: {delay}}}"]
+    )
+    lines = _group_lines("group-within-poll-interval.yaml", 1, *overrides)
+    first = min(line["time"] for line in lines if line["event"] == "assigned")
+    assert low <= first <= high

@@ -77,9 +77,40 @@ def test_crash_at_is_refused_once_on_the_real_clusters_table():
     assert [line.split(" ")[0] for line in lines] == ["crash_at"]
 
 
-def test_processors_are_refused():
+def test_processors_outside_a_group_are_refused():
     s = checked.load(ROOT / "scenarios" / "transactional-pipeline.yaml")
-    assert any(line.startswith("processors cannot run") for line in refusals(s, {}))
+    assert (
+        "processors[0] (app) cannot run on a real cluster: only subscribed processors "
+        "(input.subscribe: true) run on a real cluster"
+    ) in refusals(s, {})
+
+
+def test_subscribed_processors_run_with_their_consumers_settings():
+    from eosim.real.applications import plans
+
+    s = checked.load(ROOT / "scenarios" / "group-slow-processing.yaml")
+    assert refusals(s, {}) == []
+    plan = next(p for p in plans(s) if p.name == "app-a")
+    assert plan.mode == "process"
+    w = plan.workload
+    assert (w["topic"], w["group"], w["output_topic"], w["commit"], w["batch"]) == (
+        "in",
+        "app",
+        "out",
+        "after_output",
+        1,
+    )
+    assert w["processing"] == {"min": 10.0, "max": 3000.0}
+    consumer = w["consumer"]
+    assert consumer["max.poll.interval.ms"] == "2500"
+    assert consumer["session.timeout.ms"] == "6000"
+    assert consumer["heartbeat.interval.ms"] == "500"
+    assert consumer["group.protocol"] == "classic"
+    assert consumer["partition.assignment.strategy"] == (
+        "org.apache.kafka.clients.consumer.RangeAssignor,"
+        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
+    )
+    assert "auto.commit.interval.ms" not in consumer
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +222,42 @@ def test_a_real_sweep_is_not_replayed_as_if_it_were_the_models(tmp_path):
     )
     with pytest.raises(ReplayError, match="ran on a real cluster"):
         replay(str(tmp_path), "0:0")
+
+
+@pytest.mark.kafka
+def test_a_consumer_group_on_a_real_cluster_writes_the_models_group_lines(kafka):
+    """Two subscribed processors (the driver's process mode) share the input in one
+    generation, write the model's process ops and group lines, and process nothing twice."""
+    fast = "{min: 10ms, max: 100ms}"
+    s = checked.load(
+        ROOT / "scenarios" / "group-within-poll-interval.yaml",
+        [
+            "producers.0.workload.records=40",
+            "producers.0.workload.keys=16",
+            f"processors.0.processing={fast}",
+            f"processors.1.processing={fast}",
+        ],
+    )
+    outcome = checked.run(s, target=kafka)
+    assert outcome.expect.met, outcome.expect.to_dict()
+    # __consumer_offsets was created before the run, with the model's leaders (so a group's
+    # first join does not wait for its creation, and its coordinator is the model's broker).
+    from eosim.real.cluster import model_assignment
+
+    cluster = kafka.cluster_for(s)
+    meta = cluster.metadata(["__consumer_offsets"]).partitions
+    want = model_assignment(cluster.broker_names, "__consumer_offsets", 50, 3)
+    assert [meta[("__consumer_offsets", p)].leader for p in range(50)] == [r[0] for r in want]
+    history = outcome.history
+    assert len(history.steps) == 40 and all(step.outcome == "ok" for step in history.steps)
+    first = {}
+    for event in history.group_events:
+        if event.event == "assigned":
+            first.setdefault(event.process, event)
+    assert sorted(first) == ["app-a/0", "app-b/0"]
+    a, b = first["app-a/0"], first["app-b/0"]
+    assert a.generation == b.generation and a.generation >= 1
+    assert sorted(a.partitions + b.partitions) == [("in", p) for p in range(4)]
+    commits = [e for e in history.group_events if e.event == "commit"]
+    assert commits and all(e.error is None and e.invoked <= e.time for e in commits)
+    assert outcome.check.anomalies["offset_rewind"].count == 0

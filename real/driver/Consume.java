@@ -129,11 +129,7 @@ final class Consume {
                 } catch (WakeupException e) {
                     break;
                 } catch (RuntimeException e) {
-                    long id = history.nextId();
-                    double time = history.now();
-                    history.write(history.op(id, "invoke", "poll", process, time, null, null));
-                    history.write(history.op(id, "fail", "poll", process, time, null,
-                            EosimDriver.describe(e)));
+                    history.failedNow("poll", process, EosimDriver.describe(e));
                     break;
                 }
                 if (!got.isEmpty()) {

@@ -20,7 +20,8 @@ import java.util.concurrent.ExecutionException;
  * valid prefix.
  *
  * <p>Modes: {@code produce} ({@link Produce}), {@code txn} ({@link Txn}), {@code consume}
- * ({@link Consume}), {@code drain} ({@link Drain}) and {@code admin} ({@link AdminMode}).
+ * ({@link Consume}), {@code process} ({@link Processor}), {@code drain} ({@link Drain}) and
+ * {@code admin} ({@link AdminMode}).
  *
  * <p>Exit codes: 0 done, 1 the work failed (one line on stderr), 2 a bad spec.
  */
@@ -53,8 +54,10 @@ public final class EosimDriver {
                 case "consume" -> result = new Consume(spec).run();
                 case "drain" -> result = new Drain(spec).run();
                 case "admin" -> result = new AdminMode(spec).run();
+                case "process" -> result = new Processor(spec).run();
                 default -> {
-                    fail(2, args[0] + ": mode: expected produce, txn, consume, drain or admin, got '"
+                    fail(2, args[0] + ": mode: expected produce, txn, consume, process, drain or "
+                            + "admin, got '"
                             + mode + "'");
                     return;
                 }

@@ -79,6 +79,14 @@ final class History implements AutoCloseable {
         return line;
     }
 
+    /** An op that failed at once: its invoke and fail lines, both now (a poll that threw). */
+    void failedNow(String f, String process, String error) {
+        long id = nextId();
+        double time = now();
+        write(op(id, "invoke", f, process, time, null, null));
+        write(op(id, "fail", f, process, time, null, error));
+    }
+
     /** Write an op line now. */
     void op(long id, String type, String f, String process, JsonNode value, String error) {
         write(op(id, type, f, process, now(), value, error));
