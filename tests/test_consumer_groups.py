@@ -198,3 +198,16 @@ def test_an_empty_groups_first_rebalance_waits_the_initial_delay(delay, low, hig
     lines = _group_lines("group-within-poll-interval.yaml", 1, *overrides)
     first = min(line["time"] for line in lines if line["event"] == "assigned")
     assert low <= first <= high
+
+
+def test_the_rebalance_storm_needs_the_generation_fencing():
+    """group-eos-rebalance-storm holds for every seed (tests/test_scenarios.py) because the
+    group coordinator fences zombies' offsets: with that check off, its zombies' transactions
+    commit and inputs are processed twice (seeds 6 and 7 among others)."""
+    off = "kafka.rules.offset_commit_checks_generation=false"
+    found = []
+    for seed in (6, 7):
+        run = run_scenario(load_scenario(SCENARIOS / "group-eos-rebalance-storm.yaml", [off]), seed)
+        result = check_history(history_from_records(run.history.records()))
+        found.append(result.anomalies["duplicate_processing"].count)
+    assert all(n > 0 for n in found), found
