@@ -57,16 +57,13 @@ def check_groups(history: History) -> dict[str, Anomaly]:
         by_group[event.group].append(event)
     for group in sorted(by_group):
         events = by_group[group]
+        accepted = [e for e in events if e.event == "commit" and e.error is None]
         flagged: dict[int, dict[str, Any]] = {}
-        _rewinds(events, flagged)
-        _stale_writers(events, flagged)
+        _rewinds(accepted, flagged)
+        _stale_writers(events, accepted, flagged)
         for line in sorted(flagged):
             anomaly.add(flagged[line])
     return {anomaly.name: anomaly}
-
-
-def _accepted(events: list[GroupEvent]) -> list[GroupEvent]:
-    return [e for e in events if e.event == "commit" and e.error is None]
 
 
 def _commit(event: GroupEvent) -> dict[str, Any]:
@@ -87,11 +84,11 @@ def _example(event: GroupEvent, flagged: dict[int, dict[str, Any]]) -> dict[str,
     return example
 
 
-def _rewinds(events: list[GroupEvent], flagged: dict[int, dict[str, Any]]) -> None:
+def _rewinds(accepted: list[GroupEvent], flagged: dict[int, dict[str, Any]]) -> None:
     """Accepted commits that provably moved a partition's offset back (see the module's
     docstring), one partition at a time."""
     commits: dict[tuple[str, int], list[tuple[GroupEvent, int]]] = defaultdict(list)
-    for event in _accepted(events):
+    for event in accepted:
         for tp, offset in event.offsets.items():
             commits[tp].append((event, offset))
     for tp in sorted(commits):
@@ -165,22 +162,19 @@ def _moved_back(entries: list[_Commit]) -> list[tuple[GroupEvent, int, _Commit]]
     return found
 
 
-def _stale_writers(events: list[GroupEvent], flagged: dict[int, dict[str, Any]]) -> None:
-    """Accepted commits naming a generation older than one already seen when invoked."""
-    seen = sorted(
-        (
-            e
-            for e in events
-            if e.generation is not None
-            and e.generation >= 0
-            and (e.event == "assigned" or (e.event == "commit" and e.error is None))
-        ),
-        key=lambda e: (e.time, e.line),
-    )
-    commits = sorted(
-        (e for e in _accepted(events) if e.generation is not None and e.generation >= 0),
-        key=lambda e: (e.invoked, e.line),
-    )
+def _stale_writers(
+    events: list[GroupEvent], accepted: list[GroupEvent], flagged: dict[int, dict[str, Any]]
+) -> None:
+    """Accepted commits naming a generation older than one already seen when invoked: a
+    member's assignment of it, or an accepted commit naming it."""
+    commits = [e for e in accepted if e.generation is not None and e.generation >= 0]
+    assigned = [
+        e
+        for e in events
+        if e.event == "assigned" and e.generation is not None and e.generation >= 0
+    ]
+    seen = sorted(assigned + commits, key=lambda e: (e.time, e.line))
+    commits.sort(key=lambda e: (e.invoked, e.line))
     newest: GroupEvent | None = None
     i = 0
     for event in commits:

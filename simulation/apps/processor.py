@@ -149,15 +149,11 @@ class _Instance:
         detail = {"generation": generation, "partitions": _listed(self.consumer.assignment)}
         self._group_event("assigned", detail)
 
-    def _commit(self, offsets: dict[TopicPartition, int]):  # type: ignore[no-untyped-def]
-        """commitSync; returns the error or None."""
-        return (yield from self.consumer.commit(offsets))
-
     def on_commit(self, attempt: CommitAttempt) -> None:
         """A subscribed consumer's commit (the application's or auto-commit's) ended: its
         story goes in the history, with the member and generation it named."""
         detail: dict[str, Any] = {
-            "member": attempt.member_id,
+            "member": attempt.member_id,  # the member it named, not the member now
             "generation": attempt.generation,
             "invoked": attempt.invoked,
             "offsets": [
@@ -168,9 +164,7 @@ class _Instance:
             detail["async"] = True
         if attempt.error is not None:
             detail["error"] = attempt.error
-        self.app.history.group_event(
-            self.env.now, self.process_id, self.app.group, "commit", detail
-        )
+        self._group_event("commit", detail)
 
     # -- operations --------------------------------------------------------------------
     def _complete_all(self, type_: str, error: str | None) -> None:
@@ -377,7 +371,7 @@ class _Instance:
         ids = self._invoke(batch, None)
         offsets = self._next_offsets(batch)
         if app.spec.commit == "before_output":
-            yield from self._commit(offsets)
+            yield from self.consumer.commit(offsets)
             yield from self._step("processor.after_send_offsets")
         failed: list[str] = []
         if app.store is not None:
@@ -400,7 +394,7 @@ class _Instance:
             yield producer.flush()
         yield from self._step("processor.after_send")
         if app.spec.commit == "after_output":
-            yield from self._commit(offsets)
+            yield from self.consumer.commit(offsets)
             yield from self._step("processor.after_send_offsets")
         for op_id in ids:
             if failed:
@@ -427,7 +421,6 @@ class GroupMembers:
     def __init__(self, partitions: list[TopicPartition]) -> None:
         self.partitions = sorted(partitions)
         self.apps: list[ProcessorApp] = []
-        self.finished = False
 
     def idle(self, caller: _Instance) -> bool:
         """``caller`` is idle; True when that ends the group's work."""
@@ -450,7 +443,6 @@ class GroupMembers:
             running.append(instance)
         if len(generations) > 1 or sorted(covered) != self.partitions:
             return False
-        self.finished = True
         for instance in running:
             instance.env.process(instance.close_and_finish(caller))
         return True

@@ -472,9 +472,11 @@ class Transactions:
         group id alone is ``new ConsumerGroupMetadata(groupId)`` (no member, no generation).
         The group coordinator checks the member and generation (KIP-447): a member it no
         longer has makes the transaction abortable (CommitFailedException)."""
-        if isinstance(group_metadata, str):
-            group_metadata = ConsumerGroupMetadata(group_metadata)
-        meta = group_metadata
+        meta = (
+            ConsumerGroupMetadata(group_metadata)
+            if isinstance(group_metadata, str)
+            else group_metadata
+        )
         group = meta.group_id
         if self.state.state is not State.IN_TRANSACTION:
             return self._fail_now(
