@@ -222,15 +222,22 @@ _TXN: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def _member(e: dict[str, Any]) -> str:
+    """A commit's writer: its classic generation, or its KIP-848 member epoch."""
+    if e.get("epoch") is not None:
+        return f"{e['process']} (member epoch {e['epoch']})"
+    return f"{e['process']} (generation {e['generation']})"
+
+
 def _offset_rewind(e: dict[str, Any]) -> str:
-    who = f"{e['process']} (generation {e['generation']})"
+    who = _member(e)
     parts = []
     if "earlier" in e:
         before = e["earlier"]
         parts.append(
             f"committed {e['topic']}-{e['partition']} at {e['offset']} in group {e['group']} "
-            f"at {_ms(e['time'])}, after {before['process']} (generation "
-            f"{before['generation']}) had committed {before['offset']} at {_ms(before['time'])}"
+            f"at {_ms(e['time'])}, after {_member(before)} had committed {before['offset']} "
+            f"at {_ms(before['time'])}"
         )
     if "newer" in e:
         newer = e["newer"]

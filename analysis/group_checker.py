@@ -71,6 +71,7 @@ def _commit(event: GroupEvent) -> dict[str, Any]:
         "process": event.process,
         "member": event.member,
         "generation": event.generation,
+        "epoch": event.epoch,
         "invoked": event.invoked,
         "time": event.time,
     }

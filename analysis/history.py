@@ -272,7 +272,9 @@ class GroupEvent:
     `lost`, or `commit` (an OffsetCommit of `offsets` naming `member` and `generation`,
     asked for at `invoked`; `error` is None when the coordinator accepted it; `asynchronous`
     for commitAsync, auto-commit's way). Other events are kept but judged by no check.
-    `generation` is None when the line has none; -1 is a commit outside group management."""
+    `generation` is None when the line has none; -1 is a commit outside group management.
+    A consumer group's (KIP-848) lines carry the member's `epoch` instead: the member's own,
+    not ordered across members, so no generation check reads it."""
 
     time: float
     process: str
@@ -286,6 +288,7 @@ class GroupEvent:
     asynchronous: bool
     error: str | None
     line: int
+    epoch: int | None = None
 
 
 @dataclass
@@ -1001,6 +1004,11 @@ def _parse_group(record: dict[str, Any], line: int, fail: _Fail) -> GroupEvent:
     generation = _optional_int(record.get("generation"), line, "group.generation", fail)
     if generation is not None and generation < -1:
         raise fail(line, "group.generation", f"expected -1 or more, got {generation}")
+    epoch = _optional_int(record.get("epoch"), line, "group.epoch", fail)
+    if epoch is not None and epoch < -1:
+        raise fail(line, "group.epoch", f"expected -1 or more, got {epoch}")
+    if epoch is not None and generation is not None:
+        raise fail(line, "group.epoch", "a line names a generation or a member epoch, not both")
     partitions = []
     for where, entry in _objects(record.get("partitions", []), line, "group.partitions", fail):
         topic = _text(entry.get("topic"), line, f"{where}.topic", fail)
@@ -1035,6 +1043,7 @@ def _parse_group(record: dict[str, Any], line: int, fail: _Fail) -> GroupEvent:
         asynchronous,
         error,
         line,
+        epoch,
     )
 
 

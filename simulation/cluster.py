@@ -141,6 +141,8 @@ class ClusterSettings:
                     min_session_timeout_ms=config.group_min_session_timeout_ms,
                     max_session_timeout_ms=config.group_max_session_timeout_ms,
                     initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                    consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+                    consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 ),
             ),
             ReplicationSettings(

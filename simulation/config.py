@@ -330,6 +330,16 @@ BROKER_KEYS: dict[str, _Key] = {
     "group.min.session.timeout.ms": _Key("group_min_session_timeout_ms", _int(0)),
     "group.max.session.timeout.ms": _Key("group_max_session_timeout_ms", _int(0)),
     "group.initial.rebalance.delay.ms": _Key("group_initial_rebalance_delay_ms", _int(0)),
+    "group.consumer.session.timeout.ms": _Key("group_consumer_session_timeout_ms", _int(1)),
+    "group.consumer.min.session.timeout.ms": _Key("group_consumer_min_session_timeout_ms", _int(1)),
+    "group.consumer.max.session.timeout.ms": _Key("group_consumer_max_session_timeout_ms", _int(1)),
+    "group.consumer.heartbeat.interval.ms": _Key("group_consumer_heartbeat_interval_ms", _int(1)),
+    "group.consumer.min.heartbeat.interval.ms": _Key(
+        "group_consumer_min_heartbeat_interval_ms", _int(1)
+    ),
+    "group.consumer.max.heartbeat.interval.ms": _Key(
+        "group_consumer_max_heartbeat_interval_ms", _int(1)
+    ),
     "log.flush.interval.messages": _Key("log_flush_interval_messages", _optional_long(1)),
     "log.flush.interval.ms": _Key("log_flush_interval_ms", _optional_long(0)),
     "log.flush.scheduler.interval.ms": _Key("log_flush_scheduler_interval_ms", _optional_long(1)),
@@ -413,6 +423,13 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
+    # The consumer groups' (KIP-848) session and heartbeat interval, with their bounds.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
 
 
 def parse_named_config(

@@ -467,6 +467,36 @@ class LeaveGroupResponse:
     members: tuple[tuple[str, str | None, Errors], ...] = ()
 
 
+# -- the consumer group protocol (KIP-848) -------------------------------------------------
+@dataclass(slots=True)
+class ConsumerGroupHeartbeatRequest:
+    """``ConsumerGroupHeartbeatRequest``: epoch 0 joins, -1 leaves. A field left None (-1 for
+    the rebalance timeout) is unchanged since the last heartbeat; a full request (joining, or
+    after an error) sets them all. The member id is the client's own (KIP-1082, Kafka 4.0)."""
+
+    correlation_id: int
+    group: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topics: tuple[str, ...] | None = None
+    owned: tuple[TopicPartition, ...] | None = None
+    client_id: str = ""
+
+
+@dataclass(slots=True)
+class ConsumerGroupHeartbeatResponse:
+    """``assignment`` is None when unchanged since the member's last heartbeat."""
+
+    correlation_id: int
+    error: Errors
+    member_id: str = ""
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[TopicPartition, ...] | None = None
+
+
 @dataclass(slots=True)
 class LeaveGroupRequest:
     correlation_id: int

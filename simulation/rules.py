@@ -91,6 +91,19 @@ class ProtocolRules:
     # the bug: poll keeps returning records of partitions about to be revoked, the application
     # processes them past the offsets being committed, and the next owner processes them again.
     consumer_pending_revocation: bool = True
+    # KAFKA-18641 (3.7 to 3.9, the consumer protocol's AsyncKafkaConsumer; fixed in 4.0.0 by
+    # PR #18737): the periodic auto-commit runs on the application thread's poll, of the
+    # positions of then (ApplicationEventProcessor's PollEvent, CommitRequestManager.
+    # updateTimerAndMaybeCommit). False is the bug: the network thread commits on its own
+    # timer the positions of records the last poll returned, while the application is still
+    # processing them; a crash then loses them.
+    consumer_auto_commit_app_thread: bool = True
+    # KAFKA-16147 (3.7; fixed in 3.8.0): a consumer group member revoking partitions that a
+    # new target assignment gives back takes them back at once (3.7's CurrentAssignmentBuilder)
+    # and the coordinator's partition-epoch bookkeeping loses their epochs, so they can be
+    # given to a second member while the first still owns them. True is 3.8's fix: the
+    # member finishes revoking first, and an inconsistent update is refused.
+    consumer_partition_epochs: bool = True
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -107,6 +120,8 @@ KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
     "KAFKA-14034": ("failed_batch_marks_sequence_unresolved", False, True),
     "KAFKA-9144": ("producer_expiry_tracks_marker_timestamps", False, True),
     "KAFKA-14196": ("consumer_pending_revocation", False, True),
+    "KAFKA-18641": ("consumer_auto_commit_app_thread", False, True),
+    "KAFKA-16147": ("consumer_partition_epochs", False, True),
 }
 
 # The first releases of each line with a bug's fix (KAFKA-9144: 2.4.1 and 2.5.0, backported to
@@ -114,6 +129,8 @@ KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
 FIXED_IN: dict[str, tuple[str, ...]] = {
     "KAFKA-9144": ("2.2.3", "2.3.2", "2.4.1", "2.5.0"),
     "KAFKA-14196": ("3.2.3", "3.3.0"),
+    "KAFKA-18641": ("4.0.0",),
+    "KAFKA-16147": ("3.8.0",),
 }
 
 
@@ -137,6 +154,7 @@ VERSIONS: dict[str, ProtocolRules] = {
         max_in_flight_above_5_disables_implicit_idempotence=True,
         transaction_version=1,
         add_partitions_server_retry=False,
+        consumer_auto_commit_app_thread=False,
     ),
     "4.0": ProtocolRules(),
     "4.1": ProtocolRules(eligible_leader_replicas=True),

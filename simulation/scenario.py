@@ -192,6 +192,47 @@ class Cluster(_Model):
                 "must be at most {other} ({high}); Kafka refuses to start a broker otherwise",
                 strict=False,
             )
+        # GroupCoordinatorConfig's requirements for the consumer groups (KIP-848).
+        refused = "must be {relation} {other} ({high}); Kafka refuses to start a broker otherwise"
+        for key, value, other, high, strict in (
+            (
+                "group.consumer.min.session.timeout.ms",
+                config.group_consumer_min_session_timeout_ms,
+                "group.consumer.session.timeout.ms",
+                config.group_consumer_session_timeout_ms,
+                False,
+            ),
+            (
+                "group.consumer.session.timeout.ms",
+                config.group_consumer_session_timeout_ms,
+                "group.consumer.max.session.timeout.ms",
+                config.group_consumer_max_session_timeout_ms,
+                False,
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                config.group_consumer_min_heartbeat_interval_ms,
+                "group.consumer.heartbeat.interval.ms",
+                config.group_consumer_heartbeat_interval_ms,
+                False,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                config.group_consumer_heartbeat_interval_ms,
+                "group.consumer.max.heartbeat.interval.ms",
+                config.group_consumer_max_heartbeat_interval_ms,
+                False,
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                config.group_consumer_heartbeat_interval_ms,
+                "group.consumer.session.timeout.ms",
+                config.group_consumer_session_timeout_ms,
+                True,
+            ),
+        ):
+            relation = "below" if strict else "at most"
+            self._below(key, value, other, high, refused.replace("{relation}", relation), strict)
         for i, topic in enumerate(self.topics):
             if topic.replication_factor > self.brokers:
                 raise _PathError(
@@ -362,6 +403,35 @@ class ProcessorInput(_Model):
     )
     group_instance_id: str | None = Field(default=None, alias="group.instance.id")
     leave_group_on_close: bool = Field(default=True, alias="internal.leave.group.on.close")
+    # group.protocol: classic (the default) or consumer (KIP-848: the coordinator assigns,
+    # the session and heartbeat interval are the broker's group.consumer.* settings).
+    group_protocol: Literal["classic", "consumer"] = Field(
+        default="classic", alias="group.protocol"
+    )
+
+    @model_validator(mode="after")
+    def _consumer_protocol_keys(self) -> ProcessorInput:
+        """ConsumerConfig refuses the classic protocol's own keys under group.protocol=
+        consumer (checkUnsupportedConfigsPostProcess); static membership under it is not
+        modelled."""
+        if self.group_protocol != "consumer":
+            return self
+        if not self.subscribe:
+            raise ValueError("group.protocol: consumer needs subscribe: true")
+        refused = {
+            "session_timeout": "session.timeout.ms",
+            "heartbeat_interval": "heartbeat.interval.ms",
+            "assignment_strategy": "partition.assignment.strategy",
+        }
+        for attr, key in refused.items():
+            if attr in self.model_fields_set:
+                raise ValueError(
+                    f"{key} is not supported with group.protocol: consumer (the broker's "
+                    "group.consumer.* settings and its assignor apply)"
+                )
+        if self.group_instance_id is not None:
+            raise ValueError("group.instance.id with group.protocol: consumer is not modelled")
+        return self
 
 
 # The consumer keys a scenario spells as Kafka does (dotted), for --set paths.
@@ -377,6 +447,7 @@ _GROUP_INPUT_KEYS = (
     "assignment_strategy",
     "group_instance_id",
     "leave_group_on_close",
+    "group_protocol",
 )
 
 
@@ -980,9 +1051,13 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
                     ("processors", i, "input", "subscribe"),
                     f"every processor of group {group!r} must subscribe, or none",
                 )
-            rebalance = _rebalance_config(
-                ("processors", i, "input"), group, proc.input, rules.consumer_pending_revocation
-            )
+            if any(q.input.group_protocol != proc.input.group_protocol for q in peers):
+                raise _PathError(
+                    ("processors", i, "input", "group.protocol"),
+                    f"every processor of group {group!r} must use one group.protocol "
+                    "(mixed groups are not modelled)",
+                )
+            rebalance = _rebalance_config(("processors", i, "input"), group, proc.input, rules)
         consumers[proc.name] = ConsumerSettings(
             isolation=proc.input.isolation,
             group=group,
@@ -1005,7 +1080,7 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
 
 
 def _rebalance_config(
-    path: tuple[str | int, ...], group: str, spec: ProcessorInput, pending_revocation: bool
+    path: tuple[str | int, ...], group: str, spec: ProcessorInput, rules: ProtocolRules
 ) -> GroupRebalanceConfig:
     try:
         return GroupRebalanceConfig(
@@ -1016,7 +1091,9 @@ def _rebalance_config(
             rebalance_timeout_ms=spec.max_poll_interval,
             leave_group_on_close=spec.leave_group_on_close,
             assignors=tuple(spec.assignment_strategy),
-            pending_revocation=pending_revocation,
+            pending_revocation=rules.consumer_pending_revocation,
+            group_protocol=spec.group_protocol,
+            auto_commit_app_thread=rules.consumer_auto_commit_app_thread,
         )
     except ValueError as exc:
         raise _PathError(path, str(exc)) from None

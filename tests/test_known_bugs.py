@@ -84,3 +84,28 @@ def test_kafka_14196_duplicate_consumption_and_its_fix(seed):
         True,
         True,
     ]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kafka_18641_background_auto_commit_loses_records_and_its_fix(seed):
+    """The consumer protocol's network thread auto-committing positions the application is
+    still processing (3.7-3.9) loses the records a crash interrupts; auto-commit on the
+    application's poll (4.0.0+) loses nothing."""
+    rule, buggy, fixed = KNOWN_BUGS["KAFKA-18641"]
+    assert (rule, buggy, fixed) == ("consumer_auto_commit_app_thread", False, True)
+    found = anomalies("kafka-18641", seed)
+    assert found.get("lost_processing", 0) > 0
+    assert "lost_processing" not in anomalies("kafka-18641", seed, f"kafka.rules.{rule}={fixed}")
+    assert [has_fix("KAFKA-18641", v) for v in ("3.9", "4.0", "4.1")] == [False, True, True]
+
+
+def test_kafka_16147_is_fixed_in_3_8():
+    """The partition-epoch bookkeeping fix (apache/kafka cf90382fb92, January 2024) shipped in
+    3.8.0; the coordinator-level cases are in test_consumer_group.py."""
+    assert KNOWN_BUGS["KAFKA-16147"] == ("consumer_partition_epochs", False, True)
+    assert [has_fix("KAFKA-16147", v) for v in ("3.7", "3.8", "3.9", "4.0")] == [
+        False,
+        True,
+        True,
+        True,
+    ]

@@ -47,7 +47,6 @@ from eosim.simulation.apps.store import ExternalStore
 from eosim.simulation.apps.transactional import wait
 from eosim.simulation.consumer.consumer_coordinator import (
     GroupRebalanceConfig,
-    MemberState,
 )
 from eosim.simulation.consumer.kafka_consumer import (
     CommitAttempt,
@@ -146,15 +145,21 @@ class _Instance:
 
     def on_partitions_assigned(self, partitions: list[TopicPartition], generation: int) -> None:
         self.idle = False
-        detail = {"generation": generation, "partitions": _listed(self.consumer.assignment)}
+        detail = {self._epoch_key(): generation, "partitions": _listed(self.consumer.assignment)}
         self._group_event("assigned", detail)
+
+    def _epoch_key(self) -> str:
+        """A classic group's lines carry its generation; a consumer group's (KIP-848) the
+        member's epoch, which is the member's own and not ordered across members."""
+        group = self.consumer.group_coordinator
+        return "epoch" if group is not None and group.protocol == "consumer" else "generation"
 
     def on_commit(self, attempt: CommitAttempt) -> None:
         """A subscribed consumer's commit (the application's or auto-commit's) ended: its
         story goes in the history, with the member and generation it named."""
         detail: dict[str, Any] = {
             "member": attempt.member_id,  # the member it named, not the member now
-            "generation": attempt.generation,
+            self._epoch_key(): attempt.generation,
             "invoked": attempt.invoked,
             "offsets": [
                 {"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(attempt.offsets)
@@ -436,7 +441,7 @@ class GroupMembers:
             group = instance.consumer.group_coordinator
             if not instance.idle or instance.resumed is not None or group is None:
                 return False
-            if group.state is not MemberState.STABLE or group.rejoin_needed:
+            if not group.is_stable():
                 return False
             generations.add(group.generation.generation_id)
             covered.extend(instance.consumer.assignment)

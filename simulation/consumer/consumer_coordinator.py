@@ -133,8 +133,17 @@ class GroupRebalanceConfig:
     assignors: tuple[str, ...] = DEFAULT_ASSIGNORS
     # The rule consumer_pending_revocation (KAFKA-14196's fix; False reproduces the bug).
     pending_revocation: bool = True
+    # group.protocol: "classic" (this module) or "consumer" (KIP-848,
+    # consumer_membership_manager); the session and the assignment are then the broker's.
+    group_protocol: str = "classic"
+    # The rule consumer_auto_commit_app_thread (KAFKA-18641's fix, consumer protocol only).
+    auto_commit_app_thread: bool = True
 
     def __post_init__(self) -> None:
+        if self.group_protocol not in ("classic", "consumer"):
+            raise ValueError("group.protocol must be classic or consumer")
+        if self.group_protocol == "consumer":
+            return  # session.timeout.ms and the assignors are not the client's
         # Heartbeat's constructor refuses a heartbeat interval not below the session timeout.
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat.interval.ms must be below session.timeout.ms")
@@ -214,6 +223,8 @@ class SubscribedConsumer(Protocol):
 
 
 class ConsumerCoordinator:
+    protocol = "classic"
+
     def __init__(
         self,
         consumer: SubscribedConsumer,
@@ -274,6 +285,17 @@ class ConsumerCoordinator:
 
     def request_rejoin(self) -> None:
         self.rejoin_needed = True
+
+    def is_stable(self) -> bool:
+        """A member of a stable generation, with no rejoin pending."""
+        return self.state is MemberState.STABLE and not self.rejoin_needed
+
+    def auto_commits_in_poll(self) -> bool:
+        """The classic consumer auto-commits from poll() while its generation is stable."""
+        return self.is_stable()
+
+    def on_poll_start(self) -> None:
+        """Nothing: the classic consumer's poll works through :meth:`poll` on every pass."""
 
     def _reset_state(self, reset_member_id: bool) -> None:
         """``resetStateAndGeneration``."""

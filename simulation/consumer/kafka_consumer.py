@@ -42,9 +42,9 @@ from eosim.simulation.consumer.consumer_coordinator import (
     Generation,
     GroupException,
     GroupRebalanceConfig,
-    MemberState,
     RebalanceListener,
 )
+from eosim.simulation.consumer.consumer_membership_manager import ConsumerMembershipManager
 from eosim.simulation.consumer.exceptions import ConsumerException
 from eosim.simulation.consumer.fetcher import read_committed, read_uncommitted
 from eosim.simulation.consumer.network_client import ConsumerNetworkClient
@@ -189,7 +189,7 @@ class KafkaConsumer:
         # subscribe(): the group membership, the partitions pending revocation (their
         # fetched data is not returned), and the committed offsets being fetched for newly
         # assigned partitions (with when a failed fetch may be retried).
-        self.group_coordinator: ConsumerCoordinator | None = None
+        self.group_coordinator: ConsumerCoordinator | ConsumerMembershipManager | None = None
         self._pending_revocation: set[TopicPartition] = set()
         self._committed_fetch: simpy.Event | None = None
         self._committed_asked: tuple[TopicPartition, ...] = ()  # () while finding the coordinator
@@ -222,11 +222,17 @@ class KafkaConsumer:
         config: GroupRebalanceConfig,
         listener: RebalanceListener | None = None,
     ) -> None:
-        """Join ``config.group_id`` (the classic protocol) on the next poll; the group's
-        leader assigns the partitions of ``topics``."""
+        """Join ``config.group_id`` on the next poll: under the classic protocol the group's
+        leader assigns the partitions of ``topics``; under the consumer protocol (KIP-848)
+        the coordinator does."""
         assert self.group == config.group_id
         self.assignment = []
-        self.group_coordinator = ConsumerCoordinator(self, config, tuple(topics), listener)
+        if config.group_protocol == "consumer":
+            self.group_coordinator = ConsumerMembershipManager(
+                self, config, tuple(topics), listener
+            )
+        else:
+            self.group_coordinator = ConsumerCoordinator(self, config, tuple(topics), listener)
 
     @property
     def subscribed(self) -> bool:
@@ -252,16 +258,21 @@ class KafkaConsumer:
         """``SubscriptionState.assignFromSubscribed``: partitions kept keep their positions."""
         kept = set(partitions)
         self.assignment = list(partitions)
+        # A committed-offsets fetch asked under the old assignment is not used for the new
+        # one (ConsumerCoordinator's PendingCommittedOffsetRequest.sameRequest: the same
+        # partitions in the same generation).
+        self._committed_fetch = None
+        self._committed_asked = ()
         self.positions = {tp: off for tp, off in self.positions.items() if tp in kept}
         for pending in (self._reset, self._listing, self._reset_retry_at, self._out_of_range):
             for tp in [tp for tp in pending if tp not in kept]:
                 del pending[tp]
         self._pending_revocation.clear()
 
-    def mark_pending_revocation(self) -> None:
+    def mark_pending_revocation(self, partitions: list[TopicPartition] | None = None) -> None:
         """KAFKA-14196: no fetch is sent for, and no fetched data returned from, partitions
-        about to be revoked."""
-        self._pending_revocation = set(self.assignment)
+        about to be revoked (every assigned one by default)."""
+        self._pending_revocation = set(self.assignment if partitions is None else partitions)
 
     def restart_auto_commit_timer(self) -> None:
         if self.auto_commit_interval_ms is not None:
@@ -290,13 +301,15 @@ class KafkaConsumer:
         group = self.group_coordinator
         if group is None:
             self._maybe_auto_commit()
+        else:
+            group.on_poll_start()
         deadline = self.env.now + self.poll_timeout_ms
         first = True
         while True:
             joining: list[simpy.Event] = []
             if group is not None:
                 joining = group.poll()
-                if not group.rejoin_needed and group.state is MemberState.STABLE:
+                if group.auto_commits_in_poll():
                     self._maybe_auto_commit()
             self._maybe_update_metadata()
             self._update_fetch_positions()
@@ -306,7 +319,7 @@ class KafkaConsumer:
                 break
             waiting = [event for _parts, event in self._in_flight.values()]
             waiting += joining
-            if self._committed_fetch is not None:
+            if self._committed_fetch is not None and not self._committed_fetch.triggered:
                 waiting.append(self._committed_fetch)
             waiting += _unique(self._listing.values())
             if self._metadata_request is not None:
@@ -405,6 +418,14 @@ class KafkaConsumer:
         """Send an OffsetFetch for ``partitions`` unless one is in flight or backing off;
         returns the partitions it answered without a committed offset (to be reset)."""
         done = self._committed_fetch
+        if (
+            done is not None
+            and self._committed_asked
+            and set(self._committed_asked) != set(partitions)
+        ):
+            # ConsumerCoordinator.fetchCommittedOffsets: a pending fetch is used only for the
+            # same partitions (sameRequest); the assignment changed since, so ask again.
+            done = self._committed_fetch = None
         if done is not None and done.triggered:
             self._committed_fetch = None
             if not self._committed_asked:
@@ -738,6 +759,49 @@ class KafkaConsumer:
         )
         self._observe(invoked, chosen, member_id, generation, False, error)
         return error
+
+    def commit_sync_before_rebalance(self, timeout_ms: float) -> Process:
+        """``CommitRequestManager.maybeAutoCommitSyncBeforeRebalance`` (consumer protocol): a
+        synchronous commit of every consumed position, retried with the latest positions and
+        member epoch on STALE_MEMBER_EPOCH and retriable errors until ``timeout_ms`` has
+        passed; returns the error it ended with, or None."""
+        assert self.group is not None and self.group_coordinator is not None
+        group_id, invoked = self.group, self.env.now
+        deadline, attempts = invoked + timeout_ms, 0
+        while True:
+            chosen = tuple(self.positions.items())
+            if not chosen:
+                return None
+            member = self._committer()
+            assert not isinstance(member, GroupException)
+            _sent, member_id, epoch, instance = member
+            response = None
+            if self.coordinator is None:
+                yield from self._lookup_coordinator()
+            if self.coordinator is not None and self.client.running:
+                request = OffsetCommitRequest(
+                    self.client.next_correlation_id(), group_id, chosen, member_id, epoch, instance
+                )
+                response = yield self.client.send(self.coordinator, request)
+                if response is None or response.error in COORDINATOR_GONE:
+                    self.coordinator = None
+            error = Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
+            self._observe(
+                invoked,
+                chosen,
+                member_id,
+                epoch,
+                False,
+                _error_name(None if error is Errors.NONE else error),
+            )
+            retry = error.retriable or error is Errors.STALE_MEMBER_EPOCH
+            if error is Errors.NONE or not retry or not self.client.running:
+                return None if error is Errors.NONE else error
+            if self.env.now >= deadline:
+                return error
+            yield self.env.timeout(self.retry_backoff.backoff(attempts, self.rng))
+            attempts += 1
+            invoked = self.env.now
 
     def close(self, leave: bool = True) -> None:
         """Close the consumer (a subscribed one leaves its group first, as Kafka's close

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from eosim.simulation.coordinator.consumer_group import ConsumerGroupRecord
 from eosim.simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC
 from eosim.simulation.coordinator.group_metadata_manager import (
     GroupMetadataManager,
@@ -148,6 +149,9 @@ class GroupCoordinator:
         for b in batches:
             if isinstance(b.payload, GroupMetadataRecord):
                 self.shard(partition).replay(b.payload)
+                continue
+            if isinstance(b.payload, ConsumerGroupRecord):
+                self.shard(partition).replay_consumer_group(b.payload)
                 continue
             if b.control is not None:
                 self.apply_marker(

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from eosim.simulation.coordinator.classic_group import (
     ClassicGroup,
@@ -43,6 +43,12 @@ from eosim.simulation.coordinator.classic_group import (
     Respond,
     SyncAnswer,
 )
+from eosim.simulation.coordinator.consumer_group import ConsumerGroup
+from eosim.simulation.coordinator.consumer_group_heartbeat import ConsumerGroupHeartbeats
+from eosim.simulation.coordinator.coordinator_result import (
+    CoordinatorResult,
+)
+from eosim.simulation.coordinator.coordinator_result import empty_result as _empty
 from eosim.simulation.coordinator.coordinator_timer import CoordinatorTimer
 from eosim.simulation.protocol import (
     UNKNOWN_MEMBER_ID,
@@ -67,6 +73,12 @@ class GroupConfig:
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3_000
     new_member_join_timeout_ms: int = 300_000
+    # The consumer groups (KIP-848): group.consumer.session.timeout.ms and
+    # group.consumer.heartbeat.interval.ms (the bounds are checked when the config is read).
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    # The rule consumer_partition_epochs (KAFKA-16147's fix; False is 3.7's bookkeeping).
+    strict_partition_epochs: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,40 +105,6 @@ class GroupMetadataRecord:
     protocol: str | None
     leader: str | None
     members: tuple[MemberMetadata, ...] = ()
-
-
-OnWritten = Callable[[Errors], None]
-
-
-@dataclass(slots=True)
-class CoordinatorResult:
-    """Kafka's ``CoordinatorResult``: ``records`` to write, the immediate ``response`` (None:
-    none, or it goes through a ``respond`` callable), and ``on_written`` (the append future),
-    called with NONE once the records are replicated or with the error the write failed with
-    (already mapped by :func:`append_group_metadata_error`)."""
-
-    records: list[GroupMetadataRecord] = field(default_factory=list)
-    response: object = None
-    on_written: OnWritten | None = None
-
-
-def _empty() -> CoordinatorResult:
-    return CoordinatorResult()
-
-
-def append_group_metadata_error(append_error: Errors) -> Errors:
-    """``GroupMetadataManager.appendGroupMetadataErrorToResponseError`` (``:5417-5436``)."""
-    if append_error in (
-        Errors.UNKNOWN_TOPIC_OR_PARTITION,
-        Errors.NOT_ENOUGH_REPLICAS,
-        Errors.REQUEST_TIMED_OUT,
-    ):
-        return Errors.COORDINATOR_NOT_AVAILABLE
-    if append_error is Errors.NOT_LEADER_OR_FOLLOWER:
-        return Errors.NOT_COORDINATOR
-    if append_error is Errors.RECORD_LIST_TOO_LARGE:
-        return Errors.UNKNOWN_SERVER_ERROR
-    return append_error
 
 
 def heartbeat_key(group_id: str, member_id: str) -> str:
@@ -159,19 +137,23 @@ def uuid_member_ids(draw_bits: Callable[[], int]) -> MemberIdGenerator:
     return generate
 
 
-class GroupMetadataManager:
-    """The classic groups of one ``__consumer_offsets`` partition."""
+class GroupMetadataManager(ConsumerGroupHeartbeats):
+    """The groups of one ``__consumer_offsets`` partition: classic groups here, consumer
+    groups (KIP-848) in :class:`ConsumerGroupHeartbeats`."""
 
     def __init__(
         self,
         timer: CoordinatorTimer,
         config: GroupConfig | None = None,
         member_ids: MemberIdGenerator | None = None,
+        partition_count: Callable[[str], int] | None = None,
     ) -> None:
         self.timer = timer
         self.config = config if config is not None else GroupConfig()
         self._member_ids = member_ids if member_ids is not None else _counting_member_ids()
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.partition_count = partition_count if partition_count is not None else _no_topics
         # Observers of membership changes (reason, group, member): for histories and tests.
         self.on_member_removed: Callable[[str, ClassicGroup, ClassicGroupMember], None] | None = (
             None
@@ -198,6 +180,10 @@ class GroupMetadataManager:
         if needed; a join naming an unknown group is UNKNOWN_MEMBER_ID; a newly created group
         is written (empty) if the join wrote nothing else."""
         unknown = request.member_id == UNKNOWN_MEMBER_ID
+        if request.group in self.consumer_groups:
+            # A classic member joining a consumer group (a mixed group): not modelled.
+            respond(JoinAnswer(Errors.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
+            return _empty()
         is_new_group = request.group not in self.groups
         if is_new_group and not unknown:
             respond(JoinAnswer(Errors.UNKNOWN_MEMBER_ID, request.member_id))
@@ -819,6 +805,13 @@ class GroupMetadataManager:
         9, the one a 4.x client sends; ILLEGAL_GENERATION before) and a TxnOffsetCommit
         ILLEGAL_GENERATION. Then the group's own check
         (:meth:`ClassicGroup.validate_offset_commit`)."""
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if not checks_generation:
+                return Errors.NONE
+            return self.validate_consumer_group_commit(
+                consumer_group, member_id, instance_id, generation, transactional
+            )
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0 and checks_generation:
@@ -876,6 +869,7 @@ class GroupMetadataManager:
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
+        self.consumer_groups_loaded()
 
     def on_unloaded(self) -> None:
         """``onUnloaded`` (``:3862-3905``): every group is Dead; parked joins (from
@@ -887,6 +881,10 @@ class GroupMetadataManager:
                 group.complete_all_joins(Errors.NOT_COORDINATOR)
             elif group.previous_state in (S.COMPLETING_REBALANCE, S.STABLE):
                 group.complete_all_syncs(Errors.NOT_COORDINATOR)
+
+
+def _no_topics(_topic: str) -> int:
+    return 0
 
 
 def _names(request: JoinGroupRequest) -> tuple[str, ...]:

@@ -62,12 +62,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from eosim.simulation.coordinator.classic_group import JoinAnswer, SyncAnswer
+from eosim.simulation.coordinator.consumer_group_heartbeat import HeartbeatAnswer
+from eosim.simulation.coordinator.coordinator_result import (
+    CoordinatorResult,
+    append_group_metadata_error,
+)
 from eosim.simulation.coordinator.coordinator_timer import SimpyCoordinatorTimer
 from eosim.simulation.coordinator.directory import (
     TRANSACTION_STATE_TOPIC,
@@ -81,10 +86,8 @@ from eosim.simulation.coordinator.group_coordinator import (
     offsets_partition,
 )
 from eosim.simulation.coordinator.group_metadata_manager import (
-    CoordinatorResult,
     GroupConfig,
     GroupMetadataManager,
-    append_group_metadata_error,
     uuid_member_ids,
 )
 from eosim.simulation.coordinator.marker_channel import TransactionMarkerChannelManager
@@ -100,6 +103,8 @@ from eosim.simulation.protocol import (
     NO_SEQUENCE,
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     EndTxnRequest,
     EndTxnResponse,
     ErrorResponse,
@@ -509,6 +514,7 @@ class CoordinatorRuntime:
             SyncGroupRequest: self._sync_group,
             HeartbeatRequest: self._heartbeat,
             LeaveGroupRequest: self._leave_group,
+            ConsumerGroupHeartbeatRequest: self._consumer_group_heartbeat,
         }
 
     # -- classic groups ------------------------------------------------------------------
@@ -520,8 +526,18 @@ class CoordinatorRuntime:
         )
         self._timers[partition] = timer
         return GroupMetadataManager(
-            timer, self.settings.groups, uuid_member_ids(self._member_id_bits)
+            timer,
+            replace(
+                self.settings.groups, strict_partition_epochs=self.rules.consumer_partition_epochs
+            ),
+            uuid_member_ids(self._member_id_bits),
+            self._partition_count,
         )
+
+    def _partition_count(self, topic: str) -> int:
+        """A topic's partition count as this broker's metadata cache has it (the metadata
+        image the server-side assignor reads)."""
+        return sum(1 for t, _p in self.rm.metadata if t == topic)
 
     def _member_id_bits(self) -> int:
         """128 bits from the seeded stream ``group-coordinator:<node>`` (UUID.randomUUID's
@@ -688,6 +704,29 @@ class CoordinatorRuntime:
             lambda answer: self._apply_group_result(
                 partition,
                 self.groups.shard(partition).classic_group_leave(request),
+                answer,
+                respond,
+            )
+        )
+
+    def _consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> object | None:
+        """``GroupCoordinatorService.consumerGroupHeartbeat`` -> ``consumerGroupHeartbeat``;
+        answered once the records it wrote (if any) are replicated."""
+        cid = request.correlation_id
+        error, partition = self._group_shard(request.group)
+        if error is not Errors.NONE:
+            return ConsumerGroupHeartbeatResponse(cid, error)
+
+        def respond(error: Errors, answer: object) -> object:
+            assert isinstance(answer, HeartbeatAnswer)
+            if error is not Errors.NONE:
+                return ConsumerGroupHeartbeatResponse(cid, error)
+            return ConsumerGroupHeartbeatResponse(cid, *answer)
+
+        return self._answer(
+            lambda answer: self._apply_group_result(
+                partition,
+                self.groups.shard(partition).consumer_group_heartbeat(request),
                 answer,
                 respond,
             )
