@@ -63,12 +63,12 @@ from eosim.simulation.consumer.assignors import (
     Subscription,
     rebalance_protocol,
 )
+from eosim.simulation.consumer.coordinator_lookup import CoordinatorLookup
 from eosim.simulation.consumer.exceptions import ConsumerException
 from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.protocol import (
     UNKNOWN_MEMBER_ID,
     Errors,
-    FindCoordinatorRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -255,10 +255,9 @@ class ConsumerCoordinator:
         # onJoinPrepare's auto-commit, and when onJoinPrepare began (its timer).
         self._prepare_commit: simpy.Process | None = None
         self._prepare_started: float | None = None
-        self._lookup: simpy.Event | None = None
-        self._lookups = 0
-        self._lookup_failures = 0
-        self._lookup_retry_at = 0.0
+        self._lookup = CoordinatorLookup(
+            consumer, config.group_id, self.backoff, self._coordinator_found
+        )
         # When a JoinGroup that failed with a retriable error may be sent again.
         self._join_retry_at = 0.0
         # Heartbeat: timers as absolute times; the thread's wake-up event.
@@ -328,37 +327,13 @@ class ConsumerCoordinator:
         self.consumer.coordinator = None
 
     def lookup_coordinator(self) -> simpy.Event:
-        """One FindCoordinator in flight at a time, to the brokers in turn; the event fires
-        when it is answered (or fails)."""
-        if self._lookup is not None and not self._lookup.triggered:
-            return self._lookup
-        if self.env.now < self._lookup_retry_at:
-            return self.env.timeout(self._lookup_retry_at - self.env.now)
-        brokers = self.consumer.metadata.brokers
-        broker = brokers[self._lookups % len(brokers)]
-        self._lookups += 1
-        request = FindCoordinatorRequest(
-            self.client.next_correlation_id(), self.config.group_id, "group"
-        )
-        event = self.client.send(broker, request)
-        self._lookup = event
+        """One FindCoordinator in flight at a time (:class:`CoordinatorLookup`)."""
+        return self._lookup.lookup()
 
-        def answered(ev: simpy.Event) -> None:
-            response = ev.value
-            if response is not None and response.error is Errors.NONE:
-                self.consumer.coordinator = response.node
-                self._lookup_failures = 0
-                # The coordinator's discovery restarts the session timer.
-                self.session_deadline = self.env.now + self.config.session_timeout_ms
-                self._notify()
-            else:  # ensureCoordinatorReady backs off before the next lookup
-                self._lookup_retry_at = self.env.now + self.backoff.backoff(
-                    self._lookup_failures, self.consumer.rng
-                )
-                self._lookup_failures += 1
-
-        event.callbacks.append(answered)
-        return event
+    def _coordinator_found(self) -> None:
+        # The coordinator's discovery restarts the session timer.
+        self.session_deadline = self.env.now + self.config.session_timeout_ms
+        self._notify()
 
     # -- poll (the application thread) --------------------------------------------------
     def poll(self) -> list[simpy.Event]:

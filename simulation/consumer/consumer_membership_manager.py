@@ -68,12 +68,12 @@ from eosim.simulation.consumer.consumer_coordinator import (
     GroupRequestException,
     RebalanceListener,
 )
+from eosim.simulation.consumer.coordinator_lookup import CoordinatorLookup
 from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.protocol import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     Errors,
-    FindCoordinatorRequest,
     TopicPartition,
 )
 
@@ -164,10 +164,7 @@ class ConsumerMembershipManager:
         self._in_flight = False
         self._send_full = True
         self.last_poll = self.env.now
-        self._lookup: simpy.Event | None = None
-        self._lookups = 0
-        self._lookup_failures = 0
-        self._lookup_retry_at = 0.0
+        self._lookup = CoordinatorLookup(consumer, config.group_id, self.backoff, self._notify)
         self._next_auto_commit = self.env.now + (consumer.auto_commit_interval_ms or 0.0)
         self._wake = self.env.event()
         self.resumed: simpy.Event | None = None
@@ -499,34 +496,8 @@ class ConsumerMembershipManager:
 
     # -- the coordinator ------------------------------------------------------------------------
     def lookup_coordinator(self) -> simpy.Event:
-        """One FindCoordinator in flight at a time, to the brokers in turn."""
-        if self._lookup is not None and not self._lookup.triggered:
-            return self._lookup
-        if self.env.now < self._lookup_retry_at:
-            return self.env.timeout(self._lookup_retry_at - self.env.now)
-        brokers = self.consumer.metadata.brokers
-        broker = brokers[self._lookups % len(brokers)]
-        self._lookups += 1
-        request = FindCoordinatorRequest(
-            self.client.next_correlation_id(), self.config.group_id, "group"
-        )
-        event = self.client.send(broker, request)
-        self._lookup = event
-
-        def answered(ev: simpy.Event) -> None:
-            response = ev.value
-            if response is not None and response.error is Errors.NONE:
-                self.consumer.coordinator = response.node
-                self._lookup_failures = 0
-                self._notify()
-            else:
-                self._lookup_retry_at = self.env.now + self.backoff.backoff(
-                    self._lookup_failures, self.consumer.rng
-                )
-                self._lookup_failures += 1
-
-        event.callbacks.append(answered)
-        return event
+        """One FindCoordinator in flight at a time (:class:`CoordinatorLookup`)."""
+        return self._lookup.lookup()
 
     # -- commits -----------------------------------------------------------------------------
     def commit_generation(self) -> Generation | GroupException:
