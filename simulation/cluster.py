@@ -60,8 +60,8 @@ from eosim.simulation.coordinator.directory import (
     internal_partition,
     is_internal,
 )
+from eosim.simulation.coordinator.group_config import GroupConfig
 from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
-from eosim.simulation.coordinator.group_metadata_manager import GroupConfig
 from eosim.simulation.coordinator.runtime import (
     AddPartition,
     CoordinatorRuntime,

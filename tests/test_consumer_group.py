@@ -26,7 +26,8 @@ from eosim.simulation.coordinator.consumer_group_heartbeat import (
     session_timeout_key,
 )
 from eosim.simulation.coordinator.coordinator_timer import ManualTimer
-from eosim.simulation.coordinator.group_metadata_manager import GroupConfig, GroupMetadataManager
+from eosim.simulation.coordinator.group_config import GroupConfig
+from eosim.simulation.coordinator.group_metadata_manager import GroupMetadataManager
 from eosim.simulation.protocol import ConsumerGroupHeartbeatRequest, Errors
 
 G = "app"

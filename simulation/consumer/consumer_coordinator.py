@@ -52,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 import simpy
 
@@ -63,9 +63,12 @@ from eosim.simulation.consumer.assignors import (
     Subscription,
     rebalance_protocol,
 )
-from eosim.simulation.consumer.coordinator_lookup import CoordinatorLookup
 from eosim.simulation.consumer.exceptions import ConsumerException
-from eosim.simulation.exponential_backoff import ExponentialBackoff
+from eosim.simulation.consumer.group_membership import (
+    GroupMembership,
+    RebalanceListener,
+    SubscribedConsumer,
+)
 from eosim.simulation.protocol import (
     UNKNOWN_MEMBER_ID,
     Errors,
@@ -188,42 +191,9 @@ class GroupRequestException(GroupException):
         return f"{self.error.exception_name}: {self}"
 
 
-class RebalanceListener(Protocol):
-    """``ConsumerRebalanceListener``: called from within ``poll()`` (and close)."""
-
-    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
-
-    def on_partitions_assigned(self, partitions: list[TopicPartition], generation: int) -> None: ...
-
-    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None: ...
-
-
-class SubscribedConsumer(Protocol):
-    """What the coordinator uses of its consumer (Kafka's SubscriptionState and network
-    client): :class:`eosim.simulation.consumer.kafka_consumer.KafkaConsumer` provides it."""
-
-    env: simpy.Environment
-    client: Any
-    node: str
-    coordinator: str | None
-    metadata: Any
-    rng: Any
-    assignment: list[TopicPartition]
-
-    @property
-    def auto_commit(self) -> bool: ...
-
-    def mark_pending_revocation(self) -> None: ...
-
-    def commit_async(self) -> simpy.Process: ...
-
-    def assign_from_subscribed(self, partitions: list[TopicPartition]) -> None: ...
-
-    def restart_auto_commit_timer(self) -> None: ...
-
-
-class ConsumerCoordinator:
+class ConsumerCoordinator(GroupMembership):
     protocol = "classic"
+    config: GroupRebalanceConfig
 
     def __init__(
         self,
@@ -232,12 +202,7 @@ class ConsumerCoordinator:
         topics: tuple[str, ...],
         listener: RebalanceListener | None = None,
     ) -> None:
-        self.consumer = consumer
-        self.env = consumer.env
-        self.client = consumer.client
-        self.config = config
-        self.topics = tuple(sorted(topics))
-        self.listener = listener
+        super().__init__(consumer, config, topics, listener)
         self.state = MemberState.UNJOINED
         self.generation = NO_GENERATION
         # ConsumerCoordinator.groupMetadata: the generation of the last completed join, set
@@ -247,17 +212,12 @@ class ConsumerCoordinator:
         self.rejoin_needed = True
         self.needs_join_prepare = True
         self.failure: GroupException | None = None
-        self.closed = False
-        self.backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         # The JoinGroup/SyncGroup exchange under way: its process and its result
         # (assignment, or the error it failed with).
         self._join: simpy.Process | None = None
         # onJoinPrepare's auto-commit, and when onJoinPrepare began (its timer).
         self._prepare_commit: simpy.Process | None = None
         self._prepare_started: float | None = None
-        self._lookup = CoordinatorLookup(
-            consumer, config.group_id, self.backoff, self._coordinator_found
-        )
         # When a JoinGroup that failed with a retriable error may be sent again.
         self._join_retry_at = 0.0
         # Heartbeat: timers as absolute times; the thread's wake-up event.
@@ -267,8 +227,6 @@ class ConsumerCoordinator:
         self.heartbeat_due = now
         self.heartbeat_attempts = 0
         self.heartbeat_enabled = False
-        self._wake = self.env.event()
-        self.resumed: simpy.Event | None = None
         self.process = self.env.process(self._heartbeat_thread())
 
     # -- state ---------------------------------------------------------------------------
@@ -313,11 +271,6 @@ class ConsumerCoordinator:
             f"group.instance.id {self.config.group_instance_id} was fenced"
         )
 
-    def _notify(self) -> None:
-        """Wake the heartbeat thread (``AbstractCoordinator.this.notify()``)."""
-        if not self._wake.triggered:
-            self._wake.succeed()
-
     # -- the coordinator -----------------------------------------------------------------
     @property
     def coordinator(self) -> str | None:
@@ -325,10 +278,6 @@ class ConsumerCoordinator:
 
     def mark_coordinator_unknown(self) -> None:
         self.consumer.coordinator = None
-
-    def lookup_coordinator(self) -> simpy.Event:
-        """One FindCoordinator in flight at a time (:class:`CoordinatorLookup`)."""
-        return self._lookup.lookup()
 
     def _coordinator_found(self) -> None:
         # The coordinator's discovery restarts the session timer.
@@ -587,18 +536,6 @@ class ConsumerCoordinator:
             else:
                 self._send_heartbeat()
 
-    def _sleep(self, until: float | None) -> Process:
-        """Wait for a notify, or until ``until``."""
-        if self._wake.triggered:
-            self._wake = self.env.event()
-            return
-        events: list[simpy.Event] = [self._wake]
-        if until is not None:
-            events.append(self.env.timeout(max(until - self.env.now, 0.0)))
-        yield simpy.AnyOf(self.env, events)
-        if self._wake.triggered:
-            self._wake = self.env.event()
-
     def _send_heartbeat(self) -> None:
         assert self.coordinator is not None
         now = self.env.now
@@ -697,15 +634,6 @@ class ConsumerCoordinator:
         return None
 
     # -- pause, close ----------------------------------------------------------------------
-    def pause(self) -> None:
-        if self.resumed is None:
-            self.resumed = self.env.event()
-
-    def resume(self) -> None:
-        if self.resumed is not None:
-            resumed, self.resumed = self.resumed, None
-            resumed.succeed()
-
     def close(self, leave: bool = True) -> None:
         """``onLeavePrepare`` and ``maybeLeaveGroup`` (the owner has auto-committed); the
         heartbeat thread stops. ``leave=False`` is a crash: nothing is sent."""

@@ -55,7 +55,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Generator
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import simpy
 
@@ -66,19 +66,18 @@ from eosim.simulation.consumer.consumer_coordinator import (
     GroupException,
     GroupRebalanceConfig,
     GroupRequestException,
-    RebalanceListener,
 )
-from eosim.simulation.consumer.coordinator_lookup import CoordinatorLookup
-from eosim.simulation.exponential_backoff import ExponentialBackoff
+from eosim.simulation.consumer.group_membership import (
+    GroupMembership,
+    RebalanceListener,
+    SubscribedConsumer,
+)
 from eosim.simulation.protocol import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     Errors,
     TopicPartition,
 )
-
-if TYPE_CHECKING:
-    from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
 
 Process = Generator[simpy.Event, Any, Any]
 
@@ -115,22 +114,19 @@ _TAKES_ASSIGNMENT = (
 )
 
 
-class ConsumerMembershipManager:
+class ConsumerMembershipManager(GroupMembership):
     protocol = "consumer"
+    config: GroupRebalanceConfig
+    consumer: SubscribedConsumer
 
     def __init__(
         self,
-        consumer: KafkaConsumer,
+        consumer: SubscribedConsumer,
         config: GroupRebalanceConfig,
         topics: tuple[str, ...],
         listener: RebalanceListener | None = None,
     ) -> None:
-        self.consumer = consumer
-        self.env = consumer.env
-        self.client = consumer.client
-        self.config = config
-        self.topics = tuple(sorted(topics))
-        self.listener = listener
+        super().__init__(consumer, config, topics, listener)
         # KIP-1082 (Kafka 4.0): the client makes its member id (a random UUID), once.
         bits = _bits(consumer.rng)
         self.member_id = str(uuid.UUID(int=bits, version=4))
@@ -154,23 +150,18 @@ class ConsumerMembershipManager:
         self._app_wake = self.env.event()
         self.joined_generation = Generation(-1, "", None)
         self.failure: GroupException | None = None
-        self.closed = False
         # Heartbeats: when the next is due, how many failed in a row, the interval the
         # coordinator gave (0 before its first answer), whether the next is a full one.
-        self.backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self.heartbeat_due = self.env.now
         self.heartbeat_interval_ms = 0.0
         self.heartbeat_attempts = 0
         self._in_flight = False
         self._send_full = True
         self.last_poll = self.env.now
-        self._lookup = CoordinatorLookup(consumer, config.group_id, self.backoff, self._notify)
         self._next_auto_commit = self.env.now + (consumer.auto_commit_interval_ms or 0.0)
-        self._wake = self.env.event()
-        self.resumed: simpy.Event | None = None
         self.process = self.env.process(self._network_thread())
 
-    # -- what KafkaConsumer and the applications read ----------------------------------------
+    # -- what KafkaConsumer and the applications read ---------------------------------------
     @property
     def generation(self) -> Generation:
         return Generation(self.member_epoch, self.member_id, None)
@@ -392,21 +383,6 @@ class ConsumerMembershipManager:
         if self.state in (MemberState.STABLE, MemberState.RECONCILING, MemberState.ACKNOWLEDGING):
             self.consumer.commit_async()
 
-    def _sleep(self, until: float | None) -> Process:
-        if self._wake.triggered:
-            self._wake = self.env.event()
-            return
-        events: list[simpy.Event] = [self._wake]
-        if until is not None:
-            events.append(self.env.timeout(max(until - self.env.now, 0.0)))
-        yield simpy.AnyOf(self.env, events)
-        if self._wake.triggered:
-            self._wake = self.env.event()
-
-    def _notify(self) -> None:
-        if not self._wake.triggered:
-            self._wake.succeed()
-
     def _send_heartbeat(self, leaving: bool = False) -> None:
         coordinator = self.consumer.coordinator
         if coordinator is None:
@@ -494,11 +470,6 @@ class ConsumerMembershipManager:
         elif self.state in (MemberState.RECONCILING, MemberState.JOINING):
             self.state = MemberState.STABLE
 
-    # -- the coordinator ------------------------------------------------------------------------
-    def lookup_coordinator(self) -> simpy.Event:
-        """One FindCoordinator in flight at a time (:class:`CoordinatorLookup`)."""
-        return self._lookup.lookup()
-
     # -- commits -----------------------------------------------------------------------------
     def commit_generation(self) -> Generation | GroupException:
         """Who a commit names: the member id and its latest epoch (-1 outside the group)."""
@@ -512,16 +483,7 @@ class ConsumerMembershipManager:
             return CommitFailedException()
         return None
 
-    # -- pause, close --------------------------------------------------------------------------
-    def pause(self) -> None:
-        if self.resumed is None:
-            self.resumed = self.env.event()
-
-    def resume(self) -> None:
-        if self.resumed is not None:
-            resumed, self.resumed = self.resumed, None
-            resumed.succeed()
-
+    # -- close ---------------------------------------------------------------------------------
     def close(self, leave: bool = True) -> None:
         """``leaveGroupOnClose``: onPartitionsRevoked for what the member owns, then the leave
         heartbeat. ``leave=False`` is a crash: nothing is sent."""

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from eosim.simulation.coordinator.coordinator_timer import CoordinatorTimer
-    from eosim.simulation.coordinator.group_metadata_manager import GroupConfig
+    from eosim.simulation.coordinator.group_config import GroupConfig
 
 
 class HeartbeatAnswer(NamedTuple):

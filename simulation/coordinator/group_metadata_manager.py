@@ -50,6 +50,7 @@ from eosim.simulation.coordinator.coordinator_result import (
 )
 from eosim.simulation.coordinator.coordinator_result import empty_result as _empty
 from eosim.simulation.coordinator.coordinator_timer import CoordinatorTimer
+from eosim.simulation.coordinator.group_config import GroupConfig
 from eosim.simulation.protocol import (
     UNKNOWN_MEMBER_ID,
     Errors,
@@ -60,25 +61,6 @@ from eosim.simulation.protocol import (
 )
 
 S = ClassicGroupState
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """``GroupCoordinatorConfig``'s classic-group settings, Kafka's defaults
-    (``GroupCoordinatorConfig.java``: group.min/max.session.timeout.ms,
-    group.initial.rebalance.delay.ms; the new-member join timeout is
-    ``GroupMetadataManager.java:203``)."""
-
-    min_session_timeout_ms: int = 6_000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3_000
-    new_member_join_timeout_ms: int = 300_000
-    # The consumer groups (KIP-848): group.consumer.session.timeout.ms and
-    # group.consumer.heartbeat.interval.ms (the bounds are checked when the config is read).
-    consumer_session_timeout_ms: int = 45_000
-    consumer_heartbeat_interval_ms: int = 5_000
-    # The rule consumer_partition_epochs (KAFKA-16147's fix; False is 3.7's bookkeeping).
-    strict_partition_epochs: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ from eosim.simulation.coordinator.directory import (
     InternalPartition,
     internal_partition,
 )
+from eosim.simulation.coordinator.group_config import GroupConfig
 from eosim.simulation.coordinator.group_coordinator import (
     GroupCoordinator,
     OffsetCommitRecord,
@@ -86,7 +87,6 @@ from eosim.simulation.coordinator.group_coordinator import (
     offsets_partition,
 )
 from eosim.simulation.coordinator.group_metadata_manager import (
-    GroupConfig,
     GroupMetadataManager,
     uuid_member_ids,
 )

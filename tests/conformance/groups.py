@@ -15,13 +15,15 @@ from eosim.simulation.coordinator.classic_group import (
     JoinAnswer,
     SyncAnswer,
 )
-from eosim.simulation.coordinator.coordinator_timer import ManualTimer
-from eosim.simulation.coordinator.group_metadata_manager import (
+from eosim.simulation.coordinator.coordinator_result import (
     CoordinatorResult,
-    GroupConfig,
+    append_group_metadata_error,
+)
+from eosim.simulation.coordinator.coordinator_timer import ManualTimer
+from eosim.simulation.coordinator.group_config import GroupConfig
+from eosim.simulation.coordinator.group_metadata_manager import (
     GroupMetadataManager,
     GroupMetadataRecord,
-    append_group_metadata_error,
     heartbeat_key,
 )
 from eosim.simulation.protocol import (
