@@ -106,18 +106,20 @@ def _processor_workload(spec: Processor, settings: ConsumerSettings) -> dict[str
     real/driver/Processor.java)."""
     rebalance = settings.rebalance
     assert rebalance is not None
-    consumer = {
+    consumer: dict[str, Any] = {
         "isolation.level": settings.isolation,
         "auto.offset.reset": settings.auto_offset_reset,
-        "group.protocol": "classic",
-        "session.timeout.ms": _kafka_value(rebalance.session_timeout_ms),
-        "heartbeat.interval.ms": _kafka_value(rebalance.heartbeat_interval_ms),
+        "group.protocol": rebalance.group_protocol,
         "max.poll.interval.ms": _kafka_value(rebalance.rebalance_timeout_ms),
-        "partition.assignment.strategy": ",".join(
-            ASSIGNOR_CLASSES[name] for name in rebalance.assignors
-        ),
-        "internal.leave.group.on.close": _kafka_value(rebalance.leave_group_on_close),
     }
+    if rebalance.group_protocol == "classic":
+        # The consumer protocol refuses these (the broker's group.consumer.* apply).
+        consumer["session.timeout.ms"] = _kafka_value(rebalance.session_timeout_ms)
+        consumer["heartbeat.interval.ms"] = _kafka_value(rebalance.heartbeat_interval_ms)
+        consumer["partition.assignment.strategy"] = ",".join(
+            ASSIGNOR_CLASSES[name] for name in rebalance.assignors
+        )
+        consumer["internal.leave.group.on.close"] = _kafka_value(rebalance.leave_group_on_close)
     if rebalance.group_instance_id is not None:
         consumer["group.instance.id"] = rebalance.group_instance_id
     if settings.auto_commit_interval_ms is not None:
@@ -140,8 +142,8 @@ def _processor_workload(spec: Processor, settings: ConsumerSettings) -> dict[str
 
 def refused_kinds(scenario: Scenario) -> list[str]:
     """One line per application of ``scenario`` a real cluster cannot run: processors that
-    do not subscribe (the driver's ``process`` mode is a group member), sinks to an external
-    store, and ``takeover_after`` (a model-only supervisor)."""
+    do not subscribe (the driver's ``process`` mode is a group member) and sinks to an
+    external store."""
     out = []
     for i, proc in enumerate(scenario.processors):
         why = None
@@ -149,8 +151,6 @@ def refused_kinds(scenario: Scenario) -> list[str]:
             why = "only subscribed processors (input.subscribe: true) run on a real cluster"
         elif proc.output.store is not None:
             why = "a sink to an external store has no driver mode"
-        elif proc.takeover_after is not None:
-            why = "takeover_after is the model's supervisor, not a Kafka client's"
         if why is not None:
             out.append(f"processors[{i}] ({proc.name}) cannot run on a real cluster: {why}")
     return out

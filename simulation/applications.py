@@ -18,7 +18,7 @@ order is the order of the run's events, so histories depend on it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any, Protocol
 
@@ -95,16 +95,20 @@ class BuildContext:
     # Subscribed processors, by group (their members share one GroupMembers).
     groups: dict[str, GroupMembers] = field(default_factory=dict)
 
-    def producer_factory(self, name: str) -> Callable[[str], KafkaProducer]:
-        """Makes application ``name``'s KafkaProducer on a given network node."""
+    def producer_factory(self, name: str) -> Callable[..., KafkaProducer]:
+        """Makes application ``name``'s KafkaProducer on a given network node (with another
+        ``transactional.id`` if one is given: a processor's task producers, EOS v1)."""
 
-        def make(node: str) -> KafkaProducer:
+        def make(node: str, transactional_id: str | None = None) -> KafkaProducer:
+            config = self.clients.producers[name]
+            if transactional_id is not None:
+                config = replace(config, transactional_id=transactional_id)
             return KafkaProducer(
                 self.env,
                 node,
                 self.network,
                 self.metadata,
-                self.clients.producers[name],
+                config,
                 self.streams.stream(f"producer:{node}"),
                 self.rules,
                 self.probe,

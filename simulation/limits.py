@@ -68,8 +68,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "An application's empty poll waits poll_interval with no fetch in flight; Kafka's "
         "poll(timeout) keeps one held at each leader (fetch.max.wait.ms).",
         "The consumer reconnects at once after a disconnection, without Kafka's reconnect backoff.",
-        "No group membership or rebalancing: a group's members split partitions statically; "
-        "takeover_after stands for a rebalance.",
+        "Processors that do not subscribe split their group's partitions statically (no "
+        "rebalance); subscribed ones are group members.",
         "Every replica rolls segments at the same batches; DeleteRecords is applied at the "
         "leader directly, without an admin client.",
     ),

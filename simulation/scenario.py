@@ -483,7 +483,11 @@ class Processor(_Model):
     # When the processor's first instance starts: later than 0, a member that joins its group
     # while the others run (scaling out).
     start: Duration = Field(default=0.0, ge=0.0)
-    takeover_after: Duration | None = None
+    # How a transactional processor deploys exactly-once: one transactional.id per instance,
+    # fenced by the group's generation or member epoch (KIP-447, Kafka Streams' EOS v2), or
+    # one per input partition, "<group>-<topic>-<partition>" (the same in every member),
+    # fenced by the next owner's initTransactions (Streams' EOS v1; removed in Kafka 4.0).
+    transactional_id_per: Literal["instance", "partition"] = "instance"
     config: dict[str, Any] = Field(default_factory=dict)
 
     _known_keys = field_validator("config")(Producer._known_keys.__func__)  # type: ignore[attr-defined]
@@ -494,6 +498,8 @@ class Processor(_Model):
             raise ValueError("a sink to an external store cannot be transactional")
         if self.transactional and self.commit != "after_output":
             raise ValueError("a transactional processor commits offsets with its output")
+        if self.transactional_id_per == "partition" and not self.transactional:
+            raise ValueError("transactional_id_per: partition needs transactional: true")
         return self
 
 
@@ -777,6 +783,14 @@ class Scenario(_Model):
         for i, proc in enumerate(self.processors):
             known_topic(("processors", i, "input", "topic"), proc.input.topic)
             known_topic(("processors", i, "output", "topic"), proc.output.topic)
+            if proc.transactional_id_per == "partition" and not self.kafka.version.startswith("3."):
+                raise _PathError(
+                    ("processors", i, "transactional_id_per"),
+                    "a transactional.id per partition (Kafka Streams' EOS v1) needs a 3.x "
+                    f'preset (kafka.version: "3.9"); Kafka 4.0 removed it and the '
+                    f"sendOffsetsToTransaction(offsets, groupId) it commits with, not "
+                    f"{self.kafka.version}",
+                )
         for i, c in enumerate(self.consumers):
             known_topic(("consumers", i, "topic"), c.topic)
         for i, f in enumerate(self.faults):
@@ -904,6 +918,8 @@ class Scenario(_Model):
                 del proc["processing"]
             if proc["start"] == 0.0:
                 del proc["start"]
+            if proc["transactional_id_per"] == "instance":
+                del proc["transactional_id_per"]
             for key in _GROUP_INPUT_KEYS:
                 if proc["input"][key] == defaults[key]:
                     del proc["input"][key]
@@ -1058,6 +1074,18 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
                     "(mixed groups are not modelled)",
                 )
             rebalance = _rebalance_config(("processors", i, "input"), group, proc.input, rules)
+            broker = scenario.cluster.broker_config()
+            low, high = broker.group_min_session_timeout_ms, broker.group_max_session_timeout_ms
+            if rebalance.group_protocol == "classic" and not (
+                low <= rebalance.session_timeout_ms <= high
+            ):
+                raise _PathError(
+                    ("processors", i, "input", "session.timeout.ms"),
+                    f"{rebalance.session_timeout_ms:g} ms is outside the brokers' "
+                    f"group.min.session.timeout.ms ({low}) and group.max.session.timeout.ms "
+                    f"({high}): the group coordinator would refuse every JoinGroup "
+                    "(INVALID_SESSION_TIMEOUT)",
+                )
         consumers[proc.name] = ConsumerSettings(
             isolation=proc.input.isolation,
             group=group,

@@ -82,7 +82,6 @@ processors:
     input: {topic: in, group: g}
     output: {topic: out}
     config: {transaction.timeout.ms: 2000}
-    takeover_after: 1s
 consumers:
   - {name: reader, topic: out, isolation: read_committed}
 faults:

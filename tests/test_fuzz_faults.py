@@ -162,8 +162,6 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
                 "config": client | {"transaction.timeout.ms": 3000, "max.block.ms": 5000},
             }
         ]
-        if draw(st.booleans()):
-            doc["processors"][0]["takeover_after"] = "1s"
         apps.append("app")
     isolation = draw(st.sampled_from(["read_committed", "read_uncommitted"]))
     doc["consumers"] = [

@@ -78,9 +78,10 @@ def test_crash_at_is_refused_once_on_the_real_clusters_table():
 
 
 def test_processors_outside_a_group_are_refused():
-    s = checked.load(ROOT / "scenarios" / "transactional-pipeline.yaml")
+    s = checked.load(ROOT / "scenarios" / "pipeline-at-least-once.yaml")
+    name = s.processors[0].name
     assert (
-        "processors[0] (app) cannot run on a real cluster: only subscribed processors "
+        f"processors[0] ({name}) cannot run on a real cluster: only subscribed processors "
         "(input.subscribe: true) run on a real cluster"
     ) in refusals(s, {})
 

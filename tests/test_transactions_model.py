@@ -133,30 +133,69 @@ def test_process_ops_name_the_topic_their_outputs_go_to(output: str, topic: str)
 
 
 # -- zombies and timeouts ---------------------------------------------------------------------
-def test_a_paused_instance_is_fenced_when_a_new_one_takes_over() -> None:
+GROUP_PIPELINE = PIPELINE.replace(
+    "broker.heartbeat.interval.ms: 250}",
+    "broker.heartbeat.interval.ms: 250,\n           group.min.session.timeout.ms: 1000}",
+).replace(
+    """processors:
+  - name: app
+    input: {topic: in, group: app, auto.offset.reset: earliest}
+    output: {topic: out}
+    transactional: true
+""",
+    """processors:
+  - name: app-2
+    input: {topic: in, group: app, auto.offset.reset: earliest, subscribe: true,
+            session.timeout.ms: 1s, heartbeat.interval.ms: 250ms}
+    output: {topic: out}
+    transactional: true
+    config: {request.timeout.ms: 1000, delivery.timeout.ms: 3000, transaction.timeout.ms: 3000,
+             max.block.ms: 5000}
+  - name: app
+    input: {topic: in, group: app, auto.offset.reset: earliest, subscribe: true,
+            session.timeout.ms: 1s, heartbeat.interval.ms: 250ms}
+    output: {topic: out}
+    transactional: true
+""",
+)
+
+
+def test_a_paused_member_is_fenced_when_the_group_hands_its_partitions_over() -> None:
+    """``app`` freezes inside a transaction, past its session; the group gives its
+    partitions to ``app-2``. When it thaws, the zombie's transaction cannot commit: its
+    offsets name a generation the group no longer has (KIP-447), or the coordinator has
+    already aborted it on timeout."""
+    assert GROUP_PIPELINE != PIPELINE
     _r, records, verdict = run(
-        PIPELINE,
-        "processors.0.takeover_after=500",
-        "faults=[{kind: pause, nodes: [app], at: 300, duration: 5000}]",
+        GROUP_PIPELINE,
+        "faults=[{kind: pause_at, point: processor.after_send, nodes: [app], occurrence: 5,"
+        " duration: 5000}]",
     )
+    paused = next(r for r in records if r["kind"] == "fault" and r["phase"] == "start")["time"]
     assert found(verdict) == {}
-    fences = [r for r in records if r["kind"] == "fence"]
-    assert fences, "the new instance's InitProducerId must fence the old epoch"
+    invoked = {r["id"]: r["time"] for r in records if r["kind"] == "op" and r["type"] == "invoke"}
+    # The zombie's transaction, open when it froze, never commits (what it does after it
+    # rejoined the group is a new member's work).
     zombie = [
         r
         for r in records
-        if r["kind"] == "op" and r["process"] == "app/0" and r["type"] != "invoke"
+        if r["kind"] == "op"
+        and r["process"] == "app/0"
+        and r["type"] != "invoke"
+        and invoked[r["id"]] < paused + 5000 < r["time"]
     ]
-    late = [r for r in zombie if r["time"] > 5300]
-    assert all(r["type"] != "ok" for r in late), "the zombie committed after being fenced"
+    assert zombie and all(r["type"] != "ok" for r in zombie), "the zombie committed"
+    taken = [r for r in records if r["kind"] == "group" and r["process"] == "app-2/0"]
+    assert any(r["event"] == "assigned" and len(r["partitions"]) == 3 for r in taken)
 
 
-def test_a_zombie_without_transactions_duplicates() -> None:
+def test_a_zombie_member_without_transactions_duplicates() -> None:
     _r, _records, verdict = run(
-        PIPELINE,
+        GROUP_PIPELINE,
         "processors.0.transactional=false",
-        "processors.0.takeover_after=500",
-        "faults=[{kind: pause, nodes: [app], at: 300, duration: 2000}]",
+        "processors.1.transactional=false",
+        "faults=[{kind: pause_at, point: processor.after_send, nodes: [app], occurrence: 5,"
+        " duration: 5000}]",
     )
     assert found(verdict).get("duplicate_processing", 0) > 0
 

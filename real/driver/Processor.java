@@ -374,7 +374,7 @@ final class Processor {
             error = EosimDriver.describe(e);
         }
         ObjectNode line = groupLine("commit", meta.memberId());
-        line.put("generation", meta.generationId());
+        line.put(epochKey(), meta.generationId());
         line.put("invoked", invoked);
         ArrayNode listed = line.putArray("offsets");
         TreeMap<String, Object[]> sorted = new TreeMap<>();
@@ -393,6 +393,15 @@ final class Processor {
             line.put("error", error);
         }
         history.write(line);
+    }
+
+    /**
+     * A classic group's lines carry its generation; a consumer group's (KIP-848) the member's
+     * epoch, which groupMetadata().generationId() is under that protocol.
+     */
+    private String epochKey() {
+        JsonNode protocol = workload.get("consumer").get("group.protocol");
+        return protocol != null && protocol.asText().equals("consumer") ? "epoch" : "generation";
     }
 
     private ObjectNode groupLine(String event, String member) {
@@ -443,7 +452,7 @@ final class Processor {
         public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
             var meta = consumer.groupMetadata();
             ObjectNode line = groupLine("assigned", meta.memberId());
-            line.put("generation", meta.generationId());
+            line.put(epochKey(), meta.generationId());
             listPartitions(line, consumer.assignment());
             history.write(line);
         }

@@ -23,9 +23,8 @@ application whose poll loop lets the exception out would (restarting it would me
 exception until an operator set the group's offsets).
 
 A crash (``crash`` fault, or ``crash_at`` a ``processor.*`` point) kills the instance; the
-restart starts a new one. A ``pause`` freezes the instance; if it lasts ``takeover_after``,
-a new instance takes the partitions over (as a group rebalance would), and the paused one
-becomes a zombie that carries on when the pause ends.
+restart starts a new one. A ``pause`` freezes the instance; it carries on when the pause ends
+(a zombie, if its group gave its partitions to another member meanwhile).
 
 With ``input.subscribe`` the processors of a group are its members instead (the classic
 protocol, :mod:`eosim.simulation.consumer.consumer_coordinator`): the group's leader assigns
@@ -58,7 +57,7 @@ from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.producer.kafka_producer import KafkaProducer
-from eosim.simulation.protocol import TopicPartition
+from eosim.simulation.protocol import ConsumerGroupMetadata, TopicPartition
 from eosim.simulation.rng import RandomStream
 from eosim.simulation.scenario import Processor
 
@@ -76,11 +75,14 @@ class _Instance:
         node = f"{app.name}#{incarnation}"
         self.alive = True
         self.resumed: simpy.Event | None = None
+        self.node = node
+        # EOS v1 (transactional_id_per: partition): no instance producer, one per task.
         self.producer: KafkaProducer | None = (
-            app.make_producer(node) if app.needs_producer else None
+            app.make_producer(node) if app.needs_producer and not app.per_partition else None
         )
+        self.tasks: dict[TopicPartition, KafkaProducer] = {}
         self.consumer = app.make_consumer(f"{node}.consumer", self)
-        self.nodes = (node, self.consumer.node)  # what a pause freezes on the network
+        self.nodes = [node, self.consumer.node]  # what a pause freezes on the network
         self.open_ops: dict[int, dict[str, Any]] = {}
         # Subscribed: caught up with the input since its last poll with records; how many
         # times each input was processed.
@@ -93,8 +95,8 @@ class _Instance:
         if not self.alive:
             return
         self.alive = False
-        if self.producer is not None:
-            self.producer.crash()
+        for producer in self._producers():
+            producer.crash()
         self.consumer.close(leave=False)
         for n in self.nodes:
             self.app.network.resume_node(n)
@@ -105,8 +107,8 @@ class _Instance:
     def pause(self) -> None:
         if self.alive and self.resumed is None:
             self.resumed = self.env.event()
-            if self.producer is not None:
-                self.producer.sender.pause()
+            for producer in self._producers():
+                producer.sender.pause()
             self.consumer.pause()
             for n in self.nodes:
                 self.app.network.pause_node(n)
@@ -114,12 +116,54 @@ class _Instance:
     def resume(self) -> None:
         if self.resumed is not None:
             resumed, self.resumed = self.resumed, None
-            if self.producer is not None:
-                self.producer.sender.resume()
+            for producer in self._producers():
+                producer.sender.resume()
             for n in self.nodes:
                 self.app.network.resume_node(n)
             self.consumer.resume()
             resumed.succeed()
+
+    def _producers(self) -> list[KafkaProducer]:
+        own = [self.producer] if self.producer is not None else []
+        return own + [self.tasks[tp] for tp in sorted(self.tasks)]
+
+    def _close_tasks(self, keep: set[TopicPartition]) -> None:
+        """EOS v1: the producers of tasks this instance no longer has are closed (no
+        transaction is open between polls)."""
+        for tp in sorted(self.tasks):
+            if tp not in keep:
+                self.tasks.pop(tp).crash()
+
+    def _task_producer(self, tp: TopicPartition):  # type: ignore[no-untyped-def]
+        """EOS v1: the task's producer, transactional.id ``<group>-<topic>-<partition>``
+        (Kafka Streams' ``<application.id>-<taskId>``: every member of the group gives a task
+        the same one), made and initialised on first use; its initTransactions fences the
+        task's previous owner."""
+        producer = self.tasks.get(tp)
+        if producer is not None:
+            return producer
+        topic, partition = tp
+        node = f"{self.node}.{topic}-{partition}"
+        producer = self.app.make_producer(node, f"{self.app.group}-{topic}-{partition}")
+        self.tasks[tp] = producer
+        self.nodes.append(node)
+        if self.resumed is not None:
+            producer.sender.pause()
+        error = yield from wait(self.env, producer.init_transactions(), self.app.max_block_ms)
+        yield from self._step()
+        if error is not None:
+            self.kill(f"initTransactions failed: {error}")
+            self.app.replace(self)
+            raise _Dead
+        return producer
+
+    def _init_tasks(self, partitions: list[TopicPartition]):  # type: ignore[no-untyped-def]
+        try:
+            for tp in partitions:
+                if tp in self.consumer.assignment:
+                    yield from self._task_producer(tp)
+        except _Dead:
+            return
 
     def _step(self, point: str | None = None):  # type: ignore[no-untyped-def]
         """Between steps: a paused instance waits; a dead one stops."""
@@ -142,9 +186,17 @@ class _Instance:
 
     def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
         self._group_event("lost", {"partitions": _listed(partitions)})
+        self._close_tasks(set(self.consumer.assignment) - set(partitions))
 
     def on_partitions_assigned(self, partitions: list[TopicPartition], generation: int) -> None:
         self.idle = False
+        self._close_tasks(set(self.consumer.assignment))
+        new = [tp for tp in sorted(self.consumer.assignment) if tp not in self.tasks]
+        if self.app.per_partition and new:
+            # Kafka Streams creates a task's producer, and initTransactions it (fencing the
+            # task's previous owner), inside onPartitionsAssigned, before the poll reads the
+            # committed offsets: what keeps EOS v1 exactly-once without group fencing.
+            self.consumer.hold(self.env.process(self._init_tasks(new)))
         detail = {self._epoch_key(): generation, "partitions": _listed(self.consumer.assignment)}
         self._group_event("assigned", detail)
 
@@ -189,7 +241,7 @@ class _Instance:
     def _run(self):  # type: ignore[no-untyped-def]
         app = self.app
         try:
-            if app.spec.transactional:
+            if app.spec.transactional and not app.per_partition:
                 assert self.producer is not None
                 error = yield from wait(
                     self.env, self.producer.init_transactions(), app.max_block_ms
@@ -316,9 +368,32 @@ class _Instance:
                 self.consumer.seek(tp, offset)
 
     def _transaction(self, batch: list[ConsumerRecord]):  # type: ignore[no-untyped-def]
+        """One transaction for the batch (EOS v2), or, with a transactional.id per
+        partition (EOS v1), one per input partition of the batch with that task's producer."""
+        if not self.app.per_partition:
+            assert self.producer is not None
+            group = self.consumer.group_metadata()
+            yield from self._transaction_with(self.producer, batch, group)
+            return
+        by_partition: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for record in batch:
+            by_partition.setdefault(record[0], []).append(record)
+        for tp, records in by_partition.items():
+            if tp not in self.consumer.assignment:
+                continue  # given up meanwhile: its records are the next owner's
+            producer = yield from self._task_producer(tp)
+            # The pre-KIP-447 sendOffsetsToTransaction(offsets, groupId): no member, no
+            # generation, so the coordinator checks nothing of the group.
+            yield from self._transaction_with(producer, records, self.app.group)
+
+    def _transaction_with(  # type: ignore[no-untyped-def]
+        self,
+        producer: KafkaProducer,
+        batch: list[ConsumerRecord],
+        group: ConsumerGroupMetadata | str,
+    ):
         app = self.app
-        producer = self.producer
-        assert producer is not None and producer.transactions is not None
+        assert producer.transactions is not None
         ids = self._invoke(batch, producer.config.transactional_id)
         error = producer.begin_transaction()
         if error is None:
@@ -337,7 +412,6 @@ class _Instance:
             offsets = tuple(self._next_offsets(batch).items())
             # KIP-447: the consumer's group metadata, so that the group coordinator refuses
             # the offsets (and the transaction aborts) of a member it no longer has.
-            group = self.consumer.group_metadata()
             error = yield from wait(
                 self.env, producer.send_offsets_to_transaction(offsets, group), app.max_block_ms
             )
@@ -459,7 +533,7 @@ class ProcessorApp:
         env: simpy.Environment,
         spec: Processor,
         network: Network,
-        make_producer: Callable[[str], KafkaProducer],
+        make_producer: Callable[[str, str | None], KafkaProducer],
         make_consumer: Callable[[str], KafkaConsumer],
         partitions: list[TopicPartition],
         history: HistoryRecorder,
@@ -492,6 +566,8 @@ class ProcessorApp:
         self.out_topic = spec.output.topic or ""
         self.needs_producer = store is None
         self._make_producer = make_producer
+        # EOS v1: a transactional.id per input partition, ``<group>-<topic>-<n>``.
+        self.per_partition = spec.transactional_id_per == "partition"
         self._make_consumer = make_consumer
         self.counts = new_counts()
         self.incarnation = -1
@@ -510,8 +586,9 @@ class ProcessorApp:
         else:
             env.timeout(spec.start).callbacks.append(self._first_start)
 
-    def make_producer(self, node: str) -> KafkaProducer:
-        return self._make_producer(node)
+    def make_producer(self, node: str, transactional_id: str | None = None) -> KafkaProducer:
+        """The producer of an instance (or, with ``transactional_id``, of one of its tasks)."""
+        return self._make_producer(node, transactional_id)
 
     def make_consumer(self, node: str, listener: _Instance) -> KafkaConsumer:
         consumer = self._make_consumer(node)
@@ -579,13 +656,6 @@ class ProcessorApp:
         if instance is None:
             return
         instance.pause()
-        if self.spec.takeover_after is not None:
-            timer = self.env.timeout(self.spec.takeover_after)
-            timer.callbacks.append(lambda _ev: self._take_over(instance))
-
-    def _take_over(self, instance: _Instance) -> None:
-        if instance is self.current and instance.resumed is not None and not self.done.triggered:
-            self._start()  # the paused instance lives on as a zombie
 
     def resume(self) -> None:
         for instance in self.instances:

@@ -197,6 +197,9 @@ class KafkaConsumer:
         self._committed_failures = 0
         # Told of every commit's outcome (the application records them in its history).
         self.commit_observer: Callable[[CommitAttempt], None] | None = None
+        # A rebalance listener's callback that blocks (Kafka runs it inside poll()): until
+        # it is done, poll() neither sets positions nor fetches.
+        self._held: simpy.Event | None = None
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Assign ``partitions``, none of which has a position yet (Kafka's INITIALIZING)."""
@@ -274,6 +277,12 @@ class KafkaConsumer:
         about to be revoked (every assigned one by default)."""
         self._pending_revocation = set(self.assignment if partitions is None else partitions)
 
+    def hold(self, event: simpy.Event) -> None:
+        """A listener callback that takes time (``event`` fires when it is done): Kafka runs
+        callbacks inside ``poll()``, so nothing is fetched, nor any position set from the
+        committed offsets, until it returns."""
+        self._held = event
+
     def restart_auto_commit_timer(self) -> None:
         if self.auto_commit_interval_ms is not None:
             self._next_auto_commit = self.env.now + self.auto_commit_interval_ms
@@ -311,14 +320,19 @@ class KafkaConsumer:
                 joining = group.poll()
                 if group.auto_commits_in_poll():
                     self._maybe_auto_commit()
+            held = self._held is not None and not self._held.triggered
             self._maybe_update_metadata()
-            self._update_fetch_positions()
-            self._raise_out_of_range()
-            self._send_fetches()
+            if not held:
+                self._update_fetch_positions()
+                self._raise_out_of_range()
+                self._send_fetches()
             if self._answered:
                 break
             waiting = [event for _parts, event in self._in_flight.values()]
             waiting += joining
+            if held:
+                assert self._held is not None
+                waiting.append(self._held)
             if self._committed_fetch is not None and not self._committed_fetch.triggered:
                 waiting.append(self._committed_fetch)
             waiting += _unique(self._listing.values())
