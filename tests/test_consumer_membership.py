@@ -69,6 +69,10 @@ def test_a_member_past_its_poll_timeout_leaves_and_its_commit_fails():
     assert lost
     epochs = [line["epoch"] for line in lines if line["event"] == "assigned"]
     assert max(epochs) > 2
+    # Rejoining with nothing to take yet still calls onPartitionsAssigned (with no partitions),
+    # as Kafka 4.1.1 does (LocalAssignment.NONE is not an empty assignment); Kafka's
+    # histories of this scenario show the same lines.
+    assert any(not line["partitions"] for line in lines if line["event"] == "assigned")
 
 
 def test_a_heartbeat_carries_the_owned_partitions_only_when_they_changed(monkeypatch):
@@ -104,10 +108,10 @@ def test_the_exactly_once_storm_processes_nothing_twice(seed):
     assert _anomalies("kip848-eos-rebalance-storm.yaml", seed) == {}
 
 
-@pytest.mark.parametrize("seed", [5, 9])
+@pytest.mark.parametrize("seed", [4, 5])
 def test_the_exactly_once_storm_without_member_epoch_checks_processes_twice(seed):
-    """The storm does exercise the coordinator's member-epoch check at TxnOffsetCommit (9 of
-    seeds 1-20 process inputs twice with it off)."""
+    """The storm does exercise the coordinator's member-epoch check at TxnOffsetCommit (6 of
+    seeds 1-20 process inputs twice with it off: 4, 5, 6, 8, 10, 17)."""
     found = _anomalies(
         "kip848-eos-rebalance-storm.yaml", seed, "kafka.rules.offset_commit_checks_generation=false"
     )

@@ -135,6 +135,10 @@ class ConsumerMembershipManager(GroupMembership):
         self._join_on_poll = True  # subscribe(): JOINING on the first poll
         # The assignment reconciled locally (what the member owns) and the latest target.
         self.current: frozenset[TopicPartition] = frozenset()
+        # LocalAssignment.NONE: no assignment reconciled since joining (or since the last was
+        # released); even an empty target then needs a reconciliation, and so an
+        # onPartitionsAssigned call, as in Kafka.
+        self._none = True
         self.target: frozenset[TopicPartition] | None = None
         # The local assignment's version (each reconciled or cleared assignment is a new one)
         # and the version the last heartbeat carried: owned partitions are sent only when
@@ -147,7 +151,6 @@ class ConsumerMembershipManager(GroupMembership):
         self._poll_timer_expired = False
         # Callbacks queued for the application thread: (name, partitions, then).
         self._callbacks: list[tuple[str, list[TopicPartition], Callable[[], None]]] = []
-        self._app_wake = self.env.event()
         self.joined_generation = Generation(-1, "", None)
         self.failure: GroupException | None = None
         # Heartbeats: when the next is due, how many failed in a row, the interval the
@@ -170,6 +173,7 @@ class ConsumerMembershipManager(GroupMembership):
         return (
             self.state is MemberState.STABLE
             and self.target == self.current
+            and not self._none
             and not self._reconciling
             and not self._callbacks
         )
@@ -212,11 +216,25 @@ class ConsumerMembershipManager(GroupMembership):
         self.joined_generation = Generation(
             self.member_epoch if self.member_epoch > 0 else -1, self.member_id, None
         )
-        if self._app_wake.triggered:
-            self._app_wake = self.env.event()
+        # The application thread is not woken for a callback the network thread queues: it
+        # runs it when its wait for fetched data ends, at most the heartbeat manager's
+        # maximumTimeToWait later (the next heartbeat, or half the poll timer left).
+        wait = self.env.timeout(self._maximum_time_to_wait())
         if self.consumer.coordinator is None:
-            return [self._app_wake, self.lookup_coordinator()]
-        return [self._app_wake]
+            return [wait, self.lookup_coordinator()]
+        return [wait]
+
+    def _maximum_time_to_wait(self) -> float:
+        """``AbstractHeartbeatRequestManager.maximumTimeToWait`` (at least 1 ms here, so
+        that a poll always moves time on)."""
+        now = self.env.now
+        poll_left = (self.last_poll + self.config.rebalance_timeout_ms - now) / 2
+        heartbeat = self.heartbeat_interval_ms if self._in_flight else self.heartbeat_due - now
+        if self.state in _HEARTBEAT_NOW and not self._in_flight:
+            # Kafka answers 0 and the application loops once more, by which time the network
+            # thread has sent that heartbeat and reset its timer to the interval.
+            heartbeat = self.heartbeat_interval_ms
+        return max(1.0, min(poll_left, heartbeat))
 
     def _queue(self, name: str, partitions: list[TopicPartition], then: Callable[[], None]) -> None:
         """A callback for the application thread. ``onPartitionsRevoked`` and ``Lost`` are not
@@ -225,14 +243,12 @@ class ConsumerMembershipManager(GroupMembership):
             then()
             return
         self._callbacks.append((name, partitions, then))
-        if not self._app_wake.triggered:
-            self._app_wake.succeed()
 
     # -- reconciliation -----------------------------------------------------------------------
     def _maybe_reconcile(self, can_commit: bool) -> None:
         if self.state is not MemberState.RECONCILING or self.target is None:
             return
-        if self.target == self.current or self._reconciling:
+        if (self.target == self.current and not self._none) or self._reconciling:
             return
         if self.consumer.auto_commit and not can_commit:
             return
@@ -285,8 +301,9 @@ class ConsumerMembershipManager(GroupMembership):
         return False
 
     # -- transitions --------------------------------------------------------------------------
-    def _set_current(self, assignment: frozenset[TopicPartition]) -> None:
+    def _set_current(self, assignment: frozenset[TopicPartition], none: bool = False) -> None:
         self.current = assignment
+        self._none = none
         self._current_version += 1
 
     def _transition_to_joining(self) -> None:
@@ -306,7 +323,7 @@ class ConsumerMembershipManager(GroupMembership):
 
         def cleared() -> None:
             self.consumer.assign_from_subscribed([])
-            self._set_current(frozenset())
+            self._set_current(frozenset(), none=True)
             then()
 
         self._queue("lost", lost, cleared)
@@ -444,8 +461,6 @@ class ConsumerMembershipManager(GroupMembership):
         else:
             self.state = MemberState.FATAL
             self.failure = GroupRequestException(response.error)
-            if not self._app_wake.triggered:
-                self._app_wake.succeed()
         self._notify()
 
     def _failed_attempt(self) -> None:
@@ -464,7 +479,7 @@ class ConsumerMembershipManager(GroupMembership):
         if response.assignment is None or self.state not in _TAKES_ASSIGNMENT:
             return
         self.target = frozenset(response.assignment)
-        if self.target != self.current:
+        if self.target != self.current or self._none:
             self.state = MemberState.RECONCILING
             self._maybe_reconcile(can_commit=False)
         elif self.state in (MemberState.RECONCILING, MemberState.JOINING):
