@@ -24,6 +24,9 @@ from eosim.analysis.partition_story import PartitionStory, node_key, partition_s
 MARGIN_MS = 2.0
 # The anomalies whose timelines tell their partition's story (a lost record's).
 PARTITION_STORIES = ("lost_write",)
+# The anomalies whose timelines show the processing steps and their consumer group's story
+# (assignments, revocations, lost partitions, commits and their refusals).
+GROUP_STORIES = ("duplicate_processing", "lost_processing")
 
 
 @dataclass
@@ -204,7 +207,10 @@ def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
     if anomaly == "poll_skip":
         return [r["value"] for r in example.get("skipped", [])]
     if anomaly == "duplicate_processing":
-        return [r["value"] for r in example.get("outputs_at_several_positions", [])]
+        values = [r["value"] for r in example.get("outputs_at_several_positions", [])]
+        for step in example.get("steps", []):
+            values += [v for v in step.get("visible_outputs", []) if v not in values]
+        return values
     if anomaly == "offset_rewrite":
         later = example["later"].get("value")
         return [example["read"]["value"], *([] if later is None else [later])]
@@ -251,6 +257,9 @@ def build(
         and h["value"].get("value") in wanted
     ]
     times += [h["time"] for h in ops]
+    steps = example.get("steps", []) if anomaly in GROUP_STORIES else []
+    for step in steps:
+        times += [t for t in (step.get("invoke_time"), step.get("complete_time")) if t is not None]
     if not times:
         return Timeline(anomaly, values, [])
     low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
@@ -280,6 +289,8 @@ def build(
         if t["kind"] == "reset" and t["dst"] in clients and low <= t["time"] <= high:
             chosen[(t["msg"], t["event"])] = t
     times = [t["time"] for t in chosen.values()] + [h["time"] for h in ops]
+    for step in steps:
+        times += [t for t in (step.get("invoke_time"), step.get("complete_time")) if t is not None]
     low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
     rows: list[Row] = []
     sends = {t["msg"]: t for t in chosen.values() if t["event"] == "send"}
@@ -320,6 +331,8 @@ def build(
                 highlight=True,
             )
         )
+    if anomaly in GROUP_STORIES:
+        rows += _group_rows(example, steps, history, low, high)
     story = None
     if anomaly in PARTITION_STORIES and states:
         story = _story(example, ops, rows, states, low, high)
@@ -368,6 +381,59 @@ def build(
     lanes.sort(key=_lane_key)
     summary = story.summary() if story is not None else []
     return Timeline(anomaly, values, lanes, rows, summary)
+
+
+def _member_node(process: str) -> str:
+    """The consumer node of a processor instance ("app-a/0" -> "app-a#0.consumer")."""
+    return process.replace("/", "#") + ".consumer"
+
+
+def _group_rows(
+    example: dict[str, Any],
+    steps: list[dict[str, Any]],
+    history: list[dict[str, Any]],
+    low: float,
+    high: float,
+) -> list[Row]:
+    """The processing steps of the anomalous input (on their instance's consumer lane), and
+    every ``group`` line between the first step and the last: who owned what when, whose
+    commit was refused."""
+    rows = []
+    source = example.get("input", {}).get("value", "")
+    for step in steps:
+        node = _member_node(step["process"])
+        outcome = step.get("outcome", "")
+        end = step.get("complete_time")
+        label = f"process {source} -> {', '.join(step.get('outputs', []))}: {outcome}"
+        rows.append(Row(step["invoke_time"], "op", node, None, label, outcome, end, True))
+    for h in history:
+        if h.get("kind") != "group" or not low <= h["time"] <= high:
+            continue
+        rows.append(
+            Row(h["time"], "state", _member_node(h["process"]), None, _group_label(h), h["event"])
+        )
+    return rows
+
+
+def _group_label(line: dict[str, Any]) -> str:
+    """One ``group`` line as a timeline label."""
+    event = line["event"]
+    epoch = (
+        f" (member epoch {line['epoch']})"
+        if "epoch" in line
+        else f" (generation {line['generation']})"
+        if "generation" in line
+        else ""
+    )
+    parts = ",".join(f"{p['topic']}-{p['partition']}" for p in line.get("partitions", []))
+    if event == "commit":
+        offsets = ",".join(
+            f"{o['topic']}-{o['partition']}@{o['offset']}" for o in line.get("offsets", [])
+        )
+        error = line.get("error")
+        outcome = f" refused: {error.split(':')[0]}" if error else ""
+        return f"{line['group']}: commit {offsets}{epoch}{outcome}"
+    return f"{line['group']}: {event} [{parts}]{epoch}"
 
 
 NOT_EXPLAINED = (
