@@ -1074,18 +1074,6 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
                     "(mixed groups are not modelled)",
                 )
             rebalance = _rebalance_config(("processors", i, "input"), group, proc.input, rules)
-            broker = scenario.cluster.broker_config()
-            low, high = broker.group_min_session_timeout_ms, broker.group_max_session_timeout_ms
-            if rebalance.group_protocol == "classic" and not (
-                low <= rebalance.session_timeout_ms <= high
-            ):
-                raise _PathError(
-                    ("processors", i, "input", "session.timeout.ms"),
-                    f"{rebalance.session_timeout_ms:g} ms is outside the brokers' "
-                    f"group.min.session.timeout.ms ({low}) and group.max.session.timeout.ms "
-                    f"({high}): the group coordinator would refuse every JoinGroup "
-                    "(INVALID_SESSION_TIMEOUT)",
-                )
         consumers[proc.name] = ConsumerSettings(
             isolation=proc.input.isolation,
             group=group,
