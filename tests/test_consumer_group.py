@@ -375,3 +375,32 @@ def test_strict_bookkeeping_refuses_a_partition_owned_twice():
     g.update_member(ConsumerGroupMember("a", member_epoch=1, assigned=frozenset({tp(0)})))
     with pytest.raises(IllegalStateError):
         g.update_member(ConsumerGroupMember("b", member_epoch=1, assigned=frozenset({tp(0)})))
+
+
+def test_every_reconciliation_step_moves_the_previous_epoch_even_at_the_same_epoch():
+    """Kafka's ``ConsumerGroupMember.Builder.updateMemberEpoch`` always sets the previous
+    epoch to the current one, also when a step keeps the epoch (entering
+    UNREVOKED_PARTITIONS, or UNRELEASED_PARTITIONS becoming STABLE): the epoch before is then
+    no longer accepted as the previous one."""
+    member = ConsumerGroupMember(
+        "a", member_epoch=4, previous_member_epoch=3, assigned=frozenset({tp(0), tp(1)})
+    )
+    revoking = reconcile(member, 5, frozenset({tp(0)}), {tp(0): 4, tp(1): 4}, (tp(0), tp(1)))
+    assert revoking.state is MemberState.UNREVOKED_PARTITIONS
+    assert (revoking.member_epoch, revoking.previous_member_epoch) == (4, 4)
+    waiting = ConsumerGroupMember(
+        "b", member_epoch=5, previous_member_epoch=4, state=MemberState.UNRELEASED_PARTITIONS
+    )
+    stable = reconcile(waiting, 5, frozenset({tp(1)}), {}, ())
+    assert stable.state is MemberState.STABLE and stable.assigned == frozenset({tp(1)})
+    assert (stable.member_epoch, stable.previous_member_epoch) == (5, 5)
+
+
+def test_a_heartbeat_with_the_epoch_before_an_unchanged_step_is_fenced():
+    gmm, _ = manager()
+    beat(gmm, "a", 0)  # epoch 1, previous 0
+    beat(gmm, "b", 0)
+    everything = (tp(0), tp(1), tp(2), tp(3))
+    assert beat(gmm, "a", 1, everything).member_epoch == 1  # revoking at epoch 1
+    assert group(gmm).members["a"].previous_member_epoch == 1
+    assert beat(gmm, "a", 0, ()).error is Errors.FENCED_MEMBER_EPOCH

@@ -85,7 +85,8 @@ class ConsumerGroupMember:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
 
     def with_epoch(self, epoch: int) -> ConsumerGroupMember:
-        """``Builder.updateMemberEpoch``: the previous epoch is the one left."""
+        """``Builder.updateMemberEpoch``: the previous epoch is the one left, also when the
+        epoch does not change (every reconciliation step calls it)."""
         return replace(self, previous_member_epoch=self.member_epoch, member_epoch=epoch)
 
 
@@ -323,14 +324,18 @@ def _next_assignment(
     unreleased = wanted != free
     if revoking and _owns_any(owned, revoking):
         return replace(
-            member.with_epoch(epoch) if epoch != member.member_epoch else member,
+            member.with_epoch(epoch),
             state=MemberState.UNREVOKED_PARTITIONS,
             assigned=kept,
             pending_revocation=revoking,
         )
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    moved = member.with_epoch(target_epoch) if target_epoch != member.member_epoch else member
-    return replace(moved, state=state, assigned=kept | free, pending_revocation=NO_PARTITIONS)
+    return replace(
+        member.with_epoch(target_epoch),
+        state=state,
+        assigned=kept | free,
+        pending_revocation=NO_PARTITIONS,
+    )
 
 
 # -- the server-side assignor (UniformHomogeneousAssignmentBuilder) -------------------------
