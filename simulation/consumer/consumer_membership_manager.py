@@ -282,10 +282,7 @@ class ConsumerMembershipManager(GroupMembership):
             self.consumer.assign_from_subscribed(sorted(kept + added))
             self._queue("assigned", added, lambda: done.succeed(True))
 
-        def revoke() -> None:
-            self._queue("revoked", revoked, after_revoke)
-
-        revoke()
+        self._queue("revoked", revoked, after_revoke)
         applied = yield done
         if applied and not self._aborted():
             self._set_current(target)

@@ -627,19 +627,7 @@ class KafkaConsumer:
             self._observe(invoked, chosen, "", -1, True, member.describe())
             return member
         sent, member_id, generation, instance = member
-        response = None
-        if self.coordinator is not None and self.client.running:
-            request = OffsetCommitRequest(
-                self.client.next_correlation_id(),
-                self.group,
-                chosen,
-                member_id,
-                generation,
-                instance,
-            )
-            response = yield self.client.send(self.coordinator, request)
-            if response is None or response.error in COORDINATOR_GONE:
-                self.coordinator = None
+        response = yield from self._send_offset_commit(chosen, member_id, generation, instance)
         outcome: Errors | GroupException | None
         if response is None or response.error.retriable:
             self._next_auto_commit = self.env.now + self.retry_backoff_ms
@@ -648,6 +636,32 @@ class KafkaConsumer:
             outcome = self._commit_outcome(sent, response.error)
         self._observe(invoked, chosen, member_id, generation, True, _error_name(outcome))
         return outcome
+
+    def _send_offset_commit(
+        self,
+        offsets: tuple[tuple[TopicPartition, int], ...],
+        member_id: str,
+        generation: int,
+        instance: str | None,
+    ) -> Process:
+        """One OffsetCommit to the known coordinator (none, and None returned, when no
+        coordinator is known or the consumer is closed); a coordinator that does not answer
+        or is no longer the group's is forgotten. Returns the response."""
+        assert self.group is not None
+        if self.coordinator is None or not self.client.running:
+            return None
+        request = OffsetCommitRequest(
+            self.client.next_correlation_id(),
+            self.group,
+            offsets,
+            member_id,
+            generation,
+            instance,
+        )
+        response = yield self.client.send(self.coordinator, request)
+        if response is None or response.error in COORDINATOR_GONE:
+            self.coordinator = None
+        return response
 
     def _observe(
         self,
@@ -780,7 +794,7 @@ class KafkaConsumer:
         member epoch on STALE_MEMBER_EPOCH and retriable errors until ``timeout_ms`` has
         passed; returns the error it ended with, or None."""
         assert self.group is not None and self.group_coordinator is not None
-        group_id, invoked = self.group, self.env.now
+        invoked = self.env.now
         deadline, attempts = invoked + timeout_ms, 0
         while True:
             chosen = tuple(self.positions.items())
@@ -789,16 +803,9 @@ class KafkaConsumer:
             member = self._committer()
             assert not isinstance(member, GroupException)
             _sent, member_id, epoch, instance = member
-            response = None
             if self.coordinator is None:
                 yield from self._lookup_coordinator()
-            if self.coordinator is not None and self.client.running:
-                request = OffsetCommitRequest(
-                    self.client.next_correlation_id(), group_id, chosen, member_id, epoch, instance
-                )
-                response = yield self.client.send(self.coordinator, request)
-                if response is None or response.error in COORDINATOR_GONE:
-                    self.coordinator = None
+            response = yield from self._send_offset_commit(chosen, member_id, epoch, instance)
             error = Errors.COORDINATOR_NOT_AVAILABLE if response is None else response.error
             self._observe(
                 invoked,

@@ -134,6 +134,7 @@ class ConsumerGroupHeartbeats:
         group = self._consumer_group(request.group, joining)
         before = None if new_group else group.copy()
         member = group.members.get(request.member_id)
+        is_new = member is None
         if member is None:
             if not joining:
                 raise GroupError(Errors.UNKNOWN_MEMBER_ID)
@@ -154,10 +155,12 @@ class ConsumerGroupHeartbeats:
             ),
             client_id=request.client_id or member.client_id,
         )
-        changed = updated != member or request.member_id not in group.members
-        bump = group.group_epoch == 0 or updated.subscribed_topics != member.subscribed_topics
-        if request.member_id not in group.members:
-            bump = True
+        changed = is_new or updated != member
+        bump = (
+            is_new
+            or group.group_epoch == 0
+            or updated.subscribed_topics != member.subscribed_topics
+        )
         if changed:
             group.update_member(updated)
         if bump:
