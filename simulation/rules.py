@@ -91,6 +91,15 @@ class ProtocolRules:
     # the bug: poll keeps returning records of partitions about to be revoked, the application
     # processes them past the offsets being committed, and the next owner processes them again.
     consumer_pending_revocation: bool = True
+    # KAFKA-14024 (3.2.0; fixed in 3.2.1 and 3.3.0): the classic consumer's onJoinPrepare
+    # waits, across polls and at most the rebalance timeout, for the asynchronous auto-commit
+    # it sent, retrying a retriable failure, before revoking and joining (ConsumerCoordinator.
+    # onJoinPrepare with its joinPrepareTimer). False is 3.2.0 (KAFKA-13310): every poll sends
+    # another auto-commit and goes on only if that one is complete at once, which under the
+    # COOPERATIVE protocol it never is: the member never sends its JoinGroup, the coordinator
+    # drops it after the rebalance timeout, and it keeps processing partitions that the group
+    # has given to another member meanwhile.
+    consumer_join_prepare_waits_for_commit: bool = True
     # KAFKA-18641 (3.7 to 3.9, the consumer protocol's AsyncKafkaConsumer; fixed in 4.0.0 by
     # PR #18737): the periodic auto-commit runs on the application thread's poll, of the
     # positions of then (ApplicationEventProcessor's PollEvent, CommitRequestManager.
@@ -120,6 +129,7 @@ KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
     "KAFKA-14034": ("failed_batch_marks_sequence_unresolved", False, True),
     "KAFKA-9144": ("producer_expiry_tracks_marker_timestamps", False, True),
     "KAFKA-14196": ("consumer_pending_revocation", False, True),
+    "KAFKA-14024": ("consumer_join_prepare_waits_for_commit", False, True),
     "KAFKA-18641": ("consumer_auto_commit_app_thread", False, True),
     "KAFKA-16147": ("consumer_partition_epochs", False, True),
 }
@@ -129,6 +139,7 @@ KNOWN_BUGS: dict[str, tuple[str, object, object]] = {
 FIXED_IN: dict[str, tuple[str, ...]] = {
     "KAFKA-9144": ("2.2.3", "2.3.2", "2.4.1", "2.5.0"),
     "KAFKA-14196": ("3.2.3", "3.3.0"),
+    "KAFKA-14024": ("3.2.1", "3.3.0"),
     "KAFKA-18641": ("4.0.0",),
     "KAFKA-16147": ("3.8.0",),
 }

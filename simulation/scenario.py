@@ -1108,6 +1108,7 @@ def _rebalance_config(
             leave_group_on_close=spec.leave_group_on_close,
             assignors=tuple(spec.assignment_strategy),
             pending_revocation=rules.consumer_pending_revocation,
+            join_prepare_waits_for_commit=rules.consumer_join_prepare_waits_for_commit,
             group_protocol=spec.group_protocol,
             auto_commit_app_thread=rules.consumer_auto_commit_app_thread,
         )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import simpy
 
+from eosim.simulation.consumer.assignors import RebalanceProtocol, Subscription
 from eosim.simulation.consumer.consumer_coordinator import (
     CommitFailedException,
     ConsumerCoordinator,
@@ -277,10 +278,166 @@ def test_join_then_sync_as_leader_assigns_with_the_groups_protocol():
     ("settings", "message"),
     [
         ({"heartbeat_interval_ms": 45_000.0}, "heartbeat.interval.ms must be below"),
-        ({"assignors": ("cooperative-sticky",)}, "only EAGER"),
         ({"assignors": ("sticky", "range")}, "'sticky' is not modelled"),
     ],
 )
 def test_unsupported_settings_are_refused(settings: dict[str, Any], message: str):
     with pytest.raises(ValueError, match=message):
         GroupRebalanceConfig("g", **settings)
+
+
+# -- the COOPERATIVE protocol (cooperative-sticky, KIP-429) --------------------------------
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[Any]]] = []
+
+    def on_partitions_revoked(self, partitions: list[Any]) -> None:
+        self.calls.append(("revoked", partitions))
+
+    def on_partitions_lost(self, partitions: list[Any]) -> None:
+        self.calls.append(("lost", partitions))
+
+    def on_partitions_assigned(self, partitions: list[Any], generation: int) -> None:
+        self.calls.append(("assigned", partitions))
+
+
+def _cooperative(answer: Any, owned: list[Any], **consumer: Any):
+    env = simpy.Environment()
+    client = ScriptedClient(env, answer)
+    member = _consumer(env, client, owned)
+    member.metadata.topics = {"in": 2}
+    member.positions = {tp: 5 for tp in owned}
+    for key, value in consumer.items():
+        setattr(member, key, value)
+    listener = Listener()
+    config = GroupRebalanceConfig(
+        "g", assignors=("cooperative-sticky",), **consumer.pop("config", {})
+    )
+    c = ConsumerCoordinator(member, config, ("in",), listener)  # type: ignore[arg-type]
+    c.state = MemberState.STABLE
+    c.generation = Generation(3, "m-1", "cooperative-sticky")
+    c.rejoin_needed = True  # the group is rebalancing: m-2 joined
+    return env, client, member, listener, c
+
+
+def _two_member_group(p: Any) -> Any:
+    """m-1 leads; m-2 owns nothing. Every JoinGroup of m-1 completes a generation."""
+    other = Subscription(("in",), None, (), -1)
+    if isinstance(p, JoinGroupRequest):
+        members = (
+            JoinGroupMember("m-1", None, p.protocols[0][1]),
+            JoinGroupMember("m-2", None, other),
+        )
+        generation = 4 if p.protocols[0][1].generation == 3 else 5
+        return JoinGroupResponse(
+            p.correlation_id,
+            Errors.NONE,
+            "m-1",
+            generation,
+            "cooperative-sticky",
+            "consumer",
+            "m-1",
+            members,
+        )
+    if isinstance(p, SyncGroupRequest):
+        return SyncGroupResponse(
+            p.correlation_id, Errors.NONE, dict(p.assignments)["m-1"], "cooperative-sticky"
+        )
+    if isinstance(p, HeartbeatRequest):
+        return HeartbeatResponse(p.correlation_id, Errors.NONE)
+    return None
+
+
+def _poll_until(env: simpy.Environment, c: ConsumerCoordinator, until: float) -> None:
+    def app():
+        while True:
+            waiting = c.poll()
+            yield simpy.AnyOf(env, [*waiting, env.timeout(10)])
+
+    env.process(app())
+    env.run(until=until)
+
+
+def test_cooperative_keeps_partitions_through_the_join_and_revokes_in_a_second_round():
+    """The member keeps both partitions while it joins (nothing revoked in onJoinPrepare);
+    the first round takes in-1 away without giving it to m-2; the member revokes it and
+    rejoins at once, naming what it owns now and its generation; the second round gives
+    in-1 to m-2."""
+    env, client, member, listener, c = _cooperative(_two_member_group, [("in", 0), ("in", 1)])
+    _poll_until(env, c, 100)
+    joins = [p for _t, p in client.of(JoinGroupRequest)]
+    assert [(j.protocols[0][1].owned_partitions, j.protocols[0][1].generation) for j in joins] == [
+        ((("in", 0), ("in", 1)), 3),
+        ((("in", 0),), 4),
+    ]
+    syncs = [dict(p.assignments) for _t, p in client.of(SyncGroupRequest)]
+    assert syncs == [
+        {"m-1": (("in", 0),), "m-2": ()},
+        {"m-1": (("in", 0),), "m-2": (("in", 1),)},
+    ]
+    assert listener.calls == [
+        ("revoked", [("in", 1)]),
+        ("assigned", []),
+        ("assigned", []),
+    ]
+    assert member.assignment == [("in", 0)] and c.generation.generation_id == 5
+    assert c.is_stable()
+
+
+def test_eager_still_revokes_everything_before_joining():
+    _env, _client, member, listener, c = _cooperative(_two_member_group, [("in", 0), ("in", 1)])
+    c.rebalance_protocol = RebalanceProtocol.EAGER
+    c.needs_join_prepare = True
+    done, _waiting = c._on_join_prepare()
+    assert done and listener.calls == [("revoked", [("in", 0), ("in", 1)])]
+    assert member.assignment == []
+
+
+def test_a_generation_reset_mid_join_loses_the_partitions_at_the_next_poll():
+    """Kafka's resetStateAndRejoin sets needsJoinPrepare, so a COOPERATIVE member whose
+    generation is reset while its JoinGroup is in flight calls its partitions lost before it
+    joins again, instead of rejoining with them."""
+    _env, _client, member, listener, c = _cooperative(lambda p: None, [("in", 0), ("in", 1)])
+    c.poll()
+    assert c._join is not None and listener.calls == []
+    c.maybe_leave_group()  # the poll timer expired meanwhile
+    c.poll()
+    assert listener.calls == [("lost", [("in", 0), ("in", 1)])]
+    assert member.assignment == []
+
+
+def _auto_committing(waits: bool):
+    commits: list[float] = []
+
+    def commit_async() -> simpy.Event:
+        commits.append(env.now)
+        answered = env.event()  # answered 50 ms later
+        env.timeout(50).callbacks.append(lambda _e: answered.succeed(None))
+        return answered
+
+    env, client, _member, _listener, c = _cooperative(
+        _two_member_group,
+        [("in", 0), ("in", 1)],
+        auto_commit=True,
+        commit_async=commit_async,
+        config={"join_prepare_waits_for_commit": waits},
+    )
+    return env, client, commits, c
+
+
+def test_kafka_14024_fixed_waits_for_one_commit_then_joins():
+    env, client, commits, c = _auto_committing(waits=True)
+    _poll_until(env, c, 45)
+    assert commits == [0] and client.of(JoinGroupRequest) == []
+    _poll_until(env, c, 100)
+    assert commits[0] == 0 and client.of(JoinGroupRequest)[0][0] == 50
+
+
+def test_kafka_14024_sends_a_commit_on_every_poll_and_never_joins():
+    """3.2.0's onJoinPrepare: another asynchronous commit on each poll, never complete at
+    once, so the COOPERATIVE member never sends its JoinGroup."""
+    env, client, commits, c = _auto_committing(waits=False)
+    _poll_until(env, c, 1_000)
+    assert len(commits) >= 90 and client.of(JoinGroupRequest) == []

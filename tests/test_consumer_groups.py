@@ -77,8 +77,8 @@ def test_within_the_limit_the_member_is_never_thrown_out():
             "heartbeat.interval.ms must be below session.timeout.ms",
         ),
         (
-            ["processors.0.input.partition.assignment.strategy=[cooperative-sticky]"],
-            "only EAGER assignors",
+            ["processors.0.input.partition.assignment.strategy=[sticky]"],
+            "'sticky' is not modelled",
         ),
         (["processors.1.input={topic: in, group: app}"], "must subscribe, or none"),
         (
@@ -200,14 +200,18 @@ def test_an_empty_groups_first_rebalance_waits_the_initial_delay(delay, low, hig
     assert low <= first <= high
 
 
-def test_the_rebalance_storm_needs_the_generation_fencing():
-    """group-eos-rebalance-storm holds for every seed (tests/test_scenarios.py) because the
-    group coordinator fences zombies' offsets: with that check off, its zombies' transactions
-    commit and inputs are processed twice (seeds 6 and 7 among others)."""
+@pytest.mark.parametrize(
+    ("name", "seeds"),
+    [("group-eos-rebalance-storm", (6, 7)), ("group-eos-cooperative-rebalance-storm", (1, 2))],
+)
+def test_the_rebalance_storm_needs_the_generation_fencing(name, seeds):
+    """The EOS rebalance storms (EAGER and COOPERATIVE) hold for every seed
+    (tests/test_scenarios.py) because the group coordinator fences zombies' offsets: with that
+    check off, their zombies' transactions commit and inputs are processed twice."""
     off = "kafka.rules.offset_commit_checks_generation=false"
     found = []
-    for seed in (6, 7):
-        run = run_scenario(load_scenario(SCENARIOS / "group-eos-rebalance-storm.yaml", [off]), seed)
+    for seed in seeds:
+        run = run_scenario(load_scenario(SCENARIOS / f"{name}.yaml", [off]), seed)
         result = check_history(history_from_records(run.history.records()))
         found.append(result.anomalies["duplicate_processing"].count)
     assert all(n > 0 for n in found), found

@@ -6,6 +6,7 @@ nothing with the fix, over several seeds.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,34 @@ def test_kafka_16147_is_fixed_in_3_8():
     3.8.0; the coordinator-level cases are in test_consumer_group.py."""
     assert KNOWN_BUGS["KAFKA-16147"] == ("consumer_partition_epochs", False, True)
     assert [has_fix("KAFKA-16147", v) for v in ("3.7", "3.8", "3.9", "4.0")] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+
+
+def _dropped_members(name: str, seed: int, *overrides: str) -> list[str]:
+    """Members the group dropped without a crash or a pause: their partitions were lost."""
+    run = run_scenario(load_scenario(SCENARIOS / f"{name}.yaml", list(overrides)), seed)
+    lines = [json.loads(line) for line in run.history.lines()]
+    return sorted({g["process"] for g in lines if g["kind"] == "group" and g["event"] == "lost"})
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kafka_14024_members_never_rejoin_and_its_fix(seed):
+    """3.2.0's onJoinPrepare under COOPERATIVE: the two first members never send their
+    JoinGroup, the coordinator drops them after the rebalance timeout while they go on
+    processing (duplicate_processing), and the group never settles. With the fix every member
+    rejoins: nobody is dropped. (Both sides process some inputs twice: the cooperative
+    revocation does not commit the progress made since onJoinPrepare's commit, as in Kafka
+    and on the real cluster; docs/calibration.md.)"""
+    rule, buggy, fixed = KNOWN_BUGS["KAFKA-14024"]
+    assert (rule, buggy, fixed) == ("consumer_join_prepare_waits_for_commit", False, True)
+    assert anomalies("kafka-14024", seed)["duplicate_processing"] > 0
+    assert _dropped_members("kafka-14024", seed) == ["app-a/0", "app-b/0", "app-c/0"]
+    assert _dropped_members("kafka-14024", seed, f"kafka.rules.{rule}={fixed}") == []
+    assert [has_fix("KAFKA-14024", v) for v in ("3.1", "3.2", "3.3", "4.0")] == [
         False,
         True,
         True,

@@ -12,9 +12,23 @@ Kafka 4.1.1's source, ``org/apache/kafka/clients/consumer/``:
 * ``RoundRobinAssignor``: every subscribed topic's partitions, topics in name order, dealt one
   at a time to the members in :func:`member_order`, skipping members not subscribed to the
   partition's topic.
+* ``CooperativeStickyAssignor`` (:func:`cooperative_sticky_assignor`): the sticky assignor's
+  constrained builder (``AbstractStickyAssignor.ConstrainedAssignmentBuilder``, for members
+  that all subscribe to the same topics): each member keeps what it owned up to its quota
+  (the floor or, for the first ``partitions % members`` members that own enough, the ceiling
+  of ``partitions / members``); the rest go round robin to the members under quota. A
+  partition that moves from one member to another is left out of this round (``adjustAssignment``):
+  its owner revokes it and rejoins, and the next round gives it away. Owned partitions are
+  read from the members' subscriptions with their generations: of two claims, the higher
+  generation's wins; two claims in one generation both lose (``allSubscriptionsEqual``).
 * :func:`rebalance_protocol`: ``ConsumerCoordinator``'s constructor keeps the protocols every
   configured assignor supports and takes the most advanced; the default list
   ``[range, cooperative-sticky]`` (``ConsumerConfig``) therefore gives EAGER.
+
+Departures (docs/model.md): Kafka walks the members in the order of a ``HashMap`` of their
+(random) member ids; the sticky assignor here walks them in :func:`member_order`. Members
+with different subscriptions (the sticky assignors' general builder) are not modelled: a
+scenario's group members all subscribe to one input topic.
 
 Extending it: a new assignor is a function ``(partitions_per_topic, subscriptions) ->
 assignment`` registered in :data:`ASSIGNORS` under Kafka's name for it, with the protocols it
@@ -40,10 +54,14 @@ class RebalanceProtocol(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
-    """What a member sends in its JoinGroup metadata, as far as the assignors read it."""
+    """What a member sends in its JoinGroup metadata, as far as the assignors read it
+    (``ConsumerProtocolSubscription``): its topics, the partitions it owns now and the
+    generation it owns them in (-1: none)."""
 
     topics: tuple[str, ...]
     group_instance_id: str | None = None
+    owned_partitions: tuple[TopicPartition, ...] = ()
+    generation: int = -1
 
 
 Assignment = dict[str, list[TopicPartition]]
@@ -101,9 +119,131 @@ def round_robin_assignor(
     return assignment
 
 
+def _owned_partitions(
+    partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+) -> tuple[dict[str, list[TopicPartition]], set[TopicPartition]]:
+    """``allSubscriptionsEqual``'s bookkeeping: each member's owned partitions that still
+    exist, a partition claimed by two members going to the higher generation, and the
+    partitions claimed twice in one generation (taken from both)."""
+    owned: dict[str, list[TopicPartition]] = {}
+    owner: dict[TopicPartition, str] = {}
+    doubly: set[TopicPartition] = set()
+    for member in member_order(subscriptions):
+        subscription = subscriptions[member]
+        mine: list[TopicPartition] = []
+        owned[member] = mine
+        for tp in subscription.owned_partitions:
+            if tp[0] not in partitions_per_topic:
+                continue
+            other = owner.get(tp)
+            if other is None:
+                mine.append(tp)
+                owner[tp] = member
+                continue
+            theirs = subscriptions[other].generation
+            if subscription.generation == theirs:
+                doubly.add(tp)
+                if tp in owned[other]:
+                    owned[other].remove(tp)
+                owner[tp] = member
+            elif subscription.generation > theirs:
+                mine.append(tp)
+                if tp in owned[other]:
+                    owned[other].remove(tp)
+                owner[tp] = member
+    return owned, doubly
+
+
+def cooperative_sticky_assignor(
+    partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+) -> Assignment:
+    """``CooperativeStickyAssignor.assignPartitions`` for members that all subscribe to the
+    same topics (``ConstrainedAssignmentBuilder``, no racks), without the partitions that
+    change owner in this round. Raises ValueError for different subscriptions."""
+    topic_sets = {frozenset(s.topics) for s in subscriptions.values()}
+    if len(topic_sets) > 1:
+        raise ValueError("cooperative-sticky with different subscriptions is not modelled")
+    if not subscriptions:
+        return {}
+    owned, doubly = _owned_partitions(partitions_per_topic, subscriptions)
+    total = sum(max(n, 0) for n in partitions_per_topic.values())
+    members = len(owned)
+    min_quota, max_quota = total // members, -(-total // members)
+    expected_over_min = total % members
+    over_min = 0
+    assignment: Assignment = {member: [] for member in owned}
+    maybe_revoked: dict[TopicPartition, str] = {}
+    under_min: list[str] = []
+    exactly_min: list[str] = []
+    assigned: set[TopicPartition] = set()
+
+    # 1. Each member keeps what it owned, up to its quota (assignOwnedPartitions).
+    for member, partitions in owned.items():
+        mine = sorted((tp for tp in partitions if tp not in doubly), key=lambda tp: (tp[1], tp[0]))
+        if len(mine) < min_quota:
+            keep = mine
+            under_min.append(member)
+        elif len(mine) >= max_quota and over_min < expected_over_min:
+            over_min += 1
+            if over_min == expected_over_min:
+                exactly_min.clear()
+            keep = mine[:max_quota]
+        else:
+            keep = mine[:min_quota]
+            if over_min < expected_over_min:
+                exactly_min.append(member)
+        assignment[member].extend(keep)
+        assigned.update(keep)
+        for tp in mine[len(keep) :]:
+            maybe_revoked[tp] = member
+
+    # 2. The rest, round robin over the members under quota, then those at the floor
+    # (assignRoundRobin).
+    unassigned = [
+        (topic, p)
+        for topic in sorted(partitions_per_topic)
+        for p in range(partitions_per_topic[topic])
+        if (topic, p) not in assigned
+    ]
+    under_min.sort()
+    exactly_min.sort()
+    transferring: dict[TopicPartition, str] = {}
+    cursor = 0  # the under-quota iterator: the index of its next member
+    for tp in unassigned:
+        from_under = cursor < len(under_min)
+        if from_under:
+            member = under_min[cursor]
+        elif not under_min and not exactly_min:
+            raise ValueError("cooperative-sticky: no member left to take a partition")
+        elif not under_min:
+            member = exactly_min.pop(0)
+        else:
+            cursor, from_under = 0, True
+            member = under_min[0]
+        assignment[member].append(tp)
+        previous = maybe_revoked.get(tp)
+        if (previous is not None and previous != member) or tp in doubly:
+            transferring[tp] = member
+        count = len(assignment[member])
+        if count == min_quota and from_under:
+            under_min.pop(cursor)
+            exactly_min.append(member)
+        else:
+            if from_under:
+                cursor += 1
+            if count == max_quota:
+                over_min += 1
+
+    # 3. adjustAssignment: a partition changing owner waits for its owner to revoke it.
+    for tp, member in transferring.items():
+        assignment[member].remove(tp)
+    return {member: assignment[member] for member in sorted(assignment)}
+
+
 ASSIGNORS: dict[str, Assignor] = {
     "range": range_assignor,
     "roundrobin": round_robin_assignor,
+    "cooperative-sticky": cooperative_sticky_assignor,
 }
 
 # ConsumerPartitionAssignor.supportedProtocols for Kafka's assignors, whether modelled or not.

@@ -1,7 +1,8 @@
 """ConsumerCoordinator: a subscribed consumer's membership of a classic group (client side).
 
 Kafka 4.1.1's ``AbstractCoordinator``, ``ConsumerCoordinator`` and ``Heartbeat``
-(``clients/.../consumer/internals/``), for the classic protocol with an EAGER assignor:
+(``clients/.../consumer/internals/``), for the classic protocol with its two rebalance protocols
+(EAGER: range, roundrobin; COOPERATIVE: cooperative-sticky alone, KIP-429):
 
 * **Member state** (:class:`MemberState`): UNJOINED, PREPARING_REBALANCE once a JoinGroup is
   sent, COMPLETING_REBALANCE once it is answered (the heartbeat thread is enabled then and its
@@ -11,13 +12,18 @@ Kafka 4.1.1's ``AbstractCoordinator``, ``ConsumerCoordinator`` and ``Heartbeat``
   FENCED_INSTANCE_ID (``resetStateAndGeneration``).
 * **Joining** runs inside ``poll()`` (``joinGroupIfNeeded`` with a zero timer, as the classic
   consumer's poll calls it): ``onJoinPrepare`` first sends an asynchronous auto-commit of the
-  positions (the partitions are marked pending revocation, KAFKA-14196) and waits for its
-  answer across polls, at most the rebalance timeout; then revokes every partition (EAGER), or
-  calls them lost when the generation was reset. Then JoinGroup (its request timeout is the
-  rebalance timeout plus 5 s), and SyncGroup chained to its answer: the leader runs the
-  assignor over the members' subscriptions. The exchange goes on between polls (Kafka's
-  heartbeat thread polls the network too); only a poll applies the assignment
-  (``onJoinComplete``): the partitions, a restarted auto-commit timer, onPartitionsAssigned.
+  positions (under EAGER the partitions are marked pending revocation, KAFKA-14196) and waits
+  for its answer across polls, at most the rebalance timeout; then revokes every partition
+  (EAGER; COOPERATIVE keeps them and goes on fetching), or calls them lost when the generation
+  was reset. Then JoinGroup (its request timeout is the rebalance timeout plus 5 s), naming the
+  partitions the member owns and their generation, and SyncGroup chained to its answer: the
+  leader runs the assignor over the members' subscriptions. The exchange goes on between polls
+  (Kafka's heartbeat thread polls the network too); only a poll applies the assignment
+  (``onJoinComplete``): under COOPERATIVE, onPartitionsRevoked for the owned partitions no
+  longer assigned, and a rejoin at once (the next round gives them away); then the
+  partitions, a restarted auto-commit timer, onPartitionsAssigned for the added ones.
+  Nothing commits the revoked partitions' progress since onJoinPrepare's commit: that is the
+  application's to do in onPartitionsRevoked.
 * **The heartbeat thread** checks, in order: the coordinator is unknown (look it up, back off
   ``retry.backoff.ms``); the session timer expired without a successful heartbeat (mark the
   coordinator unknown); the poll timer (``max.poll.interval.ms`` since the last poll) expired
@@ -40,8 +46,8 @@ Kafka 4.1.1's ``AbstractCoordinator``, ``ConsumerCoordinator`` and ``Heartbeat``
   LeaveGroup for a dynamic member (``internal.leave.group.on.close``).
 
 Departures (docs/model.md): the heartbeat thread wakes exactly when its next timer is due
-instead of every ``retry.backoff.ms``; only EAGER assignors (range, roundrobin) are modelled;
-the consumer's connections have no handshake.
+instead of every ``retry.backoff.ms``; the assignors modelled are range, roundrobin and
+cooperative-sticky (not sticky); the consumer's connections have no handshake.
 
 Extending it: a new group error is handled where Kafka handles it, in the ``_on_*`` answer
 method of its request; a new listener callback is a method of :class:`RebalanceListener`.
@@ -136,6 +142,8 @@ class GroupRebalanceConfig:
     assignors: tuple[str, ...] = DEFAULT_ASSIGNORS
     # The rule consumer_pending_revocation (KAFKA-14196's fix; False reproduces the bug).
     pending_revocation: bool = True
+    # The rule consumer_join_prepare_waits_for_commit (KAFKA-14024's fix; False is 3.2.0).
+    join_prepare_waits_for_commit: bool = True
     # group.protocol: "classic" (this module) or "consumer" (KIP-848,
     # consumer_membership_manager); the session and the assignment are then the broker's.
     group_protocol: str = "classic"
@@ -150,8 +158,7 @@ class GroupRebalanceConfig:
         # Heartbeat's constructor refuses a heartbeat interval not below the session timeout.
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat.interval.ms must be below session.timeout.ms")
-        if rebalance_protocol(self.assignors) is not RebalanceProtocol.EAGER:
-            raise ValueError("only EAGER assignors are modelled (the COOPERATIVE protocol is not)")
+        rebalance_protocol(self.assignors)  # refuses unknown assignors and mixed protocols
         if self.assignors[0] not in ASSIGNORS:
             raise ValueError(
                 f"assignor {self.assignors[0]!r} is not modelled (modelled: {', '.join(ASSIGNORS)})"
@@ -203,6 +210,8 @@ class ConsumerCoordinator(GroupMembership):
         listener: RebalanceListener | None = None,
     ) -> None:
         super().__init__(consumer, config, topics, listener)
+        # The rebalance protocol every configured assignor supports (KIP-429).
+        self.rebalance_protocol = rebalance_protocol(config.assignors)
         self.state = MemberState.UNJOINED
         self.generation = NO_GENERATION
         # ConsumerCoordinator.groupMetadata: the generation of the last completed join, set
@@ -255,8 +264,11 @@ class ConsumerCoordinator(GroupMembership):
         """Nothing: the classic consumer's poll works through :meth:`poll` on every pass."""
 
     def _reset_state(self, reset_member_id: bool) -> None:
-        """``resetStateAndGeneration``."""
+        """``resetStateAndGeneration``, as every caller of it in Kafka (``resetStateAndRejoin``)
+        does it: onJoinPrepare runs again before the next JoinGroup, even when a join was
+        under way, so that a COOPERATIVE member calls its partitions lost."""
         self.state = MemberState.UNJOINED
+        self.needs_join_prepare = True
         if reset_member_id:
             self.generation = NO_GENERATION
         else:
@@ -309,8 +321,8 @@ class ConsumerCoordinator(GroupMembership):
         if self.coordinator is None and self._join is None:
             return [self.lookup_coordinator()]
         if self.needs_join_prepare:
-            waiting = self._on_join_prepare()
-            if waiting:
+            done, waiting = self._on_join_prepare()
+            if not done:
                 return waiting
             self.needs_join_prepare = False
         if self._join is None:
@@ -337,47 +349,89 @@ class ConsumerCoordinator(GroupMembership):
         if self.state is MemberState.STABLE and self.generation.generation_id >= 0:
             self._on_join_complete(outcome)
             self.needs_join_prepare = True
+            if self.rejoin_needed:  # COOPERATIVE revoked partitions: the next round at once
+                return self._join_group_if_needed()
             return []
         # The heartbeat thread reset the generation before the assignment was applied.
         self._reset_and_rejoin(True)
         return self._join_group_if_needed()
 
-    def _on_join_prepare(self) -> list[simpy.Event]:
+    def _on_join_prepare(self) -> tuple[bool, list[simpy.Event]]:
         """Auto-commit (waiting for it across polls, at most the rebalance timeout), then
-        revoke. Returns the events to wait on while the commit is pending."""
+        revoke. Returns whether it is done, and the events to wait on while it is not."""
+        if not self.config.join_prepare_waits_for_commit:
+            return self._on_join_prepare_kafka_14024(), []
         consumer = self.consumer
         if self._prepare_started is None:
             self._prepare_started = self.env.now
         if consumer.auto_commit and self._prepare_commit is None and consumer.assignment:
-            if self.config.pending_revocation:  # KAFKA-14196's fix
+            # KAFKA-14196's fix; maybeMarkPartitionsPendingRevocation is EAGER's only.
+            if self.config.pending_revocation and self._eager:
                 consumer.mark_pending_revocation()
             self._prepare_commit = consumer.commit_async()
         commit = self._prepare_commit
         if commit is not None:
             expired = self.env.now >= self._prepare_started + self.config.rebalance_timeout_ms
             if not commit.triggered and not expired:
-                return [commit]
+                return False, [commit]
             # A local refusal (a group exception: the generation was reset) is not retriable.
             failed = commit.value if commit.triggered else None
             retry = isinstance(failed, Errors) and failed.retriable
             self._prepare_commit = None
             if retry and not expired:
                 # A retriable failure: commit again after retry.backoff.ms.
-                return [self.env.timeout(self.config.retry_backoff_ms)]
-        revoked = sorted(consumer.assignment)
-        if self.generation.generation_id < 0 or not self.generation.member_id:
-            if revoked and self.listener is not None:
-                self.listener.on_partitions_lost(revoked)
-        elif revoked and self.listener is not None:
-            self.listener.on_partitions_revoked(revoked)
-        consumer.assign_from_subscribed([])
+                return False, [self.env.timeout(self.config.retry_backoff_ms)]
+        self._revoke_before_join()
         self._prepare_started = None
-        return []
+        return True, []
+
+    def _on_join_prepare_kafka_14024(self) -> bool:
+        """Kafka 3.2.0's onJoinPrepare (KAFKA-13310, before KAFKA-14024's fix): every call
+        sends another asynchronous auto-commit and revokes what its protocol revokes, and it
+        is done only when that commit is complete at once: nothing to commit, no coordinator
+        known (the commit waits for the lookup), or refused locally. Under EAGER the second
+        call finds nothing left to commit; under COOPERATIVE no call is ever done, so the
+        member never rejoins and the coordinator drops it after the rebalance timeout."""
+        consumer = self.consumer
+        done = True
+        if consumer.auto_commit and consumer.positions:
+            refused = isinstance(self.commit_generation(), GroupException)
+            done = refused or consumer.coordinator is None
+            consumer.commit_async()
+        self._revoke_before_join()
+        return done
+
+    @property
+    def _eager(self) -> bool:
+        return self.rebalance_protocol is RebalanceProtocol.EAGER
+
+    def _revoke_before_join(self) -> None:
+        """The end of ``onJoinPrepare``: a reset generation loses every partition; otherwise
+        EAGER revokes every one, and COOPERATIVE only those of topics no longer subscribed
+        (none here: a subscription never changes)."""
+        consumer = self.consumer
+        owned = sorted(consumer.assignment)
+        if self.generation.generation_id < 0 or not self.generation.member_id:
+            if owned and self.listener is not None:
+                self.listener.on_partitions_lost(owned)
+            consumer.assign_from_subscribed([])
+        elif self._eager:
+            if owned and self.listener is not None:
+                self.listener.on_partitions_revoked(owned)
+            consumer.assign_from_subscribed([])
 
     def _on_join_complete(self, assignment: list[TopicPartition]) -> None:
         consumer = self.consumer
         added = sorted(tp for tp in assignment if tp not in consumer.assignment)
         self.joined_generation = self.generation
+        if not self._eager:
+            revoked = sorted(tp for tp in consumer.assignment if tp not in set(assignment))
+            if revoked:
+                # Revoked before the assignment changes, then a rejoin so that the next
+                # round can give them to their new owner.
+                if self.listener is not None:
+                    self.listener.on_partitions_revoked(revoked)
+                self.request_rejoin()
         consumer.restart_auto_commit_timer()
         consumer.assign_from_subscribed(sorted(assignment))
         if self.listener is not None:
@@ -398,10 +452,7 @@ class ConsumerCoordinator(GroupMembership):
             config.group_instance_id,
             int(config.session_timeout_ms),
             int(config.rebalance_timeout_ms),
-            tuple(
-                (name, Subscription(self.topics, config.group_instance_id))
-                for name in config.assignors
-            ),
+            tuple((name, self._subscription(sent)) for name in config.assignors),
             client_id=self.consumer.node,
         )
         timeout = max(
@@ -435,6 +486,16 @@ class ConsumerCoordinator(GroupMembership):
             return Errors.COORDINATOR_NOT_AVAILABLE
         assert isinstance(answer, SyncGroupResponse)
         return self._on_sync_response(generation, answer)
+
+    def _subscription(self, sent: Generation) -> Subscription:
+        """``metadata()``: the topics, the partitions owned now (none under EAGER, which has
+        revoked them) and the generation they were owned in."""
+        return Subscription(
+            self.topics,
+            self.config.group_instance_id,
+            tuple(sorted(self.consumer.assignment)),
+            sent.generation_id,
+        )
 
     def _on_join_response(self, sent: Generation, response: JoinGroupResponse) -> Errors | None:
         error = response.error

@@ -54,6 +54,7 @@ class SubscribedConsumer(Protocol):
     metadata: Any
     rng: Any
     assignment: list[TopicPartition]
+    positions: dict[TopicPartition, int]
     auto_commit_interval_ms: float | None
 
     @property
