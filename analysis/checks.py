@@ -1,6 +1,6 @@
 """Every check eosim has, in one place: the delivery checker, the transactional one,
-the consumer-group one, the replication ones and, for histories read from Jepsen, Jepsen's
-version-order and cycle checks.
+the consumer-group one, the replication ones, Jepsen's dependency cycles and, for histories
+read from Jepsen, Jepsen's version-order checks.
 
 `check_history` runs `eosim.analysis.checker.check`,
 `eosim.analysis.txn_checker.check_transactions`, `eosim.analysis.group_checker.check_groups`,
@@ -8,12 +8,13 @@ version-order and cycle checks.
 `eosim.analysis.version_order.check_version_orders` and
 `eosim.analysis.cycle_checker.check_cycles` on one history and returns a single `CheckResult`
 whose `anomalies` hold every name in `ALL_ANOMALIES`: base names first, then transactional,
-consumer-group, replication, within-op and cycle ones. A history with client ops (read from
-Jepsen: no final log) has the names of `eosim.analysis.version_order.REPLACED_ANOMALIES` judged
-from its version orders instead of by the log-based checks. Everything that reports on a run
-(the CLI, the API, sweeps, reports, shrinking) goes through here; `eosim.analysis.checker.check`
-stays for code that only wants the delivery checks.
-"""
+consumer-group, replication, within-op and cycle ones (the cycles of an eosim history's
+transactions too: `eosim.analysis.cycle_checker.transaction_ops`). A history with client ops
+(read from Jepsen: no final log) has the names of
+`eosim.analysis.version_order.REPLACED_ANOMALIES` judged from its version orders instead of by
+the log-based checks. Everything that reports on a run (the CLI, the API, sweeps, reports,
+shrinking) goes through here; `eosim.analysis.checker.check` stays for code that only wants
+the delivery checks."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from eosim.analysis.version_order import (
 # Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
 # judged by its own module.
 REPLICATION_ANOMALIES = (*REPLICA_ANOMALIES, *REWRITE_ANOMALIES)
-# Jepsen's within-op checks and dependency cycles (histories read from Jepsen only; 0 otherwise).
+# Jepsen's within-op checks (histories read from Jepsen only; 0 otherwise) and dependency cycles
+# (any history with transactions).
 JEPSEN_ANOMALIES = (*INTERNAL_ANOMALIES, *CYCLE_ANOMALIES)
 ALL_ANOMALIES = (
     *ANOMALIES,

@@ -19,8 +19,16 @@ more than one op is one cycle of each kind it holds:
 
 Each example is one such cycle: its ops in order (the first repeated at the end, as Jepsen
 prints it) and the step taken between each pair. Components and edges are taken in the ops'
-history order, so the result is deterministic. eosim's own histories record no client ops
-(their transactions' reads are not kept with them), so there both counts are 0.
+history order, so the result is deterministic.
+
+eosim's own histories (and a real cluster's, which share their format) keep no client ops;
+:func:`transaction_ops` makes them from the history's writers: each `ok` send and txn op, and
+each transaction of `ok` transactional `process` steps (the steps of one process with the same
+`transaction` number, or a step alone without one), which reads its steps' inputs and writes
+their outputs. A write is placed at the offset its op reports, else where the final `log`
+line holds its value. Only ops that write are nodes: an op that only reads has no way out of
+a cycle. With no txn op and no transactional step, no op writes two values or reads and
+writes, so no cycle can exist and nothing is built.
 """
 
 from __future__ import annotations
@@ -30,8 +38,8 @@ from typing import Any
 
 import networkx as nx
 
-from eosim.analysis.checker import Anomaly
-from eosim.analysis.history import ClientOp, History, paused_gc
+from eosim.analysis.checker import Anomaly, aborted_offsets, first_markers_after
+from eosim.analysis.history import ClientOp, History, MicroOp, paused_gc
 from eosim.analysis.version_order import Analysis, op_summary, reads, writes
 
 CYCLE_ANOMALIES = ("G0", "G1c")
@@ -39,15 +47,100 @@ DATA_FS = ("send", "poll", "txn")
 
 
 def check_cycles(history: History) -> dict[str, Anomaly]:
-    """Every name in `CYCLE_ANOMALIES`, with count 0 when absent."""
+    """Every name in `CYCLE_ANOMALIES`, with count 0 when absent (or not judged:
+    :func:`cycles_judged`)."""
     anomalies = {name: Anomaly(name) for name in CYCLE_ANOMALIES}
-    if not history.client_ops:
+    if not cycles_judged(history):
         return anomalies
     with paused_gc():
+        if not history.client_ops:
+            history = History(client_ops=transaction_ops(history))
         graph = dependency_graph(Analysis(history))
         _g0(graph, anomalies["G0"])
         _g1c(graph, anomalies["G1c"])
     return anomalies
+
+
+def cycles_judged(history: History) -> bool:
+    """Whether a cycle could be found in ``history``: it was read from Jepsen, or it holds a
+    txn op or a transactional step (an op that writes two values, or reads and writes)."""
+    return bool(
+        history.client_ops
+        or history.txns
+        or any(step.transactional_id is not None for step in history.steps)
+    )
+
+
+def transaction_ops(history: History) -> list[ClientOp]:
+    """The writing ops of an eosim history as client ops, `ok` ones only, in completion order
+    (module docstring)."""
+    placed = _log_positions(history)
+
+    def where(topic: str | None, value: str) -> list[tuple[str, int, int]]:
+        if topic is not None:
+            found = placed.get(topic, {}).get(value)
+            return [] if found is None else [(topic, *found)]
+        return [(t, *at[value]) for t, at in sorted(placed.items()) if value in at][:1]
+
+    made: list[tuple[float, int, ClientOp]] = []
+
+    def add(op_id: int | None, process: str, f: str, time: float, mops: list[MicroOp]) -> None:
+        if mops:
+            op = ClientOp(0, op_id, process, "ok", f, time, mops)
+            made.append((time, len(made), op))
+
+    for send in history.sends:
+        if send.outcome != "ok":
+            continue
+        if send.partition is not None and send.offset is not None:
+            mop = MicroOp("send", send.topic, send.partition, send.offset, send.value, 0)
+            add(send.id, send.process, "send", send.complete_time or send.invoke_time, [mop])
+    for txn in history.txns:
+        if txn.outcome != "ok":
+            continue
+        mops = []
+        for write in txn.sends:
+            if write.partition is not None and write.offset is not None:
+                at = [(write.topic, write.partition, write.offset)]
+            else:
+                at = where(write.topic, write.value)
+            mops += [MicroOp("send", t, p, o, write.value, len(mops)) for t, p, o in at]
+        add(txn.id, txn.process, "txn", txn.complete_time or txn.invoke_time, mops)
+    batches: dict[tuple[str, object], list[Any]] = {}
+    for step in history.steps:
+        if step.outcome == "ok" and step.transactional_id is not None:
+            number = step.transaction if step.transaction is not None else ("op", step.id)
+            batches.setdefault((step.process, number), []).append(step)
+    for steps in batches.values():
+        mops = []
+        for step in steps:
+            read = step.input
+            mops.append(MicroOp("poll", read.topic, read.partition, read.offset, read.value, 0))
+            for value in step.outputs:
+                for t, p, o in where(step.output_topic, value):
+                    mops.append(MicroOp("send", t, p, o, value, len(mops)))
+        first = steps[0]
+        add(first.id, first.process, "txn", first.complete_time or first.invoke_time, mops)
+    made.sort(key=lambda entry: (entry[0], entry[1]))
+    ops = []
+    for position, (_time, _order, op) in enumerate(made):
+        op.position = position
+        ops.append(op)
+    return ops
+
+
+def _log_positions(history: History) -> dict[str, dict[str, tuple[int, int]]]:
+    """topic -> value -> (partition, offset) of its first record in the final logs that no
+    ABORT marker cancelled."""
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for (topic, partition), records in sorted(history.logs.items()):
+        markers = history.markers.get((topic, partition), [])
+        aborted = aborted_offsets(records, first_markers_after(records, markers))
+        at = out.setdefault(topic, {})
+        for record in records:
+            if record.offset not in aborted:
+                at.setdefault(record.value, (partition, record.offset))
+    return out
 
 
 def dependency_graph(a: Analysis) -> nx.DiGraph:
@@ -132,4 +225,10 @@ def _g1c(graph: nx.DiGraph, anomaly: Anomaly) -> None:
         anomaly.add({"type": "G1c", **_example(graph, cycle, kinds)})
 
 
-__all__ = ["CYCLE_ANOMALIES", "check_cycles", "dependency_graph"]
+__all__ = [
+    "CYCLE_ANOMALIES",
+    "check_cycles",
+    "cycles_judged",
+    "dependency_graph",
+    "transaction_ops",
+]

@@ -139,7 +139,9 @@ class Txn:
 class Step:
     """A consume-transform-produce step (`process` op): one input record, its output values
     and the topic it writes them to (`output_topic`; None when the op does not say, and then
-    an output is looked for in every topic)."""
+    an output is looked for in every topic). `transaction` numbers a transactional step's
+    transaction within its process: the steps of one process with the same number read and
+    wrote as one transaction (None: the step is its own)."""
 
     id: int | None
     process: str
@@ -151,6 +153,7 @@ class Step:
     transactional_id: str | None
     error: str | None = None
     output_topic: str | None = None
+    transaction: int | None = None
 
 
 class Marker(NamedTuple):
@@ -927,6 +930,7 @@ def _invoked_step(op: Op, fail: _Fail) -> Step:
         value.get("transactional_id"), line, "op.value.transactional_id", fail, null=True
     )
     output_topic = _text(value.get("output_topic"), line, "op.value.output_topic", fail, null=True)
+    transaction = _optional_int(value.get("transaction"), line, "op.value.transaction", fail)
     return Step(
         op.id,
         op.process,
@@ -937,6 +941,7 @@ def _invoked_step(op: Op, fail: _Fail) -> Step:
         outputs,
         transactional_id,
         output_topic=output_topic,
+        transaction=transaction,
     )
 
 

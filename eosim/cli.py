@@ -23,6 +23,7 @@ import click
 
 from eosim import __version__, api
 from eosim.analysis.checks import JEPSEN_ANOMALIES, end_notes, transactional_ops
+from eosim.analysis.cycle_checker import CYCLE_ANOMALIES, cycles_judged
 from eosim.analysis.expect import ExpectResult, parse_expectation
 from eosim.analysis.explain import describe
 from eosim.analysis.group_checker import GROUP_ANOMALIES
@@ -612,19 +613,28 @@ def _group_commits(history: History) -> bool:
     return any(event.event == "commit" for event in history.group_events)
 
 
+def _judged(name: str, history: History) -> bool:
+    """Whether a Jepsen check judged ``history``: the within-op ones only a history read from
+    Jepsen, the cycle ones any history where a cycle could be (a txn op or a transactional
+    step)."""
+    if name in CYCLE_ANOMALIES:
+        return cycles_judged(history)
+    return bool(history.client_ops)
+
+
 def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
     """Every anomaly with its count. Without txn or process ops in the history, the
     transactional checks that found nothing are summed up in one line (except those a Jepsen
     history's polls are judged by, which are shown); without replica lines
     (partitions of one replica, or a history from a real cluster), the replica checks say they
     had nothing to compare rather than 0, and so does the group check without `group` commit
-    lines; without client ops (a history not read from Jepsen),
-    the checks only such histories have are left out."""
+    lines; the checks a history cannot have (the within-op ones without client ops, the
+    cycle ones without transactions) are left out when they found nothing."""
     click.echo("anomalies")
     txn_ops = transactional_ops(history)
     quiet = 0
     for name, a in anomalies.items():
-        if not history.client_ops and not a.count and name in JEPSEN_ANOMALIES:
+        if not a.count and name in JEPSEN_ANOMALIES and not _judged(name, history):
             continue
         judged = history.client_ops and name in REPLACED_ANOMALIES  # from Jepsen's polls
         if not txn_ops and not a.count and name in TXN_ANOMALIES and not judged:

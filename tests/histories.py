@@ -177,9 +177,10 @@ class Builder:
         *,
         transactional_id: str | None = "app",
         output_topic: str | None = None,
+        transaction: int | None = None,
     ) -> int:
         """A consume-transform-produce `process` op for one input record (with `output_topic`
-        when given)."""
+        and `transaction` when given)."""
         op_id = self.next_id
         self.next_id += 1
         topic, partition, offset, value = source
@@ -191,6 +192,8 @@ class Builder:
         }
         if output_topic is not None:
             body["output_topic"] = output_topic
+        if transaction is not None:
+            body["transaction"] = transaction
         self._op("invoke", "process", process, body, op_id)
         if outcome is not None:
             error = None if outcome == "ok" else "TimeoutException: commit"

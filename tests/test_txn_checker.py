@@ -54,7 +54,7 @@ def test_parsing_of_new_lines() -> None:
     tx = h.invoke_txn("p/0", "tx", ["a", "b"], producer_id=7, epoch=1)
     h.complete_txn(tx, "p/0", offsets={"a": 0, "b": 1})
     h.poll("c/0", [("t", 0, 0, "a")], isolation=RC, group="g")
-    h.step("app/0", ("t", 0, 0, "a"), ["x"], "info")
+    h.step("app/0", ("t", 0, 0, "a"), ["x"], "info", transaction=3)
     h.log_records(
         "t",
         0,
@@ -72,10 +72,19 @@ def test_parsing_of_new_lines() -> None:
     assert [(w.value, w.offset) for w in txn.sends] == [("a", 0), ("b", 1)]
     assert (history.polls[0].isolation, history.polls[0].group) == (RC, "g")
     assert history.steps[0].outcome == "info" and history.steps[0].outputs == ["x"]
+    assert history.steps[0].transaction == 3
     assert history.logs["t", 0][0].time == 3.0 and history.logs["t", 0][0].transactional
     assert history.markers["t", 0][0].type == "COMMIT"
     assert history.committed == {"g": {("t", 0): 1}}
     assert history.fences[0].epoch == 2 and history.stable_offsets[0].lso == 3
+
+
+def test_a_step_transaction_that_is_not_an_integer_is_refused() -> None:
+    h = Builder()
+    h.step("app/0", ("t", 0, 0, "a"), ["x"], "ok", transaction=3)
+    h.records[0]["value"]["transaction"] = "3"
+    with pytest.raises(HistoryError, match=r"op\.value\.transaction: expected an integer"):
+        h.parsed()
 
 
 # -- aborted_read ----------------------------------------------------------------------------

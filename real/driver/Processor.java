@@ -40,8 +40,10 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * <p>The loop is the model's. A poll returns at most {@code batch} records
  * ({@code max.poll.records}). Each record is then processed for {@code processing} ms (fixed, or
  * uniform in {@code [min, max]}), and becomes a {@code process} op with the model's value:
- * {@code {input, outputs: ["value>name/incarnation"], output_topic, transactional_id}}, the
- * output written {@code +k} for the k-th repeat of an input in this incarnation. Then, by
+ * {@code {input, outputs: ["value>name/incarnation"], output_topic, transactional_id}} (and,
+ * when transactional, {@code transaction}: the number of its batch's transaction in this
+ * incarnation), the output written {@code +k} for the k-th repeat of an input in this
+ * incarnation. Then, by
  * {@code commit}:
  * <ul>
  *   <li>{@code after_output}: send, flush, commitSync;</li>
@@ -73,6 +75,8 @@ final class Processor {
     private final Map<String, Integer> attempts = new HashMap<>();
     private KafkaConsumer<String, byte[]> consumer;
     private long processed;
+    // Transactions begun by this incarnation: the number each transactional step carries.
+    private long transactions;
     private long failed;
 
     Processor(JsonNode spec) {
@@ -241,6 +245,9 @@ final class Processor {
     private List<Object[]> invoke(List<ConsumerRecord<String, byte[]>> batch, String outTopic,
             String transactionalId) {
         List<Object[]> ops = new ArrayList<>();
+        if (transactionalId != null) {
+            transactions++;
+        }
         for (ConsumerRecord<String, byte[]> r : batch) {
             String out = output(r);
             ObjectNode value = EosimDriver.JSON.createObjectNode();
@@ -255,6 +262,7 @@ final class Processor {
                 value.putNull("transactional_id");
             } else {
                 value.put("transactional_id", transactionalId);
+                value.put("transaction", transactions);
             }
             long id = history.nextId();
             history.op(id, "invoke", "process", process, value, null);

@@ -88,6 +88,9 @@ class _Instance:
         # times each input was processed.
         self.idle = False
         self._attempts: dict[tuple[TopicPartition, int], int] = {}
+        # Transactions begun, numbering the ``transaction`` of each step: the steps of one
+        # transaction read their inputs and write their outputs as one unit.
+        self._transactions = 0
         self.process = self.env.process(self._run())
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -334,6 +337,8 @@ class _Instance:
 
     def _invoke(self, batch: list[ConsumerRecord], txn_id: str | None) -> list[int]:
         ids = []
+        if txn_id is not None:
+            self._transactions += 1
         for tp, offset, value in batch:
             if self.consumer.subscribed:
                 self._attempts[(tp, offset)] = self._attempts.get((tp, offset), 0) + 1
@@ -345,6 +350,8 @@ class _Instance:
                 "output_topic": self.app.output_topic,
                 "transactional_id": txn_id,
             }
+            if txn_id is not None:
+                body["transaction"] = self._transactions
             op_id = self.app.history.invoke("process", self.process_id, self.env.now, body)
             self.open_ops[op_id] = body
             self.app.counts["sent"] += 1
