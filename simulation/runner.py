@@ -32,7 +32,6 @@ import simpy
 from eosim.simulation.applications import Applications, BuildContext, workload_horizon
 from eosim.simulation.apps.reader import drain
 from eosim.simulation.cluster import Cluster
-from eosim.simulation.config import ProducerConfig
 from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.nemesis import CrashAtNemesis, FaultEvent, Nemesis, Targets, realize_faults
@@ -96,15 +95,6 @@ class RunResult:
     @property
     def sim_time_s(self) -> float:
         return self.sim_time_ms / 1000.0
-
-
-def _recovery(scenario: Scenario, configs: dict[str, ProducerConfig]) -> float:
-    if scenario.recovery is not None:
-        return scenario.recovery
-    timeouts = [c.transaction_timeout_ms for c in configs.values() if c.transactional_id]
-    if not timeouts:
-        return 0.0
-    return max(timeouts) + 2 * scenario.cluster.transaction_abort_check_interval
 
 
 DRAIN_LIMIT_MS = 60_000.0
@@ -235,7 +225,7 @@ class Run:
             self.env.run(until=self.env.now + self.scenario.settle)
 
     def recover(self) -> None:
-        recovery = _recovery(self.scenario, self.clients.producers)
+        recovery = self.scenario.recovery_ms()
         if recovery > 0:
             self.env.run(until=self.env.now + recovery)
 

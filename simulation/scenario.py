@@ -700,6 +700,11 @@ class ClientConfigs:
 # How many occurrences a random fault may be expected to have, and a periodic one may have
 # (they are realised before the run).
 MAX_RANDOM_FAULTS = 1_000_000
+# The longest recovery window a scenario gets without asking for it (``recovery:``): the
+# default window is the longest transaction.timeout.ms plus two abort checks, and a quiet
+# cluster still costs events every simulated second, so an abort check interval of weeks
+# (Kafka allows up to 2^31-1 ms) would make a short run simulate weeks.
+MAX_DEFAULT_RECOVERY_MS = 3_600_000.0
 
 ExpectValue = int | str
 # The controller's node name, a fault target like the brokers.
@@ -863,7 +868,29 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _resolve_clients(self) -> Scenario:
         self._clients = _resolve_clients(self)
+        if self.recovery is None and self.recovery_ms() > MAX_DEFAULT_RECOVERY_MS:
+            raise _PathError(
+                ("cluster", "transaction_abort_check_interval"),
+                f"{self.cluster.transaction_abort_check_interval:.0f} ms gives a default "
+                f"recovery window (the longest transaction.timeout.ms plus two abort checks) "
+                f"of {self.recovery_ms() / 3_600_000:.1f} h, above the "
+                f"{MAX_DEFAULT_RECOVERY_MS / 3_600_000:g} h a scenario gets without asking; "
+                "set recovery: to simulate it",
+            )
         return self
+
+    def recovery_ms(self) -> float:
+        """The fault-free time after the workload: ``recovery`` when set, else, with
+        transactional applications, the longest transaction.timeout.ms plus two abort checks
+        (so that every transaction left open has been aborted before the final drain), else
+        0."""
+        if self.recovery is not None:
+            return self.recovery
+        producers = self.clients.producers.values()
+        timeouts = [c.transaction_timeout_ms for c in producers if c.transactional_id]
+        if not timeouts:
+            return 0.0
+        return max(timeouts) + 2 * self.cluster.transaction_abort_check_interval
 
     # -- derived -----------------------------------------------------------------------
     @property

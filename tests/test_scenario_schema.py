@@ -238,6 +238,37 @@ def test_coordinator_intervals_are_kafka_int_milliseconds(key):
     assert "less than or equal to 2147483647" in error_for(GOOD, f"cluster.{key}=30d")
 
 
+TRANSACTIONAL = """\
+name: s
+cluster:
+  brokers: 2
+  topics: [{name: events, partitions: 3}]
+transactional_producers:
+  - name: tx
+    workload: {topic: events, transactions: 2, size: 2}
+"""
+
+
+def test_a_default_recovery_of_hours_is_refused_until_asked_for():
+    """An abort check interval of hours would make the default recovery window (the longest
+    transaction.timeout.ms plus two abort checks) simulate hours of a quiet cluster after a
+    short run: refused in one line naming the key, unless `recovery:` asks for it; without
+    transactional applications there is no recovery window to refuse."""
+    message = error_for(TRANSACTIONAL, "cluster.transaction_abort_check_interval=2147483647")
+    assert message == (
+        "s.yaml (--set cluster.transaction_abort_check_interval=2147483647): "
+        "cluster.transaction_abort_check_interval: 2147483647 ms gives a default recovery "
+        "window (the longest transaction.timeout.ms plus two abort checks) of 1193.1 h, above "
+        "the 1 h a scenario gets without asking; set recovery: to simulate it"
+    ), message
+    ok = ["cluster.transaction_abort_check_interval=2147483647", "recovery=2s"]
+    assert parse_scenario(TRANSACTIONAL, "s.yaml", ok).recovery_ms() == 2_000
+    plain = parse_scenario(GOOD, "s.yaml", ["cluster.transaction_abort_check_interval=500h"])
+    assert plain.recovery_ms() == 0
+    # Kafka's defaults: transaction.timeout.ms 60 s plus two 10 s checks.
+    assert parse_scenario(TRANSACTIONAL, "s.yaml").recovery_ms() == 80_000
+
+
 def test_a_random_fault_drawn_more_than_a_million_times_is_refused():
     """Random faults are drawn before the run; 10^15 per second used to exhaust memory."""
     fault = (
