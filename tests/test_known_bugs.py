@@ -138,3 +138,14 @@ def test_kafka_14024_members_never_rejoin_and_its_fix(seed):
         True,
         True,
     ]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kafka_16147_two_owners_and_its_fix(seed):
+    """3.7's coordinator loses the epochs of partitions given back to a member still revoking
+    them, then gives them to the next member at once: both process them. With the fix the
+    next member waits for the release: nothing is processed twice."""
+    rule, buggy, fixed = KNOWN_BUGS["KAFKA-16147"]
+    assert (rule, buggy, fixed) == ("consumer_partition_epochs", False, True)
+    assert anomalies("kafka-16147", seed)["duplicate_processing"] > 0
+    assert anomalies("kafka-16147", seed, f"kafka.rules.{rule}={fixed}") == {}
