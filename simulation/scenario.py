@@ -868,12 +868,13 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _resolve_clients(self) -> Scenario:
         self._clients = _resolve_clients(self)
-        if self.recovery is None and self.recovery_ms() > MAX_DEFAULT_RECOVERY_MS:
+        window = self.recovery_ms()
+        if self.recovery is None and window > MAX_DEFAULT_RECOVERY_MS:
             raise _PathError(
                 ("cluster", "transaction_abort_check_interval"),
                 f"{self.cluster.transaction_abort_check_interval:.0f} ms gives a default "
                 f"recovery window (the longest transaction.timeout.ms plus two abort checks) "
-                f"of {self.recovery_ms() / 3_600_000:.1f} h, above the "
+                f"of {window / 3_600_000:.1f} h, above the "
                 f"{MAX_DEFAULT_RECOVERY_MS / 3_600_000:g} h a scenario gets without asking; "
                 "set recovery: to simulate it",
             )

@@ -309,12 +309,11 @@ def _cooperative(answer: Any, owned: list[Any], **consumer: Any):
     member = _consumer(env, client, owned)
     member.metadata.topics = {"in": 2}
     member.positions = {tp: 5 for tp in owned}
+    settings = consumer.pop("config", {})
     for key, value in consumer.items():
         setattr(member, key, value)
     listener = Listener()
-    config = GroupRebalanceConfig(
-        "g", assignors=("cooperative-sticky",), **consumer.pop("config", {})
-    )
+    config = GroupRebalanceConfig("g", assignors=("cooperative-sticky",), **settings)
     c = ConsumerCoordinator(member, config, ("in",), listener)  # type: ignore[arg-type]
     c.state = MemberState.STABLE
     c.generation = Generation(3, "m-1", "cooperative-sticky")

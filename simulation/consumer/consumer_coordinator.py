@@ -422,10 +422,11 @@ class ConsumerCoordinator(GroupMembership):
 
     def _on_join_complete(self, assignment: list[TopicPartition]) -> None:
         consumer = self.consumer
-        added = sorted(tp for tp in assignment if tp not in consumer.assignment)
+        owned, assigned = set(consumer.assignment), set(assignment)
+        added = sorted(assigned - owned)
         self.joined_generation = self.generation
         if not self._eager:
-            revoked = sorted(tp for tp in consumer.assignment if tp not in set(assignment))
+            revoked = sorted(owned - assigned)
             if revoked:
                 # Revoked before the assignment changes, then a rejoin so that the next
                 # round can give them to their new owner.
