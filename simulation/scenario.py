@@ -1101,6 +1101,13 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
                     f"every processor of group {group!r} must use one group.protocol "
                     "(mixed groups are not modelled)",
                 )
+            if _sticky_over_different_topics(peers):
+                raise _PathError(
+                    ("processors", i, "input", "partition.assignment.strategy"),
+                    f"group {group!r} could choose cooperative-sticky while its members "
+                    "subscribe to different topics (the sticky assignor's general builder is "
+                    "not modelled)",
+                )
             rebalance = _rebalance_config(("processors", i, "input"), group, proc.input, rules)
         consumers[proc.name] = ConsumerSettings(
             isolation=proc.input.isolation,
@@ -1121,6 +1128,18 @@ def _resolve_clients(scenario: Scenario) -> ClientConfigs:
             auto_offset_reset=r.auto_offset_reset,
         )
     return ClientConfigs(producers, consumers)
+
+
+def _sticky_over_different_topics(peers: list[Processor]) -> bool:
+    """Whether a classic group whose members subscribe to different topics could choose
+    cooperative-sticky: it is among the assignors every member lists, and some member's first
+    such assignor (its vote, ClassicGroupMember.vote) is cooperative-sticky."""
+    if len({q.input.topic for q in peers}) < 2 or peers[0].input.group_protocol != "classic":
+        return False
+    lists = [q.input.assignment_strategy for q in peers]
+    common = set(lists[0]).intersection(*lists[1:])
+    votes = {next((a for a in names if a in common), None) for names in lists}
+    return "cooperative-sticky" in votes
 
 
 def _rebalance_config(

@@ -13,7 +13,7 @@ import pytest
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
 from eosim.simulation.runner import run_scenario
-from eosim.simulation.scenario import ScenarioError, load_scenario
+from eosim.simulation.scenario import ScenarioError, load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -215,3 +215,40 @@ def test_the_rebalance_storm_needs_the_generation_fencing(name, seeds):
         result = check_history(history_from_records(run.history.records()))
         found.append(result.anomalies["duplicate_processing"].count)
     assert all(n > 0 for n in found), found
+
+
+MIXED_TOPICS = """\
+name: mixed
+cluster:
+  brokers: 1
+  topics: [{name: a, partitions: 2}, {name: b, partitions: 2}, {name: out, partitions: 1}]
+processors:
+  - name: p
+    input: {topic: a, group: g, subscribe: true, partition.assignment.strategy: [%s]}
+    output: {topic: out}
+  - name: q
+    input: {topic: b, group: g, subscribe: true, partition.assignment.strategy: [%s]}
+    output: {topic: out}
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "refused"),
+    [
+        ("cooperative-sticky", "cooperative-sticky", True),
+        ("roundrobin, cooperative-sticky", "cooperative-sticky", True),  # the only common one
+        ("range, cooperative-sticky", "cooperative-sticky, range", True),  # one vote for it
+        ("range, cooperative-sticky", "range, cooperative-sticky", False),  # range chosen
+        ("range", "cooperative-sticky, range", False),
+    ],
+)
+def test_cooperative_sticky_over_different_topics_is_refused_up_front(first, second, refused):
+    """The sticky assignor's general builder (members subscribed to different topics) is not
+    modelled: a group that could choose cooperative-sticky then is refused when validated, in
+    one line, instead of failing in the run."""
+    text = MIXED_TOPICS % (first, second)
+    if refused:
+        with pytest.raises(ScenarioError, match="general builder is not modelled"):
+            parse_scenario(text, "s.yaml")
+    else:
+        parse_scenario(text, "s.yaml")
