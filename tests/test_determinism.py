@@ -13,14 +13,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "idempotent-restart.yaml"
 SMALL = ["producers.0.workload.records=2000"]
 DIGEST = (
-    "from simulation import load_scenario, run_scenario\n"
+    "from eosim.simulation import load_scenario, run_scenario\n"
     f"r = run_scenario(load_scenario({str(SCENARIO)!r}, {SMALL!r}), 11)\n"
     "print(r.history.digest())\n"
 )
 
 
 def _digest_in_subprocess(hash_seed: str) -> str:
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     out = subprocess.run(
         [sys.executable, "-c", DIGEST], env=env, capture_output=True, text=True, check=True
     )
@@ -56,13 +56,13 @@ def test_a_replicated_run_is_the_same_across_processes():
     scenario = ROOT / "scenarios" / "replication-transactional-pipeline.yaml"
     small = ["producers.0.workload.records=300"]
     code = (
-        "from simulation import load_scenario, run_scenario\n"
+        "from eosim.simulation import load_scenario, run_scenario\n"
         f"r = run_scenario(load_scenario({str(scenario)!r}, {small!r}), 3)\n"
         "print(r.history.digest())\n"
     )
     digests = set()
     for hash_seed in ("0", "777"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         out = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
