@@ -27,7 +27,7 @@ from eosim.analysis.expect import (
     rate_key_problem,
     unknown_expect_key,
 )
-from eosim.analysis.history import History, history_from_records
+from eosim.analysis.history import History, history_from_recorder
 from eosim.analysis.timeline import Timeline
 from eosim.real.target import MODEL, Target
 from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario
@@ -186,7 +186,7 @@ def run(
         scenario, scenario.seed if seed is None else seed, trace=trace, progress=progress
     )
     result.warnings[:0] = expectation_warnings(scenario)
-    history = history_from_records(result.history.records(), source=scenario.name)
+    history = history_from_recorder(result.history, source=scenario.name)
     verdict = check_history(history)
     observed = {name: a.count for name, a in verdict.anomalies.items()} | verdict.counts
     command = replay_command(source, result.seed, overrides, where.name)

@@ -28,6 +28,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 
+import numpy as np
+
+from eosim.analysis.columns import NO_PARTITION, SendColumns, send_columns
 from eosim.analysis.history import History
 
 # A partition counts as being written before a fault when it had an acknowledged write in this
@@ -45,21 +48,26 @@ DRAIN_PROCESS = "drain/"
 
 def ack_latencies(history: History) -> list[float]:
     """Invocation-to-completion time (ms) of every `ok` send, in invocation order."""
-    return [
-        s.complete_time - s.invoke_time
-        for s in history.sends
-        if s.outcome == "ok" and s.complete_time is not None
-    ]
+    sends = send_columns(history.sends)
+    acked = _acked(sends)
+    return (sends.complete_time[acked] - sends.invoke_time[acked]).tolist()
+
+
+def _acked(sends: SendColumns) -> np.ndarray:
+    """The `ok` sends with a completion time."""
+    return (sends.outcome == "ok") & ~np.isnan(sends.complete_time)
 
 
 def warm_ack_latencies(history: History, warm_up_ms: float = WARM_UP_MS) -> list[float]:
     """:func:`ack_latencies` of the sends invoked at least ``warm_up_ms`` after the run's first
     send was."""
-    sends = [s for s in history.sends if s.outcome == "ok" and s.complete_time is not None]
-    if not sends:
+    sends = send_columns(history.sends)
+    acked = _acked(sends)
+    if not acked.any():
         return []
-    start = min(s.invoke_time for s in history.sends) + warm_up_ms
-    return [s.complete_time - s.invoke_time for s in sends if s.invoke_time >= start]
+    start = float(sends.invoke_time.min()) + warm_up_ms
+    warm = acked & (sends.invoke_time >= start)
+    return (sends.complete_time[warm] - sends.invoke_time[warm]).tolist()
 
 
 def read_after_ack_latencies(history: History) -> list[float]:
@@ -73,13 +81,17 @@ def read_after_ack_latencies(history: History) -> list[float]:
             key = (record.topic, record.value)
             if key not in first_read or poll.time < first_read[key]:
                 first_read[key] = poll.time
+    if not first_read:
+        return []
+    sends = send_columns(history.sends)
+    acked = np.flatnonzero(_acked(sends))
     out = []
-    for s in history.sends:
-        if s.outcome != "ok" or s.complete_time is None:
-            continue
-        read = first_read.get((s.topic, s.value))
+    for topic, value, completed in zip(
+        sends.topic[acked], sends.value[acked], sends.complete_time[acked].tolist(), strict=True
+    ):
+        read = first_read.get((topic, value))
         if read is not None:
-            out.append(read - s.complete_time)
+            out.append(read - completed)
     return out
 
 
@@ -108,11 +120,21 @@ def failover_times(history: History) -> list[float]:
     """One time (ms) per broker fault after which writes resumed on every partition that was
     being written before it (see the module docstring)."""
     acks: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for s in history.sends:
-        if s.outcome == "ok" and s.complete_time is not None and s.partition is not None:
-            acks[s.topic, s.partition].append(s.complete_time)
-    for times in acks.values():
-        times.sort()
+    if any(
+        fault.get("phase") == "start" and fault.get("fault") in BROKER_FAULTS
+        for fault in history.faults
+    ):
+        sends = send_columns(history.sends)
+        rows = np.flatnonzero(_acked(sends) & (sends.partition != NO_PARTITION))
+        for topic, partition, completed in zip(
+            sends.topic[rows].tolist(),
+            sends.partition[rows].tolist(),
+            sends.complete_time[rows].tolist(),
+            strict=True,
+        ):
+            acks[topic, partition].append(completed)
+        for times in acks.values():
+            times.sort()
     out: list[float] = []
     for fault in history.faults:
         if fault.get("phase") != "start" or fault.get("fault") not in BROKER_FAULTS:

@@ -20,37 +20,39 @@ import json
 import platform
 import resource
 import statistics
-import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import simpy
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from eosim.analysis.checker import check
+from eosim.analysis.checks import check_history
+from eosim.analysis.history import history_from_recorder
+from eosim.simulation import load_scenario, run_scenario
+from eosim.simulation.runner import CountingEnvironment
 
-from eosim.analysis.checker import check  # noqa: E402
-from eosim.analysis.checks import check_history  # noqa: E402
-from eosim.analysis.history import history_from_records  # noqa: E402
-from eosim.simulation import load_scenario, run_scenario  # noqa: E402
-from eosim.simulation.runner import CountingEnvironment  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 STANDARD = ROOT / "benchmarks" / "standard.yaml"
 
 
-def bare_simpy_rate(events: int = 1_000_000) -> float:
-    """Events/s of SimPy alone: one process yielding timeouts, as cheap as SimPy gets."""
-    env = CountingEnvironment()
+def bare_simpy_rate(events: int = 1_000_000, env_class: type = simpy.Environment) -> float:
+    """Events/s of SimPy alone: one process yielding timeouts, as cheap as SimPy gets, on a
+    plain ``simpy.Environment`` (``env_class``: another environment, such as the model's
+    ``CountingEnvironment``, for comparison)."""
+    env = env_class()
+    ticks = [0]
 
     def ticker(env: simpy.Environment):
         while True:
             yield env.timeout(1)
+            ticks[0] += 1
 
     env.process(ticker(env))
     start = time.perf_counter()
     env.run(until=events)
-    return env.events_processed / (time.perf_counter() - start)
+    return ticks[0] / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -61,6 +63,7 @@ def main() -> None:
     args = parser.parse_args()
 
     bare = statistics.median(bare_simpy_rate() for _ in range(3))
+    counting = statistics.median(bare_simpy_rate(env_class=CountingEnvironment) for _ in range(3))
     scenario = load_scenario(args.scenario)
     walls, events, check_walls, all_check_walls = [], 0, [], []
     result = None
@@ -69,10 +72,10 @@ def main() -> None:
         walls.append(result.wall_time_s)
         events = result.events
         t = time.perf_counter()
-        verdict = check(history_from_records(result.history.records()))
+        verdict = check(history_from_recorder(result.history))
         check_walls.append(time.perf_counter() - t)
         t = time.perf_counter()
-        verdict = check_history(history_from_records(result.history.records()))
+        verdict = check_history(history_from_recorder(result.history))
         all_check_walls.append(time.perf_counter() - t)
     assert result is not None
     records = result.counts["sent"]
@@ -89,6 +92,7 @@ def main() -> None:
         "python": platform.python_version(),
         "simpy": simpy.__version__,
         "bare_simpy_events_per_s": round(bare),
+        "counting_env_events_per_s": round(counting),
         "records": records,
         "sim_time_s": round(result.sim_time_s, 3),
         "events_per_run": events,

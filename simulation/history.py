@@ -48,13 +48,49 @@ def _op_record(
     return rec
 
 
+# What `json.dumps(record, separators=(",", ":"), ensure_ascii=False)` uses, made once (dumps
+# with arguments builds an encoder per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_string = json.encoder.encode_basestring  # a JSON string, as _ENCODER writes one
+
+
+def _json_number(number: float) -> str:
+    """A number as _ENCODER writes it (an int as an int, a float by its repr)."""
+    return int.__repr__(number) if type(number) is int else float.__repr__(number)
+
+
+def _send_line(entry: tuple) -> str:
+    """A send op's line, byte for byte what _ENCODER makes of its JSON object (:meth:`records`)
+    without building that object: keys in the same order, strings escaped the same way."""
+    _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = entry
+    text = (
+        f'{{"kind":"op","id":{op_id},"type":{_string(type_)},"f":{_string(f)},'
+        f'"process":{_string(process)},"time":{_json_number(_t(time))},'
+        f'"value":{{"topic":{_string(topic)},'
+        f'"partition":{"null" if partition is None else partition},'
+        f'"key":{"null" if key is None else _string(key)},"value":{_string(value)}'
+    )
+    if type_ == "ok":
+        text += f',"offset":{"null" if offset is None else offset}'
+    if error is not None:
+        return f'{text}}},"error":{_string(error)}}}'
+    return text + "}}"
+
+
 class HistoryRecorder:
     def __init__(self, meta: dict[str, Any]) -> None:
         self.meta = {"kind": "meta", "format": FORMAT, "version": VERSION, **meta}
         self._entries: list[tuple] = []
+        # Positions in _entries of the entries other than send ops (few, next to the sends).
+        self._others: list[int] = []
         self._next_id = 0
         self.logs: list[dict[str, Any]] = []
         self.end_lines: list[dict[str, Any]] = []
+
+    def _add(self, entry: tuple) -> None:
+        """Record an entry other than a send op."""
+        self._others.append(len(self._entries))
+        self._entries.append(entry)
 
     def invoke_send(
         self,
@@ -93,7 +129,7 @@ class HistoryRecorder:
         """Invoke an operation other than ``send`` (``txn``, ``process``, ``poll``)."""
         op_id = self._next_id
         self._next_id += 1
-        self._entries.append(("gop", op_id, "invoke", f, process, time, value, None))
+        self._add(("gop", op_id, "invoke", f, process, time, value, None))
         return op_id
 
     def complete(
@@ -106,11 +142,11 @@ class HistoryRecorder:
         value: dict[str, Any] | None,
         error: str | None = None,
     ) -> None:
-        self._entries.append(("gop", op_id, type_, f, process, time, value, error))
+        self._add(("gop", op_id, type_, f, process, time, value, error))
 
     def fence(self, time: float, transactional_id: str, producer_id: int, epoch: int) -> None:
         """From ``time`` on, epochs of ``producer_id`` below ``epoch`` are fenced."""
-        self._entries.append(
+        self._add(
             (
                 "line",
                 {
@@ -134,12 +170,12 @@ class HistoryRecorder:
         line.update(detail)
         if "invoked" in line:
             line["invoked"] = _t(line["invoked"])
-        self._entries.append(("line", line))
+        self._add(("line", line))
 
     def add_line(self, line: dict[str, Any]) -> None:
         """A line taken as it is, in its place among the operations (a real cluster's
         history, merged from its clients' files)."""
-        self._entries.append(("line", line))
+        self._add(("line", line))
 
     def add_end_line(self, line: dict[str, Any]) -> None:
         """A line written after the logs (``offsets``, ``lso``)."""
@@ -148,7 +184,7 @@ class HistoryRecorder:
     def fault(
         self, time: float, phase: str, fault: str, targets: list[str], detail: dict[str, Any]
     ) -> None:
-        self._entries.append(("fault", time, phase, fault, targets, detail))
+        self._add(("fault", time, phase, fault, targets, detail))
 
     def add_log(
         self,
@@ -175,11 +211,71 @@ class HistoryRecorder:
     def operation_count(self) -> int:
         return sum(1 for e in self._entries if e[0] in ("op", "gop"))
 
-    def records(self) -> Iterator[dict[str, Any]]:
+    def items(self) -> Iterator[tuple | dict[str, Any]]:
+        """The history's lines in order, as :meth:`records` gives them, except for two kinds
+        of line the model writes by construction well formed, which come as tuples: a send op
+        stays the compact tuple it was recorded as, ``("op", id, type, "send", process, time,
+        topic, partition, key, value, offset, error)``, its time not yet rounded to the
+        history's microseconds; a partition's final log is ``("log", line)``."""
         yield self.meta
         for e in self._entries:
-            if e[0] == "op":
-                _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = e
+            yield e if e[0] == "op" else self._item(e)
+        for line in self.logs:
+            yield ("log", line)
+        yield from self.end_lines
+
+    def send_ops(self) -> list[tuple]:
+        """The send ops of :meth:`items`, in order."""
+        return [e for e in self._entries if e[0] == "op"]
+
+    def send_lines(self) -> list[int]:
+        """The line numbers of :meth:`send_ops` in :meth:`items` (the meta line is 1)."""
+        return [i + 2 for i, e in enumerate(self._entries) if e[0] == "op"]
+
+    def other_items(self) -> Iterator[tuple[int, tuple | dict[str, Any]]]:
+        """Every other item of :meth:`items`, with its line number (the meta line is 1):
+        what ``eosim.analysis.history.history_from_recorder`` reads besides
+        :meth:`send_ops`, without a step per send."""
+        yield 1, self.meta
+        entries = self._entries
+        for index in self._others:
+            yield index + 2, self._item(entries[index])
+        line = len(entries) + 1
+        for log in self.logs:
+            line += 1
+            yield line, ("log", log)
+        for end in self.end_lines:
+            line += 1
+            yield line, end
+
+    @staticmethod
+    def _item(e: tuple) -> dict[str, Any]:
+        kind = e[0]
+        if kind == "gop":
+            _, op_id, type_, f, process, time, value, error = e
+            return _op_record(op_id, type_, f, process, time, value, error)
+        if kind == "line":
+            return e[1]
+        _, time, phase, fault, targets, detail = e
+        return {
+            "kind": "fault",
+            "time": _t(time),
+            "phase": phase,
+            "fault": fault,
+            "targets": targets,
+            **detail,
+        }
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        for item in self.items():
+            if type(item) is not tuple:
+                yield item
+            elif item[0] == "log":
+                yield item[1]
+            else:
+                _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = (
+                    item
+                )
                 v: dict[str, Any] = {
                     "topic": topic,
                     "partition": partition,
@@ -189,27 +285,17 @@ class HistoryRecorder:
                 if type_ == "ok":
                     v["offset"] = offset
                 yield _op_record(op_id, type_, f, process, time, v, error)
-            elif e[0] == "gop":
-                _, op_id, type_, f, process, time, value, error = e
-                yield _op_record(op_id, type_, f, process, time, value, error)
-            elif e[0] == "line":
-                yield e[1]
-            else:
-                _, time, phase, fault, targets, detail = e
-                yield {
-                    "kind": "fault",
-                    "time": _t(time),
-                    "phase": phase,
-                    "fault": fault,
-                    "targets": targets,
-                    **detail,
-                }
-        yield from self.logs
-        yield from self.end_lines
 
     def lines(self) -> Iterator[str]:
-        for rec in self.records():
-            yield json.dumps(rec, separators=(",", ":"), ensure_ascii=False)
+        """The history's lines as written: compact JSON, one object a line."""
+        encode = _ENCODER.encode
+        for item in self.items():
+            if type(item) is not tuple:
+                yield encode(item)
+            elif item[0] == "log":
+                yield encode(item[1])
+            else:
+                yield _send_line(item)
 
     def write(self, stream: IO[str]) -> None:
         for line in self.lines():

@@ -1,0 +1,303 @@
+"""A history's sends as columns: what vectorised checks and timings read.
+
+`history.sends` is a list of `Send` objects for a history read from a file, and a
+:class:`SendTable` for a history built from the model's recorder
+(`eosim.analysis.history.history_from_recorder`). Both are sequences of `Send`; a
+`SendTable` keeps the recorder's compact tuples and builds its `Send` objects only when
+something reads them one by one. :func:`send_columns` gives the same :class:`SendColumns`
+for either, built once per table.
+
+Extending it: a new per-send field is one more array in :class:`SendColumns`, filled in both
+:meth:`SendColumns.of_sends` (from objects) and :meth:`SendColumns.of_entries` (from the
+recorder's tuples); ``tests/test_columns.py`` checks that the two agree on every shipped
+scenario's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
+from typing import Any, TypeVar, overload
+
+import numpy as np
+
+from eosim.analysis.history import Op, Send
+
+T = TypeVar("T")
+NO_PARTITION = -1  # `partition` column: the send never learnt its partition
+NO_OFFSET = -1  # `offset` column: no offset (not `ok`, or none reported)
+
+
+class SendColumns:
+    """One row per send, in invocation order (row i is `history.sends[i]`). Object arrays
+    hold text; `partition` and `offset` use :data:`NO_PARTITION` and :data:`NO_OFFSET` for
+    None, `complete_time` NaN for a send never completed. The two time columns are built on
+    first use (only timings read them)."""
+
+    __slots__ = (
+        "_time_source",
+        "_times",
+        "error",
+        "offset",
+        "outcome",
+        "partition",
+        "process",
+        "topic",
+        "value",
+    )
+
+    def __init__(
+        self,
+        process: np.ndarray,
+        topic: np.ndarray,
+        partition: np.ndarray,
+        value: np.ndarray,
+        outcome: np.ndarray,
+        offset: np.ndarray,
+        error: np.ndarray,
+        times: Callable[[], tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        self.process = process
+        self.topic = topic
+        self.partition = partition  # int64
+        self.value = value
+        self.outcome = outcome  # "ok", "fail" or "info"
+        self.offset = offset  # int64, set for `ok` sends with an offset >= 0, as Send.offset
+        self.error = error
+        self._time_source = times
+        self._times: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    @property
+    def invoke_time(self) -> np.ndarray:
+        return self._both_times()[0]
+
+    @property
+    def complete_time(self) -> np.ndarray:
+        return self._both_times()[1]
+
+    def _both_times(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._times is None:
+            self._times = self._time_source()
+        return self._times
+
+    @classmethod
+    def of_sends(cls, sends: Sequence[Send]) -> SendColumns:
+        def times() -> tuple[np.ndarray, np.ndarray]:
+            invoked = np.array([s.invoke_time for s in sends], dtype=np.float64)
+            completed = [np.nan if s.complete_time is None else s.complete_time for s in sends]
+            return invoked, np.array(completed, dtype=np.float64)
+
+        return cls(
+            _objects([s.process for s in sends]),
+            _objects([s.topic for s in sends]),
+            np.array(
+                [NO_PARTITION if s.partition is None else s.partition for s in sends],
+                dtype=np.int64,
+            ),
+            _objects([s.value for s in sends]),
+            _objects([s.outcome for s in sends]),
+            np.array([NO_OFFSET if s.offset is None else s.offset for s in sends], dtype=np.int64),
+            _objects([s.error for s in sends]),
+            times,
+        )
+
+    @classmethod
+    def of_entries(cls, entries: Sequence[tuple]) -> SendColumns:
+        """From a recorder's send tuples (``HistoryRecorder.send_ops``), as the `Send` objects
+        :class:`SendTable` builds would give them. The recorder numbers operations in
+        invocation order, so the invocations' ids are increasing and a completion finds its
+        row by binary search."""
+        invokes = [e for e in entries if e[2] == "invoke"]
+        done = [e for e in entries if e[2] != "invoke"]
+        n = len(invokes)
+        if not n:
+            return cls.of_sends([])
+        _, ids, _, _, process, times, topic, partition, _, value, _, _ = zip(*invokes, strict=True)
+        partitions = np.array([NO_PARTITION if p is None else p for p in partition], dtype=np.int64)
+        outcome = np.full(n, "info", dtype=object)
+        offset = np.full(n, NO_OFFSET, dtype=np.int64)
+        error = np.full(n, None, dtype=object)
+        rows = np.zeros(0, dtype=np.int64)
+        ctimes: tuple[float, ...] = ()
+        if done:
+            _, cids, ctypes, _, _, ctimes, _, cpart, _, _, coffset, cerror = zip(*done, strict=True)
+            rows = np.searchsorted(np.array(ids, dtype=np.int64), np.array(cids, dtype=np.int64))
+            outcome[rows] = ctypes
+            error[rows] = cerror
+            known = [i for i, p in enumerate(cpart) if p is not None]
+            if known:
+                partitions[rows[known]] = [cpart[i] for i in known]
+            acked = [
+                i
+                for i, (t, o) in enumerate(zip(ctypes, coffset, strict=True))
+                if t == "ok" and o is not None and o >= 0
+            ]
+            if acked:
+                offset[rows[acked]] = [coffset[i] for i in acked]
+
+        def both_times() -> tuple[np.ndarray, np.ndarray]:
+            # Rounded as the history writes them (Python's round, as Send objects have them).
+            invoked = np.array([round(t, 6) for t in times], dtype=np.float64)
+            completed = np.full(n, np.nan)
+            completed[rows] = [round(t, 6) for t in ctimes]
+            return invoked, completed
+
+        return cls(
+            _objects(process),
+            _objects(topic),
+            partitions,
+            _objects(value),
+            outcome,
+            offset,
+            error,
+            both_times,
+        )
+
+
+def _objects(items: Sequence[Any]) -> np.ndarray:
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    return array
+
+
+class _BuiltOnDemand(Sequence[T]):
+    """A sequence whose items are built, all at once, the first time one is read (`_build`);
+    it compares equal to a list of the same items."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[T] | None = None
+
+    def _build(self) -> list[T]:
+        raise NotImplementedError
+
+    def _built(self) -> list[T]:
+        items = self._items
+        if items is None:
+            items = self._items = self._build()
+        return items
+
+    @property
+    def built(self) -> bool:
+        """Whether the items have been built."""
+        return self._items is not None
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self._built()[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._built())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _BuiltOnDemand | list):
+            return self._built() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} items)"
+
+
+class SendTable(_BuiltOnDemand[Send]):
+    """`history.sends` of a history built from the model's recorder: the recorder's send
+    tuples (invocations and completions, in history order), read as `Send` objects in
+    invocation order. The objects are built on first access; :func:`send_columns` reads the
+    tuples directly."""
+
+    __slots__ = ("_columns", "_entries", "_length")
+
+    def __init__(self, entries: list[tuple]) -> None:
+        super().__init__()
+        self._entries = entries
+        self._length = sum(1 for e in entries if e[2] == "invoke")
+        self._columns: SendColumns | None = None
+
+    def _build(self) -> list[Send]:
+        return _build_sends(self._entries)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def columns(self) -> SendColumns:
+        if self._columns is None:
+            self._columns = SendColumns.of_entries(self._entries)
+        return self._columns
+
+
+def _build_sends(entries: list[tuple]) -> list[Send]:
+    """The `Send` objects of a recorder's send tuples, as the history parser makes them."""
+    sends: list[Send] = []
+    open_sends: dict[int, Send] = {}
+    for entry in entries:
+        _, op_id, type_, _, process, time, topic, partition, key, payload, offset, error = entry
+        time = round(time, 6)
+        if type_ == "invoke":
+            send = Send(
+                op_id, process, len(sends), time, None, "info", topic, partition, key, payload,
+                None, None,
+            )  # fmt: skip
+            sends.append(send)
+            open_sends[op_id] = send
+            continue
+        send = open_sends.pop(op_id)
+        send.complete_time = time
+        send.outcome = type_
+        send.error = error
+        if partition is not None:
+            send.partition = partition
+        if type_ == "ok" and offset is not None and offset >= 0:
+            send.offset = offset
+    return sends
+
+
+class OpList(_BuiltOnDemand[Op]):
+    """`history.ops` of a history built from the model's recorder: the ops parsed from its
+    other lines, merged by line number with the `Op` of each send tuple (``lines()`` gives
+    the send tuples' line numbers), built on first access."""
+
+    __slots__ = ("_entries", "_lines", "_others")
+
+    def __init__(
+        self, others: list[Op], entries: list[tuple], lines: Callable[[], list[int]]
+    ) -> None:
+        super().__init__()
+        self._others = others
+        self._entries = entries
+        self._lines = lines
+
+    def _build(self) -> list[Op]:
+        ops = [*self._others, *map(_send_op, self._entries, self._lines())]
+        ops.sort(key=attrgetter("line"))
+        return ops
+
+    def __len__(self) -> int:
+        return len(self._others) + len(self._entries)
+
+
+def _send_op(entry: tuple, line: int) -> Op:
+    _, op_id, type_, f, process, time, topic, partition, key, payload, offset, error = entry
+    value: dict[str, Any] = {"topic": topic, "partition": partition, "key": key, "value": payload}
+    if type_ == "ok":
+        value["offset"] = offset
+    return Op(op_id, type_, f, process, round(time, 6), value, error, line)
+
+
+def send_columns(sends: Sequence[Send]) -> SendColumns:
+    """The columns of `history.sends`, whichever form it has (built once for a table)."""
+    if isinstance(sends, SendTable):
+        return sends.columns()
+    return SendColumns.of_sends(sends)
+
+
+__all__ = ["NO_OFFSET", "NO_PARTITION", "OpList", "SendColumns", "SendTable", "send_columns"]

@@ -1,0 +1,83 @@
+"""A history built from the model's recorder (sends kept as columns, objects built on demand)
+is the history parsed from its lines; its columns, timings and written bytes are those of the
+object form."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eosim.analysis import timings
+from eosim.analysis.checks import check_history
+from eosim.analysis.columns import SendColumns, SendTable, send_columns
+from eosim.analysis.history import History, history_from_recorder, history_from_records
+from eosim.simulation import load_scenario, run_scenario
+from eosim.simulation.history import HistoryRecorder
+
+ROOT = Path(__file__).resolve().parent.parent
+# Plain, transactional, consumer-group and replicated runs, kept small.
+SCENARIOS = {
+    "idempotent-restart.yaml": ["producers.0.workload.records=400"],
+    "transactional-pipeline.yaml": ["producers.0.workload.records=100"],
+    "group-eos-rebalance-storm.yaml": [],
+    "replication-idempotent-failover.yaml": [],
+}
+FIELDS = ("process", "topic", "partition", "value", "outcome", "offset", "error")
+
+
+def _same_columns(a: SendColumns, b: SendColumns) -> None:
+    for name in FIELDS:
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    for name in ("invoke_time", "complete_time"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+
+
+def _fields(history: History) -> dict:
+    return {name: getattr(history, name) for name in History.__dataclass_fields__}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_recorded_history_is_its_parsed_lines(name):
+    path = ROOT / "scenarios" / name
+    run = run_scenario(load_scenario(path, SCENARIOS[name]), 2)
+    recorded = history_from_recorder(run.history)
+    parsed = history_from_records(json.loads(line) for line in run.history.lines())
+    assert isinstance(recorded.sends, SendTable)
+    # Columns and timings first, before anything builds the Send objects.
+    _same_columns(send_columns(recorded.sends), SendColumns.of_sends(parsed.sends))
+    for measure in (
+        timings.ack_latencies,
+        timings.warm_ack_latencies,
+        timings.read_after_ack_latencies,
+        timings.failover_times,
+        timings.commit_latencies,
+    ):
+        assert measure(recorded) == measure(parsed), measure.__name__
+    verdict = check_history(recorded)
+    assert verdict.to_dict() == check_history(parsed).to_dict()
+    plain = not (recorded.txns or recorded.steps or recorded.polls)
+    if plain and not any(a.count for a in verdict.anomalies.values()):
+        # A clean plain history is checked and timed from its columns alone.
+        assert not recorded.sends.built
+    assert _fields(recorded) == _fields(parsed)  # builds the objects, ops in line order
+
+
+def test_send_lines_are_the_json_of_their_records():
+    """The hand-written send line is byte for byte json.dumps of the send's object, whatever
+    its strings hold."""
+    recorder = HistoryRecorder({"scenario": "x"})
+    odd = ['quote " and \\ backslash', "tab\tnewline\n", "\u00e9\u4e2d\U0001f600", "\x00\x1f"]
+    for i, value in enumerate(odd):
+        op = recorder.invoke_send(f"p{i}", 0, "t\u00e9", None, value if i % 2 else None, value)
+        recorder.complete_send(op, "ok", f"p{i}", 1.25 + i, "t\u00e9", i, None, value, i, None)
+        op = recorder.invoke_send("q", 2.0000004, "t", 3, "k", value)
+        recorder.complete_send(op, "info", "q", 1e17, "t", None, "k", value, None, value)
+        op = recorder.invoke_send("r", 3.1, "t", None, None, value)
+        recorder.complete_send(op, "fail", "r", 4, "t", None, None, value, -1, "E: " + value)
+    expected = [
+        json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in recorder.records()
+    ]
+    assert list(recorder.lines()) == expected
