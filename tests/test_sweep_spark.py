@@ -98,6 +98,20 @@ def test_aggregate_matches_the_run_table(clean):
     assert by_variant[1]["ppm_duplicate"] > 0 and by_variant[0]["ppm_duplicate_low"] == 0
 
 
+def test_a_sweep_run_in_process_writes_what_spark_writes(spark, clean, tmp_path):
+    """``in_process`` (the serial baseline of benchmarks/bench_sweep.py) runs the same chunks
+    in the driver: the same run table and aggregate, and the phases' times are reported."""
+    result, out = clean
+    mine = sweep(spark, tmp_path / "serial", chunk_runs=4, in_process=True)
+    pd.testing.assert_frame_equal(rows(tmp_path / "serial"), rows(out))
+    assert mine.table == result.table
+    assert sorted(p.name for p in (tmp_path / "serial" / "runs").iterdir()) == sorted(
+        p.name for p in (out / "runs").iterdir()
+    )
+    assert mine.runs_s > 0 and mine.aggregate_s > 0
+    assert mine.runs_s + mine.aggregate_s <= mine.wall_s
+
+
 def test_plain_sweep_has_transactional_columns_but_no_transactions(clean):
     from eosim.analysis.checks import ALL_ANOMALIES
     from eosim.analysis.sweep.runner import format_table

@@ -66,6 +66,10 @@ class SweepResult:
     wall_s: float
     params: list[str] = field(default_factory=list)
     sweep_verdict: SweepVerdict | None = None
+    # Seconds spent running the pending chunks (until the last was committed) and aggregating
+    # the committed runs; with spark_startup_s, where wall_s went.
+    runs_s: float = 0.0
+    aggregate_s: float = 0.0
 
     @property
     def runs_met(self) -> bool:
@@ -132,6 +136,7 @@ def run_sweep(
     progress_interval: float = 0.25,
     expect: Mapping[str, str] | None = None,
     target: Any = None,
+    in_process: bool = False,
 ) -> SweepResult:
     """Run a sweep. ``expect`` (``--expect``: anomaly -> condition, already checked) adds to
     the scenario's ``expect_sweep:`` block, replacing a key it also names; the sweep judges
@@ -142,7 +147,11 @@ def run_sweep(
 
     ``target`` (:class:`eosim.real.target.KafkaTarget`) runs every run on a real cluster
     instead of the model: one after another in this process (they share the machine's one
-    cluster), each run committed as its own chunk; Spark then only aggregates."""
+    cluster), each run committed as its own chunk; Spark then only aggregates.
+
+    ``in_process`` runs the model's chunks the same way, one after another in this process
+    (the same chunk files, commits and progress), and leaves Spark only the aggregation: the
+    serial baseline that ``benchmarks/bench_sweep.py`` compares Spark's execution with."""
     from eosim import __version__
 
     started = time.perf_counter()
@@ -247,6 +256,7 @@ def run_sweep(
             on_progress(progress.runs)
 
     startup = 0.0
+    runs_s = aggregate_s = 0.0
     interrupted = False
     interrupt = _Interrupt()
     try:
@@ -278,7 +288,8 @@ def run_sweep(
                 )
                 poller.watch(progress_dir, base, plan.total_runs)
                 interrupt.check()
-                if real:
+                running = time.perf_counter()
+                if real or in_process:
                     run_here(runner, len(pending), interrupt)
                 else:
                     try:
@@ -286,6 +297,7 @@ def run_sweep(
                     except Exception:
                         interrupt.check()  # the job failed because Ctrl-C cancelled it
                         raise
+                runs_s = time.perf_counter() - running
                 missing = sorted({c for c, _, _ in pending} - set(store.done_chunks()))
                 if missing:
                     raise SweepError(
@@ -296,6 +308,7 @@ def run_sweep(
                 poller.set_done(Progress(plan.total_runs, poller.last.found))
         bar.close()
 
+        aggregating = time.perf_counter()
         runs_df = spark.read.parquet(str(store.runs_dir.resolve()))
         variant_columns = [plan.typed_columns(v) for v in plan.variants]
         interrupt.check()
@@ -313,6 +326,7 @@ def run_sweep(
         except Exception:
             interrupt.check()
             raise
+        aggregate_s = time.perf_counter() - aggregating
     except KeyboardInterrupt:
         interrupted = True
         bar.close()
@@ -355,6 +369,8 @@ def run_sweep(
         wall_s=time.perf_counter() - started,
         params=[a.path for a in plan.grid],
         sweep_verdict=sweep_verdict,
+        runs_s=runs_s,
+        aggregate_s=aggregate_s,
     )
 
 
