@@ -318,6 +318,22 @@ def test_poll_skip() -> None:
     assert found["skipped"] == [{"offset": 2, "value": "c"}]
 
 
+def test_poll_skip_lists_every_record_strictly_inside_the_gap() -> None:
+    """The skipped records are found by binary search in the log: exactly those strictly
+    between the two polls' offsets, in offset order, whatever lies around them."""
+    h = Builder()
+    h.poll("c/0", [("t", 0, 0, "a"), ("t", 0, 1, "b")])
+    h.poll("c/0", [("t", 0, 5, "f"), ("t", 0, 6, "g")])
+    h.log("t", 0, {0: "a", 1: "b", 2: "c", 4: "e", 5: "f", 6: "g", 9: "j"})
+
+    result = check_transactions(h.history())
+
+    only(result, poll_skip=1)
+    found = example(result, "poll_skip")
+    assert found["skipped"] == [{"offset": 2, "value": "c"}, {"offset": 4, "value": "e"}]
+    assert found["skipped_count"] == 2
+
+
 def test_gap_over_aborted_data_or_markers_is_not_a_skip_under_read_committed() -> None:
     h = Builder()
     h.txn("p/0", "tx", ["a", "b"], "ok")
