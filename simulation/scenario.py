@@ -705,6 +705,9 @@ MAX_RANDOM_FAULTS = 1_000_000
 # cluster still costs events every simulated second, so an abort check interval of weeks
 # (Kafka allows up to 2^31-1 ms) would make a short run simulate weeks.
 MAX_DEFAULT_RECOVERY_MS = 3_600_000.0
+# The default of Scenario.max_records: about 7 GB at the peak of a run that holds every record
+# outstanding at once (1.3 KB a record, docs/performance.md), less for most runs.
+MAX_RECORDS = 5_000_000
 
 ExpectValue = int | str
 # The controller's node name, a fault target like the brokers.
@@ -731,6 +734,10 @@ class Scenario(_Model):
     # final drain; default: transaction.timeout.ms plus two abort checks when there are
     # transactional applications, else 0.
     recovery: Duration | None = None
+    # The most records a run may write (producers' records plus transactional producers'
+    # transactions times their size): a run holds every record, in its logs and its history,
+    # until it ends (docs/performance.md, "Memory"), so a larger run is refused up front.
+    max_records: int = Field(default=MAX_RECORDS, ge=1)
     faults: list[Fault] = Field(default_factory=list)
     unsafe: UnsafeSpec = UnsafeSpec()
     expect: dict[str, ExpectValue] = Field(default_factory=dict)
@@ -867,6 +874,15 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _resolve_clients(self) -> Scenario:
+        records = self.records()
+        if records > self.max_records:
+            raise _PathError(
+                ("max_records",),
+                f"the workloads write {records:,} records, above max_records "
+                f"({self.max_records:,}); a run holds every record in memory until it ends "
+                "(about 1.3 KB each at its peak, docs/performance.md): raise max_records to "
+                "run it",
+            )
         self._clients = _resolve_clients(self)
         window = self.recovery_ms()
         if self.recovery is None and window > MAX_DEFAULT_RECOVERY_MS:
@@ -879,6 +895,13 @@ class Scenario(_Model):
                 "set recovery: to simulate it",
             )
         return self
+
+    def records(self) -> int:
+        """The records the workloads write: every producer's records, and every
+        transactional producer's transactions times their size."""
+        return sum(p.workload.records for p in self.producers) + sum(
+            t.workload.transactions * t.workload.size for t in self.transactional_producers
+        )
 
     def recovery_ms(self) -> float:
         """The fault-free time after the workload: ``recovery`` when set, else, with

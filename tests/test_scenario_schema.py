@@ -269,6 +269,27 @@ def test_a_default_recovery_of_hours_is_refused_until_asked_for():
     assert parse_scenario(TRANSACTIONAL, "s.yaml").recovery_ms() == 80_000
 
 
+def test_a_run_of_more_records_than_max_records_is_refused_up_front():
+    """A run holds every record until it ends: ten million records (about 13 GB at the
+    peak) are refused in one line naming max_records, unless it is raised; the
+    transactional producers' records count as transactions times their size."""
+    message = error_for(TRANSACTIONAL, "transactional_producers.0.workload.transactions=2000000",
+                        "transactional_producers.0.workload.size=5")  # fmt: skip
+    assert message == (
+        "s.yaml:1: max_records: the workloads write "
+        "10,000,000 records, above max_records (5,000,000); a run holds every record in memory "
+        "until it ends (about 1.3 KB each at its peak, docs/performance.md): raise "
+        "max_records to run it"
+    ), message
+    raised = [
+        "transactional_producers.0.workload.transactions=2000000",
+        "transactional_producers.0.workload.size=5",
+        "max_records=10000000",
+    ]
+    assert parse_scenario(TRANSACTIONAL, "s.yaml", raised).records() == 10_000_000
+    assert parse_scenario(TRANSACTIONAL, "s.yaml").records() == 4
+
+
 def test_a_random_fault_drawn_more_than_a_million_times_is_refused():
     """Random faults are drawn before the run; 10^15 per second used to exhaust memory."""
     fault = (
