@@ -195,8 +195,8 @@ def _find(
 
 
 def _member(keys: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """A vectorised membership test against ``keys``."""
-    ordered = np.unique(keys)
+    """A vectorised membership test against ``keys`` (sorted once; repeats do no harm)."""
+    ordered = np.sort(keys)
 
     def contains(wanted: np.ndarray) -> np.ndarray:
         if not len(ordered):

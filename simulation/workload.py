@@ -38,7 +38,7 @@ class ProducerApp(ClientApplication):
         self.workload = workload
         self.next_index = 0
         # value -> (op id, key) for operations still open in the current incarnation
-        self.open_ops: dict[str, tuple[int, str | None]] = {}
+        self.open_ops: dict[str, _OpenSend] = {}
         self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
         self.process = env.process(self._run())
 
@@ -74,34 +74,11 @@ class ProducerApp(ClientApplication):
         w = self.workload
         process = self.process_id
         op_id = self.history.invoke_send(process, self.env.now, w.topic, w.partition, key, value)
-        self.open_ops[value] = (op_id, key)
+        pending = _OpenSend(self, self.incarnation, op_id, process, key, value)
+        self.open_ops[value] = pending
         self.counts["sent"] += 1
-        incarnation = self.incarnation
-
-        def on_complete(
-            partition: int, offset: int, error: str | None, maybe_written: bool
-        ) -> None:
-            if incarnation != self.incarnation or value not in self.open_ops:
-                return
-            del self.open_ops[value]
-            p = partition if partition >= 0 else None
-            type_ = "ok" if error is None else ("info" if maybe_written else "fail")
-            tally(self.counts, type_, error)
-            self.history.complete_send(
-                op_id,
-                type_,
-                process,
-                self.env.now,
-                w.topic,
-                p,
-                key,
-                value,
-                offset if error is None else None,
-                error,
-            )
-
         assert self.producer is not None
-        return self.producer.send(w.topic, key, value, w.partition, on_complete, w.value_bytes)
+        return self.producer.send(w.topic, key, value, w.partition, pending, w.value_bytes)
 
     # -- faults ------------------------------------------------------------------------
     def _died(self) -> None:
@@ -116,7 +93,8 @@ class ProducerApp(ClientApplication):
         """Complete every open operation ``info`` (its outcome is unknown); returns how many."""
         w = self.workload
         process = self.process_id
-        for value, (op_id, key) in self.open_ops.items():
+        for value, pending in self.open_ops.items():
+            op_id, key = pending.op_id, pending.key
             self.history.complete_send(
                 op_id, "info", process, self.env.now, w.topic, w.partition, key, value, None, error
             )
@@ -129,3 +107,48 @@ class ProducerApp(ClientApplication):
 
     def _reborn(self) -> None:
         self.producer = self.make_producer()
+
+
+class _OpenSend:
+    """One send the application waits for, and the producer's callback that completes it: an
+    object with slots rather than a closure, since a run may hold every record it sends
+    outstanding at once (docs/performance.md, "Memory")."""
+
+    __slots__ = ("app", "incarnation", "key", "op_id", "process", "value")
+
+    def __init__(
+        self,
+        app: ProducerApp,
+        incarnation: int,
+        op_id: int,
+        process: str,
+        key: str | None,
+        value: str,
+    ) -> None:
+        self.app = app
+        self.incarnation = incarnation
+        self.op_id = op_id
+        self.process = process
+        self.key = key
+        self.value = value
+
+    def __call__(self, partition: int, offset: int, error: str | None, maybe_written: bool) -> None:
+        app = self.app
+        value = self.value
+        if self.incarnation != app.incarnation or value not in app.open_ops:
+            return
+        del app.open_ops[value]
+        type_ = "ok" if error is None else ("info" if maybe_written else "fail")
+        tally(app.counts, type_, error)
+        app.history.complete_send(
+            self.op_id,
+            type_,
+            self.process,
+            app.env.now,
+            app.workload.topic,
+            partition if partition >= 0 else None,
+            self.key,
+            value,
+            offset if error is None else None,
+            error,
+        )

@@ -60,6 +60,8 @@ class ClientApplication:
         self.producer: KafkaProducer | None = None
         self.counts = new_counts()
         self.incarnation = 0
+        self._id_incarnation: int | None = None
+        self._process_id = ""
         self.alive = True
         self.down_count = 0
         self.done = env.event()
@@ -69,7 +71,11 @@ class ClientApplication:
 
     @property
     def process_id(self) -> str:
-        return f"{self.name}/{self.incarnation}"
+        """``name/incarnation``; one string per incarnation (every send names its process)."""
+        if self._id_incarnation != self.incarnation:
+            self._id_incarnation = self.incarnation
+            self._process_id = f"{self.name}/{self.incarnation}"
+        return self._process_id
 
     def crash(self) -> None:
         self.down_count += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 import simpy
 
@@ -130,11 +131,10 @@ class KafkaProducer:
         if self.transactions is not None:
             self.transactions.maybe_add_partition((topic, p))
 
-        def on_complete(offset: int, error: str | None, maybe_written: bool) -> None:
-            callback(p, offset, error, maybe_written)
-
+        # The application's callback with the partition bound: partial() holds less than a
+        # closure, and a run may hold every record outstanding at once.
         if self.accumulator.append(
-            (topic, p), RecordEntry(value, key, size, on_complete), self.env.now
+            (topic, p), RecordEntry(value, key, size, partial(callback, p)), self.env.now
         ):
             self.sender.wakeup()
 
