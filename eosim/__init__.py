@@ -12,4 +12,3 @@ try:
     __version__ = version("eosim")
 except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0+source"
-
