@@ -466,8 +466,11 @@ def history_from_recorder(recorder: Any, source: str = "<history>") -> History:
         history = _build_history(recorder.other_items(), source, compact=True)
         from eosim.analysis.columns import OpList, SendTable
 
-        history.sends = SendTable(sends)
-        history.ops = OpList(history.ops, sends, recorder.send_lines)
+        if sends:  # a real cluster's recorder holds its drivers' ops as lines instead
+            if history.sends:
+                raise ValueError("a recorder holds sends both as tuples and as lines")
+            history.sends = SendTable(sends)
+            history.ops = OpList(history.ops, sends, recorder.send_lines)
         return history
 
 

@@ -81,3 +81,20 @@ def test_send_lines_are_the_json_of_their_records():
         json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in recorder.records()
     ]
     assert list(recorder.lines()) == expected
+
+
+def test_a_recorder_of_written_lines_keeps_its_sends():
+    """A real cluster's run records its drivers' ops as lines (``add_line``), not as the
+    model's tuples: its sends are the parsed ones (a first version replaced them with the
+    model's, of which there are none)."""
+    recorder = HistoryRecorder({"scenario": "x"})
+    send = {"topic": "t", "partition": 0, "key": None, "value": "a"}
+    recorder.add_line({"kind": "op", "id": 0, "type": "invoke", "f": "send", "process": "p",
+                       "time": 1.0, "value": send})  # fmt: skip
+    recorder.add_line({"kind": "op", "id": 0, "type": "ok", "f": "send", "process": "p",
+                       "time": 2.0, "value": {**send, "offset": 0}})  # fmt: skip
+    recorder.add_log("t", 0, [{"offset": 0, "value": "a"}])
+    recorded = history_from_recorder(recorder)
+    assert _fields(recorded) == _fields(history_from_records(recorder.records()))
+    assert [s.value for s in recorded.sends] == ["a"]
+    assert check_history(recorded).counts["acked"] == 1
