@@ -961,6 +961,8 @@ class Scenario(_Model):
             del data["expect_sweep"]
         if data["converge_timeout"] == 120_000.0:
             del data["converge_timeout"]
+        if data["max_records"] == MAX_RECORDS:
+            del data["max_records"]
         if data["cluster"]["broker_startup"] == 2_000.0:
             del data["cluster"]["broker_startup"]
         defaults = ProcessorInput(topic="-").model_dump(mode="json")
