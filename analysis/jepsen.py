@@ -248,7 +248,7 @@ class _Converter:
         # Jepsen's values are unique per key only, and a key is one topic-partition.
         self.history = History(meta={"format": "jepsen-kafka"}, value_scope=PARTITION_SCOPE)
         # process -> (invocation op map, its line)
-        self.open: dict[Any, tuple[dict[Any, Any], int]] = {}
+        self.open: dict[Any, tuple[dict[str, Any], int]] = {}
         # (process, key) -> resets of that key's session; process -> keys it has touched
         self.sessions: dict[tuple[Any, Any], int] = {}
         self.touched: dict[Any, list[Any]] = {}
@@ -264,13 +264,16 @@ class _Converter:
             self._complete(invoked, None, line)
         return self.history
 
-    def _field(self, op: dict[Any, Any], name: str) -> Any:
-        return op.get(Keyword(name))
+    def _field(self, op: dict[str, Any], name: str) -> Any:
+        return op.get(name)
 
     def _op(self, position: int, line: int, op: Any) -> None:
         where = line or position + 1
         if not isinstance(op, Mapping):
             raise self.fail(where, "op", f"expected an EDN map, got {render(op)[:60]}")
+        # The op's keyword keys by name: every field is looked up by a keyword, and a Keyword
+        # is slow to hash (edn_format builds a dict per hash); other keys are never read.
+        op = {k.name: v for k, v in op.items() if type(k) is Keyword}
         type_ = _kw(self._field(op, "type"))
         if type_ not in OP_TYPES:
             got = render(self._field(op, "type"))
@@ -290,9 +293,8 @@ class _Converter:
             time = position
         if not isinstance(time, (int, float)) or isinstance(time, bool):
             raise self.fail(where, ":time", f"expected a number, got {render(time)}")
-        op = dict(op)
-        op[Keyword("time")] = time / NANOS_PER_MS
-        op[Keyword("process")] = process
+        op["time"] = time / NANOS_PER_MS
+        op["process"] = process
         if type_ == "invoke":
             if process in self.open:
                 previous = self.open[process][1]
@@ -314,7 +316,7 @@ class _Converter:
         self._complete(invoked, op, where)
 
     def _complete(
-        self, invoked: dict[Any, Any] | None, done: dict[Any, Any] | None, line: int
+        self, invoked: dict[str, Any] | None, done: dict[str, Any] | None, line: int
     ) -> None:
         op = done if done is not None else invoked
         assert op is not None
