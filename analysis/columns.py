@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 
 from eosim.analysis.history import Op, Send
+from eosim.simulation.history import send_record
 
 T = TypeVar("T")
 NO_PARTITION = -1  # `partition` column: the send never learnt its partition
@@ -91,16 +92,16 @@ class SendColumns:
             return invoked, np.array(completed, dtype=np.float64)
 
         return cls(
-            _objects([s.process for s in sends]),
-            _objects([s.topic for s in sends]),
+            object_array([s.process for s in sends]),
+            object_array([s.topic for s in sends]),
             np.array(
                 [NO_PARTITION if s.partition is None else s.partition for s in sends],
                 dtype=np.int64,
             ),
-            _objects([s.value for s in sends]),
-            _objects([s.outcome for s in sends]),
+            object_array([s.value for s in sends]),
+            object_array([s.outcome for s in sends]),
             np.array([NO_OFFSET if s.offset is None else s.offset for s in sends], dtype=np.int64),
-            _objects([s.error for s in sends]),
+            object_array([s.error for s in sends]),
             times,
         )
 
@@ -146,10 +147,10 @@ class SendColumns:
             return invoked, completed
 
         return cls(
-            _objects(process),
-            _objects(topic),
+            object_array(process),
+            object_array(topic),
             partitions,
-            _objects(value),
+            object_array(value),
             outcome,
             offset,
             error,
@@ -157,7 +158,8 @@ class SendColumns:
         )
 
 
-def _objects(items: Sequence[Any]) -> np.ndarray:
+def object_array(items: Sequence[Any]) -> np.ndarray:
+    """A numpy array of Python objects (text), item for item."""
     array = np.empty(len(items), dtype=object)
     array[:] = items
     return array
@@ -286,11 +288,11 @@ class OpList(_BuiltOnDemand[Op]):
 
 
 def _send_op(entry: tuple, line: int) -> Op:
-    _, op_id, type_, f, process, time, topic, partition, key, payload, offset, error = entry
-    value: dict[str, Any] = {"topic": topic, "partition": partition, "key": key, "value": payload}
-    if type_ == "ok":
-        value["offset"] = offset
-    return Op(op_id, type_, f, process, round(time, 6), value, error, line)
+    record = send_record(entry)
+    return Op(
+        record["id"], record["type"], record["f"], record["process"], record["time"],
+        record["value"], record.get("error"), line,
+    )  # fmt: skip
 
 
 def send_columns(sends: Sequence[Send]) -> SendColumns:
@@ -300,4 +302,12 @@ def send_columns(sends: Sequence[Send]) -> SendColumns:
     return SendColumns.of_sends(sends)
 
 
-__all__ = ["NO_OFFSET", "NO_PARTITION", "OpList", "SendColumns", "SendTable", "send_columns"]
+__all__ = [
+    "NO_OFFSET",
+    "NO_PARTITION",
+    "OpList",
+    "SendColumns",
+    "SendTable",
+    "object_array",
+    "send_columns",
+]

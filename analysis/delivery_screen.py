@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from eosim.analysis.columns import NO_OFFSET, NO_PARTITION, send_columns
+from eosim.analysis.columns import NO_OFFSET, NO_PARTITION, object_array, send_columns
 from eosim.analysis.history import TOPIC_SCOPE, History
 
 # Keys packed into one int64 must stay below this.
@@ -71,7 +71,8 @@ def clean_deliveries(history: History) -> bool:
     if claims.duplicated(["t", "v"]).any():
         return False
     # A record several processes sent: which copy is whose needs the full checks.
-    writers = pd.DataFrame({"t": st, "v": sv, "w": pd.factorize(sends.process)[0]})
+    processes = pd.factorize(sends.process)[0]
+    writers = pd.DataFrame({"t": st, "v": sv, "w": processes})
     if writers.drop_duplicates().duplicated(["t", "v"]).any():
         return False
 
@@ -126,7 +127,7 @@ def clean_deliveries(history: History) -> bool:
     if (ok & ~observed).any():
         return False
     return not _nonmonotonic(
-        st, partitions, offsets, pd.factorize(sends.process)[0], observed, seen_partition,
+        st, partitions, offsets, processes, observed, seen_partition,
         seen_offset,
     )  # fmt: skip
 
@@ -137,10 +138,10 @@ class _Observed:
 
     def __init__(self, rows: tuple[list[str], list[int], list[int], list[str]], logged: int):
         topics, partitions, offsets, values = rows
-        self.topic = _objects(topics)
+        self.topic = object_array(topics)
         self.partition = np.array(partitions, dtype=np.int64)
         self.offset = np.array(offsets, dtype=np.int64)
-        self.value = _objects(values)
+        self.value = object_array(values)
         self.logged = logged
 
     @classmethod
@@ -162,12 +163,6 @@ class _Observed:
                 offsets.append(offset)
                 values.append(value)
         return cls((topics, partitions, offsets, values), logged)
-
-
-def _objects(items: list[str]) -> np.ndarray:
-    array = np.empty(len(items), dtype=object)
-    array[:] = items
-    return array
 
 
 def _find(

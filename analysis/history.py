@@ -365,8 +365,10 @@ def op_counts(history: History) -> dict[str, int]:
     those completed with an error, whatever the outcome, except the operations a dying process
     or the end of the run left open (``ABANDONED_ERRORS``)."""
     counts = dict.fromkeys(COUNT_KEYS, 0)
+    from eosim.analysis.columns import SendTable
+
     sends: Any = history.sends
-    if not isinstance(sends, list):  # a SendTable: count its columns, not objects
+    if isinstance(sends, SendTable):  # count its columns, without building Send objects
         columns = sends.columns()
         outcomes = columns.outcome
         counts["sent"] = len(columns)
@@ -463,7 +465,7 @@ def history_from_recorder(recorder: Any, source: str = "<history>") -> History:
     record again. Every other line goes through the same parsing as a file's."""
     with paused_gc():
         sends = recorder.send_ops()
-        history = _build_history(recorder.other_items(), source, compact=True)
+        history = _build_history(recorder.other_items(), source, model_logs=True)
         from eosim.analysis.columns import OpList, SendTable
 
         if sends:  # a real cluster's recorder holds its drivers' ops as lines instead
@@ -480,7 +482,7 @@ def _build(numbered: Iterable[tuple[int, Any]], source: str) -> History:
 
 
 def _build_history(
-    numbered: Iterable[tuple[int, Any]], source: str, *, compact: bool = False
+    numbered: Iterable[tuple[int, Any]], source: str, *, model_logs: bool = False
 ) -> History:
     history = History()
     ops = history.ops
@@ -498,7 +500,7 @@ def _build_history(
         return HistoryError(source, line, where, message)
 
     for line, record in numbered:
-        if compact and type(record) is tuple:
+        if model_logs and type(record) is tuple:
             record = record[1]  # a model's log line: its records need no checking
             trusted_log = True
         else:

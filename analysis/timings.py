@@ -119,29 +119,29 @@ def commit_latencies(history: History) -> list[float]:
 def failover_times(history: History) -> list[float]:
     """One time (ms) per broker fault after which writes resumed on every partition that was
     being written before it (see the module docstring)."""
-    acks: dict[tuple[str, int], list[float]] = defaultdict(list)
-    if any(
-        fault.get("phase") == "start" and fault.get("fault") in BROKER_FAULTS
+    faults = [
+        fault
         for fault in history.faults
+        if fault.get("phase") == "start"
+        and fault.get("fault") in BROKER_FAULTS
+        and any(str(t).startswith("broker-") for t in fault.get("targets") or [])
+    ]
+    if not faults:
+        return []
+    acks: dict[tuple[str, int], list[float]] = defaultdict(list)
+    sends = send_columns(history.sends)
+    rows = np.flatnonzero(_acked(sends) & (sends.partition != NO_PARTITION))
+    for topic, partition, completed in zip(
+        sends.topic[rows].tolist(),
+        sends.partition[rows].tolist(),
+        sends.complete_time[rows].tolist(),
+        strict=True,
     ):
-        sends = send_columns(history.sends)
-        rows = np.flatnonzero(_acked(sends) & (sends.partition != NO_PARTITION))
-        for topic, partition, completed in zip(
-            sends.topic[rows].tolist(),
-            sends.partition[rows].tolist(),
-            sends.complete_time[rows].tolist(),
-            strict=True,
-        ):
-            acks[topic, partition].append(completed)
-        for times in acks.values():
-            times.sort()
+        acks[topic, partition].append(completed)
+    for times in acks.values():
+        times.sort()
     out: list[float] = []
-    for fault in history.faults:
-        if fault.get("phase") != "start" or fault.get("fault") not in BROKER_FAULTS:
-            continue
-        targets = fault.get("targets") or []
-        if not any(str(t).startswith("broker-") for t in targets):
-            continue
+    for fault in faults:
         start = float(fault["time"])
         waits: list[float] = []
         for tp in sorted(acks):

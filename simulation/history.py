@@ -48,6 +48,16 @@ def _op_record(
     return rec
 
 
+def send_record(entry: tuple) -> dict[str, Any]:
+    """A recorded send op (the compact tuple of :meth:`HistoryRecorder.items`) as its line's
+    JSON object."""
+    _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = entry
+    v: dict[str, Any] = {"topic": topic, "partition": partition, "key": key, "value": value}
+    if type_ == "ok":
+        v["offset"] = offset
+    return _op_record(op_id, type_, f, process, time, v, error)
+
+
 # What `json.dumps(record, separators=(",", ":"), ensure_ascii=False)` uses, made once (dumps
 # with arguments builds an encoder per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -273,18 +283,7 @@ class HistoryRecorder:
             elif item[0] == "log":
                 yield item[1]
             else:
-                _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = (
-                    item
-                )
-                v: dict[str, Any] = {
-                    "topic": topic,
-                    "partition": partition,
-                    "key": key,
-                    "value": value,
-                }
-                if type_ == "ok":
-                    v["offset"] = offset
-                yield _op_record(op_id, type_, f, process, time, v, error)
+                yield send_record(item)
 
     def lines(self) -> Iterator[str]:
         """The history's lines as written: compact JSON, one object a line."""

@@ -37,7 +37,7 @@ class ProducerApp(ClientApplication):
         super().__init__(env, name, make_producer, history, rng)
         self.workload = workload
         self.next_index = 0
-        # value -> (op id, key) for operations still open in the current incarnation
+        # value -> the send still open in the current incarnation
         self.open_ops: dict[str, _OpenSend] = {}
         self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
         self.process = env.process(self._run())
