@@ -3,26 +3,27 @@
 `history.sends` is a list of `Send` objects for a history read from a file, and a
 :class:`SendTable` for a history built from the model's recorder
 (`eosim.analysis.history.history_from_recorder`). Both are sequences of `Send`; a
-`SendTable` keeps the recorder's compact tuples and builds its `Send` objects only when
-something reads them one by one. :func:`send_columns` gives the same :class:`SendColumns`
+`SendTable` keeps the recorder's columns and builds its `Send` objects only when something
+reads them one by one. :func:`send_columns` gives the same :class:`SendColumns`
 for either, built once per table.
 
 Extending it: a new per-send field is one more array in :class:`SendColumns`, filled in both
-:meth:`SendColumns.of_sends` (from objects) and :meth:`SendColumns.of_entries` (from the
-recorder's tuples); ``tests/test_columns.py`` checks that the two agree on every shipped
-scenario's history.
+:meth:`SendColumns.of_sends` (from objects) and :meth:`SendColumns.of_log` (from the
+recorder's columns, ``eosim.simulation.history.SendLog``); ``tests/test_columns.py`` checks
+that the two agree on every shipped scenario's history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any, TypeVar, overload
 
 import numpy as np
 
 from eosim.analysis.history import Op, Send
-from eosim.simulation.history import send_record
+from eosim.simulation.history import NONE, OUTCOMES, SendLog, send_record
 
 T = TypeVar("T")
 NO_PARTITION = -1  # `partition` column: the send never learnt its partition
@@ -106,56 +107,53 @@ class SendColumns:
         )
 
     @classmethod
-    def of_entries(cls, entries: Sequence[tuple]) -> SendColumns:
-        """From a recorder's send tuples (``HistoryRecorder.send_ops``), as the `Send` objects
+    def of_log(cls, log: SendLog) -> SendColumns:
+        """From the model's recorder (``HistoryRecorder.sends``), as the `Send` objects
         :class:`SendTable` builds would give them. The recorder numbers operations in
-        invocation order, so the invocations' ids are increasing and a completion finds its
-        row by binary search."""
-        invokes = [e for e in entries if e[2] == "invoke"]
-        done = [e for e in entries if e[2] != "invoke"]
-        n = len(invokes)
+        invocation order, so a completion finds its row by binary search."""
+        n = len(log.invoked_id)
         if not n:
             return cls.of_sends([])
-        _, ids, _, _, process, times, topic, partition, _, value, _, _ = zip(*invokes, strict=True)
-        partitions = np.array([NO_PARTITION if p is None else p for p in partition], dtype=np.int64)
+        rows = np.searchsorted(_int64(log.invoked_id), _int64(log.completed_id))
+        partitions = _int64(log.invoked_partition).copy()
+        partitions[partitions == NONE] = NO_PARTITION
+        completed_partition = _int64(log.completed_partition)
+        known = completed_partition != NONE
+        partitions[rows[known]] = completed_partition[known]
+        codes = np.frombuffer(log.outcome, dtype=np.uint8)
         outcome = np.full(n, "info", dtype=object)
+        outcome[rows] = np.array(OUTCOMES, dtype=object)[codes]
+        offsets = _int64(log.offset)
+        acked = (codes == OUTCOMES.index("ok")) & (offsets >= 0)
         offset = np.full(n, NO_OFFSET, dtype=np.int64)
+        offset[rows[acked]] = offsets[acked]
         error = np.full(n, None, dtype=object)
-        rows = np.zeros(0, dtype=np.int64)
-        ctimes: tuple[float, ...] = ()
-        if done:
-            _, cids, ctypes, _, _, ctimes, _, cpart, _, _, coffset, cerror = zip(*done, strict=True)
-            rows = np.searchsorted(np.array(ids, dtype=np.int64), np.array(cids, dtype=np.int64))
-            outcome[rows] = ctypes
-            error[rows] = cerror
-            known = [i for i, p in enumerate(cpart) if p is not None]
-            if known:
-                partitions[rows[known]] = [cpart[i] for i in known]
-            acked = [
-                i
-                for i, (t, o) in enumerate(zip(ctypes, coffset, strict=True))
-                if t == "ok" and o is not None and o >= 0
-            ]
-            if acked:
-                offset[rows[acked]] = [coffset[i] for i in acked]
+        for row, text in log.errors.items():
+            error[rows[row]] = text
 
         def both_times() -> tuple[np.ndarray, np.ndarray]:
-            # Rounded as the history writes them (Python's round, as Send objects have them).
-            invoked = np.array([round(t, 6) for t in times], dtype=np.float64)
+            # Rounded as the history writes them (Python's round, as Send objects have them:
+            # numpy's rounding of a float can differ from it in the last bit).
+            invoked = np.array([round(t, 6) for t in log.invoked_time], dtype=np.float64)
             completed = np.full(n, np.nan)
-            completed[rows] = [round(t, 6) for t in ctimes]
+            completed[rows] = [round(t, 6) for t in log.completed_time]
             return invoked, completed
 
         return cls(
-            object_array(process),
-            object_array(topic),
+            object_array(log.process),
+            object_array(log.topic),
             partitions,
-            object_array(value),
+            object_array(log.value),
             outcome,
             offset,
             error,
             both_times,
         )
+
+
+def _int64(column: array) -> np.ndarray:
+    """An ``array('q')`` column as a numpy array, without copying it."""
+    return np.frombuffer(column, dtype=np.int64)
 
 
 def object_array(items: Sequence[Any]) -> np.ndarray:
@@ -213,31 +211,29 @@ class _BuiltOnDemand(Sequence[T]):
 
 class SendTable(_BuiltOnDemand[Send]):
     """`history.sends` of a history built from the model's recorder: the recorder's send
-    tuples (invocations and completions, in history order), read as `Send` objects in
-    invocation order. The objects are built on first access; :func:`send_columns` reads the
-    tuples directly."""
+    columns (``HistoryRecorder.sends``), read as `Send` objects in invocation order. The
+    objects are built on first access; :func:`send_columns` reads the columns directly."""
 
-    __slots__ = ("_columns", "_entries", "_length")
+    __slots__ = ("_columns", "_log")
 
-    def __init__(self, entries: list[tuple]) -> None:
+    def __init__(self, log: SendLog) -> None:
         super().__init__()
-        self._entries = entries
-        self._length = sum(1 for e in entries if e[2] == "invoke")
+        self._log = log
         self._columns: SendColumns | None = None
 
     def _build(self) -> list[Send]:
-        return _build_sends(self._entries)
+        return _build_sends(self._log.entries())
 
     def __len__(self) -> int:
-        return self._length
+        return len(self._log.invoked_id)
 
     def columns(self) -> SendColumns:
         if self._columns is None:
-            self._columns = SendColumns.of_entries(self._entries)
+            self._columns = SendColumns.of_log(self._log)
         return self._columns
 
 
-def _build_sends(entries: list[tuple]) -> list[Send]:
+def _build_sends(entries: Iterable[tuple]) -> list[Send]:
     """The `Send` objects of a recorder's send tuples, as the history parser makes them."""
     sends: list[Send] = []
     open_sends: dict[int, Send] = {}
@@ -265,26 +261,24 @@ def _build_sends(entries: list[tuple]) -> list[Send]:
 
 class OpList(_BuiltOnDemand[Op]):
     """`history.ops` of a history built from the model's recorder: the ops parsed from its
-    other lines, merged by line number with the `Op` of each send tuple (``lines()`` gives
-    the send tuples' line numbers), built on first access."""
+    other lines, merged by line number with the `Op` of each send op of the recorder's
+    :class:`SendLog` (``lines()`` gives their line numbers), built on first access."""
 
-    __slots__ = ("_entries", "_lines", "_others")
+    __slots__ = ("_lines", "_log", "_others")
 
-    def __init__(
-        self, others: list[Op], entries: list[tuple], lines: Callable[[], list[int]]
-    ) -> None:
+    def __init__(self, others: list[Op], log: SendLog, lines: Callable[[], list[int]]) -> None:
         super().__init__()
         self._others = others
-        self._entries = entries
+        self._log = log
         self._lines = lines
 
     def _build(self) -> list[Op]:
-        ops = [*self._others, *map(_send_op, self._entries, self._lines())]
+        ops = [*self._others, *map(_send_op, self._log.entries(), self._lines())]
         ops.sort(key=attrgetter("line"))
         return ops
 
     def __len__(self) -> int:
-        return len(self._others) + len(self._entries)
+        return len(self._others) + len(self._log)
 
 
 def _send_op(entry: tuple, line: int) -> Op:

@@ -457,20 +457,20 @@ def history_from_recorder(recorder: Any, source: str = "<history>") -> History:
     """The history an :class:`eosim.simulation.history.HistoryRecorder` holds: equal to
     ``history_from_records(recorder.records())``, built without a JSON-ready object per send.
 
-    The recorder's send ops (``HistoryRecorder.items``: compact tuples, well formed by
+    The recorder's send ops (``HistoryRecorder.sends``: columns, well formed by
     construction) stay as recorded: ``history.sends`` is a :class:`SendTable`, which gives
     the sends' columns (:func:`send_columns`) without building a ``Send`` per send, and
     builds the ``Send`` objects (and ``history.ops`` its ``Op`` objects) only when something
     reads them one by one. The final logs the model wrote are read without checking each
     record again. Every other line goes through the same parsing as a file's."""
     with paused_gc():
-        sends = recorder.send_ops()
+        sends = recorder.sends
         history = _build_history(recorder.other_items(), source, model_logs=True)
         from eosim.analysis.columns import OpList, SendTable
 
-        if sends:  # a real cluster's recorder holds its drivers' ops as lines instead
+        if len(sends):  # a real cluster's recorder holds its drivers' ops as lines instead
             if history.sends:
-                raise ValueError("a recorder holds sends both as tuples and as lines")
+                raise ValueError("a recorder holds sends both as columns and as lines")
             history.sends = SendTable(sends)
             history.ops = OpList(history.ops, sends, recorder.send_lines)
         return history

@@ -1,24 +1,24 @@
 """The run's history: operations, faults and final logs, in the order they happened.
 
-Operations are kept as compact tuples while the run is hot and turned into the JSON objects
-of ``docs/history-format.md`` only when asked (``records()``), so that the bytes written for
-a given scenario and seed are the same in every process.
+While the run is hot, send ops are kept as columns (:class:`SendLog`) and other entries as
+compact tuples; they are turned into the JSON objects of ``docs/history-format.md`` only when
+asked (``records()``), so that the bytes written for a given scenario and seed are the same
+in every process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 from collections.abc import Iterator
+from itertools import islice
 from typing import IO, Any
+
+import numpy as np
 
 FORMAT = "eosim-history"
 VERSION = 1
-
-# (kind, id, type, f, process, time, topic, partition, key, value, offset, error)
-_Op = tuple[
-    str, int, str, str, str, float, str, "int | None", "str | None", str, "int | None", "str | None"
-]
 
 
 def _t(time: float) -> float:
@@ -69,38 +69,180 @@ def _json_number(number: float) -> str:
     return int.__repr__(number) if type(number) is int else float.__repr__(number)
 
 
-def _send_line(entry: tuple) -> str:
-    """A send op's line, byte for byte what _ENCODER makes of its JSON object (:meth:`records`)
-    without building that object: keys in the same order, strings escaped the same way."""
-    _, op_id, type_, f, process, time, topic, partition, key, value, offset, error = entry
-    text = (
-        f'{{"kind":"op","id":{op_id},"type":{_string(type_)},"f":{_string(f)},'
-        f'"process":{_string(process)},"time":{_json_number(_t(time))},'
-        f'"value":{{"topic":{_string(topic)},'
-        f'"partition":{"null" if partition is None else partition},'
-        f'"key":{"null" if key is None else _string(key)},"value":{_string(value)}'
+# Codes of `SendLog.order` and `SendLog.outcome`.
+_INVOKED, _COMPLETED, _OTHER = 0, 1, 2
+OUTCOMES = ("ok", "fail", "info")  # a completion's type, by its code in `SendLog.outcome`
+_OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
+NONE = -(2**63)  # `SendLog.partition` and `SendLog.offset`: None
+
+
+class SendLog:
+    """The send ops of a run as columns, the form the model records them in: one row per
+    invocation (process, time, topic, partition, key, value) and one per completion (its
+    invocation's id, outcome, time, partition, offset, error), plus ``order``, one byte per
+    history entry, which says whether it was an invocation, a completion or another entry.
+
+    A completion names the invocation it completes by id and repeats nothing of it: the
+    process, topic, key and value of a send's lines are its invocation's. Numbers are kept
+    unboxed (``array``); :data:`NONE` stands for None in ``partition`` and ``offset``; the
+    rare error and the rare integer time are kept aside (``errors``, ``int_times``), so that
+    a send costs about a hundred bytes however long the run. The checks read these columns
+    directly (``eosim.analysis.columns.SendColumns.of_log``); :meth:`entries` gives the
+    compact tuples the line writer and the object builders read.
+
+    Extending it: a new per-send field is one more column here, filled by
+    :meth:`HistoryRecorder.invoke_send` or :meth:`HistoryRecorder.complete_send`, written in
+    :meth:`entries` and read in ``SendColumns.of_log``; ``tests/test_columns.py`` compares the
+    result with the history parsed back from its lines."""
+
+    __slots__ = (
+        "completed_id",
+        "completed_partition",
+        "completed_time",
+        "errors",
+        "int_times",
+        "invoked_id",
+        "invoked_partition",
+        "invoked_time",
+        "key",
+        "offset",
+        "order",
+        "outcome",
+        "process",
+        "topic",
+        "value",
     )
-    if type_ == "ok":
-        text += f',"offset":{"null" if offset is None else offset}'
-    if error is not None:
-        return f'{text}}},"error":{_string(error)}}}'
-    return text + "}}"
+
+    def __init__(self) -> None:
+        self.order = bytearray()  # per history entry: _INVOKED, _COMPLETED or _OTHER
+        self.invoked_id = array("q")
+        self.process: list[str] = []
+        self.invoked_time = array("d")
+        self.topic: list[str] = []
+        self.invoked_partition = array("q")
+        self.key: list[str | None] = []
+        self.value: list[str] = []
+        self.completed_id = array("q")
+        self.outcome = bytearray()  # codes of OUTCOMES
+        self.completed_time = array("d")
+        self.completed_partition = array("q")
+        self.offset = array("q")
+        self.errors: dict[int, str] = {}  # completion row -> its error
+        # (invoked?, row) of the times that were ints, written as ints
+        self.int_times: set[tuple[bool, int]] = set()
+
+    def __len__(self) -> int:
+        """The number of send ops (invocations and completions)."""
+        return len(self.invoked_id) + len(self.completed_id)
+
+    def invocation_rows(self) -> list[int]:
+        """For each completion, its invocation's row (ids increase with invocation order)."""
+        invoked = np.frombuffer(self.invoked_id, dtype=np.int64)
+        return np.searchsorted(invoked, np.frombuffer(self.completed_id, dtype=np.int64)).tolist()
+
+    def entries(self) -> Iterator[tuple]:
+        """The send ops in history order, each as the compact tuple ``("op", id, type,
+        "send", process, time, topic, partition, key, value, offset, error)``, its time not
+        yet rounded to the history's microseconds."""
+        invoked = self._invocations()
+        completed = self._completions()
+        for code in self.order:
+            if code == _INVOKED:
+                yield next(invoked)
+            elif code == _COMPLETED:
+                yield next(completed)
+
+    def _invocations(self) -> Iterator[tuple]:
+        int_times = self.int_times
+        columns = (self.invoked_id, self.process, self.invoked_time, self.topic)
+        columns += (self.invoked_partition, self.key, self.value)
+        for row, (op_id, process, time, topic, partition, key, value) in enumerate(
+            zip(*columns, strict=True)
+        ):
+            if int_times and (True, row) in int_times:
+                time = int(time)
+            yield (
+                "op", op_id, "invoke", "send", process, time, topic,
+                None if partition == NONE else partition, key, value, None, None,
+            )  # fmt: skip
+
+    def _completions(self) -> Iterator[tuple]:
+        int_times, errors = self.int_times, self.errors
+        process, topic, key, value = self.process, self.topic, self.key, self.value
+        columns = (self.invocation_rows(), self.completed_id, self.outcome, self.completed_time)
+        columns += (self.completed_partition, self.offset)
+        for row, (invoked, op_id, code, time, partition, offset) in enumerate(
+            zip(*columns, strict=True)
+        ):
+            if int_times and (False, row) in int_times:
+                time = int(time)
+            yield (
+                "op", op_id, OUTCOMES[code], "send", process[invoked], time, topic[invoked],
+                None if partition == NONE else partition, key[invoked], value[invoked],
+                None if offset == NONE else offset, errors.get(row),
+            )  # fmt: skip
+
+    def lines(self) -> Iterator[str]:
+        """The send ops' lines in history order: byte for byte what ``_ENCODER`` makes of
+        :func:`send_record` of each of :meth:`entries`, written without building those
+        objects (keys in the same order, strings escaped the same way)."""
+        names: dict[str, str] = {}  # process and topic names as JSON strings, made once each
+        for (
+            _,
+            op_id,
+            type_,
+            _,
+            process,
+            time,
+            topic,
+            partition,
+            key,
+            value,
+            offset,
+            error,
+        ) in self.entries():
+            p = names.get(process) or names.setdefault(process, _string(process))
+            t = names.get(topic) or names.setdefault(topic, _string(topic))
+            text = (
+                f'{{"kind":"op","id":{op_id},"type":"{type_}","f":"send","process":{p},'
+                f'"time":{_json_number(_t(time))},"value":{{"topic":{t},'
+                f'"partition":{"null" if partition is None else partition},'
+                f'"key":{"null" if key is None else _string(key)},"value":{_string(value)}'
+            )
+            if type_ == "ok":
+                text += f',"offset":{"null" if offset is None else offset}'
+            if error is not None:
+                yield f'{text}}},"error":{_string(error)}}}'
+            else:
+                yield text + "}}"
 
 
 class HistoryRecorder:
     def __init__(self, meta: dict[str, Any]) -> None:
         self.meta = {"kind": "meta", "format": FORMAT, "version": VERSION, **meta}
-        self._entries: list[tuple] = []
-        # Positions in _entries of the entries other than send ops (few, next to the sends).
-        self._others: list[int] = []
+        self.sends = SendLog()
+        # The entries other than send ops, in order (few, among the sends); `sends.order`
+        # places them.
+        self._others: list[tuple] = []
         self._next_id = 0
         self.logs: list[dict[str, Any]] = []
         self.end_lines: list[dict[str, Any]] = []
+        sends = self.sends
+        self._order = sends.order.append
+        self._invoked = (
+            sends.invoked_id.append, sends.process.append, sends.invoked_time.append,
+            sends.topic.append, sends.invoked_partition.append, sends.key.append,
+            sends.value.append,
+        )  # fmt: skip
+        self._completed = (
+            sends.completed_id.append, sends.outcome.append, sends.completed_time.append,
+            sends.completed_partition.append, sends.offset.append,
+        )  # fmt: skip
 
     def _add(self, entry: tuple) -> None:
         """Record an entry other than a send op."""
-        self._others.append(len(self._entries))
-        self._entries.append(entry)
+        self._order(_OTHER)
+        self._others.append(entry)
 
     def invoke_send(
         self,
@@ -113,27 +255,43 @@ class HistoryRecorder:
     ) -> int:
         op_id = self._next_id
         self._next_id += 1
-        self._entries.append(
-            ("op", op_id, "invoke", "send", process, time, topic, partition, key, value, None, None)
-        )
+        self._order(_INVOKED)
+        ids, processes, times, topics, partitions, keys, values = self._invoked
+        if type(time) is int:
+            self.sends.int_times.add((True, len(self.sends.invoked_id)))
+        ids(op_id)
+        processes(process)
+        times(time)
+        topics(topic)
+        partitions(NONE if partition is None else partition)
+        keys(key)
+        values(value)
         return op_id
 
     def complete_send(
         self,
         op_id: int,
         type_: str,
-        process: str,
         time: float,
-        topic: str,
         partition: int | None,
-        key: str | None,
-        value: str,
         offset: int | None,
         error: str | None,
     ) -> None:
-        self._entries.append(
-            ("op", op_id, type_, "send", process, time, topic, partition, key, value, offset, error)
-        )
+        """Complete the send invoked as ``op_id``: ``type_`` is ``ok``, ``fail`` or ``info``;
+        its line repeats the invocation's process, topic, key and value."""
+        self._order(_COMPLETED)
+        ids, outcomes, times, partitions, offsets = self._completed
+        if type(time) is int or error is not None:
+            row = len(self.sends.completed_id)
+            if type(time) is int:
+                self.sends.int_times.add((False, row))
+            if error is not None:
+                self.sends.errors[row] = error
+        ids(op_id)
+        outcomes(_OUTCOME_CODE[type_])
+        times(time)
+        partitions(NONE if partition is None else partition)
+        offsets(NONE if offset is None else offset)
 
     def invoke(self, f: str, process: str, time: float, value: dict[str, Any] | None) -> int:
         """Invoke an operation other than ``send`` (``txn``, ``process``, ``poll``)."""
@@ -219,38 +377,41 @@ class HistoryRecorder:
 
     @property
     def operation_count(self) -> int:
-        return sum(1 for e in self._entries if e[0] in ("op", "gop"))
+        return len(self.sends) + sum(1 for e in self._others if e[0] == "gop")
 
     def items(self) -> Iterator[tuple | dict[str, Any]]:
         """The history's lines in order, as :meth:`records` gives them, except for two kinds
         of line the model writes by construction well formed, which come as tuples: a send op
-        stays the compact tuple it was recorded as, ``("op", id, type, "send", process, time,
-        topic, partition, key, value, offset, error)``, its time not yet rounded to the
+        is the compact tuple of :meth:`SendLog.entries`, its time not yet rounded to the
         history's microseconds; a partition's final log is ``("log", line)``."""
         yield self.meta
-        for e in self._entries:
-            yield e if e[0] == "op" else self._item(e)
+        sends = self.sends.entries()
+        others = iter(self._others)
+        for code in self.sends.order:
+            yield self._item(next(others)) if code == _OTHER else next(sends)
         for line in self.logs:
             yield ("log", line)
         yield from self.end_lines
 
     def send_ops(self) -> list[tuple]:
         """The send ops of :meth:`items`, in order."""
-        return [e for e in self._entries if e[0] == "op"]
+        return list(self.sends.entries())
 
     def send_lines(self) -> list[int]:
-        """The line numbers of :meth:`send_ops` in :meth:`items` (the meta line is 1)."""
-        return [i + 2 for i, e in enumerate(self._entries) if e[0] == "op"]
+        """The line numbers of the send ops in :meth:`items` (the meta line is 1)."""
+        return [i + 2 for i, code in enumerate(self.sends.order) if code != _OTHER]
 
     def other_items(self) -> Iterator[tuple[int, tuple | dict[str, Any]]]:
         """Every other item of :meth:`items`, with its line number (the meta line is 1):
-        what ``eosim.analysis.history.history_from_recorder`` reads besides
-        :meth:`send_ops`, without a step per send."""
+        what ``eosim.analysis.history.history_from_recorder`` reads besides the sends,
+        without a step per send."""
         yield 1, self.meta
-        entries = self._entries
-        for index in self._others:
-            yield index + 2, self._item(entries[index])
-        line = len(entries) + 1
+        order = self.sends.order
+        position = -1
+        for entry in self._others:
+            position = order.index(_OTHER, position + 1)
+            yield position + 2, self._item(entry)
+        line = len(order) + 1
         for log in self.logs:
             line += 1
             yield line, ("log", log)
@@ -288,13 +449,15 @@ class HistoryRecorder:
     def lines(self) -> Iterator[str]:
         """The history's lines as written: compact JSON, one object a line."""
         encode = _ENCODER.encode
-        for item in self.items():
-            if type(item) is not tuple:
-                yield encode(item)
-            elif item[0] == "log":
-                yield encode(item[1])
-            else:
-                yield _send_line(item)
+        yield encode(self.meta)
+        sends = self.sends.lines()
+        others = iter(self._others)
+        for code in self.sends.order:
+            yield encode(self._item(next(others))) if code == _OTHER else next(sends)
+        for line in self.logs:
+            yield encode(line)
+        for line in self.end_lines:
+            yield encode(line)
 
     def write(self, stream: IO[str]) -> None:
         for line in self.lines():
@@ -302,8 +465,10 @@ class HistoryRecorder:
             stream.write("\n")
 
     def digest(self) -> str:
+        """SHA-256 of the bytes :meth:`write` writes (hashed a few thousand lines at a time)."""
         h = hashlib.sha256()
-        for line in self.lines():
-            h.update(line.encode("utf-8"))
-            h.update(b"\n")
+        lines = self.lines()
+        while chunk := list(islice(lines, 4096)):
+            chunk.append("")
+            h.update("\n".join(chunk).encode("utf-8"))
         return h.hexdigest()

@@ -72,9 +72,10 @@ class ProducerApp(ClientApplication):
 
     def _send(self, value: str, key: str | None) -> simpy.Event | None:
         w = self.workload
-        process = self.process_id
-        op_id = self.history.invoke_send(process, self.env.now, w.topic, w.partition, key, value)
-        pending = _OpenSend(self, self.incarnation, op_id, process, key, value)
+        op_id = self.history.invoke_send(
+            self.process_id, self.env.now, w.topic, w.partition, key, value
+        )
+        pending = _OpenSend(self, self.incarnation, op_id, key, value)
         self.open_ops[value] = pending
         self.counts["sent"] += 1
         assert self.producer is not None
@@ -92,15 +93,13 @@ class ProducerApp(ClientApplication):
     def abandon_open_ops(self, error: str, resend: bool = False) -> int:
         """Complete every open operation ``info`` (its outcome is unknown); returns how many."""
         w = self.workload
-        process = self.process_id
         for value, pending in self.open_ops.items():
-            op_id, key = pending.op_id, pending.key
             self.history.complete_send(
-                op_id, "info", process, self.env.now, w.topic, w.partition, key, value, None, error
+                pending.op_id, "info", self.env.now, w.partition, None, error
             )
             self.counts["indeterminate"] += 1
             if resend:
-                self.to_resend.append((value, key))
+                self.to_resend.append((value, pending.key))
         n = len(self.open_ops)
         self.open_ops.clear()
         return n
@@ -114,21 +113,14 @@ class _OpenSend:
     object with slots rather than a closure, since a run may hold every record it sends
     outstanding at once (docs/performance.md, "Memory")."""
 
-    __slots__ = ("app", "incarnation", "key", "op_id", "process", "value")
+    __slots__ = ("app", "incarnation", "key", "op_id", "value")
 
     def __init__(
-        self,
-        app: ProducerApp,
-        incarnation: int,
-        op_id: int,
-        process: str,
-        key: str | None,
-        value: str,
+        self, app: ProducerApp, incarnation: int, op_id: int, key: str | None, value: str
     ) -> None:
         self.app = app
         self.incarnation = incarnation
         self.op_id = op_id
-        self.process = process
         self.key = key
         self.value = value
 
@@ -143,12 +135,8 @@ class _OpenSend:
         app.history.complete_send(
             self.op_id,
             type_,
-            self.process,
             app.env.now,
-            app.workload.topic,
             partition if partition >= 0 else None,
-            self.key,
-            value,
             offset if error is None else None,
             error,
         )

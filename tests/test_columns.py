@@ -72,15 +72,24 @@ def test_send_lines_are_the_json_of_their_records():
     odd = ['quote " and \\ backslash', "tab\tnewline\n", "\u00e9\u4e2d\U0001f600", "\x00\x1f"]
     for i, value in enumerate(odd):
         op = recorder.invoke_send(f"p{i}", 0, "t\u00e9", None, value if i % 2 else None, value)
-        recorder.complete_send(op, "ok", f"p{i}", 1.25 + i, "t\u00e9", i, None, value, i, None)
+        recorder.complete_send(op, "ok", 1.25 + i, i, i, None)
         op = recorder.invoke_send("q", 2.0000004, "t", 3, "k", value)
-        recorder.complete_send(op, "info", "q", 1e17, "t", None, "k", value, None, value)
+        recorder.complete_send(op, "info", 1e17, None, None, value)
         op = recorder.invoke_send("r", 3.1, "t", None, None, value)
-        recorder.complete_send(op, "fail", "r", 4, "t", None, None, value, -1, "E: " + value)
+        recorder.complete_send(op, "fail", 4, None, -1, "E: " + value)
+        recorder.fault(5 + i, "start", "crash", [f"p{i}"], {})  # other lines among the sends
+    recorder.invoke_send("s", 9.5, "t", None, None, "never completed")
     expected = [
         json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in recorder.records()
     ]
     assert list(recorder.lines()) == expected
+    assert '"time":0,' in expected[1] and '"time":4,' in expected[6]  # ints stay ints
+    # Its columns are those of the history parsed back: integer times, errors, None partitions
+    # and offsets, a negative offset, a send never completed.
+    recorded = history_from_recorder(recorder)
+    parsed = history_from_records(json.loads(line) for line in expected)
+    _same_columns(send_columns(recorded.sends), SendColumns.of_sends(parsed.sends))
+    assert _fields(recorded) == _fields(parsed)
 
 
 def test_a_recorder_of_written_lines_keeps_its_sends():

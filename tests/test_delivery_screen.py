@@ -65,9 +65,7 @@ def recorded_history(draw: Any) -> HistoryRecorder:
         offset = draw(st.sampled_from([None, 0, 1, 2, 3])) if outcome == "ok" else None
         error = None if outcome == "ok" else "TimeoutException: x"
         time += 1.0
-        recorder.complete_send(
-            op_id, outcome, process, time, topic, landed, None, value, offset, error
-        )
+        recorder.complete_send(op_id, outcome, time, landed, offset, error)
     for _ in range(draw(st.integers(0, 2))):
         records = draw(st.lists(st.tuples(st.sampled_from(["t", "u"]), st.sampled_from([0, 1]),
                                           st.integers(0, 3), st.sampled_from(VALUES)),

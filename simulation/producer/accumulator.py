@@ -33,8 +33,10 @@ class RecordEntry:
     value: str
     key: str | None
     size: int
-    # (offset or -1, error or None, whether the record may have been written)
-    callback: Callable[[int, str | None, bool], None]
+    # (partition, offset or -1, error or None, whether the record may have been written); the
+    # batch passes its partition, so that a record holds no callback of its own (a run may
+    # hold every record it sends outstanding at once).
+    callback: Callable[[int, int, str | None, bool], None]
 
 
 @dataclass(slots=True, eq=False)
@@ -101,8 +103,9 @@ class ProducerBatch:
         if self.done:
             return False
         self.done = True
+        partition = self.tp[1]
         for i, r in enumerate(self.records):
-            r.callback(base_offset + i if base_offset >= 0 else -1, None, True)
+            r.callback(partition, base_offset + i if base_offset >= 0 else -1, None, True)
         return True
 
     def fail(self, error: str) -> bool:
@@ -111,8 +114,9 @@ class ProducerBatch:
         if self.done:
             return False
         self.done = True
+        partition = self.tp[1]
         for r in self.records:
-            r.callback(-1, error, self.fate_unknown)
+            r.callback(partition, -1, error, self.fate_unknown)
         return True
 
 

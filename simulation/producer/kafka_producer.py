@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from functools import partial
 
 import simpy
 
@@ -131,10 +130,8 @@ class KafkaProducer:
         if self.transactions is not None:
             self.transactions.maybe_add_partition((topic, p))
 
-        # The application's callback with the partition bound: partial() holds less than a
-        # closure, and a run may hold every record outstanding at once.
         if self.accumulator.append(
-            (topic, p), RecordEntry(value, key, size, partial(callback, p)), self.env.now
+            (topic, p), RecordEntry(value, key, size, callback), self.env.now
         ):
             self.sender.wakeup()
 
