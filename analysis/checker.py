@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eosim.analysis.columns import LogTable
 from eosim.analysis.delivery_screen import clean_deliveries
 from eosim.analysis.history import (
     PARTITION_SCOPE,
@@ -441,6 +442,8 @@ def aborted_offsets(records: list[LogRecord], after: dict[int, Marker]) -> set[i
     """The offsets of a partition's records known to be aborted: under an ABORT marker of
     their producer (``after``: :func:`first_markers_after`), or marked ``aborted`` where the
     markers are not known (a real run's drain)."""
+    if not after and isinstance(records, LogTable):
+        return set()  # the model's log, no marker: it marks no record aborted itself
     return {
         r.offset
         for r in records

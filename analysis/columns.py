@@ -22,8 +22,8 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from eosim.analysis.history import Op, Send
-from eosim.simulation.history import NONE, OUTCOMES, SendLog, send_record
+from eosim.analysis.history import LogRecord, Op, Send
+from eosim.simulation.history import NONE, OUTCOMES, LogRecords, SendLog, send_record
 
 T = TypeVar("T")
 NO_PARTITION = -1  # `partition` column: the send never learnt its partition
@@ -233,6 +233,32 @@ class SendTable(_BuiltOnDemand[Send]):
         return self._columns
 
 
+class LogTable(_BuiltOnDemand[LogRecord]):
+    """A partition's final log (``history.logs[key]``) in a history built from the model's
+    recorder: the recorder's columns (``eosim.simulation.history.LogRecords``), read as
+    `LogRecord` objects built on first access. :meth:`offsets` and :meth:`values` read the
+    columns directly; no record of the model's logs is marked ``aborted`` (a real run's
+    drain is what marks them)."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: LogRecords) -> None:
+        super().__init__()
+        self._records = records
+
+    def _build(self) -> list[LogRecord]:
+        return [LogRecord(*row) for row in self._records.rows()]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def offsets(self) -> list[int]:
+        return self._records.offset.tolist()
+
+    def values(self) -> list[str]:
+        return self._records.value
+
+
 def _build_sends(entries: Iterable[tuple]) -> list[Send]:
     """The `Send` objects of a recorder's send tuples, as the history parser makes them."""
     sends: list[Send] = []
@@ -299,6 +325,7 @@ def send_columns(sends: Sequence[Send]) -> SendColumns:
 __all__ = [
     "NO_OFFSET",
     "NO_PARTITION",
+    "LogTable",
     "OpList",
     "SendColumns",
     "SendTable",

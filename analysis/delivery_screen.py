@@ -25,7 +25,13 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from eosim.analysis.columns import NO_OFFSET, NO_PARTITION, object_array, send_columns
+from eosim.analysis.columns import (
+    NO_OFFSET,
+    NO_PARTITION,
+    LogTable,
+    object_array,
+    send_columns,
+)
 from eosim.analysis.history import TOPIC_SCOPE, History
 
 # Keys packed into one int64 must stay below this.
@@ -153,6 +159,10 @@ class _Observed:
         for (topic, partition), records in history.logs.items():
             topics += [topic] * len(records)
             partitions += [partition] * len(records)
+            if isinstance(records, LogTable):  # the model's log: its columns
+                offsets += records.offsets()
+                values += records.values()
+                continue
             offsets += [r.offset for r in records]
             values += [r.value for r in records]
         logged = len(values)

@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from eosim.simulation.history import LogRecords
+
 FORMAT = "eosim-history"
 VERSION = 1
 OP_TYPES = ("invoke", "ok", "fail", "info")
@@ -365,6 +367,8 @@ def op_counts(history: History) -> dict[str, int]:
     those completed with an error, whatever the outcome, except the operations a dying process
     or the end of the run left open (``ABANDONED_ERRORS``)."""
     counts = dict.fromkeys(COUNT_KEYS, 0)
+    from numpy import not_equal as np_not_equal
+
     from eosim.analysis.columns import SendTable
 
     sends: Any = history.sends
@@ -374,9 +378,8 @@ def op_counts(history: History) -> dict[str, int]:
         counts["sent"] = len(columns)
         for outcome, key in OUTCOME_COUNTS.items():
             counts[key] = int((outcomes == outcome).sum())
-        counts["errored"] = sum(
-            1 for e in columns.error if e is not None and not e.startswith(ABANDONED_ERRORS)
-        )
+        errors = columns.error[np_not_equal(columns.error, None)]
+        counts["errored"] = sum(1 for e in errors if not e.startswith(ABANDONED_ERRORS))
         sends = ()
     for ops in (sends, history.txns, history.steps):
         for op in ops:
@@ -792,9 +795,14 @@ def _parse_log(
     return (topic, partition), _parse_records(record.get("records"), line, "log.records", fail)
 
 
-def _trusted_records(entries: list[dict[str, Any]]) -> list[LogRecord]:
+def _trusted_records(entries: list[dict[str, Any]] | LogRecords) -> list[LogRecord]:
     """What `_parse_records` makes of a log the model wrote (every field of its type, offsets
-    increasing), without checking each field again."""
+    increasing), without checking each field again: the recorder's columns stay columns
+    (`eosim.analysis.columns.LogTable`, its objects built on first access)."""
+    if type(entries) is LogRecords:
+        from eosim.analysis.columns import LogTable
+
+        return LogTable(entries)  # type: ignore[return-value]
     return [
         LogRecord(
             r["offset"],
@@ -825,7 +833,10 @@ def _log_start(
 
 
 def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> list[LogRecord]:
-    """The `records` of a `log` or `replica` line: data records in increasing offset order."""
+    """The `records` of a `log` or `replica` line: data records in increasing offset order
+    (the model's, kept as `LogRecords`, are taken as they are)."""
+    if type(entries) is LogRecords:
+        return [LogRecord(*row) for row in entries.rows()]
     records = []
     previous = -1
     for where, entry in _objects(entries, line, where_list, fail):

@@ -324,6 +324,8 @@ def _precommitted_reads(facts: _Facts, anomaly: Anomaly) -> None:
     """A transaction commits on a partition when its COMMIT marker is appended there. That is
     the moment a read_committed read may return its records; the writer learns of the commit
     later (its EndTxn answer races the markers), so its completion time is no bound."""
+    if not facts.committed_polls:
+        return  # no read_committed read: nothing to judge (and no index of the logs to build)
     records = {
         (topic, partition, r.offset): r
         for (topic, partition), log in facts.history.logs.items()
@@ -514,6 +516,8 @@ def _lost_processing(facts: _Facts, anomaly: Anomaly) -> None:
 
 def _zombie_writes(facts: _Facts, anomaly: Anomaly) -> None:
     fences = sorted(facts.history.fences)
+    if not fences:
+        return  # no producer was fenced: no write can be a zombie's
     for (topic, partition), records in sorted(facts.history.logs.items()):
         for record in records:
             where = (topic, partition, record.offset)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
-from typing import IO, Any
+from typing import IO, Any, overload
 
 import numpy as np
 
@@ -215,6 +215,142 @@ class SendLog:
                 yield f'{text}}},"error":{_string(error)}}}'
             else:
                 yield text + "}}"
+
+
+class LogRecords(Sequence[dict[str, Any]]):
+    """A partition's final data records, as a history's ``log`` and ``replica`` lines hold
+    them, kept as columns: read one by one, each is the record's JSON object (``offset``,
+    ``value``, ``producer_id``, ``epoch``, ``sequence``, and for a transactional record
+    ``transactional`` and ``time``). A run's logs hold about as many records as it sends, so
+    they cost tens of bytes a record instead of an object each; :meth:`rows` gives them to the
+    history reader and :meth:`json` to the line writer without building those objects."""
+
+    __slots__ = (
+        "epoch",
+        "int_times",
+        "offset",
+        "producer_id",
+        "sequence",
+        "time",
+        "transactional",
+        "value",
+    )
+
+    def __init__(self) -> None:
+        self.offset = array("q")
+        self.value: list[str] = []
+        self.producer_id = array("q")
+        self.epoch = array("q")
+        self.sequence = array("q")
+        self.transactional = bytearray()
+        self.time = array("d")  # when appended, rounded; 0 for a record not transactional
+        self.int_times: set[int] = set()  # the rows whose time was an int, written as one
+
+    def append(
+        self,
+        offset: int,
+        value: str,
+        producer_id: int,
+        epoch: int,
+        sequence: int,
+        time: float | None = None,
+    ) -> None:
+        """One more record, in offset order; ``time`` (when it was appended) for a
+        transactional record only."""
+        self.offset.append(offset)
+        self.value.append(value)
+        self.producer_id.append(producer_id)
+        self.epoch.append(epoch)
+        self.sequence.append(sequence)
+        self.transactional.append(time is not None)
+        if type(time) is int:
+            self.int_times.add(len(self.time))
+        self.time.append(0.0 if time is None else round(time, 6))
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def rows(self) -> Iterator[tuple[int, str, int, int, int, float | None, bool | None]]:
+        """(offset, value, producer_id, epoch, sequence, time, transactional) per record;
+        time and transactional are None for a record not transactional."""
+        columns = (self.offset, self.value, self.producer_id, self.epoch, self.sequence)
+        int_times = self.int_times
+        for i, (*row, transactional, time) in enumerate(
+            zip(*columns, self.transactional, self.time, strict=True)
+        ):
+            if not transactional:
+                yield (*row, None, None)
+            else:
+                yield (*row, int(time) if int_times and i in int_times else time, True)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return self._record(index if index >= 0 else len(self) + index)
+
+    def _record(self, i: int) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "offset": self.offset[i],
+            "value": self.value[i],
+            "producer_id": self.producer_id[i],
+            "epoch": self.epoch[i],
+            "sequence": self.sequence[i],
+        }
+        if self.transactional[i]:
+            record["transactional"] = True
+            record["time"] = int(self.time[i]) if i in self.int_times else self.time[i]
+        return record
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(self._record, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LogRecords | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LogRecords({len(self)} records)"
+
+    def json(self) -> str:
+        """The records as ``_ENCODER`` writes the list of their objects, byte for byte."""
+        parts = []
+        for offset, value, producer_id, epoch, sequence, time, transactional in self.rows():
+            text = (
+                f'{{"offset":{offset},"value":{_string(value)},"producer_id":{producer_id},'
+                f'"epoch":{epoch},"sequence":{sequence}'
+            )
+            if transactional:
+                text += f',"transactional":true,"time":{_json_number(time)}'
+            parts.append(text + "}")
+        return "[" + ",".join(parts) + "]"
+
+
+def _listed(line: dict[str, Any]) -> dict[str, Any]:
+    """A line whose ``records`` are :class:`LogRecords`, with them as a list of objects."""
+    records = line.get("records")
+    if type(records) is LogRecords:
+        return {**line, "records": list(records)}
+    return line
+
+
+def _encode_line(line: dict[str, Any]) -> str:
+    """A line as ``_ENCODER`` writes :func:`_listed` of it; :class:`LogRecords` write
+    themselves, in place of an empty list (no string in a line holds an unescaped quote, so
+    the first ``"records":[]`` is the key's)."""
+    records = line.get("records")
+    if type(records) is not LogRecords:
+        return _ENCODER.encode(line)
+    text = _ENCODER.encode({**line, "records": []})
+    return text.replace('"records":[]', '"records":' + records.json(), 1)
 
 
 class HistoryRecorder:
@@ -438,11 +574,12 @@ class HistoryRecorder:
         }
 
     def records(self) -> Iterator[dict[str, Any]]:
+        """The history's lines as JSON objects (a log's records as a list of objects)."""
         for item in self.items():
             if type(item) is not tuple:
-                yield item
+                yield _listed(item)
             elif item[0] == "log":
-                yield item[1]
+                yield _listed(item[1])
             else:
                 yield send_record(item)
 
@@ -455,9 +592,9 @@ class HistoryRecorder:
         for code in self.sends.order:
             yield encode(self._item(next(others))) if code == _OTHER else next(sends)
         for line in self.logs:
-            yield encode(line)
+            yield _encode_line(line)
         for line in self.end_lines:
-            yield encode(line)
+            yield _encode_line(line)
 
     def write(self, stream: IO[str]) -> None:
         for line in self.lines():

@@ -60,8 +60,10 @@ def test_a_recorded_history_is_its_parsed_lines(name):
     assert verdict.to_dict() == check_history(parsed).to_dict()
     plain = not (recorded.txns or recorded.steps or recorded.polls)
     if plain and not any(a.count for a in verdict.anomalies.values()):
-        # A clean plain history is checked and timed from its columns alone.
+        # A clean plain history is checked and timed from its columns alone: neither its
+        # sends nor its logs are built as objects.
         assert not recorded.sends.built
+        assert recorded.logs and all(not log.built for log in recorded.logs.values())
     assert _fields(recorded) == _fields(parsed)  # builds the objects, ops in line order
 
 

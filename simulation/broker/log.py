@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from eosim.simulation.broker.producer_state import ProducerStateManager
+from eosim.simulation.history import LogRecords
 from eosim.simulation.records import (
     CONTROL_BATCH_BYTES,
     NO_SEQUENCE,
@@ -605,31 +606,23 @@ class PartitionLog:
                 hi = mid
         return lo
 
-    def records(self) -> list[dict[str, object]]:
+    def records(self) -> LogRecords:
         """Every data record in offset order, as written to a history's ``log`` line.
 
         Control records are left out; their offsets show as gaps. So are the records of a
         batch that straddles the log start that lie below it."""
-        out: list[dict[str, object]] = []
+        out = LogRecords()
+        append = out.append
         start = self.log_start_offset
         for b in self.batches:
             if b.control is not None:
                 continue
+            time = b.append_time if b.transactional else None
             for i, value in enumerate(b.values):
                 if b.base_offset + i < start:
                     continue
                 seq = NO_SEQUENCE if b.base_sequence == NO_SEQUENCE else b.base_sequence + i
-                record: dict[str, object] = {
-                    "offset": b.base_offset + i,
-                    "value": value,
-                    "producer_id": b.producer_id,
-                    "epoch": b.epoch,
-                    "sequence": seq,
-                }
-                if b.transactional:
-                    record["transactional"] = True
-                    record["time"] = round(b.append_time, 6)
-                out.append(record)
+                append(b.base_offset + i, value, b.producer_id, b.epoch, seq, time)
         return out
 
     def markers(self) -> list[dict[str, object]]:
