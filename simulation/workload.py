@@ -37,9 +37,11 @@ class ProducerApp(ClientApplication):
         super().__init__(env, name, make_producer, history, rng)
         self.workload = workload
         self.next_index = 0
-        # value -> the send still open in the current incarnation
-        self.open_ops: dict[str, _OpenSend] = {}
+        # value -> the id of its send, still open in the current incarnation
+        self.open_ops: dict[str, int] = {}
+        self.open_keys: dict[str, str] = {}  # value -> key, for the open sends that have one
         self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
+        self._completion = _Completion(self, self.incarnation)
         self.process = env.process(self._run())
 
     # -- main loop ---------------------------------------------------------------------
@@ -72,14 +74,14 @@ class ProducerApp(ClientApplication):
 
     def _send(self, value: str, key: str | None) -> simpy.Event | None:
         w = self.workload
-        op_id = self.history.invoke_send(
+        self.open_ops[value] = self.history.invoke_send(
             self.process_id, self.env.now, w.topic, w.partition, key, value
         )
-        pending = _OpenSend(self, self.incarnation, op_id, key, value)
-        self.open_ops[value] = pending
+        if key is not None:
+            self.open_keys[value] = key
         self.counts["sent"] += 1
         assert self.producer is not None
-        return self.producer.send(w.topic, key, value, w.partition, pending, w.value_bytes)
+        return self.producer.send(w.topic, key, value, w.partition, self._completion, w.value_bytes)
 
     # -- faults ------------------------------------------------------------------------
     def _died(self) -> None:
@@ -93,47 +95,49 @@ class ProducerApp(ClientApplication):
     def abandon_open_ops(self, error: str, resend: bool = False) -> int:
         """Complete every open operation ``info`` (its outcome is unknown); returns how many."""
         w = self.workload
-        for value, pending in self.open_ops.items():
-            self.history.complete_send(
-                pending.op_id, "info", self.env.now, w.partition, None, error
-            )
+        keys = self.open_keys
+        for value, op_id in self.open_ops.items():
+            self.history.complete_send(op_id, "info", self.env.now, w.partition, None, error)
             self.counts["indeterminate"] += 1
             if resend:
-                self.to_resend.append((value, pending.key))
+                self.to_resend.append((value, keys.get(value)))
         n = len(self.open_ops)
         self.open_ops.clear()
+        keys.clear()
         return n
 
     def _reborn(self) -> None:
+        self._completion = _Completion(self, self.incarnation)
         self.producer = self.make_producer()
 
 
-class _OpenSend:
-    """One send the application waits for, and the producer's callback that completes it: an
-    object with slots rather than a closure, since a run may hold every record it sends
+class _Completion:
+    """The producer's callback for every send of one incarnation of the application: it
+    completes the send of the value it is told, if that send is still open. One object per
+    incarnation rather than one per send, since a run may hold every record it sends
     outstanding at once (docs/performance.md, "Memory")."""
 
-    __slots__ = ("app", "incarnation", "key", "op_id", "value")
+    __slots__ = ("app", "incarnation")
 
-    def __init__(
-        self, app: ProducerApp, incarnation: int, op_id: int, key: str | None, value: str
-    ) -> None:
+    def __init__(self, app: ProducerApp, incarnation: int) -> None:
         self.app = app
         self.incarnation = incarnation
-        self.op_id = op_id
-        self.key = key
-        self.value = value
 
-    def __call__(self, partition: int, offset: int, error: str | None, maybe_written: bool) -> None:
+    def __call__(
+        self, value: str, partition: int, offset: int, error: str | None, maybe_written: bool
+    ) -> None:
         app = self.app
-        value = self.value
-        if self.incarnation != app.incarnation or value not in app.open_ops:
+        if self.incarnation != app.incarnation:
             return
-        del app.open_ops[value]
+        op_id = app.open_ops.pop(value, None)
+        if op_id is None:
+            return
+        if app.open_keys:
+            app.open_keys.pop(value, None)
         type_ = "ok" if error is None else ("info" if maybe_written else "fail")
         tally(app.counts, type_, error)
         app.history.complete_send(
-            self.op_id,
+            op_id,
             type_,
             app.env.now,
             partition if partition >= 0 else None,

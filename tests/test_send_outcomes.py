@@ -54,7 +54,7 @@ def test_a_batch_refused_by_every_attempt_fails():
     assert results == []  # retried
     batch.attempts = 2
     sender._complete_batch(batch, PartitionResponse(Errors.NOT_LEADER_OR_FOLLOWER), 2.0)
-    ((_partition, _offset, error, maybe_written),) = results
+    ((_value, _partition, _offset, error, maybe_written),) = results
     assert error is not None and not maybe_written  # fail, not info
 
 
@@ -65,7 +65,7 @@ def test_one_attempt_of_unknown_fate_makes_the_send_indeterminate():
     sender._complete_batch(batch, PartitionResponse(Errors.REQUEST_TIMED_OUT, -1, -1), 1.0)
     batch.attempts = 2
     sender._complete_batch(batch, PartitionResponse(Errors.NOT_LEADER_OR_FOLLOWER), 2.0)
-    ((_partition, _offset, error, maybe_written),) = results
+    ((_value, _partition, _offset, error, maybe_written),) = results
     assert error is not None and maybe_written  # info
 
 

@@ -469,7 +469,7 @@ class _Instance:
             assert producer is not None
             for tp, offset, value in batch:
 
-                def done(_p: int, _o: int, err: str | None, _mw: bool) -> None:
+                def done(_v: str, _p: int, _o: int, err: str | None, _mw: bool) -> None:
                     if err is not None:
                         failed.append(err)
 
@@ -489,7 +489,7 @@ class _Instance:
                 self._complete(op_id, "ok", None)
 
 
-def _ignore(_p: int, _o: int, _e: str | None, _mw: bool) -> None:
+def _ignore(_v: str, _p: int, _o: int, _e: str | None, _mw: bool) -> None:
     pass
 
 

@@ -107,13 +107,13 @@ class TransactionalProducerApp(ClientApplication):
         self.counts["sent"] += 1
         error = producer.begin_transaction()
         acked: dict[str, tuple[int, int]] = {}
+
+        def done(value: str, p: int, offset: int, err: str | None, _mw: bool) -> None:
+            if err is None:
+                acked[value] = (p, offset)
+
         if error is None:
             for key, value in zip(keys, values, strict=True):
-
-                def done(p: int, offset: int, err: str | None, _mw: bool, v: str = value) -> None:
-                    if err is None:
-                        acked[v] = (p, offset)
-
                 blocked = producer.send(w.topic, key, value, None, done, w.value_bytes)
                 if blocked is not None:
                     yield blocked

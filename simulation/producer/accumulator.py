@@ -33,10 +33,10 @@ class RecordEntry:
     value: str
     key: str | None
     size: int
-    # (partition, offset or -1, error or None, whether the record may have been written); the
-    # batch passes its partition, so that a record holds no callback of its own (a run may
-    # hold every record it sends outstanding at once).
-    callback: Callable[[int, int, str | None, bool], None]
+    # (value, partition, offset or -1, error or None, whether the record may have been
+    # written): the batch passes the value and its partition, so that one callback can serve
+    # many records (a run may hold every record it sends outstanding at once).
+    callback: Callable[[str, int, int, str | None, bool], None]
 
 
 @dataclass(slots=True, eq=False)
@@ -105,7 +105,7 @@ class ProducerBatch:
         self.done = True
         partition = self.tp[1]
         for i, r in enumerate(self.records):
-            r.callback(partition, base_offset + i if base_offset >= 0 else -1, None, True)
+            r.callback(r.value, partition, base_offset + i if base_offset >= 0 else -1, None, True)
         return True
 
     def fail(self, error: str) -> bool:
@@ -116,7 +116,7 @@ class ProducerBatch:
         self.done = True
         partition = self.tp[1]
         for r in self.records:
-            r.callback(partition, -1, error, self.fate_unknown)
+            r.callback(r.value, partition, -1, error, self.fate_unknown)
         return True
 
 

@@ -4,7 +4,9 @@
 it blocks for at most ``max.block.ms`` and then fails with a TimeoutException. The record
 then never entered the accumulator, so it cannot have been written. Completion is reported
 through the record's callback with the offset (``-1`` when unknown, as with ``acks=0``) or
-the error.
+the error. The callback is told the record's value first, so that one callback can serve
+every record: an application that made one per send would hold an object for every record
+outstanding, and a run may hold nearly all of them outstanding at once.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from eosim.simulation.protocol import ConsumerGroupMetadata, TopicPartition
 from eosim.simulation.rng import RandomStream
 from eosim.simulation.rules import ProtocolRules
 
-# (partition, offset, error, whether the record may have been written)
-Callback = Callable[[int, int, str | None, bool], None]
+# (value, partition, offset, error, whether the record may have been written)
+Callback = Callable[[str, int, int, str | None, bool], None]
 
 
 class KafkaProducer:
@@ -141,6 +143,7 @@ class KafkaProducer:
             left = deadline - self.env.now
             if left <= 0:
                 callback(
+                    value,
                     partition if partition is not None else -1,
                     -1,
                     "TimeoutException: failed to allocate memory within max.block.ms",
