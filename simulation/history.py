@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Iterator, Sequence
-from itertools import islice
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice, repeat
 from typing import IO, Any, overload
 
 import numpy as np
@@ -266,6 +266,30 @@ class LogRecords(Sequence[dict[str, Any]]):
         if type(time) is int:
             self.int_times.add(len(self.time))
         self.time.append(0.0 if time is None else round(time, 6))
+
+    def extend(
+        self,
+        offsets: range,
+        values: Sequence[str],
+        producer_id: int,
+        epoch: int,
+        sequences: Iterable[int],
+        time: float | None = None,
+    ) -> None:
+        """Records of one batch at once (``offsets`` and ``values`` of the same length), as
+        :meth:`append` would add them one by one."""
+        n = len(offsets)
+        if len(values) != n:
+            raise ValueError(f"{n} offsets for {len(values)} values")
+        if time is not None and type(time) is int:
+            self.int_times.update(range(len(self.time), len(self.time) + n))
+        self.offset.extend(offsets)
+        self.value.extend(values)
+        self.producer_id.extend(repeat(producer_id, n))
+        self.epoch.extend(repeat(epoch, n))
+        self.sequence.extend(sequences)
+        self.transactional.extend(repeat(time is not None, n))
+        self.time.extend(repeat(0.0 if time is None else round(time, 6), n))
 
     def __len__(self) -> int:
         return len(self.offset)

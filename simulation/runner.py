@@ -58,10 +58,31 @@ class CountingEnvironment(simpy.Environment):
     def __init__(self) -> None:
         super().__init__()
         self._eid = iter(range(_EVENT_IDS))
+        self._elapsed = 0  # timeouts `elapse` stood in for
 
     @property
     def events_processed(self) -> int:
-        return _EVENT_IDS - length_hint(self._eid) - len(self._queue)
+        return _EVENT_IDS - length_hint(self._eid) - len(self._queue) + self._elapsed
+
+    def elapse(self, delay: float) -> bool:
+        """Let ``delay`` pass for the active process in place of ``yield timeout(delay)``,
+        when nothing is due until then; False when something is, and the process must yield
+        the timeout.
+
+        Nothing can happen meanwhile: every event that could (a crash's interrupt, a pause,
+        a wakeup, the run's end) is already queued, and only the active process runs until
+        it yields. So the process reaches the same moment with the same state, and every
+        event keeps its place in SimPy's order: the queue's head must be due strictly later
+        (an event due at the same moment was scheduled first, and would run first). Time is
+        added as SimPy adds it, and the stand-in is counted as the event it replaces, so
+        histories and event counts are those of the timeout."""
+        at = self._now + delay
+        queue = self._queue
+        if queue and queue[0][0] <= at:
+            return False
+        self._now = at
+        self._elapsed += 1
+        return True
 
 
 _EVENT_IDS = sys.maxsize
@@ -88,6 +109,14 @@ class ReportingEnvironment(CountingEnvironment):
         self._steps += 1
         if self._steps % self._every == 0:
             self._report()
+
+    def elapse(self, delay: float) -> bool:
+        if not super().elapse(delay):
+            return False
+        self._steps += 1
+        if self._steps % self._every == 0:
+            self._report()
+        return True
 
 
 @dataclass

@@ -15,7 +15,7 @@ from eosim.analysis.checks import check_history
 from eosim.analysis.columns import SendColumns, SendTable, send_columns
 from eosim.analysis.history import History, history_from_recorder, history_from_records
 from eosim.simulation import load_scenario, run_scenario
-from eosim.simulation.history import HistoryRecorder
+from eosim.simulation.history import HistoryRecorder, LogRecords
 
 ROOT = Path(__file__).resolve().parent.parent
 # Plain, transactional, consumer-group and replicated runs, kept small.
@@ -109,3 +109,29 @@ def test_a_recorder_of_written_lines_keeps_its_sends():
     assert _fields(recorded) == _fields(history_from_records(recorder.records()))
     assert [s.value for s in recorded.sends] == ["a"]
     assert check_history(recorded).counts["acked"] == 1
+
+
+def test_log_records_write_what_their_objects_are():
+    """The model's final logs are columns (`LogRecords`): a batch added at once equals its
+    records added one by one, and the line writer writes exactly the JSON of the objects,
+    integer and float append times, transactional or not."""
+    one_by_one, batched = LogRecords(), LogRecords()
+    batches = [
+        (0, ["a", "b\u00e9"], 7, 0, [0, 1], None),
+        (3, ["c"], -1, -1, [-1], None),
+        (4, ["d\"q", "e"], 9, 2, [5, 6], 12.3456789),
+        (7, ["f"], 9, 2, [7], 0),
+    ]
+    for base, values, producer_id, epoch, sequences, time in batches:
+        for i, value in enumerate(values):
+            one_by_one.append(base + i, value, producer_id, epoch, sequences[i], time)
+        offsets = range(base, base + len(values))
+        batched.extend(offsets, values, producer_id, epoch, sequences, time)
+    assert list(one_by_one.rows()) == list(batched.rows())
+    assert one_by_one == batched and len(batched) == 6
+    objects = list(batched)
+    assert objects[4] == {"offset": 5, "value": "e", "producer_id": 9, "epoch": 2,
+                          "sequence": 6, "transactional": True, "time": 12.345679}  # fmt: skip
+    assert objects[5]["time"] == 0 and type(objects[5]["time"]) is int
+    assert batched.json() == json.dumps(objects, separators=(",", ":"), ensure_ascii=False)
+    assert batched[-1] == objects[-1] and batched[1:3] == objects[1:3]

@@ -265,7 +265,8 @@ def test_a_retry_to_a_new_leader_skips_the_backoff():
     (t, broker, *_rest) = network.produces()[-1]
     assert broker == "b1" and 3 + 160 <= t <= 3 + 240
     answer(Errors.NONE, 999)
-    assert results == [("v", 0, 999, None, True)]  # (value, partition, offset, error, maybe written)
+    # (value, partition, offset, error, maybe written)
+    assert results == [("v", 0, 999, None, True)]
 
 
 def test_a_disconnection_while_an_update_is_due_counts_as_a_failed_update():

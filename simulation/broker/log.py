@@ -54,8 +54,9 @@ segments can end a few batches apart.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Literal
 
 from eosim.simulation.broker.producer_state import ProducerStateManager
@@ -612,17 +613,26 @@ class PartitionLog:
         Control records are left out; their offsets show as gaps. So are the records of a
         batch that straddles the log start that lie below it."""
         out = LogRecords()
-        append = out.append
         start = self.log_start_offset
         for b in self.batches:
             if b.control is not None:
                 continue
-            time = b.append_time if b.transactional else None
-            for i, value in enumerate(b.values):
-                if b.base_offset + i < start:
-                    continue
-                seq = NO_SEQUENCE if b.base_sequence == NO_SEQUENCE else b.base_sequence + i
-                append(b.base_offset + i, value, b.producer_id, b.epoch, seq, time)
+            first = max(start - b.base_offset, 0)  # the records below the log start, if any
+            n = len(b.values)
+            if first >= n:
+                continue
+            if b.base_sequence == NO_SEQUENCE:
+                sequences: Iterable[int] = repeat(NO_SEQUENCE, n - first)
+            else:
+                sequences = range(b.base_sequence + first, b.base_sequence + n)
+            out.extend(
+                range(b.base_offset + first, b.base_offset + n),
+                b.values[first:] if first else b.values,
+                b.producer_id,
+                b.epoch,
+                sequences,
+                b.append_time if b.transactional else None,
+            )
         return out
 
     def markers(self) -> list[dict[str, object]]:

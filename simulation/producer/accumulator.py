@@ -149,8 +149,9 @@ class RecordAccumulator:
         if dq is None:
             dq = self.batches[tp] = deque()
         last = dq[-1] if dq else None
-        # Only the tail batch takes records, and only until it has been drained once.
-        if last is not None and not last.full and not last.has_sequence:
+        # Only the tail batch takes records, and only until it has been drained once (given a
+        # sequence: `has_sequence`, spelt out on this path taken once per record).
+        if last is not None and not last.full and last.base_sequence == NO_SEQUENCE:
             if last.size + record.size <= self.batch_size:
                 last.records.append(record)
                 last.size += record.size
