@@ -16,6 +16,7 @@ that the two agree on every shipped scenario's history.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any, TypeVar, overload
@@ -257,6 +258,17 @@ class LogTable(_BuiltOnDemand[LogRecord]):
 
     def values(self) -> list[str]:
         return self._records.value
+
+    def same_records(self, other: LogTable, start: int, bound: int) -> bool:
+        """Whether the two logs hold exactly the same records (every field) at offsets in
+        ``[start, bound)``."""
+        mine, theirs = self._records, other._records
+        i, j = bisect_left(mine.offset, start), bisect_left(mine.offset, bound)
+        k, m = bisect_left(theirs.offset, start), bisect_left(theirs.offset, bound)
+        if j - i != m - k:
+            return False
+        columns = ("offset", "value", "producer_id", "epoch", "sequence", "transactional", "time")
+        return all(getattr(mine, c)[i:j] == getattr(theirs, c)[k:m] for c in columns)
 
 
 def _build_sends(entries: Iterable[tuple]) -> list[Send]:

@@ -834,9 +834,9 @@ def _log_start(
 
 def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> list[LogRecord]:
     """The `records` of a `log` or `replica` line: data records in increasing offset order
-    (the model's, kept as `LogRecords`, are taken as they are)."""
+    (the model's, kept as `LogRecords`, are taken as they are, and stay columns)."""
     if type(entries) is LogRecords:
-        return [LogRecord(*row) for row in entries.rows()]
+        return _trusted_records(entries)
     records = []
     previous = -1
     for where, entry in _objects(entries, line, where_list, fail):
@@ -1179,8 +1179,9 @@ def _parse_replica(record: dict[str, Any], line: int, fail: _Fail) -> Replica:
     end = _count(record.get("log_end_offset"), line, "replica.log_end_offset", fail)
     records = _parse_records(record.get("records"), line, "replica.records", fail)
     markers = _parse_markers(record.get("markers", []), line, fail, "replica.markers")
-    taken = {r.offset for r in records}
-    last = records[-1].offset if records else -1
+    offsets = records.offsets() if hasattr(records, "offsets") else [r.offset for r in records]
+    taken = set(offsets)
+    last = offsets[-1] if offsets else -1
     for marker in markers:  # in offset order
         if marker.offset in taken:
             message = f"offset {marker.offset} holds a record or another marker already"

@@ -41,6 +41,7 @@ from collections import defaultdict
 from typing import Any
 
 from eosim.analysis.checker import MAX_LISTED, Anomaly
+from eosim.analysis.columns import LogTable
 from eosim.analysis.history import History, LogRecord, Marker, Replica
 
 REPLICA_ANOMALIES = ("replica_divergence",)
@@ -59,10 +60,12 @@ def check_replicas(history: History) -> dict[str, Anomaly]:
             by_partition[replica.topic, replica.partition].append(replica)
     for (topic, partition), replicas in sorted(by_partition.items()):
         replicas = sorted(replicas, key=lambda r: r.broker)
-        entries = [_entries(replica) for replica in replicas]
+        entries = _Entries(replicas)
         pairs: list[tuple[int, int, int]] = []  # (first diverging offset, index a, index b)
         for a in range(len(replicas)):
             for b in range(a + 1, len(replicas)):
+                if _identical(replicas[a], replicas[b]):
+                    continue
                 offset = _first_divergence(replicas[a], entries[a], replicas[b], entries[b])
                 if offset is not None:
                     pairs.append((offset, a, b))
@@ -86,11 +89,39 @@ def check_replicas(history: History) -> dict[str, Anomaly]:
     return {"replica_divergence": anomaly}
 
 
+class _Entries:
+    """Each replica's entries by offset, built for a replica the first time it is asked for."""
+
+    def __init__(self, replicas: list[Replica]) -> None:
+        self._replicas = replicas
+        self._built: dict[int, dict[int, LogRecord | Marker]] = {}
+
+    def __getitem__(self, index: int) -> dict[int, LogRecord | Marker]:
+        if index not in self._built:
+            self._built[index] = _entries(self._replicas[index])
+        return self._built[index]
+
+
 def _entries(replica: Replica) -> dict[int, LogRecord | Marker]:
     entries: dict[int, LogRecord | Marker] = {r.offset: r for r in replica.records}
     for marker in replica.markers:
         entries.setdefault(marker.offset, marker)
     return entries
+
+
+def _identical(left: Replica, right: Replica) -> bool:
+    """Whether two replicas of the model hold exactly the same records and markers over the
+    range `_first_divergence` compares: then no entry there can differ. Compared column by
+    column (`eosim.analysis.columns.LogTable`), without a `LogRecord` per record; False
+    (compare entry by entry) for replicas read from a file."""
+    if not (isinstance(left.records, LogTable) and isinstance(right.records, LogTable)):
+        return False
+    bound = min(_bound(left), _bound(right))
+    start = max(left.log_start_offset, right.log_start_offset)
+    in_range = [m for m in left.markers if start <= m.offset < bound]
+    if in_range != [m for m in right.markers if start <= m.offset < bound]:
+        return False
+    return left.records.same_records(right.records, start, bound)
 
 
 def _bound(replica: Replica) -> int:

@@ -119,7 +119,7 @@ def test_log_records_write_what_their_objects_are():
     batches = [
         (0, ["a", "b\u00e9"], 7, 0, [0, 1], None),
         (3, ["c"], -1, -1, [-1], None),
-        (4, ["d\"q", "e"], 9, 2, [5, 6], 12.3456789),
+        (4, ['d"q', "e"], 9, 2, [5, 6], 12.3456789),
         (7, ["f"], 9, 2, [7], 0),
     ]
     for base, values, producer_id, epoch, sequences, time in batches:
@@ -135,3 +135,48 @@ def test_log_records_write_what_their_objects_are():
     assert objects[5]["time"] == 0 and type(objects[5]["time"]) is int
     assert batched.json() == json.dumps(objects, separators=(",", ":"), ensure_ascii=False)
     assert batched[-1] == objects[-1] and batched[1:3] == objects[1:3]
+
+
+def _replica_history(
+    broker_records: dict[str, list[tuple]], markers: dict[str, list]
+) -> HistoryRecorder:
+    recorder = HistoryRecorder({"scenario": "x"})
+    for broker, rows in broker_records.items():
+        records = LogRecords()
+        for row in rows:
+            records.append(*row)
+        recorder.add_end_line(
+            {"kind": "replica", "topic": "t", "partition": 0, "broker": broker,
+             "leader": broker == "a", "leader_epoch": 1, "high_watermark": 4,
+             "log_end_offset": 6, "settled": True, "records": records,
+             "markers": markers.get(broker, [])}
+        )  # fmt: skip
+    return recorder
+
+
+BASE = [(0, "v0", 7, 0, 0), (1, "v1", 7, 0, 1), (2, "v2", 7, 0, 2), (5, "v5", 7, 0, 5)]
+COMMIT = {"offset": 3, "producer_id": 7, "type": "COMMIT", "time": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("other", "other_markers", "diverges"),
+    [
+        (BASE, [COMMIT], False),
+        ([*BASE[:1], (1, "x", 7, 0, 1), *BASE[2:]], [COMMIT], True),  # another value
+        ([*BASE[:2], (2, "v2", 7, 0, 9), BASE[3]], [COMMIT], True),  # another sequence
+        # transactional on one side only: not stated (null) on the other, no divergence
+        ([*BASE[:2], (2, "v2", 7, 0, 2, 3.5), BASE[3]], [COMMIT], False),
+        (BASE[:2], [COMMIT], True),  # a record missing below the high watermark
+        ([*BASE[:3], (5, "other", 7, 0, 5)], [COMMIT], False),  # above it
+        (BASE, [{**COMMIT, "type": "ABORT"}], True),
+        (BASE, [{**COMMIT, "time": 2.0}], False),  # a marker's time is not compared
+    ],
+)
+def test_replicas_kept_as_columns_are_judged_as_parsed_ones(other, other_markers, diverges):
+    """The replica check compares the model's replicas column by column first; it finds what
+    the entry-by-entry comparison of the same lines read from a file finds."""
+    recorder = _replica_history({"a": BASE, "b": other}, {"a": [COMMIT], "b": other_markers})
+    recorded = check_history(history_from_recorder(recorder)).to_dict()
+    parsed = check_history(history_from_records(recorder.records())).to_dict()
+    assert recorded == parsed
+    assert (recorded["anomalies"]["replica_divergence"]["count"] > 0) is diverges
