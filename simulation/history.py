@@ -184,37 +184,113 @@ class SendLog:
 
     def lines(self) -> Iterator[str]:
         """The send ops' lines in history order: byte for byte what ``_ENCODER`` makes of
-        :func:`send_record` of each of :meth:`entries`, written without building those
-        objects (keys in the same order, strings escaped the same way)."""
-        names: dict[str, str] = {}  # process and topic names as JSON strings, made once each
-        for (
-            _,
-            op_id,
-            type_,
-            _,
-            process,
-            time,
-            topic,
-            partition,
-            key,
-            value,
-            offset,
-            error,
-        ) in self.entries():
-            p = names.get(process) or names.setdefault(process, _string(process))
-            t = names.get(topic) or names.setdefault(topic, _string(topic))
-            text = (
-                f'{{"kind":"op","id":{op_id},"type":"{type_}","f":"send","process":{p},'
-                f'"time":{_json_number(_t(time))},"value":{{"topic":{t},'
-                f'"partition":{"null" if partition is None else partition},'
-                f'"key":{"null" if key is None else _string(key)},"value":{_string(value)}'
-            )
-            if type_ == "ok":
-                text += f',"offset":{"null" if offset is None else offset}'
-            if error is not None:
-                yield f'{text}}},"error":{_string(error)}}}'
-            else:
-                yield text + "}}"
+        :func:`send_record` of each of :meth:`entries` (keys in the same order, strings
+        escaped the same way), written from the columns a few thousand rows at a time, each
+        field formatted by one mapped builtin per chunk; ``tests/test_columns.py`` compares
+        them with ``json.dumps``."""
+        invocations = self._invocation_lines()
+        completions = self._completion_lines()
+        for code in self.order:
+            if code == _INVOKED:
+                yield next(invocations)
+            elif code == _COMPLETED:
+                yield next(completions)
+
+    def _invocation_lines(self) -> Iterator[str]:
+        process, topic, key, value = self.process, self.topic, self.key, self.value
+        for start in range(0, len(self.invoked_id), _CHUNK):
+            end = start + _CHUNK
+            times = _times(self.invoked_time[start:end], self.int_times, True, start)
+            yield from [
+                f'{{"kind":"op","id":{i},"type":"invoke","f":"send","process":{p},"time":{t},'
+                f'"value":{{"topic":{tp},"partition":{n},"key":{k},"value":{v}}}}}'
+                for i, p, t, tp, n, k, v in zip(
+                    self.invoked_id[start:end],
+                    _texts(process[start:end]),
+                    times,
+                    _texts(topic[start:end]),
+                    _numbers(self.invoked_partition[start:end]),
+                    _texts(key[start:end]),
+                    map(_string, value[start:end]),
+                    strict=True,
+                )
+            ]
+
+    def _completion_lines(self) -> Iterator[str]:
+        invoked_rows = self.invocation_rows()
+        errors = self.errors
+        for start in range(0, len(self.completed_id), _CHUNK):
+            end = start + _CHUNK
+            rows = invoked_rows[start:end]
+            times = _times(self.completed_time[start:end], self.int_times, False, start)
+            ends = ["}}"] * len(rows)
+            for row, error in errors.items():  # few
+                if start <= row < end:
+                    ends[row - start] = f'}},"error":{_string(error)}}}'
+            yield from [
+                f'{{"kind":"op","id":{i},"type":"{OUTCOMES[c]}","f":"send","process":{p},'
+                f'"time":{t},"value":{{"topic":{tp},"partition":{n},"key":{k},"value":{v}'
+                f"{'' if c != _OK else f',{_OFFSET}{o}'}{e}"
+                for i, c, p, t, tp, n, k, v, o, e in zip(
+                    self.completed_id[start:end],
+                    self.outcome[start:end],
+                    _texts(map(self.process.__getitem__, rows)),
+                    times,
+                    _texts(map(self.topic.__getitem__, rows)),
+                    _numbers(self.completed_partition[start:end]),
+                    _texts(map(self.key.__getitem__, rows)),
+                    map(_string, map(self.value.__getitem__, rows)),
+                    _numbers(self.offset[start:end]),
+                    ends,
+                    strict=True,
+                )
+            ]
+
+
+_CHUNK = 4096  # rows a line writer formats at a time
+_OK = OUTCOMES.index("ok")
+_OFFSET = '"offset":'
+
+
+def _texts(items: Iterable[str | None]) -> Iterator[str]:
+    """Each item as its JSON text (None as null): strings repeat (processes, topics, keys),
+    so each distinct one is escaped once."""
+    items = list(items)
+    escaped = {item: "null" if item is None else _string(item) for item in set(items)}
+    return map(escaped.__getitem__, items)
+
+
+def _numbers(column: array) -> Iterator[str]:
+    """An integer column's items as JSON text, :data:`NONE` as null."""
+    return ("null" if n == NONE else str(n) for n in column) if NONE in column else map(str, column)
+
+
+def _times(column: array, int_times: set[tuple[bool, int]], invoked: bool, start: int) -> list[str]:
+    """Times as the history writes them, ``float.__repr__(round(time, 6))`` (an int stays an
+    int). Completions come a batch at a time, so their times repeat and each distinct one is
+    written once; an invocation's is written by :func:`time_text`."""
+    if invoked:
+        texts = list(map(time_text, column))
+    else:
+        written = {t: time_text(t) for t in set(column)}
+        texts = list(map(written.__getitem__, column))
+    for was_invoked, row in int_times:  # few
+        if was_invoked is invoked and start <= row < start + len(texts):
+            texts[row - start] = int.__repr__(round(int(column[row - start]), 6))
+    return texts
+
+
+def time_text(time: float) -> str:
+    """``float.__repr__(round(time, 6))``, the way a history writes a float time, made
+    faster for times from 0.0001 ms to 1e9 ms (11.5 days): there the time rounded to 6
+    decimals has at most 15 significant digits, so the shortest text that gives back the
+    rounded float is those digits, which ``f"{time:.6f}"`` writes (rounding correctly, as ``round``
+    does), less its trailing zeros. Other times take the long way (``repr`` writes exponents
+    there). ``tests/test_columns.py`` compares the two."""
+    if 1e-4 <= time < 1e9:
+        text = f"{time:.6f}".rstrip("0")
+        return text + "0" if text[-1] == "." else text
+    return float.__repr__(round(time, 6))
 
 
 class LogRecords(Sequence[dict[str, Any]]):

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eosim.analysis import timings
 from eosim.analysis.checks import check_history
 from eosim.analysis.columns import SendColumns, SendTable, send_columns
 from eosim.analysis.history import History, history_from_recorder, history_from_records
 from eosim.simulation import load_scenario, run_scenario
-from eosim.simulation.history import HistoryRecorder, LogRecords
+from eosim.simulation.history import HistoryRecorder, LogRecords, time_text
 
 ROOT = Path(__file__).resolve().parent.parent
 # Plain, transactional, consumer-group and replicated runs, kept small.
@@ -180,3 +182,16 @@ def test_replicas_kept_as_columns_are_judged_as_parsed_ones(other, other_markers
     parsed = check_history(history_from_records(recorder.records())).to_dict()
     assert recorded == parsed
     assert (recorded["anomalies"]["replica_divergence"]["count"] > 0) is diverges
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=0, max_value=2e9, allow_nan=False),
+        st.integers(0, 10**9).map(lambda n: n / 10**6),
+        st.integers(0, 10**12).map(lambda n: n * 0.1),
+        st.sampled_from([0.0, 1e-4, 9.99999e-5, 0.00015, 1e9, 999999999.9999995, 5e-7, 1e16]),
+    )
+)
+def test_a_time_is_written_as_round_then_repr(time):
+    assert time_text(time) == float.__repr__(round(time, 6))
