@@ -326,23 +326,19 @@ def _read_forms(text: str, top_map: Callable[[Any], Any]) -> list[tuple[int, int
             if code == _NOTHING:
                 continue
             # A word not seen before, or a string.
+            first = line
             if token[0] == '"':
                 value = _string(token)
-                first = line
                 line += token.count("\n")
-                if kind is None:
-                    forms.append((first, line, value))
-                else:
-                    items.append(value)
-                continue
-            if token.isdigit() and token.isascii() and (token[0] != "0" or len(token) == 1):
-                value = int(token)
             else:
-                value = _atom(token)
-            if len(token) < 4 or value.__class__ is Keyword or value.__class__ is Symbol:
-                known[token] = value
+                if token.isdigit() and token.isascii() and (token[0] != "0" or len(token) == 1):
+                    value = int(token)
+                else:
+                    value = _atom(token)
+                if len(token) < 4 or value.__class__ is Keyword or value.__class__ is Symbol:
+                    known[token] = value
             if kind is None:
-                forms.append((line, line, value))
+                forms.append((first, line, value))
             else:
                 items.append(value)
     if stack:

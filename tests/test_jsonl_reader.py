@@ -353,3 +353,23 @@ def test_log_records_read_column_wise_as_one_by_one(name):
         assert [[type(v) for v in vars_of(r)] for r in history.logs[("t", 0)]] == [
             [type(v) for v in vars_of(r)] for r in alone.logs[("t", 0)]
         ]
+
+
+def test_paused_gc_moves_what_it_made_to_the_oldest_generation():
+    import gc
+
+    from eosim.analysis.history import paused_gc
+
+    with paused_gc():
+        made = [[] for _ in range(1000)]
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in oldest for o in made)
+    gc.freeze()  # as a model run does: what is frozen stays frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            more = [[] for _ in range(10)]
+        assert gc.get_freeze_count() == frozen and more
+    finally:
+        gc.unfreeze()
