@@ -5,8 +5,9 @@
 history. This reader cuts the text into tokens (str.split on ASCII text without strings,
 comments or `#`; else one compiled regular expression, `_TOKEN`), a chunk of whole lines at a
 time, and builds the values in one loop over the tokens with an explicit stack (no recursion):
-12-18 µs an op, a third of it hashing edn_format's Keywords as map keys
-(benchmarks/bench_edn.py). It pauses the garbage collector while it builds.
+12-18 µs an op, a third of it hashing edn_format's Keywords as map keys, 7-9 µs when the
+top-level maps are read by keyword name (`keyword_names`, as the Jepsen converter reads them;
+benchmarks/bench_edn.py). It pauses the garbage collector while it builds.
 
 The subset read (everything else gives up):
 

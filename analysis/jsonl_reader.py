@@ -50,6 +50,7 @@ from eosim.analysis.columns import (
     SendColumns,
     SendTable,
     _BuiltOnDemand,
+    object_array,
 )
 from eosim.analysis.history import (
     BLANK,
@@ -112,8 +113,10 @@ def _read(raw: bytes, source: str) -> History | None:
         lines.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         return None
-    is_send = pc.match_substring_regex(lines, SEND_LINE).to_numpy(zero_copy_only=False)
-    send_rows = np.flatnonzero(is_send)
+    matched = pc.match_substring_regex(lines, SEND_LINE)
+    send_rows = _numpy(pc.indices_nonzero(matched), np.uint64).astype(np.int64)
+    is_send = np.zeros(len(ends), dtype=bool)
+    is_send[send_rows] = True
     if len(send_rows) < MIN_SEND_LINES:
         return None
     # Every other line, through the line-by-line reader.
@@ -432,26 +435,37 @@ def _texts(
     if shared:
         encoded = pc.dictionary_encode(strings)
         values = _objects(encoded.dictionary)
-        return values[encoded.indices.to_numpy()]
+        return values[_numpy(encoded.indices, np.int32)]
     return _objects(strings)
 
 
+def _numpy(values: pa.Array, dtype: type) -> np.ndarray:
+    """A numeric Arrow array without nulls as a numpy array, without a copy (its to_numpy
+    imports pandas, a second or more in a process that has not)."""
+    assert values.null_count == 0 and values.type.bit_width == 8 * np.dtype(dtype).itemsize
+    return np.frombuffer(
+        values.buffers()[1],
+        dtype=dtype,
+        count=len(values),
+        offset=values.offset * np.dtype(dtype).itemsize,
+    )
+
+
 def _objects(strings: pa.Array) -> np.ndarray:
-    """An Arrow string array as a numpy array of Python strings."""
-    if not len(strings):
-        return np.empty(0, dtype=object)
-    return strings.to_numpy(zero_copy_only=False)
+    """An Arrow string array as a numpy array of Python strings (not with to_numpy, which
+    imports pandas for it: a second or more, in a process that has not)."""
+    return object_array(strings.to_pylist())
 
 
 def _integers(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     if not len(starts):
         return np.zeros(0, dtype=np.int64)
-    return pc.cast(_gather(data, starts, stops), pa.int64()).to_numpy()
+    return _numpy(pc.cast(_gather(data, starts, stops), pa.int64()), np.int64)
 
 
 def _floats(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """JSON numbers as Python's float() reads them (Arrow's parser rounds correctly too)."""
-    return pc.cast(_gather(data, starts, stops), pa.float64()).to_numpy()
+    return _numpy(pc.cast(_gather(data, starts, stops), pa.float64()), np.float64)
 
 
 __all__ = ["MIN_SEND_LINES", "SEND_LINE", "ReadSendTable", "read_history"]
