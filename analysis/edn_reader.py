@@ -5,8 +5,9 @@
 history. This reader cuts the text into tokens (str.split on ASCII text without strings,
 comments or `#`; else one compiled regular expression, `_TOKEN`), a chunk of whole lines at a
 time, and builds the values in one loop over the tokens with an explicit stack (no recursion):
-12-18 µs an op, a third of it hashing edn_format's Keywords as map keys
-(benchmarks/bench_edn.py). It pauses the garbage collector while it builds.
+12-18 µs an op, a third of it hashing edn_format's Keywords as map keys, 7-9 µs when the
+top-level maps are read by keyword name (`keyword_names`, as the Jepsen converter reads them;
+benchmarks/bench_edn.py). It pauses the garbage collector while it builds.
 
 The subset read (everything else gives up):
 
@@ -234,22 +235,35 @@ def _quick_tokens(text: str) -> Iterator[list[str]]:
         )
 
 
-def read_forms(text: str, *, plain_top_maps: bool = False) -> list[tuple[int, int, Any]]:
+def read_forms(
+    text: str, *, plain_top_maps: bool = False, keyword_names: bool = False
+) -> list[tuple[int, int, Any]]:
     """Every top-level form of `text` as (the line it starts on, the line it ends on, its
     value), lines counted from 1; `GiveUp` if the text is not (all) in the subset.
 
     With `plain_top_maps`, a top-level map is a plain `dict` (equal to edn_format's
-    ImmutableDict, but not hashable), which is quicker to build and to read."""
+    ImmutableDict, but not hashable), which is quicker to build and to read. With
+    `keyword_names` as well, that dict holds only the map's keyword keys, by their names
+    (`{:type :ok, 1 2}` gives `{"type": Keyword("ok")}`): no keyword is hashed (edn_format's
+    Keyword builds a dict to hash itself), which is what a reader of Jepsen's op maps wants."""
     collecting = gc.isenabled()
     gc.disable()  # many small acyclic objects: no use rescanning the heap as they come
+    if keyword_names and plain_top_maps:
+        top_map: Callable[[Any], Any] = _by_name
+    else:
+        top_map = dict if plain_top_maps else ImmutableDict
     try:
-        return _read_forms(text, dict if plain_top_maps else ImmutableDict)
+        return _read_forms(text, top_map)
     except (ValueError, TypeError, RecursionError) as exc:
         # int() of more than 4,300 digits, say: edn_format fails too, and names it.
         raise GiveUp(f"{type(exc).__name__}: {exc}") from None
     finally:
         if collecting:
             gc.enable()
+
+
+def _by_name(pairs: Any) -> dict[str, Any]:
+    return {key.name: value for key, value in pairs if key.__class__ is Keyword}
 
 
 def _read_forms(text: str, top_map: Callable[[Any], Any]) -> list[tuple[int, int, Any]]:
@@ -313,23 +327,19 @@ def _read_forms(text: str, top_map: Callable[[Any], Any]) -> list[tuple[int, int
             if code == _NOTHING:
                 continue
             # A word not seen before, or a string.
+            first = line
             if token[0] == '"':
                 value = _string(token)
-                first = line
                 line += token.count("\n")
-                if kind is None:
-                    forms.append((first, line, value))
-                else:
-                    items.append(value)
-                continue
-            if token.isdigit() and token.isascii() and (token[0] != "0" or len(token) == 1):
-                value = int(token)
             else:
-                value = _atom(token)
-            if len(token) < 4 or value.__class__ is Keyword or value.__class__ is Symbol:
-                known[token] = value
+                if token.isdigit() and token.isascii() and (token[0] != "0" or len(token) == 1):
+                    value = int(token)
+                else:
+                    value = _atom(token)
+                if len(token) < 4 or value.__class__ is Keyword or value.__class__ is Symbol:
+                    known[token] = value
             if kind is None:
-                forms.append((line, line, value))
+                forms.append((first, line, value))
             else:
                 items.append(value)
     if stack:

@@ -15,18 +15,25 @@ successful `poll` one `Poll`. These, together with the final logs, are what the 
 Transactional histories add `txn` and `process` ops (each becomes one `Txn` or `Step`) and
 `offsets`, `fence`, `lso` and `end` lines, which `eosim.analysis.txn_checker` reads.
 
-`history_from_records` is the fast path used by the simulator on its in-memory history; the two
-text readers decode JSON and delegate to it.
+`history_from_records` builds a history from decoded lines; `history_from_recorder` from the
+simulator's in-memory history. The two text readers first try `eosim.analysis.jsonl_reader`,
+which reads the send lines of a whole file into columns at once and gives the same history;
+when it declines, they decode the file line by line and delegate to the same building, which
+names the first bad line.
 """
 
 from __future__ import annotations
 
 import gc
+import io
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice, repeat
+from operator import lt
 from typing import Any, NamedTuple
 
 from eosim.simulation.history import LogRecords
@@ -391,18 +398,41 @@ def op_counts(history: History) -> dict[str, int]:
 
 
 def load_history(path: str | os.PathLike[str]) -> History:
-    """Read a JSON Lines history file."""
+    """Read a JSON Lines history file: its send lines as columns
+    (`eosim.analysis.jsonl_reader`), else line by line."""
     source = os.fspath(path)
     with open(path, "rb") as handle:
-        return _build(_decode(handle, source), source)
+        raw = handle.read()
+    return _read_bytes(raw, source)
 
 
 def parse_history(lines: Iterable[str], source: str = "<history>") -> History:
     """Parse JSON Lines text; a single string is split into lines at newlines."""
     if isinstance(lines, str):
+        try:
+            raw = lines.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the line-by-line reader names it
+            raw = None
+        if raw is not None:
+            return _read_bytes(raw, source)
         # Not splitlines(): JSON strings may hold U+2028 and other characters it splits at.
         lines = lines.split("\n")
     return _build(_decode(lines, source), source)
+
+
+# Read with eosim.analysis.jsonl_reader first (line by line when it declines). Tests and
+# benchmarks set it False to compare with the line-by-line reader alone.
+FAST_READER = True
+
+
+def _read_bytes(raw: bytes, source: str) -> History:
+    if FAST_READER:
+        from eosim.analysis.jsonl_reader import read_history
+
+        history = read_history(raw, source)
+        if history is not None:
+            return history
+    return _build(_decode(io.BytesIO(raw), source), source)
 
 
 def history_from_records(records: Iterable[Any], source: str = "<history>") -> History:
@@ -412,34 +442,51 @@ def history_from_records(records: Iterable[Any], source: str = "<history>") -> H
 
 def _decode(lines: Iterable[str | bytes], source: str) -> Iterator[tuple[int, Any]]:
     for number, raw in enumerate(lines, 1):
-        if isinstance(raw, bytes):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise HistoryError(source, number, "line", f"invalid UTF-8: {exc.reason}") from None
-        else:
-            text = raw
-        if not text.strip():
-            continue
+        record = _decode_line(raw, number, source)
+        if record is not BLANK:
+            yield number, record
+
+
+BLANK = object()  # what _decode_line gives for a blank line
+
+
+def _decode_line(raw: str | bytes, number: int, source: str) -> Any:
+    """One line's JSON value (BLANK for a blank line), or a HistoryError naming the line."""
+    if isinstance(raw, bytes):
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            message = f"invalid JSON: {exc.msg} (column {exc.colno})"
-            raise HistoryError(source, number, "line", message) from None
-        except RecursionError:
-            raise HistoryError(source, number, "line", "invalid JSON: nested too deeply") from None
-        yield number, record
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise HistoryError(source, number, "line", f"invalid UTF-8: {exc.reason}") from None
+    else:
+        text = raw
+    if not text.strip():
+        return BLANK
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"invalid JSON: {exc.msg} (column {exc.colno})"
+        raise HistoryError(source, number, "line", message) from None
+    except RecursionError:
+        raise HistoryError(source, number, "line", "invalid JSON: nested too deeply") from None
 
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many small acyclic objects, which
-    would otherwise make it rescan the caller's (often large) heap over and over."""
+    would otherwise make it rescan the caller's (often large) heap over and over.
+
+    On leaving, when nothing is frozen (`gc.freeze`, as a model run does), the objects made
+    meanwhile go straight to the oldest generation (a freeze and an unfreeze, which move them
+    without scanning them): else the next young collections would each scan them all, one
+    generation after the other (10-20% of reading a Jepsen history)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         if collecting:
             gc.enable()
 
@@ -837,6 +884,9 @@ def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> lis
     (the model's, kept as `LogRecords`, are taken as they are, and stay columns)."""
     if type(entries) is LogRecords:
         return _trusted_records(entries)
+    records = _well_formed_records(entries)
+    if records is not None:
+        return records
     records = []
     previous = -1
     for where, entry in _objects(entries, line, where_list, fail):
@@ -873,6 +923,50 @@ def _parse_records(entries: Any, line: int, where_list: str, fail: _Fail) -> lis
             raise fail(line, f"{where}.aborted", f"expected a boolean, got {_describe(aborted)}")
         records.append(LogRecord(offset, payload, *extras, appended, transactional, aborted))
     return records
+
+
+_INTS = {int}
+_STRS = {str}
+_BOOLS = {bool}
+_OPTIONAL_INTS = ({int, type(None)}, {int}, {type(None)})
+_OPTIONAL_BOOLS = ({bool, type(None)}, {bool}, {type(None)})
+
+
+def _well_formed_records(entries: Any) -> list[LogRecord] | None:
+    """What `_parse_records` makes of `entries` when every record is well formed, checked a
+    field at a time over all records (no Python step per record but building it); None when
+    any record is not, so that the record-by-record loop names it."""
+    if type(entries) is not list or not entries or set(map(type, entries)) != {dict}:
+        return None
+    get = dict.get
+
+    def column(name: str, default: Any = None) -> list[Any]:
+        return list(map(get, entries, repeat(name), repeat(default)))
+
+    offsets = column("offset")
+    values = column("value")
+    if set(map(type, offsets)) != _INTS or set(map(type, values)) != _STRS:
+        return None
+    if offsets[0] < 0 or not all(map(lt, offsets, islice(offsets, 1, None))):
+        return None
+    extras = [column(name) for name in ("producer_id", "epoch", "sequence")]
+    if any(set(map(type, extra)) not in _OPTIONAL_INTS for extra in extras):
+        return None
+    times = column("time")
+    kinds = set(map(type, times))
+    if kinds != {type(None)}:
+        numbers = [t for t in times if t is not None]
+        if not kinds <= {int, float, type(None)} or not all(map(math.isfinite, numbers)):
+            return None
+        if int in kinds:
+            times = [None if t is None else float(t) for t in times]
+    transactional = column("transactional")
+    if set(map(type, transactional)) not in _OPTIONAL_BOOLS:
+        return None
+    aborted = column("aborted", False)
+    if set(map(type, aborted)) != _BOOLS:
+        return None
+    return list(map(LogRecord, offsets, values, *extras, times, transactional, aborted))
 
 
 def _check_meta(record: dict[str, Any], line: int, fail: _Fail) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import edn_format
-from edn_format import EDNDecodeError, Keyword
+from edn_format import EDNDecodeError, ImmutableDict, ImmutableList, Keyword
 
 from eosim.analysis import edn_reader
 from eosim.analysis.history import (
@@ -122,38 +122,39 @@ def _read_ops(text: str, source: str) -> Iterator[tuple[int, Any]]:
     unclosed form or string), all with line 0 otherwise. When it gives up (anything outside
     its subset, or bad input), edn_format reads the text as before.
 
-    Its top-level maps are plain dicts (equal to edn_format's ImmutableDicts, and quicker to
-    build and look up): `_Converter._op` only tests an op with isinstance(op, Mapping), calls
-    op.get and copies it with dict(op), which a dict answers as an ImmutableDict does; an op
-    is never hashed (nested maps, which may be, stay ImmutableDicts)."""
-    lines = [
-        (number, line.strip())
-        for number, line in enumerate(text.split("\n"), 1)
-        if line.strip() and not line.lstrip().startswith(";")
-    ]
-    one_map_a_line = all(s.startswith("{") and s.endswith("}") for _, s in lines)
+    Its top-level maps are plain dicts of their keyword keys by name (`keyword_names`), what
+    `_Converter._op` makes of edn_format's ImmutableDict before reading it: a dict is never
+    the top-level map of edn_format's, so `_op` takes one as converted already. Nested maps,
+    which may be hashed, stay ImmutableDicts."""
     if FAST_READER:
         pairs: list[tuple[int, Any]] | None = None
         with paused_gc():  # many small acyclic objects (the reader pauses it as well)
             try:
-                fast = edn_reader.read_forms(text, plain_top_maps=True)
+                fast = edn_reader.read_forms(text, plain_top_maps=True, keyword_names=True)
             except edn_reader.GiveUp:
                 fast = None
-            if fast is not None and one_map_a_line and len(fast) == len(lines):
-                pairs = [
-                    (number, form) for (number, _), (_, _, form) in zip(lines, fast, strict=True)
-                ]
-            elif fast is not None:
+            if fast is not None:
                 if all(first == last for first, last, _ in fast):
+                    # (Then, when every line holding a form is one op map, form i is on the
+                    # i-th such line: the pairs below are those.)
                     pairs = [(first, form) for first, _, form in fast]
                 else:
-                    pairs = [(0, form) for _, _, form in fast]
+                    lines = _form_lines(text)
+                    if _one_map_a_line(lines) and len(fast) == len(lines):
+                        pairs = [
+                            (number, form)
+                            for (number, _), (_, _, form) in zip(lines, fast, strict=True)
+                        ]
+                    else:
+                        pairs = [(0, form) for _, _, form in fast]
                 if len(pairs) == 1 and _is_seq(pairs[0][1]):
                     line, vector = pairs[0]
                     pairs = [(line, form) for form in vector]
         if pairs is not None:
             yield from pairs
             return
+    lines = _form_lines(text)
+    one_map_a_line = _one_map_a_line(lines)
     if one_map_a_line:
         try:
             forms = _loads_all(text)
@@ -163,6 +164,19 @@ def _read_ops(text: str, source: str) -> Iterator[tuple[int, Any]]:
             yield from ((number, form) for (number, _), form in zip(lines, forms, strict=True))
             return
     yield from _read_ops_by_line(text, source)
+
+
+def _form_lines(text: str) -> list[tuple[int, str]]:
+    """(number, stripped text) of every line holding something but a comment."""
+    return [
+        (number, line.strip())
+        for number, line in enumerate(text.split("\n"), 1)
+        if line.strip() and not line.lstrip().startswith(";")
+    ]
+
+
+def _one_map_a_line(lines: list[tuple[int, str]]) -> bool:
+    return all(s.startswith("{") and s.endswith("}") for _, s in lines)
 
 
 def _read_ops_by_line(text: str, source: str) -> Iterator[tuple[int, Any]]:
@@ -219,10 +233,33 @@ def _decode_message(message: str) -> str:
 
 def _is_seq(value: Any) -> bool:
     """An EDN vector or list (edn_format reads them as ImmutableList and tuple)."""
+    kind = value.__class__
+    if kind is ImmutableList or kind is tuple:
+        return True
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
+def _items(value: Any) -> Any:
+    """An EDN vector's or list's items as a Python list or tuple (an ImmutableList's own list:
+    indexing and iterating an ImmutableList is a Python call per item), else None."""
+    kind = value.__class__
+    if kind is ImmutableList:
+        return value._list  # edn_format keeps the items there (ImmutableList(items, copy=False))
+    if kind is tuple:
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return value
+    return None
+
+
+def _map_items(value: Mapping[Any, Any]) -> Any:
+    """A map's items (an ImmutableDict's own dict's: its Mapping methods are Python calls)."""
+    return value.dict.items() if value.__class__ is ImmutableDict else value.items()
+
+
 def _kw(value: Any) -> str | None:
+    if value.__class__ is Keyword:
+        return value.name
     return value.name if isinstance(value, Keyword) else None
 
 
@@ -264,31 +301,30 @@ class _Converter:
             self._complete(invoked, None, line)
         return self.history
 
-    def _field(self, op: dict[str, Any], name: str) -> Any:
-        return op.get(name)
-
     def _op(self, position: int, line: int, op: Any) -> None:
         where = line or position + 1
-        if not isinstance(op, Mapping):
-            raise self.fail(where, "op", f"expected an EDN map, got {render(op)[:60]}")
-        # The op's keyword keys by name: every field is looked up by a keyword, and a Keyword
-        # is slow to hash (edn_format builds a dict per hash); other keys are never read.
-        op = {k.name: v for k, v in op.items() if type(k) is Keyword}
-        type_ = _kw(self._field(op, "type"))
+        if op.__class__ is not dict:  # (a dict: the fast reader's, by name already)
+            if not isinstance(op, Mapping):
+                raise self.fail(where, "op", f"expected an EDN map, got {render(op)[:60]}")
+            # The op's keyword keys by name: every field is looked up by a keyword, and a
+            # Keyword is slow to hash (edn_format builds a dict per hash); other keys are never
+            # read.
+            op = {k.name: v for k, v in op.items() if type(k) is Keyword}
+        type_ = _kw(op.get("type"))
         if type_ not in OP_TYPES:
-            got = render(self._field(op, "type"))
+            got = render(op.get("type"))
             raise self.fail(where, ":type", f"expected :invoke, :ok, :fail or :info, got {got}")
-        f = _kw(self._field(op, "f"))
-        process = self._field(op, "process")
+        f = _kw(op.get("f"))
+        process = op.get("process")
         if f not in KNOWN_FS or isinstance(process, Keyword):
             return  # the nemesis's ops and anything else this reader does not judge
         if process is None:
             process = NO_PROCESS  # hand-written ops (kafka_test.clj's) may have none
         elif not isinstance(process, int) or isinstance(process, bool):
             raise self.fail(where, ":process", f"expected an integer or nil, got {render(process)}")
-        time = self._field(op, "time")
+        time = op.get("time")
         if time is None:
-            time = self._field(op, "index")
+            time = op.get("index")
         if time is None:
             time = position
         if not isinstance(time, (int, float)) or isinstance(time, bool):
@@ -306,12 +342,12 @@ class _Converter:
             self.open[process] = (op, where)
             return
         invoked, invoke_line = self.open.pop(process, (None, where))
-        if invoked is not None and _kw(self._field(invoked, "f")) != f:
+        if invoked is not None and _kw(invoked.get("f")) != f:
             raise self.fail(
                 where,
                 ":f",
                 f"completes :{f} but process {process} invoked "
-                f":{_kw(self._field(invoked, 'f'))} (line {invoke_line})",
+                f":{_kw(invoked.get('f'))} (line {invoke_line})",
             )
         self._complete(invoked, op, where)
 
@@ -320,13 +356,13 @@ class _Converter:
     ) -> None:
         op = done if done is not None else invoked
         assert op is not None
-        f = _kw(self._field(op, "f"))
-        process = self._field(op, "process")
-        outcome = "info" if done is None else _kw(self._field(done, "type"))
-        invoke_time = self._field(invoked if invoked is not None else op, "time")
-        complete_time = None if done is None else self._field(done, "time")
-        index = self._field(invoked if invoked is not None else op, "index")
-        error = None if done is None else self._field(done, "error")
+        f = _kw(op.get("f"))
+        process = op.get("process")
+        outcome = "info" if done is None else _kw(done.get("type"))
+        invoke_time = (invoked if invoked is not None else op).get("time")
+        complete_time = None if done is None else done.get("time")
+        index = (invoked if invoked is not None else op).get("index")
+        error = None if done is None else done.get("error")
         self.history.ops.append(
             Op(
                 id=index if isinstance(index, int) else None,
@@ -348,7 +384,7 @@ class _Converter:
             time=complete_time if complete_time is not None else invoke_time,
         )
         if f in ASSIGN_FS:
-            keys = self._field(op, "value")
+            keys = op.get("value")
             if outcome in ("ok", "info"):
                 self._reassign(process, keys, line)
             if _is_seq(keys):
@@ -357,15 +393,16 @@ class _Converter:
             return
         if f not in DATA_FS:
             return
-        value = self._field(done, "value") if done is not None else None
-        if not _is_seq(value) and invoked is not None:
-            value = self._field(invoked, "value")
-        if not _is_seq(value):
+        value = _items(done.get("value")) if done is not None else None
+        if value is None and invoked is not None:
+            value = _items(invoked.get("value"))
+        if value is None:
             raise self.fail(line, ":value", "expected a vector of micro-ops")
         self.history.client_ops.append(client)
-        for i, mop in enumerate(value):
+        for i, given in enumerate(value):
             where = f":value[{i}]"
-            kind = _kw(mop[0]) if _is_seq(mop) and mop else None
+            mop = _items(given)  # its items: the same micro-op, read quicker
+            kind = _kw(mop[0]) if mop else None
             if kind == "send":
                 self._send(
                     mop, process, outcome, invoke_time, complete_time, index, error, line, where
@@ -379,7 +416,7 @@ class _Converter:
                 client.polled_keys.extend(k for k in keys if k not in client.polled_keys)
             else:
                 raise self.fail(
-                    line, where, f"expected [:send k v] or [:poll ...], got {render(mop)[:60]}"
+                    line, where, f"expected [:send k v] or [:poll ...], got {render(given)[:60]}"
                 )
 
     def _sent(self, mop: Any, i: int) -> MicroOp:
@@ -388,8 +425,9 @@ class _Converter:
         of its writes was read)."""
         _, key, written = mop
         offset = None
-        if _is_seq(written):
-            offset, written = written
+        pair = _items(written)
+        if pair is not None:
+            offset, written = pair
         topic, partition = key_topic_partition(key)
         return MicroOp("send", topic, partition, offset, render(written), i)
 
@@ -401,13 +439,15 @@ class _Converter:
             return [], []
         found = []
         keys = []
-        for key, pairs in mop[1].items():
-            if not _is_seq(pairs):
+        for key, given in _map_items(mop[1]):
+            pairs = _items(given)
+            if pairs is None:
                 continue
             topic, partition = key_topic_partition(key)
             keys.append((topic, partition))
-            for pair in pairs:
-                if not _is_seq(pair) or len(pair) != 2:
+            for entry in pairs:
+                pair = _items(entry)
+                if pair is None or len(pair) != 2:
                     continue
                 offset, read = pair
                 if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool)):
@@ -446,10 +486,11 @@ class _Converter:
             raise self.fail(line, where, f"expected [:send k v], got {render(mop)[:60]}")
         _, key, written = mop
         offset = None
-        if _is_seq(written):
-            if len(written) != 2:
+        pair = _items(written)
+        if pair is not None:
+            if len(pair) != 2:
                 raise self.fail(line, where, f"expected [offset value], got {render(written)}")
-            offset, written = written
+            offset, written = pair
             if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool)):
                 raise self.fail(
                     line, where, f"offset: expected an integer or nil, got {render(offset)}"
@@ -489,17 +530,19 @@ class _Converter:
                 line, where, f"expected [:poll {{k [[offset value] ...]}}], got {render(mop)[:60]}"
             )
         by_label: dict[str, list[PolledRecord]] = {}
-        for key, pairs in mop[1].items():
-            if not _is_seq(pairs):
+        for key, given in _map_items(mop[1]):
+            pairs = _items(given)
+            if pairs is None:
                 raise self.fail(line, where, f"key {render(key)}: expected a vector of pairs")
             topic, partition = key_topic_partition(key)
             records = by_label.setdefault(self._label(process, key), [])
-            for pair in pairs:
-                if not _is_seq(pair) or len(pair) != 2:
+            for entry in pairs:
+                pair = _items(entry)
+                if pair is None or len(pair) != 2:
                     raise self.fail(
                         line,
                         where,
-                        f"key {render(key)}: expected [offset value], got {render(pair)[:60]}",
+                        f"key {render(key)}: expected [offset value], got {render(entry)[:60]}",
                     )
                 offset, read = pair
                 if offset is None:

@@ -1,0 +1,373 @@
+"""The fast JSON Lines reader (eosim.analysis.jsonl_reader) gives what the line-by-line reader
+gives: the same History field by field, the same send columns and check result, or the same
+error naming the same line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eosim.analysis import history as history_module
+from eosim.analysis import jsonl_reader
+from eosim.analysis.checks import check_history
+from eosim.analysis.columns import SendColumns, send_columns
+from eosim.analysis.history import History, HistoryError, load_history, parse_history
+from eosim.simulation import load_scenario, run_scenario
+from eosim.simulation.history import HistoryRecorder
+
+ROOT = Path(__file__).resolve().parent.parent
+# One shipped scenario of each kind (every shipped and calibration scenario, seeds 1-2, was
+# compared once with benchmarks/bench_history_in.py --all; see docs/performance.md).
+SHIPPED = [
+    "at-least-once-chaos.yaml",
+    "at-most-once-failover.yaml",
+    "idempotent-restart.yaml",
+    "transactional-pipeline.yaml",
+    "hanging-transaction.yaml",
+    "group-eos-rebalance-storm.yaml",
+    "kip848-zombie-commit.yaml",
+    "pipeline-auto-commit.yaml",
+    "sink-append.yaml",
+    "replication-idempotent-failover.yaml",
+    "replication-power-loss.yaml",
+    "kafka-14024.yaml",
+]
+
+
+@pytest.fixture(autouse=True)
+def any_number_of_sends(monkeypatch):
+    """The fast path for small histories too (it declines below MIN_SEND_LINES)."""
+    monkeypatch.setattr(jsonl_reader, "MIN_SEND_LINES", 1)
+
+
+def _read(text: str, fast: bool) -> History | HistoryError:
+    saved = history_module.FAST_READER
+    history_module.FAST_READER = fast
+    try:
+        return parse_history(text, "h.jsonl")
+    except HistoryError as exc:
+        return exc
+    finally:
+        history_module.FAST_READER = saved
+
+
+def _same(fast: History, slow: History) -> None:
+    a, b = send_columns(fast.sends), SendColumns.of_sends(slow.sends)
+    for name in ("process", "topic", "partition", "value", "outcome", "offset", "error"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    for name in ("invoke_time", "complete_time"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    assert check_history(fast).to_dict() == check_history(slow).to_dict()
+    for name in History.__dataclass_fields__:
+        assert getattr(fast, name) == getattr(slow, name), name
+    # Types as well as values (1 == 1.0 == True): the objects a check reads.
+    for x, y in zip(fast.sends, slow.sends, strict=True):
+        assert [type(v) for v in vars_of(x)] == [type(v) for v in vars_of(y)]
+    for x, y in zip(fast.ops, slow.ops, strict=True):
+        assert [type(v) for v in vars_of(x)] == [type(v) for v in vars_of(y)]
+
+
+def vars_of(obj) -> list:
+    return [getattr(obj, name) for name in obj.__slots__]
+
+
+def compare(text: str) -> History | HistoryError:
+    """Both readers on `text`: equal histories, or the same error."""
+    fast = _read(text, True)
+    slow = _read(text, False)
+    if isinstance(slow, HistoryError):
+        assert isinstance(fast, HistoryError), f"fast path accepted: {slow}"
+        assert str(fast) == str(slow)
+    else:
+        assert not isinstance(fast, HistoryError), str(fast)
+        _same(fast, slow)
+    return fast
+
+
+def took_fast_path(text: str) -> bool:
+    return jsonl_reader.read_history(text.encode(), "h.jsonl") is not None
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenarios_read_the_same(name):
+    run = run_scenario(load_scenario(ROOT / "scenarios" / name), 1)
+    text = "\n".join(run.history.lines()) + "\n"
+    history = compare(text)
+    if any(line.startswith('{"kind":"op"') and '"f":"send"' in line for line in text.split("\n")):
+        assert took_fast_path(text), "the model's send lines take the fast path"
+        assert type(history.sends) is jsonl_reader.ReadSendTable
+
+
+def _recorder_lines() -> list[str]:
+    """A small history with every kind of send line the model writes, and odd strings."""
+    recorder = HistoryRecorder({"scenario": "x"})
+    odd = ['quote " and \\ backslash', "tab\tnewline\n", "\u00e9\u4e2d\U0001f600", "\x00\x1f", ""]
+    odd += ["\u2028 line separator", "}", '"}', ',"offset":1', "null", "a,b:c{d}[e]"]
+    for i, value in enumerate(odd):
+        op = recorder.invoke_send(f"p{i}", 0, "t\u00e9", None, value if i % 2 else None, value)
+        recorder.complete_send(op, "ok", 1.25 + i, i, i, None)
+        op = recorder.invoke_send("q", 2.0000004, "t", 3, "k", value)
+        recorder.complete_send(op, "info", 1e17, None, None, value)
+        op = recorder.invoke_send("r", 3.1, "t", None, None, value)
+        recorder.complete_send(op, "fail", 4, None, -1, "E: " + value)
+        recorder.invoke_send("never", 5 + i, value or "t", None, None, f"open {value}")
+    recorder.invoke("poll", "c", 6, None)
+    recorder.add_log("t", 3, [{"offset": 0, "value": "x"}])
+    return list(recorder.lines())
+
+
+def test_odd_strings_read_the_same():
+    lines = _recorder_lines()
+    compare("\n".join(lines) + "\n")
+    compare("\n".join(lines))  # no newline at the end
+    compare("\n\n".join(lines) + "\n  \n")  # blank lines keep their numbers
+    plain = [line for line in lines if "\\" not in line]
+    assert took_fast_path("\n".join(plain))
+
+
+SEND = (
+    '{"kind":"op","id":%s,"type":"%s","f":"send","process":"p","time":%s,'
+    '"value":{"topic":"t","partition":%s,"key":null,"value":"v%s"%s}%s}'
+)
+
+
+def _send(i, type_="invoke", time="1.5", partition="null", offset="", error="", value=None):
+    return SEND % (i, type_, time, partition, i if value is None else value, offset, error)
+
+
+def _pairs(n=4, **completion) -> list[str]:
+    lines = []
+    for i in range(n):
+        lines.append(_send(i))
+        lines.append(_send(i, **{"type_": "ok", "offset": f',"offset":{i}', **completion}))
+    return lines
+
+
+OUT_OF_ORDER = (
+    '{"id":0,"kind":"op","f":"send","type":"invoke","process":"p","time":1.5,'
+    '"value":{"value":"v0","topic":"t","key":null,"partition":null}}'
+)
+NO_ID = '{"kind":"op","id":null,"type":"invoke","f":"poll","process":"p","time":1,"value":null}'
+VARIANTS = {
+    "canonical": [],
+    "integer time": [(0, _send(0, time="1"))],
+    "exponent time": [(0, _send(0, time="1.5e-3")), (1, _send(0, "ok", "2E+2", offset=""))],
+    "negative zero time": [(0, _send(0, time="-0.0"))],
+    "time not JSON": [(0, _send(0, time="01"))],
+    "time NaN": [(0, _send(0, time="NaN"))],
+    "time infinite": [(0, _send(0, time="1e400"))],
+    "time a string": [(0, _send(0, time='"1"'))],
+    "time true": [(0, _send(0, time="true"))],
+    "negative id": [(0, _send(-5)), (1, _send(-5, "ok", offset=',"offset":0', value=0))],
+    "huge id": [(0, _send(10**30)), (1, _send(10**30, "ok", offset=',"offset":0', value=0))],
+    "id null": [(0, _send("null")), (1, _send("null", "ok", value=0))],
+    "id a float": [(0, _send("0.0"))],
+    "duplicate id": [(2, _send(0, value=1))],
+    "completed twice": [(3, _send(0, "ok", value=0))],
+    "completion first": [(0, _send(0, "ok", value=0)), (1, _send(0, value=0))],
+    "completion of nothing": [(1, _send(99, "ok"))],
+    "other process": [(1, _send(0, "ok", value=0).replace('"p"', '"p2"'))],
+    "empty process": [(0, _send(0).replace('"p"', '""'))],
+    "other value": [(1, _send(0, "ok", value="x"))],
+    "other topic": [(1, _send(0, "ok", value=0).replace('"t"', '"u"'))],
+    "partition reported": [(1, _send(0, "ok", partition="2", offset=',"offset":0', value=0))],
+    "partition as invoked": [
+        (0, _send(0, partition="2")),
+        (1, _send(0, "ok", partition="2", offset=',"offset":0', value=0)),
+    ],
+    "partition changed": [
+        (0, _send(0, partition="2")),
+        (1, _send(0, "ok", partition="3", offset=',"offset":0', value=0)),
+    ],
+    "partition negative": [(0, _send(0, partition="-1"))],
+    "partition a float": [(0, _send(0, partition="1.0"))],
+    "offset null": [(1, _send(0, "ok", offset=',"offset":null', value=0))],
+    "offset -1": [(1, _send(0, "ok", offset=',"offset":-1', value=0))],
+    "offset -2": [(1, _send(0, "ok", offset=',"offset":-2', value=0))],
+    "offset on fail": [(1, _send(0, "fail", offset=',"offset":4', value=0))],
+    "offset of 19 digits": [(1, _send(0, "ok", offset=',"offset":9000000000000000000', value=0))],
+    "error": [(1, _send(0, "info", error=',"error":"Timeout: x"', value=0))],
+    "error null": [(1, _send(0, "info", error=',"error":null', value=0))],
+    "error a number": [(1, _send(0, "info", error=',"error":3', value=0))],
+    "escaped value": [(0, _send(0, value='\\"q')), (1, _send(0, "ok", value='\\"q'))],
+    "unicode escape": [(0, _send(0, value="\\u00e9")), (1, _send(0, "ok", value="\u00e9"))],
+    "raw control character": [(0, _send(0, value="a\tb"))],
+    "space after colon": [(0, _send(0).replace('"id":', '"id": '))],
+    "fields out of order": [(0, OUT_OF_ORDER)],
+    "extra field": [(0, _send(0)[:-1] + ',"extra":1}')],
+    "extra value field": [(0, _send(0).replace('"value":"v0"', '"value":"v0","x":1'))],
+    "missing key field": [(0, _send(0).replace('"key":null,', ""))],
+    "value null on completion": [
+        (1, '{"kind":"op","id":0,"type":"ok","f":"send","process":"p","time":2,"value":null}')
+    ],
+    "duplicate JSON key": [(0, _send(0)[:-1] + ',"time":7}')],
+    "a key": [(0, _send(0).replace('"key":null', '"key":"k"'))],
+    "a key not a string": [(0, _send(0).replace('"key":null', '"key":5'))],
+    "trailing garbage": [(0, _send(0) + "x")],
+    "not JSON": [(2, '{"kind":"op",')],
+    "a poll sharing an id": [
+        (2, '{"kind":"op","id":1,"type":"invoke","f":"poll","process":"c","time":1,"value":null}')
+    ],
+    "a poll without id": [(2, NO_ID)],
+    "a poll": [
+        (2, '{"kind":"op","id":50,"type":"invoke","f":"poll","process":"c","time":1,"value":null}')
+    ],
+    "carriage return": [(0, _send(0) + "\r")],
+    "invalid UTF-8": [],  # below
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_adversarial_lines_read_the_same(name):
+    lines = _pairs()
+    for index, line in VARIANTS[name]:
+        lines[index] = line
+    text = "\n".join(lines) + "\n"
+    compare(text)
+    if name in ("canonical", "integer time", "exponent time", "offset null", "error"):
+        assert took_fast_path(text)
+
+
+def test_invalid_utf8_is_named_by_its_line(tmp_path):
+    path = tmp_path / "h.jsonl"
+    lines = [line.encode() for line in _pairs(40)]
+    lines[57] = lines[57].replace(b"v28", b"v\xff")
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(HistoryError) as caught:
+        load_history(path)
+    assert caught.value.line == 58 and "invalid UTF-8" in str(caught.value)
+
+
+def test_a_bad_line_among_many_is_named(tmp_path):
+    """A large history takes the fast path; its first bad line is still the one named, by the
+    line-by-line reader, even when a later line is bad too."""
+    lines = _pairs(500)
+    lines[701] = _send(350, "ok", value=351)  # a completion of another value
+    lines[900] = '{"kind":"op"'
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(HistoryError) as caught:
+        load_history(path)
+    assert str(caught.value).startswith(f"{path}:702: op.value.value: expected 'v350'")
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ok", "fail", "info", None]),
+            st.sampled_from(["p", "q\u00e9", 'r"']),
+            st.one_of(st.floats(0, 1e6, allow_nan=False), st.integers(0, 10**6)),
+            st.one_of(st.none(), st.integers(0, 5)),
+            st.one_of(st.none(), _TEXT),
+            _TEXT,
+            st.one_of(st.none(), st.integers(-1, 10**9)),
+            st.one_of(st.none(), _TEXT),
+        ),
+        max_size=12,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_random_send_histories_read_the_same(sends, rng):
+    recorder = HistoryRecorder({"scenario": "random"})
+    completions = []
+    for i, (outcome, process, time, partition, key, value, offset, error) in enumerate(sends):
+        payload = f"{i}:{value}"  # unique, as the model's
+        op = recorder.invoke_send(process, time, "t", partition, key, payload)
+        if outcome is not None:
+            reported = partition if partition is not None else rng.choice([None, 1])
+            completions.append((op, outcome, time + 1, reported, offset, error))
+        if completions and rng.random() < 0.5:
+            recorder.complete_send(*completions.pop(rng.randrange(len(completions))))
+    for completion in completions:
+        recorder.complete_send(*completion)
+    lines = list(recorder.lines())
+    if len(lines) > 1 and rng.random() < 0.3:  # one line reordered or re-encoded
+        index = rng.randrange(1, len(lines))
+        record = json.loads(lines[index])
+        if rng.random() < 0.5:
+            lines[index] = json.dumps(record)  # with spaces
+        else:
+            lines.insert(rng.randrange(1, len(lines)), lines.pop(index))
+    compare("\n".join(lines) + "\n")
+
+
+LOG_RECORDS = {
+    "plain": [{"offset": 0, "value": "a"}, {"offset": 2, "value": "b", "producer_id": 3}],
+    "every field": [
+        {
+            "offset": 1,
+            "value": "a",
+            "producer_id": 1,
+            "epoch": 0,
+            "sequence": 4,
+            "time": 2,
+            "transactional": True,
+            "aborted": True,
+            "extra": [1],
+        },
+        {"offset": 5, "value": "b", "time": 2.5, "transactional": None},
+    ],
+    "offsets not increasing": [{"offset": 1, "value": "a"}, {"offset": 1, "value": "b"}],
+    "negative offset": [{"offset": -1, "value": "a"}],
+    "offset a float": [{"offset": 1.0, "value": "a"}],
+    "offset true": [{"offset": True, "value": "a"}],
+    "value missing": [{"offset": 0}],
+    "epoch a string": [{"offset": 0, "value": "a", "epoch": "0"}],
+    "time infinite": [{"offset": 0, "value": "a", "time": float("inf")}],
+    "time a bool": [{"offset": 0, "value": "a", "time": False}],
+    "transactional a number": [{"offset": 0, "value": "a", "transactional": 1}],
+    "aborted null": [{"offset": 0, "value": "a", "aborted": None}],
+    "not an object": [{"offset": 0, "value": "a"}, 3],
+    "empty": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOG_RECORDS))
+def test_log_records_read_column_wise_as_one_by_one(name):
+    """`_parse_records` checks a well-formed log a field at a time; anything else goes through
+    the record-by-record loop, which names the record."""
+    line = json.dumps({"kind": "log", "topic": "t", "partition": 0, "records": LOG_RECORDS[name]})
+    text = "\n".join([*_pairs(), line]) + "\n"
+    history = compare(text)
+    saved = history_module._well_formed_records
+    try:
+        history_module._well_formed_records = lambda entries: None  # the loop alone
+        alone = _read(text, False)
+    finally:
+        history_module._well_formed_records = saved
+    if isinstance(alone, HistoryError):
+        assert str(history) == str(alone)
+    else:
+        assert history.logs == alone.logs
+        assert [[type(v) for v in vars_of(r)] for r in history.logs[("t", 0)]] == [
+            [type(v) for v in vars_of(r)] for r in alone.logs[("t", 0)]
+        ]
+
+
+def test_paused_gc_moves_what_it_made_to_the_oldest_generation():
+    import gc
+
+    from eosim.analysis.history import paused_gc
+
+    with paused_gc():
+        made = [[] for _ in range(1000)]
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in oldest for o in made)
+    gc.freeze()  # as a model run does: what is frozen stays frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            more = [[] for _ in range(10)]
+        assert gc.get_freeze_count() == frozen and more
+    finally:
+        gc.unfreeze()
