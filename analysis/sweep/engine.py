@@ -7,8 +7,8 @@ a real cluster unchanged. Workers run the interpreter that started the sweep
 eosim installed at the same version.
 
 Only the DataFrame API is used (``spark.range`` -> ``mapInArrow``, whose tasks write their
-chunks of runs as Parquet themselves; ``spark.read.parquet`` to aggregate), so the same code
-runs where RDDs are unavailable (Spark Connect).
+chunks of runs as Parquet themselves and return partial aggregates), so the same code runs
+where RDDs are unavailable (Spark Connect).
 """
 
 from __future__ import annotations
