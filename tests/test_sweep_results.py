@@ -352,3 +352,24 @@ def test_a_task_reports_the_anomalies_of_its_runs_before_committing_them(tmp_pat
     committed = task.committed_found(str(next(tmp_path.rglob("part-*.parquet"))))
     assert committed.get("lost_write", 0) >= 1, committed
     assert at_commit == [Progress(2, committed)]
+
+
+def test_tasks_report_progress_only_when_someone_follows_it(tmp_path, monkeypatch):
+    """A quiet sweep without ``on_progress`` has no bar to move: its tasks write no progress
+    files; with ``on_progress`` they do, and the callback sees every run."""
+    from eosim.analysis.sweep import task
+
+    reports: list[int] = []
+    real = task.report_progress
+
+    def spy(directory, which, done, found=None):
+        reports.append(done)
+        return real(directory, which, done, found)
+
+    monkeypatch.setattr(task, "report_progress", spy)
+    kw = {"overrides": SMALL, "quiet": True, "in_process": True, "chunk_runs": 2}
+    run_sweep(SCENARIO, 3, out=tmp_path / "unwatched", **kw)
+    assert reports == []
+    seen: list[int] = []
+    run_sweep(SCENARIO, 3, out=tmp_path / "watched", on_progress=seen.append, **kw)
+    assert reports and seen[-1] == 3

@@ -413,18 +413,23 @@ def _run_pending(
             base = Progress(committed, found)
             poller.set_done(base)
             if pending:
-                progress_dir = store.progress_dir(0)
+                # Tasks report their progress only when someone follows it: a bar on a
+                # terminal, or on_progress.
+                watched = options.on_progress is not None or not bar.disable
+                store.staging_dir.mkdir(parents=True, exist_ok=True)
+                progress_dir = store.progress_dir(0) if watched else None
                 runner = make_chunk_runner(
                     plan,
                     sweep.sweep_id,
                     __version__,
                     str(store.root.resolve()),  # the executors' working directory is not ours
                     pending,
-                    str(progress_dir),
+                    None if progress_dir is None else str(progress_dir),
                     options.target if options.local else None,
                     expect=sweep.scenario.expect,
                 )
-                poller.watch(progress_dir, base, plan.total_runs)
+                if progress_dir is not None:
+                    poller.watch(progress_dir, base, plan.total_runs)
                 interrupt.check()
                 running = time.perf_counter()
                 if options.local:
