@@ -74,7 +74,7 @@ def one_mode(mode: str, runs: int, partitions: int | None) -> dict:
         seed=1,
         out=out,
         quiet=True,
-        spark=None if mode == "serial" else spark,
+        spark=spark,  # unused by an in-process sweep of this version; older ones aggregated on it
         chunk_runs=default_chunk_runs(runs),
         in_process=mode == "serial",
         partitions=partitions,
