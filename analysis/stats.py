@@ -274,6 +274,30 @@ def _decode(blob: bytes) -> Any:
     return DDSketchProto.from_proto(message)
 
 
+def load_sketch(blob: bytes) -> Any:
+    """A serialised sketch as a mergeable ``DDSketch`` (:func:`dump_sketch` is the reverse)."""
+    return _decode(blob)
+
+
+def dump_sketch(sketch: Any) -> bytes:
+    """A merged ``DDSketch`` serialised canonically, as the aggregate holds it: each store
+    trimmed to its first and last non-empty bucket, so that the bytes depend on the counts
+    only, not on the order of the merges that made them (a store's padding does)."""
+    from ddsketch.pb.proto import DDSketchProto
+
+    message = DDSketchProto.to_proto(sketch)
+    for store in (message.positiveValues, message.negativeValues):
+        counts = list(store.contiguousBinCounts)
+        used = [i for i, c in enumerate(counts) if c]
+        del store.contiguousBinCounts[:]
+        if used:
+            store.contiguousBinIndexOffset += used[0]
+            store.contiguousBinCounts.extend(counts[used[0] : used[-1] + 1])
+        else:
+            store.contiguousBinIndexOffset = 0
+    return message.SerializeToString()
+
+
 def sketch(latencies: Iterable[float]) -> bytes | None:
     """The serialised DDSketch of ``latencies``; None when there are none."""
     s = _sketch(latencies)

@@ -6,8 +6,8 @@
 Each mode runs in its own process (so peak-memory figures do not mix):
 
 * ``serial``: the whole sweep (``run_sweep``: the same chunk tasks, Parquet chunk files,
-  commits, aggregation and verdict) with its chunks run one after another in the driver
-  process (``in_process=True``); Spark only aggregates;
+  commits, partial aggregates, aggregation and verdict) with its chunks run one after another
+  in the driver process (``in_process=True``), without Spark;
 * ``local1`` and ``local2``: the same sweep with its chunks run as Spark tasks on
   ``local[1]`` and ``local[2]``;
 * ``loop``: the sweep's run function alone (``execute_run``) in a plain loop: no chunk
@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = str(ROOT / "benchmarks" / "sweep.yaml")
-MASTERS = {"serial": "local[1]", "local1": "local[1]", "local2": "local[2]"}
+MASTERS = {"local1": "local[1]", "local2": "local[2]"}
 
 
 def python_peak_mib() -> float:
@@ -63,8 +63,10 @@ def one_mode(mode: str, runs: int) -> dict:
 
     from eosim.analysis.sweep import engine, run_sweep
 
-    spark, startup = engine.start_session(MASTERS[mode], "eosim-bench")
-    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    spark = None
+    startup = 0.0
+    if mode != "serial":  # an in-process sweep does not use Spark
+        spark, startup = engine.start_session(MASTERS[mode], "eosim-bench")
     out = Path(tempfile.mkdtemp()) / "sweep"
     start = time.perf_counter()
     result = run_sweep(
@@ -79,10 +81,12 @@ def one_mode(mode: str, runs: int) -> dict:
     )
     wall = time.perf_counter() - start
     jvm_peak = 0.0
-    for line in Path(f"/proc/{jvm_pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            jvm_peak = int(line.split()[1]) / 1024
-    spark.stop()
+    if spark is not None:
+        jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+        for line in Path(f"/proc/{jvm_pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                jvm_peak = int(line.split()[1]) / 1024
+        spark.stop()
     shutil.rmtree(out.parent, ignore_errors=True)
     return {
         "mode": mode,

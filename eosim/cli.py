@@ -323,25 +323,15 @@ def sweep(
     """Run a scenario many times on Spark and aggregate a reliability table.
 
     With --target kafka the runs go to a local Apache Kafka cluster one after another (they
-    share it), into the same results layout; Spark only aggregates them.
+    share it), into the same results layout, without Spark.
 
     Exit 0 when every variant meets the scenario's expect: and the sweep's expect_sweep:
     (with --expect) is met, 1 when not (an inconclusive rate included), 2 on bad input."""
     from eosim.analysis.sweep import SweepError, run_sweep
-    from eosim.analysis.sweep.runner import format_table
-    from eosim.analysis.sweep.verdict import verdict_lines
 
     if runs <= 0:
         raise BadInput(f"--runs must be at least 1, got {runs}")
-    expect: dict[str, str] = {}
-    for text in expectations:
-        try:
-            name, condition = parse_expectation(text, sweep=True)
-        except ValueError as exc:
-            raise BadInput(f"--expect {text}: {exc}") from None
-        if name in expect:
-            raise BadInput(f"--expect {text}: {name} is already expected ({expect[name]})")
-        expect[name] = condition
+    expect = _sweep_expectations(expectations)
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     where = open_target(target, kafka_version, kafka_home)
     try:
@@ -368,6 +358,29 @@ def sweep(
     finally:
         if hasattr(where, "close"):
             where.close()
+    _print_sweep(result)
+    sys.exit(EXIT_OK if result.met else EXIT_FAILED)
+
+
+def _sweep_expectations(expectations: tuple[str, ...]) -> dict[str, str]:
+    """``--expect NAME=CONDITION`` options as name -> condition, each checked."""
+    expect: dict[str, str] = {}
+    for text in expectations:
+        try:
+            name, condition = parse_expectation(text, sweep=True)
+        except ValueError as exc:
+            raise BadInput(f"--expect {text}: {exc}") from None
+        if name in expect:
+            raise BadInput(f"--expect {text}: {name} is already expected ({expect[name]})")
+        expect[name] = condition
+    return expect
+
+
+def _print_sweep(result: Any) -> None:
+    """A finished sweep's summary line, table, results directory and verdict."""
+    from eosim.analysis.sweep.runner import format_table
+    from eosim.analysis.sweep.verdict import verdict_lines
+
     resumed = (
         f", resumed {result.resumed_chunks} committed chunk(s)" if result.resumed_chunks else ""
     )
@@ -385,7 +398,6 @@ def sweep(
         click.echo(
             f"verdict    {'every variant meets expect' if result.met else 'EXPECTATIONS NOT MET'}"
         )
-    sys.exit(EXIT_OK if result.met else EXIT_FAILED)
 
 
 def sweep_verdict_text(result: Any) -> str:

@@ -105,7 +105,7 @@ def test_ppm_text(value, text):
     assert format_ppm(value) == text
 
 
-def test_aggregate_has_per_record_rates_with_the_clustered_interval(spark):
+def test_aggregate_has_per_record_rates_with_the_clustered_interval():
     import pyarrow as pa
 
     from eosim.analysis.sweep.aggregate import aggregate
@@ -120,8 +120,8 @@ def test_aggregate_has_per_record_rates_with_the_clustered_interval(spark):
     # Squares beyond a 64-bit integer: 5e9 * 5e9 > 9.2e18.
     runs.append(synthetic_run(2, 0, sent=5_000_000_000, duplicate=5_000_000_000))
     runs.append(synthetic_run(2, 1, sent=5_000_000_000, duplicate=0))
-    frame = spark.createDataFrame(pa.Table.from_pylist(runs, schema=SCHEMA).to_pandas())
-    table = aggregate(spark, frame, [{}, {}, {}], {}, 8)
+    stored = pa.Table.from_pylist(runs, schema=SCHEMA).to_pylist()  # as the run table holds them
+    table = aggregate(stored, [{}, {}, {}], {}, 8)
 
     first, clean, huge = table
     assert first["sent"] == 400 and first["total_duplicate"] == 8

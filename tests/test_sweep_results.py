@@ -22,6 +22,7 @@ from eosim.analysis.stats import (
     sketch_quantile,
 )
 from eosim.analysis.sweep import run_sweep
+from eosim.analysis.sweep.aggregate import Sums, aggregate, table
 from eosim.analysis.sweep.plan import GridAxis, PlanError, SweepPlan, VarySpec, param_column
 from eosim.analysis.sweep.progress import (
     Progress,
@@ -290,13 +291,23 @@ def test_a_task_reports_after_every_run(tmp_path, monkeypatch):
     monkeypatch.setattr(task, "execute_run", spy)
     monkeypatch.setattr(task, "REPORT_INTERVAL_S", 0.0)
     runner = task.make_chunk_runner(
-        plan, "s", "v", str(tmp_path), [(0, 0, 2), (1, 2, 3)], progress_dir=str(progress)
+        plan,
+        "s",
+        "v",
+        str(tmp_path),
+        [(0, 0, 2), (1, 2, 3)],
+        progress_dir=str(progress),
+        expect={"duplicate": "0"},
     )
-    out = list(runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1]})])))
-    assert [r for b in out for r in b.to_pylist()] == [
-        {"chunk": 0, "runs": 2, "skipped": False},
-        {"chunk": 1, "runs": 1, "skipped": False},
+    out = [
+        r for b in runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1]})])) for r in b.to_pylist()
     ]
+    assert len(out) == 1 and out[0]["chunks"] == [0, 1] and out[0]["skipped"] == 0
+    # The task's partial aggregate is that of the rows it committed.
+    sums = Sums.from_bytes(out[0]["sums"], {"duplicate": "0"})
+    committed = pd.read_parquet(tmp_path / "runs").to_dict("records")
+    expected = aggregate(committed, [{}], {"duplicate": "0"}, 3)
+    assert table(sums, [{}], 3) == expected
     assert seen_before == [0, 1, 2] and finished_runs(progress) == 3
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.parquet"))
     assert files == [
@@ -305,8 +316,11 @@ def test_a_task_reports_after_every_run(tmp_path, monkeypatch):
     ]
     assert list((tmp_path / "_staging").iterdir()) == []
     # Run again (a retried task): the committed chunks are skipped, and still counted.
-    again = list(runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1]})])))
-    assert all(r["skipped"] for b in again for r in b.to_pylist())
+    again = [
+        r for b in runner(iter([pa.RecordBatch.from_pydict({"id": [0, 1]})])) for r in b.to_pylist()
+    ]
+    assert again[0]["skipped"] == 2 and again[0]["chunks"] == [0, 1]
+    assert table(Sums.from_bytes(again[0]["sums"], {"duplicate": "0"}), [{}], 3) == expected
     assert len(seen_before) == 3
 
 
@@ -332,9 +346,30 @@ def test_a_task_reports_the_anomalies_of_its_runs_before_committing_them(tmp_pat
     monkeypatch.setattr(task, "commit_chunk", spy)
     monkeypatch.setattr(task, "REPORT_INTERVAL_S", 0.0)
     runner = task.make_chunk_runner(
-        plan, "s", "v", str(tmp_path), [(0, 0, 2)], progress_dir=str(progress)
+        plan, "s", "v", str(tmp_path), [(0, 0, 2)], progress_dir=str(progress), expect={}
     )
     list(runner(iter([pa.RecordBatch.from_pydict({"id": [0]})])))
     committed = task.committed_found(str(next(tmp_path.rglob("part-*.parquet"))))
     assert committed.get("lost_write", 0) >= 1, committed
     assert at_commit == [Progress(2, committed)]
+
+
+def test_tasks_report_progress_only_when_someone_follows_it(tmp_path, monkeypatch):
+    """A quiet sweep without ``on_progress`` has no bar to move: its tasks write no progress
+    files; with ``on_progress`` they do, and the callback sees every run."""
+    from eosim.analysis.sweep import task
+
+    reports: list[int] = []
+    real = task.report_progress
+
+    def spy(directory, which, done, found=None):
+        reports.append(done)
+        return real(directory, which, done, found)
+
+    monkeypatch.setattr(task, "report_progress", spy)
+    kw = {"overrides": SMALL, "quiet": True, "in_process": True, "chunk_runs": 2}
+    run_sweep(SCENARIO, 3, out=tmp_path / "unwatched", **kw)
+    assert reports == []
+    seen: list[int] = []
+    run_sweep(SCENARIO, 3, out=tmp_path / "watched", on_progress=seen.append, **kw)
+    assert reports and seen[-1] == 3

@@ -11,7 +11,7 @@ import pytest
 
 from eosim import api
 from eosim.analysis.stats import RatioSums, ratio_interval, wilson_interval
-from eosim.analysis.sweep import SweepError, run_sweep
+from eosim.analysis.sweep import SweepError, run_sweep, task
 from eosim.analysis.sweep.task import NONDETERMINISTIC
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,9 +20,12 @@ SMALL = ("producers.0.workload.records=150", "producers.0.workload.rate=3000")
 GRID = ("network.response_loss=0,0.05",)
 
 
-def sweep(spark, out: Path, **kw):
+def sweep(spark, out: Path, inject_failures: frozenset[tuple[int, int]] = frozenset(), **kw):
+    """A sweep of GRID on the shared Spark; ``inject_failures`` kills the Python worker as it
+    starts chunk c in attempt a, for each (c, a) (:func:`task.injected_failures`)."""
     args = {"grid": GRID, "overrides": SMALL, "quiet": True, "spark": spark, "out": out}
-    return run_sweep(SCENARIO, kw.pop("runs", 6), **{**args, **kw})
+    with task.injected_failures(inject_failures):
+        return run_sweep(SCENARIO, kw.pop("runs", 6), **{**args, **kw})
 
 
 def rows(out: Path) -> pd.DataFrame:
@@ -98,11 +101,19 @@ def test_aggregate_matches_the_run_table(clean):
     assert by_variant[1]["ppm_duplicate"] > 0 and by_variant[0]["ppm_duplicate_low"] == 0
 
 
-def test_a_sweep_run_in_process_writes_what_spark_writes(spark, clean, tmp_path):
+def test_a_sweep_run_in_process_writes_what_spark_writes(spark, clean, tmp_path, monkeypatch):
     """``in_process`` (the serial baseline of benchmarks/bench_sweep.py) runs the same chunks
-    in the driver: the same run table and aggregate, and the phases' times are reported."""
+    in the driver, without Spark: the same run table and aggregate, and the phases' times are
+    reported."""
+    from eosim.analysis.sweep import engine
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("an in-process sweep started Spark")
+
+    monkeypatch.setattr(engine, "preflight", no_spark)
+    monkeypatch.setattr(engine, "start_session", no_spark)
     result, out = clean
-    mine = sweep(spark, tmp_path / "serial", chunk_runs=4, in_process=True)
+    mine = sweep(None, tmp_path / "serial", chunk_runs=4, in_process=True)
     pd.testing.assert_frame_equal(rows(tmp_path / "serial"), rows(out))
     assert mine.table == result.table
     assert sorted(p.name for p in (tmp_path / "serial" / "runs").iterdir()) == sorted(
@@ -145,7 +156,7 @@ def synthetic_run(variant: int, run: int, **fields) -> dict:
     return row | fields
 
 
-def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
+def test_aggregate_of_transactional_runs_has_rates_and_commit_latency():
     import pyarrow as pa
 
     from eosim.analysis.stats import N_BUCKETS, bucket_of, format_duration, sketch
@@ -174,10 +185,10 @@ def test_aggregate_of_transactional_runs_has_rates_and_commit_latency(spark):
                 commit_latency_sketch=sketch(latencies),
             )
         )
-    frame = spark.createDataFrame(pa.Table.from_pylist(runs, schema=SCHEMA).to_pandas())
+    stored = pa.Table.from_pylist(runs, schema=SCHEMA).to_pylist()  # as the run table holds them
 
     columns = [{"p_x": 0}, {"p_x": 1}]
-    table = aggregate(spark, frame, [{"x": 0}, {"x": 1}], {"torn_transaction": 0}, 8, columns)
+    table = aggregate(stored, [{"x": 0}, {"x": 1}], {"torn_transaction": 0}, 8, columns)
 
     plain, txn = table
     assert (plain["txns"], txn["txns"]) == (0, 20)

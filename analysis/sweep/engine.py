@@ -7,8 +7,8 @@ a real cluster unchanged. Workers run the interpreter that started the sweep
 eosim installed at the same version.
 
 Only the DataFrame API is used (``spark.range`` -> ``mapInArrow``, whose tasks write their
-chunks of runs as Parquet themselves; ``spark.read.parquet`` to aggregate), so the same code
-runs where RDDs are unavailable (Spark Connect).
+chunks of runs as Parquet themselves and return partial aggregates), so the same code runs
+where RDDs are unavailable (Spark Connect).
 """
 
 from __future__ import annotations
@@ -195,7 +195,13 @@ def session_conf() -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        # The driver JVM (in local mode also the executor) moves a few small rows per task:
+        # its C2 compiler and parallel collector only burn the CPU the Python workers need
+        # (1.9 s against 0.54 s of JVM CPU in a 1,000-run local[2] sweep, see
+        # docs/performance.md).
+        "spark.driver.extraJavaOptions": (
+            f"-Dlog4j2.configurationFile=file:{LOG4J} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+        ),
         "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
     }
 

@@ -2,9 +2,11 @@
 
 Everything that can be wrong with the input is checked before Spark starts: the grid and vary
 paths (every variant is validated as a scenario), the run count and the output directory.
-The sweep then runs chunk by chunk, skipping chunks a previous, interrupted invocation already
-committed. Afterwards it verifies exactly-once accounting: every (variant, run) must be
-present exactly once. It writes the aggregate table and marks the manifest complete.
+The sweep then runs its chunks in one Spark job, skipping chunks a previous, interrupted
+invocation already committed (their runs are summed from their files). Each task returns the
+partial aggregate of its chunks; the driver merges them, verifies exactly-once accounting
+(every chunk summed once, every (variant, run) present exactly once), writes the aggregate
+table and marks the manifest complete. No run row is read back after it was written.
 """
 
 from __future__ import annotations
@@ -17,20 +19,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep import engine
-from eosim.analysis.sweep.aggregate import LATENCIES, AccountingError, aggregate
+from eosim.analysis.sweep.aggregate import LATENCIES, AccountingError, Sums, table
 from eosim.analysis.sweep.plan import (
     GridAxis,
     PlanError,
@@ -43,7 +44,13 @@ from eosim.analysis.sweep.plan import (
 )
 from eosim.analysis.sweep.progress import Progress, ProgressPoller
 from eosim.analysis.sweep.store import FORMAT, LAYOUT, SCENARIO_COPY, StoreError, SweepStore
-from eosim.analysis.sweep.task import RESULT_DDL, make_chunk_runner, run_schema
+from eosim.analysis.sweep.task import (
+    RESULT_DDL,
+    found_in,
+    make_chunk_runner,
+    read_chunk,
+    run_schema,
+)
 from eosim.analysis.sweep.verdict import SweepVerdict, judge, verdict_columns
 from eosim.simulation.conditions import Condition
 
@@ -131,7 +138,6 @@ def run_sweep(
     quiet: bool = False,
     command: str | None = None,
     spark: Any = None,
-    inject_failures: frozenset[tuple[int, int]] = frozenset(),
     on_progress: Callable[[int], None] | None = None,
     progress_interval: float = 0.25,
     expect: Mapping[str, str] | None = None,
@@ -147,26 +153,132 @@ def run_sweep(
 
     ``target`` (:class:`eosim.real.target.KafkaTarget`) runs every run on a real cluster
     instead of the model: one after another in this process (they share the machine's one
-    cluster), each run committed as its own chunk; Spark then only aggregates.
+    cluster), each run committed as its own chunk, without Spark.
 
     ``in_process`` runs the model's chunks the same way, one after another in this process
-    (the same chunk files, commits and progress), and leaves Spark only the aggregation: the
-    serial baseline that ``benchmarks/bench_sweep.py`` compares Spark's execution with."""
-    from eosim import __version__
+    (the same chunk files, commits, partial aggregates and progress), without Spark: the
+    serial baseline that ``benchmarks/bench_sweep.py`` compares Spark's execution with.
 
+    The phases, each a function below: plan the sweep, lay out its chunks and manifest, open
+    the results directory, sum the chunks committed before, run the pending chunks (their
+    tasks return partial sums), build the table from the sums, judge ``expect_sweep:``, write
+    the aggregate and mark the manifest complete.
+    """
     started = time.perf_counter()
     plan, scenario = build_plan(scenario_path, runs, grid, vary, seed, overrides)
-    real = target is not None and target.name != "model"
-    if real:
-        plan = dataclasses.replace(plan, target=target.name)
-        for variant_overrides in [plan.overrides(v) for v in plan.variants]:
-            refused = target.refusals(checked_parse(plan, variant_overrides))
-            if refused:
-                raise SweepError(refused[0])
-        if chunk_runs is None:
-            chunk_runs = 1
+    plan, real = _for_target(plan, target)
     if partitions is not None and partitions < 1:
         raise SweepError(f"--partitions must be at least 1, got {partitions}")
+    sweep = _lay_out(plan, scenario, scenario_path, overrides, out, command, chunk_runs, real)
+    local = real or in_process
+    if spark is None and not local and not sweep.complete:
+        _preflight(master)
+    sweep = _open_store(sweep)
+    sums, found = _committed_sums(sweep)
+    options = _RunOptions(
+        master, spark, partitions, quiet, on_progress, progress_interval, local, target
+    )
+    timings = _run_pending(sweep, sums, found, options)
+    aggregating = time.perf_counter()
+    table = _table(sweep, sums)
+    timings.aggregate_s = time.perf_counter() - aggregating
+    expectations = {k: str(Condition.parse(v)) for k, v in scenario.expect_sweep.items()}
+    expectations.update(expect or {})
+    sweep_verdict = _judge(table, expectations)
+    _write_results(sweep, table, sweep_verdict)
+    return SweepResult(
+        out=sweep.store.root,
+        sweep_id=sweep.sweep_id,
+        total_runs=plan.total_runs,
+        table=table,
+        resumed_chunks=len(sweep.done),
+        spark_startup_s=timings.startup_s,
+        wall_s=time.perf_counter() - started,
+        params=[a.path for a in plan.grid],
+        sweep_verdict=sweep_verdict,
+        runs_s=timings.runs_s,
+        aggregate_s=timings.aggregate_s,
+    )
+
+
+@dataclass
+class _Sweep:
+    """What the phases of :func:`run_sweep` share: the plan, its chunks, the store and its
+    manifest, and the chunks already committed."""
+
+    plan: SweepPlan
+    scenario: Any
+    sweep_id: str
+    store: SweepStore
+    manifest: dict[str, Any]
+    chunks: list[tuple[int, int]]
+    layout: int
+    complete: bool
+    done: list[int] = field(default_factory=list)
+    # Whether run_sweep created the results directory (removed again if Spark cannot start).
+    fresh: bool = False
+
+    @property
+    def pending(self) -> list[tuple[int, int, int]]:
+        """The chunks to run: (chunk, first run id, end run id)."""
+        if self.complete:  # nothing to run (its chunks may be of an older layout)
+            return []
+        done = set(self.done)
+        return [(c, s, e) for c, (s, e) in enumerate(self.chunks) if c not in done]
+
+
+@dataclass
+class _RunOptions:
+    """How :func:`_run_pending` runs the chunks."""
+
+    master: str | None
+    spark: Any
+    partitions: int | None
+    quiet: bool
+    on_progress: Callable[[int], None] | None
+    progress_interval: float
+    # True: in this process, one chunk after another (a real cluster's runs, or in_process).
+    local: bool
+    target: Any
+
+
+@dataclass
+class _Timings:
+    startup_s: float = 0.0
+    runs_s: float = 0.0
+    aggregate_s: float = 0.0
+
+
+def _for_target(plan: SweepPlan, target: Any) -> tuple[SweepPlan, bool]:
+    """The plan for a real cluster (``target`` not the model), checked against what the
+    cluster can do; and whether it is one."""
+    real = target is not None and target.name != "model"
+    if not real:
+        return plan, False
+    plan = dataclasses.replace(plan, target=target.name)
+    for variant_overrides in [plan.overrides(v) for v in plan.variants]:
+        refused = target.refusals(checked_parse(plan, variant_overrides))
+        if refused:
+            raise SweepError(refused[0])
+    return plan, True
+
+
+def _lay_out(
+    plan: SweepPlan,
+    scenario: Any,
+    scenario_path: str,
+    overrides: Sequence[str],
+    out: str | Path | None,
+    command: str | None,
+    chunk_runs: int | None,
+    real: bool,
+) -> _Sweep:
+    """The sweep's chunks and manifest. The same sweep, started before in ``out``, keeps its
+    chunking (and a finished one its layout)."""
+    from eosim import __version__
+
+    if real and chunk_runs is None:
+        chunk_runs = 1
     sweep_id = plan.sweep_id()
     root = Path(out) if out is not None else Path("results") / scenario.name
     store = SweepStore(root)
@@ -174,7 +286,6 @@ def run_sweep(
         existing = store.read_manifest() if root.is_dir() else None
     except StoreError as exc:
         raise SweepError(str(exc)) from None
-    # The same sweep, started before: it keeps its chunking (and a finished one its layout).
     previous: dict[str, Any] = {}
     if existing and existing.get("format") == FORMAT and existing.get("sweep_id") == sweep_id:
         previous = existing
@@ -202,7 +313,7 @@ def run_sweep(
         "scenario_copy": SCENARIO_COPY,
         "scenario_yaml": plan.scenario_text,
         "set": list(overrides),
-        "runs_per_variant": runs,
+        "runs_per_variant": plan.runs,
         "total_runs": plan.total_runs,
         "seed": plan.seed,
         "grid": [{"path": a.path, "values": list(a.values)} for a in plan.grid],
@@ -214,37 +325,153 @@ def run_sweep(
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "complete": False,
     }
-    own_session = spark is None
-    if own_session:
-        try:
-            engine.preflight(master)
-        except engine.EngineError as exc:
-            raise SweepError(str(exc)) from None
-    fresh = not root.exists()
+    return _Sweep(plan, scenario, sweep_id, store, manifest, chunks, layout, complete)
+
+
+def _preflight(master: str | None) -> None:
+    """Java and the master, checked before anything is written."""
     try:
-        done = set(store.prepare(manifest))
-        # The scenario's text beside the results: each failing run's replay command names it
-        # by its absolute path, so the command works from any directory and replays exactly
-        # the text the sweep ran, whatever becomes of the file it was read from.
-        copy = store.write_scenario(plan.scenario_text).resolve()
+        engine.preflight(master)
+    except engine.EngineError as exc:
+        raise SweepError(str(exc)) from None
+
+
+def _open_store(sweep: _Sweep) -> _Sweep:
+    """Create the results directory, or accept it for resuming the same sweep (noting its
+    committed chunks), and copy the scenario's text beside the results: each failing run's
+    replay command names it by its absolute path, so the command works from any directory
+    and replays exactly the text the sweep ran, whatever becomes of the file it was read
+    from."""
+    store = sweep.store
+    fresh = not store.root.exists()
+    try:
+        done = store.prepare(sweep.manifest)
+        copy = store.write_scenario(sweep.plan.scenario_text).resolve()
     except StoreError as exc:
         raise SweepError(str(exc)) from None
     except OSError as exc:
-        raise SweepError(f"{root}: cannot write the scenario's copy: {exc}") from None
-    plan = dataclasses.replace(plan, scenario_source=str(copy))
+        raise SweepError(f"{store.root}: cannot write the scenario's copy: {exc}") from None
+    plan = dataclasses.replace(sweep.plan, scenario_source=str(copy))
+    return dataclasses.replace(sweep, plan=plan, done=done, fresh=fresh)
 
-    schema = run_schema(plan)
+
+def _committed_sums(sweep: _Sweep) -> tuple[Sums, dict[str, int]]:
+    """The partial aggregate of the chunks committed before this invocation, and per anomaly
+    their runs that reported it (for the progress bar), read one chunk at a time after
+    checking that each has every column of this version's run table."""
+    sums = Sums(sweep.scenario.expect)
     found: dict[str, int] = {}
-    for c in sorted(done):
-        _count_into(found, store.chunk_dir(c), schema.names)
-    if complete:  # nothing to run (its chunks may be of an older layout)
-        pending: list[tuple[int, int, int]] = []
-        committed = plan.total_runs
-    else:
-        pending = [(c, s, e) for c, (s, e) in enumerate(chunks) if c not in done]
-        committed = sum(chunks[c][1] - chunks[c][0] for c in done)
-    bar = _progress(plan.total_runs, quiet)
+    expected = run_schema(sweep.plan).names
+    columns = sums.columns()
+    for chunk in sweep.done:
+        for path in sorted(sweep.store.chunk_dir(chunk).glob("variant=*/*.parquet")):
+            names = pq.read_schema(path).names
+            missing = [n for n in expected if n not in names and n != "variant"]
+            if missing:
+                raise SweepError(
+                    f"{sweep.store.chunk_dir(chunk)}: written by an older eosim without the "
+                    f"{missing[0]} column; this sweep cannot be resumed, start it again with "
+                    "another --out"
+                )
+            rows = read_chunk(path, columns)
+            runs = None
+            if sweep.layout == LAYOUT and chunk < len(sweep.chunks):
+                start, end = sweep.chunks[chunk]
+                variant, first = sweep.plan.locate(start)
+                runs = (variant, first, first + end - start)
+            sums.add(rows, runs)
+            for name, n in found_in(rows).items():
+                found[name] = found.get(name, 0) + n
+    return sums, found
 
+
+def _run_pending(
+    sweep: _Sweep, sums: Sums, found: dict[str, int], options: _RunOptions
+) -> _Timings:
+    """Run the pending chunks, on Spark or here, with the progress bar, merging the partial
+    aggregates their tasks return into ``sums``; then check that each was committed and
+    summed exactly once. Ctrl-C stops Spark quietly and raises KeyboardInterrupt."""
+    from eosim import __version__
+
+    plan, store = sweep.plan, sweep.store
+    pending = sweep.pending
+    committed = plan.total_runs - sum(e - s for _, s, e in pending)
+    timings = _Timings()
+    bar = _progress(plan.total_runs, options.quiet)
+    advance = _advance(bar, options.on_progress)
+    spark = options.spark
+    own_session = spark is None and bool(pending) and not options.local
+    interrupted = False
+    interrupt = _Interrupt()
+    try:
+        if own_session:
+            spark, timings.startup_s = _start_spark(sweep, options.master, bar)
+        bar.set_description_str("sweep", refresh=False)
+        if spark is not None and not options.local:
+            interrupt.install(spark)
+        with ProgressPoller(advance, options.progress_interval) as poller:
+            base = Progress(committed, found)
+            poller.set_done(base)
+            if pending:
+                # Tasks report their progress only when someone follows it: a bar on a
+                # terminal, or on_progress.
+                watched = options.on_progress is not None or not bar.disable
+                store.staging_dir.mkdir(parents=True, exist_ok=True)
+                progress_dir = store.progress_dir(0) if watched else None
+                runner = make_chunk_runner(
+                    plan,
+                    sweep.sweep_id,
+                    __version__,
+                    str(store.root.resolve()),  # the executors' working directory is not ours
+                    pending,
+                    None if progress_dir is None else str(progress_dir),
+                    options.target if options.local else None,
+                    expect=sweep.scenario.expect,
+                )
+                if progress_dir is not None:
+                    poller.watch(progress_dir, base, plan.total_runs)
+                interrupt.check()
+                running = time.perf_counter()
+                if options.local:
+                    results = run_here(runner, len(pending), interrupt)
+                else:
+                    n_partitions = options.partitions or engine.default_partitions(spark)
+                    try:
+                        results = engine.run_job(
+                            spark, runner, RESULT_DDL, len(pending), n_partitions
+                        )
+                    except Exception:
+                        interrupt.check()  # the job failed because Ctrl-C cancelled it
+                        raise
+                timings.runs_s = time.perf_counter() - running
+                _merge_results(sweep, sums, results)
+                poller.poll()
+                poller.set_done(Progress(plan.total_runs, poller.last.found))
+        bar.close()
+    except KeyboardInterrupt:
+        interrupted = True
+        bar.close()
+        engine.silence_shutdown()
+        raise
+    finally:
+        interrupt.restore()
+        if own_session and spark is not None:
+            _stop(spark, interrupted)
+    return timings
+
+
+def _start_spark(sweep: _Sweep, master: str | None, bar: Any) -> tuple[Any, float]:
+    bar.set_description_str("starting Spark", refresh=True)
+    try:
+        return engine.start_session(master, f"eosim-sweep-{sweep.scenario.name}")
+    except engine.EngineError as exc:
+        if sweep.fresh:
+            shutil.rmtree(sweep.store.root, ignore_errors=True)
+        raise SweepError(str(exc)) from None
+
+
+def _advance(bar: Any, on_progress: Callable[[int], None] | None) -> Callable[[Progress], None]:
+    """What the progress poller calls: the bar, then ``on_progress`` when the runs grew."""
     reported = [-1]
 
     def advance(progress: Progress) -> None:
@@ -255,95 +482,57 @@ def run_sweep(
             reported[0] = progress.runs
             on_progress(progress.runs)
 
-    startup = 0.0
-    runs_s = aggregate_s = 0.0
-    interrupted = False
-    interrupt = _Interrupt()
+    return advance
+
+
+def _merge_results(sweep: _Sweep, sums: Sums, results: Iterable[Any]) -> None:
+    """Merge the tasks' partial aggregates into ``sums``, after checking that the pending
+    chunks were each covered by exactly one task's result and are committed."""
+    expect = sweep.scenario.expect
+    covered: list[int] = []
+    for result in results:
+        covered += result["chunks"]
+        sums.merge(Sums.from_bytes(result["sums"], expect))
+    pending = sorted(c for c, _, _ in sweep.pending)
+    missing = sorted(set(pending) - set(sweep.store.done_chunks()))
+    if missing:
+        raise SweepError(
+            f"result accounting failed: chunk {missing[0]} was not committed "
+            f"({len(missing)} chunk(s) missing); run the same command again"
+        )
+    if sorted(covered) != pending:
+        raise SweepError(
+            f"result accounting failed: the tasks summed chunks {spans(sorted(covered))}, "
+            f"expected {spans(pending)}; run the same command again"
+        )
+
+
+def _table(sweep: _Sweep, sums: Sums) -> list[dict[str, Any]]:
+    plan = sweep.plan
+    variant_columns = [plan.typed_columns(v) for v in plan.variants]
     try:
-        if own_session:
-            bar.set_description_str("starting Spark", refresh=True)
-            try:
-                spark, startup = engine.start_session(master, f"eosim-sweep-{scenario.name}")
-            except engine.EngineError as exc:
-                if fresh:
-                    shutil.rmtree(root, ignore_errors=True)
-                raise SweepError(str(exc)) from None
-        bar.set_description_str("sweep", refresh=False)
-        n_partitions = partitions or engine.default_partitions(spark)
-        interrupt.install(spark)
-        with ProgressPoller(advance, progress_interval) as poller:
-            base = Progress(committed, found)
-            poller.set_done(base)
-            if pending:
-                progress_dir = store.progress_dir(0)
-                runner = make_chunk_runner(
-                    plan,
-                    sweep_id,
-                    __version__,
-                    str(root.resolve()),  # the executors' working directory is not ours
-                    pending,
-                    inject_failures,
-                    str(progress_dir),
-                    target if real else None,
-                )
-                poller.watch(progress_dir, base, plan.total_runs)
-                interrupt.check()
-                running = time.perf_counter()
-                if real or in_process:
-                    run_here(runner, len(pending), interrupt)
-                else:
-                    try:
-                        engine.run_job(spark, runner, RESULT_DDL, len(pending), n_partitions)
-                    except Exception:
-                        interrupt.check()  # the job failed because Ctrl-C cancelled it
-                        raise
-                runs_s = time.perf_counter() - running
-                missing = sorted({c for c, _, _ in pending} - set(store.done_chunks()))
-                if missing:
-                    raise SweepError(
-                        f"result accounting failed: chunk {missing[0]} was not committed "
-                        f"({len(missing)} chunk(s) missing); run the same command again"
-                    )
-                poller.poll()
-                poller.set_done(Progress(plan.total_runs, poller.last.found))
-        bar.close()
+        return table(sums, list(plan.variants), plan.total_runs, variant_columns)
+    except AccountingError as exc:
+        raise SweepError(str(exc)) from None
 
-        aggregating = time.perf_counter()
-        runs_df = spark.read.parquet(str(store.runs_dir.resolve()))
-        variant_columns = [plan.typed_columns(v) for v in plan.variants]
-        interrupt.check()
-        try:
-            table = aggregate(
-                spark,
-                runs_df,
-                list(plan.variants),
-                scenario.expect,
-                plan.total_runs,
-                variant_columns,
-            )
-        except AccountingError as exc:
-            raise SweepError(str(exc)) from None
-        except Exception:
-            interrupt.check()
-            raise
-        aggregate_s = time.perf_counter() - aggregating
-    except KeyboardInterrupt:
-        interrupted = True
-        bar.close()
-        engine.silence_shutdown()
-        raise
-    finally:
-        interrupt.restore()
-        if own_session and spark is not None:
-            _stop(spark, interrupted)
 
-    expectations = {k: str(Condition.parse(v)) for k, v in scenario.expect_sweep.items()}
-    expectations.update(expect or {})
-    sweep_verdict = judge(table, expectations) if expectations else None
-    if sweep_verdict is not None:
-        columns = verdict_columns(sweep_verdict)
-        for row in table:
-            row.update(columns[row["variant"]])
+def _judge(table: list[dict[str, Any]], expectations: dict[str, str]) -> SweepVerdict | None:
+    """The sweep's own expectations judged on the table, their columns added to it."""
+    if not expectations:
+        return None
+    sweep_verdict = judge(table, expectations)
+    columns = verdict_columns(sweep_verdict)
+    for row in table:
+        row.update(columns[row["variant"]])
+    return sweep_verdict
+
+
+def _write_results(
+    sweep: _Sweep, table: list[dict[str, Any]], sweep_verdict: SweepVerdict | None
+) -> None:
+    """The aggregate (Parquet, with each parameter's type, and CSV), the verdict, and the
+    manifest marked complete."""
+    plan, root, manifest = sweep.plan, sweep.store.root, sweep.manifest
     frame = pd.DataFrame(table)
     types = plan.column_types()
     for axis in plan.grid:
@@ -358,20 +547,7 @@ def run_sweep(
         sweep_verdict.write(root)
         manifest["expect_sweep"] = sweep_verdict.expect
         manifest["expect_sweep_verdict"] = sweep_verdict.verdict
-    store.finish(manifest)
-    return SweepResult(
-        out=root,
-        sweep_id=sweep_id,
-        total_runs=plan.total_runs,
-        table=table,
-        resumed_chunks=len(done),
-        spark_startup_s=startup,
-        wall_s=time.perf_counter() - started,
-        params=[a.path for a in plan.grid],
-        sweep_verdict=sweep_verdict,
-        runs_s=runs_s,
-        aggregate_s=aggregate_s,
-    )
+    sweep.store.finish(manifest)
 
 
 def checked_parse(plan: SweepPlan, overrides: Sequence[str]) -> Any:
@@ -380,13 +556,16 @@ def checked_parse(plan: SweepPlan, overrides: Sequence[str]) -> Any:
     return checked.parse(plan.scenario_text, plan.scenario_source, overrides)
 
 
-def run_here(runner: Any, chunks: int, interrupt: Any) -> None:
-    """Run a sweep's chunks in this process, one after another (a real cluster's runs)."""
+def run_here(runner: Any, chunks: int, interrupt: Any) -> list[dict[str, Any]]:
+    """Run a sweep's chunks in this process, one after another (a real cluster's runs, or
+    ``in_process``); the result rows, as Spark's job would collect them."""
+    results = []
     for i in range(chunks):
         interrupt.check()
         batch = pa.RecordBatch.from_pylist([{"id": i}], schema=pa.schema([("id", pa.int64())]))
-        for _ in runner(iter([batch])):
-            pass
+        for out in runner(iter([batch])):
+            results += out.to_pylist()
+    return results
 
 
 class _Interrupt:
@@ -441,23 +620,6 @@ def _stop(spark: Any, interrupted: bool) -> None:
         spark.stop()
     except Exception:  # Py4J errors of a connection being torn down
         pass
-
-
-def _count_into(found: dict[str, int], chunk_dir: Path, expected: Sequence[str]) -> None:
-    """Add a committed chunk's runs-with-anomaly counts (reads only those columns), after
-    checking that the chunk has every column of this version's run table."""
-    names = ds.dataset(chunk_dir, format="parquet", partitioning="hive").schema.names
-    missing = [name for name in expected if name not in names]
-    if missing:
-        raise SweepError(
-            f"{chunk_dir}: written by an older eosim without the {missing[0]} column; "
-            "this sweep cannot be resumed, start it again with another --out"
-        )
-    table = pq.read_table(chunk_dir, columns=list(ALL_ANOMALIES))
-    for name in ALL_ANOMALIES:
-        runs = sum(1 for v in table.column(name).to_pylist() if v)
-        if runs:
-            found[name] = found.get(name, 0) + runs
 
 
 def _found_text(found: Mapping[str, int]) -> str:

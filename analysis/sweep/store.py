@@ -17,6 +17,11 @@ chunk, a chunk present under ``runs/`` is complete, and every chunk a task finis
 committed when the sweep is interrupted. A retried or duplicated task attempt renames the same
 rows to the same name, so a run is never counted twice. Resuming means skipping the chunks
 already under ``runs/`` and throwing ``_staging`` away.
+
+The rename is needed only because a file on a filesystem is visible while it is written. On an
+object store, which has no atomic rename but shows an object only once it is complete, a task
+would write the fixed name directly; :func:`commit_chunk` is the one place that would change.
+Nothing reads ``runs/`` to aggregate: the tasks return partial sums.
 """
 
 from __future__ import annotations

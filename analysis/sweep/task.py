@@ -5,16 +5,19 @@ The function shipped to executors is :func:`make_chunk_runner`'s closure. It car
 plan (scenario text included, so executors need no access to the scenario file) and reaches
 the model only through :mod:`eosim.analysis.outcome`. A task writes its chunks itself
 (:func:`eosim.analysis.sweep.store.commit_chunk`), so a chunk it finished stays committed
-whatever happens to the rest of the job; only one small row per chunk goes back to Spark.
+whatever happens to the rest of the job. What goes back to Spark is one small row per task:
+its chunks and the partial aggregate of their runs (:mod:`eosim.analysis.sweep.aggregate`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, get_args
 
 import pyarrow as pa
@@ -153,13 +156,35 @@ def execute_run(
     }
 
 
-# What a task tells Spark about each chunk it was given: the chunk, its runs, and whether an
-# earlier attempt had committed it already.
-RESULT_DDL = "chunk int, runs bigint, skipped boolean"
-RESULT_SCHEMA = pa.schema([("chunk", pa.int32()), ("runs", pa.int64()), ("skipped", pa.bool_())])
+# What a task tells Spark, once: the chunks it was given, how many of them an earlier attempt
+# had committed already, and the partial aggregate of all their runs
+# (:meth:`eosim.analysis.sweep.aggregate.Sums.to_bytes`).
+RESULT_DDL = "chunks array<int>, skipped int, sums binary"
+RESULT_SCHEMA = pa.schema(
+    [("chunks", pa.list_(pa.int32())), ("skipped", pa.int32()), ("sums", pa.binary())]
+)
 
 # A chunk: (chunk number, first run id, end run id), all of one variant.
 Chunk = tuple[int, int, int]
+
+# The test seam of the exactly-once guarantee: (chunk, attempt) pairs on which a task's Python
+# worker kills itself as it starts that chunk. Set only through :func:`injected_failures`;
+# :func:`make_chunk_runner` captures it, so it travels to the executors with the task.
+_INJECTED_FAILURES: frozenset[tuple[int, int]] = frozenset()
+
+
+@contextlib.contextmanager
+def injected_failures(pairs: frozenset[tuple[int, int]]) -> Iterator[None]:
+    """Within this block, the chunk runners made kill their worker as they start chunk ``c``
+    in attempt ``a`` for each ``(c, a)`` of ``pairs``: for testing that Spark's retries keep
+    the accounting exactly-once and that finished chunks stay committed."""
+    global _INJECTED_FAILURES
+    before = _INJECTED_FAILURES
+    _INJECTED_FAILURES = frozenset(pairs)
+    try:
+        yield
+    finally:
+        _INJECTED_FAILURES = before
 
 
 def chunk_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -169,19 +194,29 @@ def chunk_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return table.drop_columns(["variant"])
 
 
+def read_chunk(path: str | os.PathLike[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of a committed chunk file, with only ``columns`` (those it has) and
+    ``variant``, which its directory names."""
+    variant = int(Path(path).parent.name.split("=", 1)[1])
+    names = set(pq.read_schema(path).names)
+    table = pq.read_table(path, columns=[c for c in columns if c in names and c != "variant"])
+    rows = table.to_pylist()
+    for row in rows:
+        row["variant"] = variant
+    return rows
+
+
+def found_in(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Per anomaly, the runs of ``rows`` that reported it."""
+    found: dict[str, int] = {}
+    for row in rows:
+        add_found(found, {name: row.get(name) for name in ALL_ANOMALIES})
+    return found
+
+
 def committed_found(path: str) -> dict[str, int]:
     """Per anomaly, the runs of a committed chunk file that reported it."""
-    import pyarrow.parquet as pq
-
-    names = set(pq.read_schema(path).names)
-    columns = [name for name in ALL_ANOMALIES if name in names]
-    table = pq.read_table(path, columns=columns)
-    found: dict[str, int] = {}
-    for name in columns:
-        runs = sum(1 for v in table.column(name).to_pylist() if v)
-        if runs:
-            found[name] = runs
-    return found
+    return found_in(read_chunk(path, ALL_ANOMALIES))
 
 
 def make_chunk_runner(
@@ -190,22 +225,28 @@ def make_chunk_runner(
     version: str,
     root: str,
     chunks: list[Chunk],
-    inject_failures: frozenset[tuple[int, int]] = frozenset(),
     progress_dir: str | None = None,
     run_target: Any = None,
+    *,
+    expect: Mapping[str, int | str],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of a sweep's job: each input id ``i`` is ``chunks[i]``,
     whose runs it executes and commits under ``root`` as one file (a chunk already committed,
-    by an earlier attempt of the same task, is skipped).
+    by an earlier attempt of the same task, is read back instead). It adds every run to one
+    :class:`~eosim.analysis.sweep.aggregate.Sums` (``expect`` is the scenario's ``expect:``)
+    and yields, once, a :data:`RESULT_SCHEMA` row with it: the driver merges those rows
+    instead of reading the runs back.
 
-    ``inject_failures`` holds (chunk, attempt) pairs on which the Python worker kills itself
-    as it starts that chunk, for testing that Spark's retries keep the accounting exactly-once
-    and that finished chunks stay committed. ``progress_dir``, when given, receives the task's
-    runs done and anomalies found after a run, at most every :data:`REPORT_INTERVAL_S` (see
-    :mod:`eosim.analysis.sweep.progress`). ``run_target``, when given, runs every run (a real
-    cluster: the function is then called in the driver, one chunk after another).
+    ``progress_dir``, when given, receives the task's runs done and anomalies found after a
+    run, at most every :data:`REPORT_INTERVAL_S` (see :mod:`eosim.analysis.sweep.progress`).
+    ``run_target``, when given, runs every run (a real cluster: the function is then called
+    in the driver, one chunk after another). Failures set by :func:`injected_failures` when
+    the runner is made are injected.
     """
+    from eosim.analysis.sweep.aggregate import Sums
+
     schema = run_schema(plan)
+    inject = _INJECTED_FAILURES
 
     def run_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -215,6 +256,9 @@ def make_chunk_runner(
         done = 0
         found: dict[str, int] = {}
         reported = -REPORT_INTERVAL_S
+        sums = Sums(expect)
+        covered: list[int] = []
+        skipped = 0
 
         def report(force: bool = False) -> None:
             nonlocal reported
@@ -224,19 +268,22 @@ def make_chunk_runner(
                 reported = now
 
         for batch in batches:
-            results = []
             for index in batch.column("id").to_pylist():
                 chunk, start, end = chunks[index]
-                variant, _ = plan.locate(start)
+                variant, first = plan.locate(start)
+                runs = (variant, first, first + end - start)
+                covered.append(chunk)
                 target = chunk_file(root, chunk, variant)
                 if target.exists():  # committed by an earlier attempt
+                    rows = read_chunk(target, sums.columns())
+                    sums.add(rows, runs)
                     done += end - start
-                    for name, runs in committed_found(str(target)).items():
-                        found[name] = found.get(name, 0) + runs
+                    for name, n in found_in(rows).items():
+                        found[name] = found.get(name, 0) + n
+                    skipped += 1
                     report(force=True)
-                    results.append({"chunk": chunk, "runs": end - start, "skipped": True})
                     continue
-                if (chunk, task[1]) in inject_failures:
+                if (chunk, task[1]) in inject:
                     os._exit(17)
                 rows = []
                 for run_id in range(start, end):
@@ -248,8 +295,9 @@ def make_chunk_runner(
                 staged = staging_file(root, chunk)
                 pq.write_table(chunk_table(rows, schema), staged)
                 commit_chunk(staged, target)
-                results.append({"chunk": chunk, "runs": end - start, "skipped": False})
-            yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
+                sums.add(rows, runs)
         report(force=True)
+        result = {"chunks": covered, "skipped": skipped, "sums": sums.to_bytes()}
+        yield pa.RecordBatch.from_pylist([result], schema=RESULT_SCHEMA)
 
     return run_chunks
