@@ -169,13 +169,16 @@ class FaultSpec(Protocol):
 # producer or processor (an application), or a consumer (a reader: the nemesis's node faults
 # do not reach it, but it is a node of the network).
 Role = Literal["broker", "controller", "application", "reader"]
-ROLE_NAMES: dict[str, str] = {
-    "broker": "brokers",
-    "controller": "the controller",
-    "application": "applications",
-    "reader": "readers",
+ROLE_NAMES: dict[str, tuple[str, ...]] = {
+    "broker": ("brokers",),
+    "controller": ("the controller",),
+    "application": ("producers", "processors"),
+    "reader": ("consumers",),
 }
 EVERY_NODE: tuple[Role, ...] = ("broker", "controller", "application", "reader")
+# What a node fault can crash or pause: a process the run restarts or resumes (a reader only
+# observes, and is not one).
+PROCESSES: tuple[Role, ...] = ("broker", "controller", "application")
 
 # When an occurrence happens: at its time, lasting its duration ("timed"); at its time, at once
 # ("instant"); or when a node passes a protocol point (simulation/probe.py), lasting its
@@ -300,6 +303,7 @@ register(
         "catch-up, unfencing) before it accepts a connection. The controller (`nodes: "
         "[controller]`): stops fencing, electing and publishing until it restarts. A producer: "
         "the application process dies and restarts after `duration`",
+        targets=PROCESSES,
         needs=_needs_nodes,
         start=_node_fault("crash", "restart"),
     )
@@ -316,6 +320,7 @@ register(
         "its producer's Sender stop, and what arrives for it waits in its socket; on resume it "
         "reads that first (as `NetworkClient.poll` returns it) and then its Sender runs again, "
         "so timeouts that fell due meanwhile are handled late, as after a long GC pause",
+        targets=PROCESSES,
         needs=_needs_nodes,
         start=_node_fault("pause", "resume"),
     )
@@ -374,6 +379,7 @@ register(
         "a crash of the node that passes `point` (its `occurrence`-th passing, by one of "
         "`nodes` or by anyone), restarted after `duration`; recorded as a `crash` (see "
         "Protocol points, below)",
+        targets=PROCESSES,
         keys=frozenset({"point"}),
         acts_as="crash",
     )
@@ -415,6 +421,7 @@ register(
         "point",
         "a pause of the node that passes `point`, resumed after `duration`; recorded as a "
         "`pause` (see Protocol points, below)",
+        targets=PROCESSES,
         keys=frozenset({"point"}),
         acts_as="pause",
     )
@@ -435,8 +442,8 @@ def _kinds_taking(key: str) -> str:
 
 
 def describe_roles(roles: Sequence[str]) -> str:
-    """``brokers``, ``brokers, the controller and applications``."""
-    names = [ROLE_NAMES[r] for r in roles]
+    """``brokers``, ``brokers, the controller, producers and processors``."""
+    names = [name for r in roles for name in ROLE_NAMES[r]]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 

@@ -277,3 +277,30 @@ def test_the_model_and_the_real_cluster_offer_one_fault_protocol(implementation)
         assert list(have)[: len(want)] == want, f"{implementation.__name__}.{name}"
         extra = list(have.values())[len(want) :]
         assert all(p.default is not inspect.Parameter.empty for p in extra), name
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "{kind: crash, nodes: [c], at: 1s, duration: 1s}",
+        "{kind: pause, nodes: [c], at: 1s, duration: 1s}",
+        "{kind: crash_at, nodes: [c], point: processor.after_poll, duration: 1s}",
+        "{kind: pause_at, nodes: [c], point: processor.after_poll, duration: 1s}",
+    ],
+)
+def test_a_node_fault_on_a_consumer_is_refused_when_validated(fault: str) -> None:
+    """A consumer (a reader) only observes and is no target of the nemesis: crashing or
+    pausing one ended the run in a KeyError, and a crash_at on one never fired."""
+    kind = fault.split(",")[0].split()[-1]
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(BASE + f"  - {fault}\n", "s.yaml")
+    assert str(exc.value) == (
+        f"s.yaml:{FAULT_LINE}: faults[0].nodes: {kind} applies to brokers, the controller, "
+        "producers and processors only, not 'c'"
+    )
+
+
+def test_a_network_fault_may_name_a_consumer() -> None:
+    fault = "{kind: partition, nodes: [c], at: 100, duration: 100}"
+    result = run_scenario(parse_scenario(BASE + f"  - {fault}\n", "s.yaml"), 1)
+    assert [e.targets for e in result.faults] == [("c",)]
