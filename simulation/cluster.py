@@ -53,6 +53,7 @@ from eosim.simulation.broker.log_manager import LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from eosim.simulation.broker.replica_manager import ReplicationSettings
+from eosim.simulation.config import kafka_default
 from eosim.simulation.controller.partition_change import NO_LEADER, PartitionRegistration
 from eosim.simulation.controller.quorum_controller import (
     CONTROLLER,
@@ -100,10 +101,12 @@ class ClusterSettings:
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     topics: dict[str, TopicSettings] = field(default_factory=dict)
     # The internal topics: replication factors (capped at the broker count) and min ISR.
-    transaction_state_replication_factor: int = 3
-    transaction_state_min_isr: int = 2
-    offsets_replication_factor: int = 3
-    offsets_min_isr: int = 1
+    transaction_state_replication_factor: int = kafka_default(
+        "transaction.state.log.replication.factor"
+    )
+    transaction_state_min_isr: int = kafka_default("transaction.state.log.min.isr")
+    offsets_replication_factor: int = kafka_default("offsets.topic.replication.factor")
+    offsets_min_isr: int = kafka_default("min.insync.replicas")
     # Retention and producer-id expiry (the brokers' LogManagers).
     log: LogManagerSettings = field(default_factory=LogManagerSettings)
 
