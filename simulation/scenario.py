@@ -733,6 +733,8 @@ class Scenario(_Model):
                 raise _PathError((section, i, "name"), f"application {name!r} is defined twice")
             if name in brokers:
                 raise _PathError((section, i, "name"), f"{name!r} is a broker's name")
+            if name == CONTROLLER_NODE:
+                raise _PathError((section, i, "name"), f"{name!r} is the controller's name")
 
         def known_topic(path: tuple[str | int, ...], topic: str | None) -> None:
             if topic is not None and topic not in topics:
