@@ -4,7 +4,8 @@ The schedule is the one the model realises for the same scenario and seed
 (:func:`eosim.simulation.nemesis.realize_faults` on the run's ``nemesis`` stream), so a model
 run and a real run of one seed suffer the same faults at the same offsets from the workload's
 start. Each event starts at ``epoch + start`` on the wall clock, is applied through the fault
-protocol (:func:`eosim.simulation.faults.apply_fault`) and undone at ``epoch + end``; both
+protocol (:func:`eosim.simulation.faults.start_fault`, or, for an instant kind,
+:func:`~eosim.simulation.faults.carry_out`) and undone at ``epoch + end``; both
 moments go into the history as ``fault`` lines, as the model writes them.
 """
 
@@ -14,8 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eosim.simulation.faults import FaultableCluster, apply_fault
-from eosim.simulation.nemesis import FaultEvent, delete_records
+from eosim.simulation.faults import KINDS, FaultableCluster, FaultEvent, carry_out, start_fault
 
 # (time ms since the epoch, phase, kind, targets, detail): how a fault line is recorded.
 FaultLine = Callable[[float, str, str, list[str], dict[str, Any]], None]
@@ -60,7 +60,7 @@ class WallClockNemesis:
         # Moments in order: ("start", event) at its start, ("end", event) at its end.
         moments: list[tuple[float, int, int, FaultEvent]] = []
         for i, e in enumerate(self.schedule):
-            if e.kind == "delete_records":
+            if KINDS[e.kind].trigger == "instant":
                 moments.append((e.start, 0, i, e))
                 continue
             moments.append((e.start, 0, i, e))
@@ -71,8 +71,8 @@ class WallClockNemesis:
             if not self._wait_until(at):
                 return
             try:
-                if event.kind == "delete_records":
-                    self._delete_records(event)
+                if KINDS[event.kind].trigger == "instant":
+                    self._carry_out(event)
                 elif phase == 0:
                     undo[i] = self._start(event)
                 elif i in undo:
@@ -84,22 +84,14 @@ class WallClockNemesis:
                 self.errors.append(f"{event.kind} {list(event.targets)}: {exc}")
 
     def _start(self, event: FaultEvent) -> Callable[[], None]:
-        end = apply_fault(
-            event.kind,
-            event.targets,
-            event.groups,
-            event.links,
-            event.extra_latency,
-            event.probability,
-            self.cluster,
-        )
+        end = start_fault(event, self.cluster)
         self.record(self.clock(), "start", event.kind, list(event.targets), event.detail())
         with self._lock:
             self._active.append((event, end))
         return end
 
-    def _delete_records(self, event: FaultEvent) -> None:
-        names, detail = delete_records(event, self.cluster)
+    def _carry_out(self, event: FaultEvent) -> None:
+        names, detail = carry_out(event, self.cluster)
         now = self.clock()
         self.record(now, "start", event.kind, names, detail)
         self.record(now, "stop", event.kind, names, {})

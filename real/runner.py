@@ -35,7 +35,7 @@ from eosim.simulation.coordinator.directory import (
     CONSUMER_OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
 )
-from eosim.simulation.faults import NETWORK_FAULTS
+from eosim.simulation.faults import KINDS, NETWORK_FAULTS, POINT_KINDS
 from eosim.simulation.faults import refusals as fault_refusals
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.nemesis import FaultEvent, realize_faults
@@ -65,9 +65,9 @@ def refusals(scenario: Scenario, cluster_refuses: dict[str, str]) -> list[str]:
     """Every reason ``scenario`` cannot run on a real cluster, one line each (empty: it can)."""
     kinds = [f.kind for f in scenario.faults]
     out = fault_refusals(kinds, cluster_refuses, TARGET)
-    for kind in ("crash_at", "pause_at"):
+    for kind in POINT_KINDS:
         if kind in kinds:
-            what = "crash" if kind == "crash_at" else "pause"
+            what = KINDS[kind].acts_as
             out.append(
                 f"{kind} faults cannot run on a real cluster: they {what} a node at a protocol "
                 "point inside Kafka's code, which eosim cannot reach in a real JVM"

@@ -23,19 +23,25 @@ replica broker then hosts it in the role its metadata gives it. Until then it is
 every replica, so hosting it late is the same as hosting it all along; it saves a run the
 fetching of up to 100 idle partitions (a modelling shortcut, in docs/model.md).
 
-It also names what the nemesis may crash, pause or cut the power of (:meth:`fault_targets`)
-and writes the cluster's final state into a history (:meth:`collect_logs`,
-:meth:`collect_transactions`).
+It also offers the nemesis its fault operations, by node name
+(:class:`eosim.simulation.faults.FaultableCluster`, as the real cluster of :mod:`eosim.real`
+does): :meth:`crash`, :meth:`restart`, :meth:`pause`, :meth:`resume` and :meth:`power_loss` of
+a broker or the controller (:meth:`fault_targets` names them), network faults on its network
+(:meth:`partition`, :meth:`disturb`, :meth:`heal`) and an administrator's
+:meth:`delete_records`; and it writes the cluster's final state into a history
+(:meth:`collect_logs`, :meth:`collect_transactions`).
 
 Extending it: a new broker-side component is built in ``__init__`` after the brokers it
 needs (creation order is event order, so add it after everything that exists today to keep
 histories unchanged), is reached through a method here rather than a closure, joins
-:meth:`fault_targets` if it can fail on its own, and writes its end state from a
-``collect_*`` method that the runner's collect phase calls.
+:meth:`fault_targets` and :meth:`_process` (which the fault operations route by) if it can
+fail on its own, and writes its end state from a ``collect_*`` method that the runner's
+collect phase calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -47,6 +53,7 @@ from eosim.simulation.broker.log_manager import LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from eosim.simulation.broker.replica_manager import ReplicationSettings
+from eosim.simulation.config import kafka_default
 from eosim.simulation.controller.partition_change import NO_LEADER, PartitionRegistration
 from eosim.simulation.controller.quorum_controller import (
     CONTROLLER,
@@ -94,10 +101,12 @@ class ClusterSettings:
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     topics: dict[str, TopicSettings] = field(default_factory=dict)
     # The internal topics: replication factors (capped at the broker count) and min ISR.
-    transaction_state_replication_factor: int = 3
-    transaction_state_min_isr: int = 2
-    offsets_replication_factor: int = 3
-    offsets_min_isr: int = 1
+    transaction_state_replication_factor: int = kafka_default(
+        "transaction.state.log.replication.factor"
+    )
+    transaction_state_min_isr: int = kafka_default("transaction.state.log.min.isr")
+    offsets_replication_factor: int = kafka_default("offsets.topic.replication.factor")
+    offsets_min_isr: int = kafka_default("min.insync.replicas")
     # Retention and producer-id expiry (the brokers' LogManagers).
     log: LogManagerSettings = field(default_factory=LogManagerSettings)
 
@@ -462,6 +471,47 @@ class Cluster:
         targets[CONTROLLER] = self.controller
         return targets
 
+    def _process(self, node: str) -> FaultTarget:
+        return self.controller if node == CONTROLLER else self.brokers[node]
+
+    def crash(self, node: str) -> None:
+        """The process of broker ``node`` (or of the controller) dies at once."""
+        self._process(node).crash()
+
+    def power_loss(self, node: str) -> None:
+        """Broker ``node``'s machine loses power: its unflushed writes are lost."""
+        self.brokers[node].power_loss()
+
+    def restart(self, node: str) -> None:
+        """A new process of ``node`` starts (after a crash or a power loss)."""
+        self._process(node).restart()
+
+    def pause(self, node: str) -> None:
+        self._process(node).pause()
+
+    def resume(self, node: str) -> None:
+        self._process(node).resume()
+
+    def partition(self, groups: Sequence[Sequence[str]]) -> object:
+        """Cut the network between ``groups`` (one group: from everyone else) until healed."""
+        return self.network.start_partition(tuple(tuple(g) for g in groups))
+
+    def disturb(
+        self,
+        nodes: Sequence[str],
+        links: Sequence[tuple[str, str]],
+        extra_latency: float,
+        loss: float,
+    ) -> object:
+        """Slow (``extra_latency`` ms) or else drop (``loss``) the messages of ``nodes`` or of
+        the directed ``links`` until healed."""
+        if extra_latency:
+            return self.network.start_spike(tuple(nodes), extra_ms=extra_latency, links=links)
+        return self.network.start_spike(tuple(nodes), loss=loss, links=links)
+
+    def heal(self, handle: object) -> None:
+        self.network.stop(handle)
+
     def delete_records(
         self, topic: str, partition: int | None, offset: int
     ) -> list[tuple[str, str, int]]:
@@ -485,10 +535,6 @@ class Cluster:
             start = part.log.log_start_offset if part is not None else -1
             answers.append((name, error.name, start))
         return answers
-
-    def power_targets(self) -> dict[str, Broker]:
-        """What a power loss can hit: the brokers (their unflushed writes are lost)."""
-        return dict(self.brokers)
 
     def settled(self, tp: TopicPartition, broker: str) -> bool:
         """Whether ``broker``'s replica of ``tp`` can no longer change by replication alone:

@@ -5,6 +5,11 @@ ranges, and applies the idempotence rules (idempotence needs ``acks=all``, ``ret
 ``max.in.flight.requests.per.connection <= 5``; an explicit ``enable.idempotence=true`` that
 breaks them is an error, an implicit one is switched off). A scenario can waive a rule only
 through its ``unsafe:`` block, to show what the rule protects against.
+
+Broker configs are declared once each in :data:`BROKER_KEYS` (a :class:`ConfigKey`: Kafka's
+name, its default and where Kafka defines it, its validation, and the fields of the model's
+settings that read it); :class:`BrokerConfig` and those settings take their defaults from it
+(:func:`kafka_default`), so Kafka's default is written in one place.
 """
 
 from __future__ import annotations
@@ -318,59 +323,325 @@ def _broker_retention_ms(key: str, value: object) -> int | None:
 # The smallest segment.bytes Kafka accepts (LegacyRecord.RECORD_OVERHEAD_V0).
 MIN_SEGMENT_BYTES = 14
 
-# Broker configs a scenario may set under ``cluster.config`` (Kafka's names), with the
-# attribute of :class:`BrokerConfig` each sets.
-BROKER_KEYS: dict[str, _Key] = {
-    "replica.lag.time.max.ms": _Key("replica_lag_time_max_ms", _int(1)),
-    "replica.fetch.wait.max.ms": _Key("replica_fetch_wait_max_ms", _int(0)),
-    "replica.fetch.backoff.ms": _Key("replica_fetch_backoff_ms", _int(0)),
-    "replica.socket.timeout.ms": _Key("replica_socket_timeout_ms", _int(1)),
-    "broker.session.timeout.ms": _Key("broker_session_timeout_ms", _int(1)),
-    "broker.heartbeat.interval.ms": _Key("broker_heartbeat_interval_ms", _int(1)),
-    "group.min.session.timeout.ms": _Key("group_min_session_timeout_ms", _int(0)),
-    "group.max.session.timeout.ms": _Key("group_max_session_timeout_ms", _int(0)),
-    "group.initial.rebalance.delay.ms": _Key("group_initial_rebalance_delay_ms", _int(0)),
-    "group.consumer.session.timeout.ms": _Key("group_consumer_session_timeout_ms", _int(1)),
-    "group.consumer.min.session.timeout.ms": _Key("group_consumer_min_session_timeout_ms", _int(1)),
-    "group.consumer.max.session.timeout.ms": _Key("group_consumer_max_session_timeout_ms", _int(1)),
-    "group.consumer.heartbeat.interval.ms": _Key("group_consumer_heartbeat_interval_ms", _int(1)),
-    "group.consumer.min.heartbeat.interval.ms": _Key(
-        "group_consumer_min_heartbeat_interval_ms", _int(1)
-    ),
-    "group.consumer.max.heartbeat.interval.ms": _Key(
-        "group_consumer_max_heartbeat_interval_ms", _int(1)
-    ),
-    "log.flush.interval.messages": _Key("log_flush_interval_messages", _optional_long(1)),
-    "log.flush.interval.ms": _Key("log_flush_interval_ms", _optional_long(0)),
-    "log.flush.scheduler.interval.ms": _Key("log_flush_scheduler_interval_ms", _optional_long(1)),
-    "min.insync.replicas": _Key("min_insync_replicas", _int(1)),
-    "unclean.leader.election.enable": _Key("unclean_leader_election_enable", _parse_bool),
-    "transaction.state.log.replication.factor": _Key(
-        "transaction_state_log_replication_factor", _int(1, 32767)
-    ),
-    "transaction.state.log.min.isr": _Key("transaction_state_log_min_isr", _int(1, 32767)),
-    "offsets.topic.replication.factor": _Key("offsets_topic_replication_factor", _int(1, 32767)),
-    # Log housekeeping (LogManager, UnifiedLog) and the broker-wide defaults of the topic
-    # configs below.
-    "log.retention.check.interval.ms": _Key("log_retention_check_interval_ms", _long(1)),
-    "log.initial.task.delay.ms": _Key("log_initial_task_delay_ms", _long(0)),
-    "producer.id.expiration.ms": _Key("producer_id_expiration_ms", _int(1)),
-    "producer.id.expiration.check.interval.ms": _Key(
-        "producer_id_expiration_check_interval_ms", _int(1)
-    ),
-    "log.retention.ms": _Key("retention_ms", _broker_retention_ms),
-    "log.retention.bytes": _Key("retention_bytes", _unlimited_below_zero(-(2**63))),
-    "log.segment.bytes": _Key("segment_bytes", _int(MIN_SEGMENT_BYTES)),
-    "log.roll.ms": _Key("segment_ms", _long(1)),
-    # A leader's own retries of an implicit add answered CONCURRENT_TRANSACTIONS
-    # (AddPartitionsToTxnConfig, KAFKA-18654; rules.add_partitions_server_retry).
-    "add.partitions.to.txn.retry.backoff.ms": _Key(
-        "add_partitions_to_txn_retry_backoff_ms", _int(1)
-    ),
-    "add.partitions.to.txn.retry.backoff.max.ms": _Key(
-        "add_partitions_to_txn_retry_backoff_max_ms", _int(0)
-    ),
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One broker config a scenario may set under ``cluster.config``, by Kafka's name.
+
+    ``attr`` is the :class:`BrokerConfig` attribute it sets, ``parse`` its validation (Kafka's
+    type and range, as :class:`ConfigException`), ``default`` Kafka's default (None: never, or
+    no limit), ``source`` where Kafka defines that default, and ``read_by`` the fields of the
+    model's settings that take it (``module:Class.field``): their defaults are this one
+    (tests/test_config_keys.py checks it) and ``ClusterSettings.from_scenario`` passes the
+    scenario's value to them.
+
+    To add a broker config: declare it in :data:`BROKER_KEYS` with its default and source, add
+    its :class:`BrokerConfig` attribute (default ``kafka_default(name)``), give the settings
+    field that reads it the same default and set it in ``ClusterSettings.from_scenario``, name
+    that field in ``read_by``, and regenerate the schema (``eosim schema``). A topic config
+    that overrides it per topic goes in :data:`TOPIC_KEYS` under the same attribute.
+    """
+
+    name: str
+    attr: str
+    parse: Callable[[str, object], Any]
+    default: int | bool | None
+    source: str
+    read_by: tuple[str, ...] = ()
+
+
+# Broker configs a scenario may set under ``cluster.config``, by Kafka's names, each with
+# Kafka's default and the model's settings that read it (see :class:`ConfigKey`). Their order
+# is the schema's.
+BROKER_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey(
+            "replica.lag.time.max.ms",
+            "replica_lag_time_max_ms",
+            _int(1),
+            30_000,
+            "ReplicationConfigs",
+            (
+                "broker.replica_manager:ReplicationSettings.replica_lag_time_max_ms",
+                "broker.partition:LeaderState.replica_lag_time_max_ms",
+            ),
+        ),
+        ConfigKey(
+            "replica.fetch.wait.max.ms",
+            "replica_fetch_wait_max_ms",
+            _int(0),
+            500,
+            "ReplicationConfigs",
+            ("broker.replica_manager:ReplicationSettings.replica_fetch_wait_max_ms",),
+        ),
+        ConfigKey(
+            "replica.fetch.backoff.ms",
+            "replica_fetch_backoff_ms",
+            _int(0),
+            1_000,
+            "ReplicationConfigs",
+            ("broker.replica_manager:ReplicationSettings.replica_fetch_backoff_ms",),
+        ),
+        ConfigKey(
+            "replica.socket.timeout.ms",
+            "replica_socket_timeout_ms",
+            _int(1),
+            30_000,
+            "ReplicationConfigs",
+            ("broker.replica_manager:ReplicationSettings.replica_socket_timeout_ms",),
+        ),
+        ConfigKey(
+            "broker.session.timeout.ms",
+            "broker_session_timeout_ms",
+            _int(1),
+            9_000,
+            "KRaftConfigs",
+            (
+                "broker.broker:BrokerSettings.session_timeout_ms",
+                "controller.quorum_controller:ControllerSettings.session_timeout_ms",
+            ),
+        ),
+        ConfigKey(
+            "broker.heartbeat.interval.ms",
+            "broker_heartbeat_interval_ms",
+            _int(1),
+            2_000,
+            "KRaftConfigs",
+            ("broker.broker:BrokerSettings.heartbeat_interval_ms",),
+        ),
+        ConfigKey(
+            "group.min.session.timeout.ms",
+            "group_min_session_timeout_ms",
+            _int(0),
+            6_000,
+            "GroupCoordinatorConfig",
+            ("coordinator.group_config:GroupConfig.min_session_timeout_ms",),
+        ),
+        ConfigKey(
+            "group.max.session.timeout.ms",
+            "group_max_session_timeout_ms",
+            _int(0),
+            1_800_000,
+            "GroupCoordinatorConfig",
+            ("coordinator.group_config:GroupConfig.max_session_timeout_ms",),
+        ),
+        ConfigKey(
+            "group.initial.rebalance.delay.ms",
+            "group_initial_rebalance_delay_ms",
+            _int(0),
+            3_000,
+            "GroupCoordinatorConfig",
+            ("coordinator.group_config:GroupConfig.initial_rebalance_delay_ms",),
+        ),
+        ConfigKey(
+            "group.consumer.session.timeout.ms",
+            "group_consumer_session_timeout_ms",
+            _int(1),
+            45_000,
+            "GroupCoordinatorConfig",
+            ("coordinator.group_config:GroupConfig.consumer_session_timeout_ms",),
+        ),
+        # The bounds below are read only by the scenario's validation (Cluster._replication_fits).
+        ConfigKey(
+            "group.consumer.min.session.timeout.ms",
+            "group_consumer_min_session_timeout_ms",
+            _int(1),
+            45_000,
+            "GroupCoordinatorConfig",
+        ),
+        ConfigKey(
+            "group.consumer.max.session.timeout.ms",
+            "group_consumer_max_session_timeout_ms",
+            _int(1),
+            60_000,
+            "GroupCoordinatorConfig",
+        ),
+        ConfigKey(
+            "group.consumer.heartbeat.interval.ms",
+            "group_consumer_heartbeat_interval_ms",
+            _int(1),
+            5_000,
+            "GroupCoordinatorConfig",
+            ("coordinator.group_config:GroupConfig.consumer_heartbeat_interval_ms",),
+        ),
+        ConfigKey(
+            "group.consumer.min.heartbeat.interval.ms",
+            "group_consumer_min_heartbeat_interval_ms",
+            _int(1),
+            5_000,
+            "GroupCoordinatorConfig",
+        ),
+        ConfigKey(
+            "group.consumer.max.heartbeat.interval.ms",
+            "group_consumer_max_heartbeat_interval_ms",
+            _int(1),
+            15_000,
+            "GroupCoordinatorConfig",
+        ),
+        # Kafka's default for the three is Long.MAX_VALUE: never (None here).
+        ConfigKey(
+            "log.flush.interval.messages",
+            "log_flush_interval_messages",
+            _optional_long(1),
+            None,
+            "ServerLogConfigs",
+            ("broker.replica_manager:ReplicationSettings.log_flush_interval_messages",),
+        ),
+        ConfigKey(
+            "log.flush.interval.ms",
+            "log_flush_interval_ms",
+            _optional_long(0),
+            None,
+            "ServerLogConfigs",
+            ("broker.replica_manager:ReplicationSettings.log_flush_interval_ms",),
+        ),
+        ConfigKey(
+            "log.flush.scheduler.interval.ms",
+            "log_flush_scheduler_interval_ms",
+            _optional_long(1),
+            None,
+            "ServerLogConfigs",
+            ("broker.replica_manager:ReplicationSettings.log_flush_scheduler_interval_ms",),
+        ),
+        ConfigKey(
+            "min.insync.replicas",
+            "min_insync_replicas",
+            _int(1),
+            1,
+            "ServerLogConfigs",
+            (
+                "broker.partition:TopicSettings.min_insync_replicas",
+                "broker.partition:LeaderState.min_insync_replicas",
+                # __consumer_offsets takes the broker's min.insync.replicas.
+                "cluster:ClusterSettings.offsets_min_isr",
+            ),
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            "unclean_leader_election_enable",
+            _parse_bool,
+            False,
+            "ReplicationConfigs",
+            ("broker.partition:TopicSettings.unclean_leader_election_enable",),
+        ),
+        ConfigKey(
+            "transaction.state.log.replication.factor",
+            "transaction_state_log_replication_factor",
+            _int(1, 32767),
+            3,
+            "TransactionLogConfig",
+            ("cluster:ClusterSettings.transaction_state_replication_factor",),
+        ),
+        ConfigKey(
+            "transaction.state.log.min.isr",
+            "transaction_state_log_min_isr",
+            _int(1, 32767),
+            2,
+            "TransactionLogConfig",
+            ("cluster:ClusterSettings.transaction_state_min_isr",),
+        ),
+        ConfigKey(
+            "offsets.topic.replication.factor",
+            "offsets_topic_replication_factor",
+            _int(1, 32767),
+            3,
+            "GroupCoordinatorConfig",
+            ("cluster:ClusterSettings.offsets_replication_factor",),
+        ),
+        # Log housekeeping (LogManager, UnifiedLog) and the broker-wide defaults of the topic
+        # configs below.
+        ConfigKey(
+            "log.retention.check.interval.ms",
+            "log_retention_check_interval_ms",
+            _long(1),
+            300_000,
+            "ServerLogConfigs",
+            ("broker.log_manager:LogManagerSettings.log_retention_check_interval_ms",),
+        ),
+        ConfigKey(
+            "log.initial.task.delay.ms",
+            "log_initial_task_delay_ms",
+            _long(0),
+            30_000,
+            "ServerLogConfigs",
+            ("broker.log_manager:LogManagerSettings.log_initial_task_delay_ms",),
+        ),
+        ConfigKey(
+            "producer.id.expiration.ms",
+            "producer_id_expiration_ms",
+            _int(1),
+            86_400_000,
+            "TransactionLogConfig",
+            ("broker.log_manager:LogManagerSettings.producer_id_expiration_ms",),
+        ),
+        ConfigKey(
+            "producer.id.expiration.check.interval.ms",
+            "producer_id_expiration_check_interval_ms",
+            _int(1),
+            600_000,
+            "TransactionLogConfig",
+            ("broker.log_manager:LogManagerSettings.producer_id_expiration_check_interval_ms",),
+        ),
+        # What a topic's log keeps (LogConfig; retention: None is -1, no limit).
+        ConfigKey(
+            "log.retention.ms",
+            "retention_ms",
+            _broker_retention_ms,
+            604_800_000,
+            "ServerLogConfigs (log.retention.hours: 168)",
+            ("broker.log:LogConfig.retention_ms",),
+        ),
+        ConfigKey(
+            "log.retention.bytes",
+            "retention_bytes",
+            _unlimited_below_zero(-(2**63)),
+            None,
+            "ServerLogConfigs",
+            ("broker.log:LogConfig.retention_bytes",),
+        ),
+        ConfigKey(
+            "log.segment.bytes",
+            "segment_bytes",
+            _int(MIN_SEGMENT_BYTES),
+            1_073_741_824,
+            "ServerLogConfigs",
+            ("broker.log:LogConfig.segment_bytes",),
+        ),
+        ConfigKey(
+            "log.roll.ms",
+            "segment_ms",
+            _long(1),
+            604_800_000,
+            "ServerLogConfigs (log.roll.hours: 168)",
+            ("broker.log:LogConfig.segment_ms",),
+        ),
+        # A leader's own retries of an implicit add answered CONCURRENT_TRANSACTIONS
+        # (KAFKA-18654; rules.add_partitions_server_retry), Kafka 4.0+.
+        ConfigKey(
+            "add.partitions.to.txn.retry.backoff.ms",
+            "add_partitions_to_txn_retry_backoff_ms",
+            _int(1),
+            20,
+            "AddPartitionsToTxnConfig",
+            ("broker.broker:BrokerSettings.add_partitions_retry_backoff_ms",),
+        ),
+        ConfigKey(
+            "add.partitions.to.txn.retry.backoff.max.ms",
+            "add_partitions_to_txn_retry_backoff_max_ms",
+            _int(0),
+            100,
+            "AddPartitionsToTxnConfig",
+            ("broker.broker:BrokerSettings.add_partitions_retry_max_ms",),
+        ),
+    )
 }
+
+
+def kafka_default(name: str) -> Any:
+    """Kafka's default of broker config ``name`` (:data:`BROKER_KEYS`)."""
+    return BROKER_KEYS[name].default
+
 
 # Topic configs a scenario may set under ``cluster.topics[].config`` (they override the
 # broker-wide defaults of the same names).
@@ -386,54 +657,72 @@ TOPIC_KEYS: dict[str, _Key] = {
 
 @dataclass(slots=True)
 class BrokerConfig:
-    """Broker configs, Kafka's defaults (``log.flush.*``: never, None here)."""
+    """Broker configs, Kafka's defaults (:data:`BROKER_KEYS`; ``log.flush.*``: never, None here)."""
 
-    replica_lag_time_max_ms: int = 30_000
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_backoff_ms: int = 1_000
-    replica_socket_timeout_ms: int = 30_000
-    broker_session_timeout_ms: int = 9_000
-    broker_heartbeat_interval_ms: int = 2_000
-    log_flush_interval_messages: int | None = None
-    log_flush_interval_ms: int | None = None
-    log_flush_scheduler_interval_ms: int | None = None
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
+    replica_lag_time_max_ms: int = kafka_default("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = kafka_default("replica.fetch.wait.max.ms")
+    replica_fetch_backoff_ms: int = kafka_default("replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = kafka_default("replica.socket.timeout.ms")
+    broker_session_timeout_ms: int = kafka_default("broker.session.timeout.ms")
+    broker_heartbeat_interval_ms: int = kafka_default("broker.heartbeat.interval.ms")
+    log_flush_interval_messages: int | None = kafka_default("log.flush.interval.messages")
+    log_flush_interval_ms: int | None = kafka_default("log.flush.interval.ms")
+    log_flush_scheduler_interval_ms: int | None = kafka_default("log.flush.scheduler.interval.ms")
+    min_insync_replicas: int = kafka_default("min.insync.replicas")
+    unclean_leader_election_enable: bool = kafka_default("unclean.leader.election.enable")
     # The internal topics (KafkaConfig / TransactionLogConfig / GroupCoordinatorConfig
     # defaults); __consumer_offsets takes the broker's min.insync.replicas.
-    transaction_state_log_replication_factor: int = 3
-    transaction_state_log_min_isr: int = 2
-    offsets_topic_replication_factor: int = 3
+    transaction_state_log_replication_factor: int = kafka_default(
+        "transaction.state.log.replication.factor"
+    )
+    transaction_state_log_min_isr: int = kafka_default("transaction.state.log.min.isr")
+    offsets_topic_replication_factor: int = kafka_default("offsets.topic.replication.factor")
     # Log housekeeping (ServerLogConfigs, TransactionLogConfig).
-    log_retention_check_interval_ms: int = 300_000
-    log_initial_task_delay_ms: int = 30_000
-    producer_id_expiration_ms: int = 86_400_000
-    producer_id_expiration_check_interval_ms: int = 600_000
+    log_retention_check_interval_ms: int = kafka_default("log.retention.check.interval.ms")
+    log_initial_task_delay_ms: int = kafka_default("log.initial.task.delay.ms")
+    producer_id_expiration_ms: int = kafka_default("producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = kafka_default(
+        "producer.id.expiration.check.interval.ms"
+    )
     # What a topic's log keeps (LogConfig; retention: None is -1, no limit).
-    retention_ms: int | None = 604_800_000
-    retention_bytes: int | None = None
-    segment_bytes: int = 1_073_741_824
-    segment_ms: int = 604_800_000
+    retention_ms: int | None = kafka_default("log.retention.ms")
+    retention_bytes: int | None = kafka_default("log.retention.bytes")
+    segment_bytes: int = kafka_default("log.segment.bytes")
+    segment_ms: int = kafka_default("log.roll.ms")
     # AddPartitionsToTxnConfig (Kafka 4.0+): the backoff between a leader's own retries of an
     # implicit add, and how long it retries (capped by the broker's request.timeout.ms).
-    add_partitions_to_txn_retry_backoff_ms: int = 20
-    add_partitions_to_txn_retry_backoff_max_ms: int = 100
+    add_partitions_to_txn_retry_backoff_ms: int = kafka_default(
+        "add.partitions.to.txn.retry.backoff.ms"
+    )
+    add_partitions_to_txn_retry_backoff_max_ms: int = kafka_default(
+        "add.partitions.to.txn.retry.backoff.max.ms"
+    )
     # GroupCoordinatorConfig: the classic groups' session timeout bounds and the delay of an
     # empty group's first rebalance.
-    group_min_session_timeout_ms: int = 6_000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3_000
+    group_min_session_timeout_ms: int = kafka_default("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = kafka_default("group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = kafka_default("group.initial.rebalance.delay.ms")
     # The consumer groups' (KIP-848) session and heartbeat interval, with their bounds.
-    group_consumer_session_timeout_ms: int = 45_000
-    group_consumer_min_session_timeout_ms: int = 45_000
-    group_consumer_max_session_timeout_ms: int = 60_000
-    group_consumer_heartbeat_interval_ms: int = 5_000
-    group_consumer_min_heartbeat_interval_ms: int = 5_000
-    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_session_timeout_ms: int = kafka_default("group.consumer.session.timeout.ms")
+    group_consumer_min_session_timeout_ms: int = kafka_default(
+        "group.consumer.min.session.timeout.ms"
+    )
+    group_consumer_max_session_timeout_ms: int = kafka_default(
+        "group.consumer.max.session.timeout.ms"
+    )
+    group_consumer_heartbeat_interval_ms: int = kafka_default(
+        "group.consumer.heartbeat.interval.ms"
+    )
+    group_consumer_min_heartbeat_interval_ms: int = kafka_default(
+        "group.consumer.min.heartbeat.interval.ms"
+    )
+    group_consumer_max_heartbeat_interval_ms: int = kafka_default(
+        "group.consumer.max.heartbeat.interval.ms"
+    )
 
 
 def parse_named_config(
-    raw: Mapping[str, object], keys: Mapping[str, _Key], target: Any, what: str
+    raw: Mapping[str, object], keys: Mapping[str, _Key | ConfigKey], target: Any, what: str
 ) -> Any:
     """Set ``target``'s attributes from Kafka-named ``raw`` keys of ``keys``."""
     for key, value in raw.items():

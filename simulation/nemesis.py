@@ -10,79 +10,29 @@ Realisation happens once, before the run starts, so a run's faults are an explic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import simpy
 
-from eosim.simulation.faults import FaultableCluster, apply_fault
+from eosim.simulation.faults import (
+    KINDS,
+    FaultableCluster,
+    FaultEvent,
+    carry_out,
+    start_fault,
+)
 from eosim.simulation.history import HistoryRecorder
-from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.rng import RandomStream
-from eosim.simulation.scenario import POINT_FAULTS, DurationRange, Fault
-
-
-@dataclass(frozen=True, slots=True)
-class FaultEvent:
-    start: float
-    end: float
-    kind: str
-    targets: tuple[str, ...] = ()
-    groups: tuple[tuple[str, ...], ...] = ()
-    extra_latency: float = 0.0
-    probability: float = 0.0
-    links: tuple[tuple[str, str], ...] = ()
-    # delete_records: the topic, its partition (None: every one) and the offset (-1: the HW).
-    topic: str | None = None
-    partition: int | None = None
-    offset: int = -1
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["targets"] = list(self.targets)
-        d["groups"] = [list(g) for g in self.groups]
-        d["links"] = [list(link) for link in self.links]
-        return d
-
-    def detail(self) -> dict[str, Any]:
-        """What a ``fault`` start line says of this event beside its kind and targets."""
-        detail = {k: v for k, v in self.to_dict().items() if k in ("groups", "links") and v}
-        if self.extra_latency:
-            detail["extra_latency"] = self.extra_latency
-        if self.probability:
-            detail["probability"] = self.probability
-        return detail
-
-    def to_spec(self) -> dict[str, Any]:
-        """This event as an explicitly scheduled fault of a scenario file."""
-        spec: dict[str, Any] = {"kind": self.kind, "at": round(self.start, 6)}
-        if self.kind == "delete_records":
-            spec["topic"] = self.topic
-            if self.partition is not None:
-                spec["partition"] = self.partition
-            spec["offset"] = self.offset
-            return spec
-        spec["duration"] = round(self.end - self.start, 6)
-        if self.targets:
-            spec["nodes"] = list(self.targets)
-        if self.groups:
-            spec["groups"] = [list(g) for g in self.groups]
-        if self.links:
-            spec["links"] = [list(link) for link in self.links]
-        if self.extra_latency:
-            spec["extra_latency"] = self.extra_latency
-        if self.probability:
-            spec["probability"] = self.probability
-        return spec
+from eosim.simulation.scenario import DurationRange, Fault
 
 
 def realize_faults(faults: list[Fault], horizon: float, rng: RandomStream) -> list[FaultEvent]:
     """The concrete fault schedule. ``horizon`` ends random windows that give no ``end``."""
     events: list[FaultEvent] = []
     for spec in faults:
-        if spec.kind in POINT_FAULTS:
+        if KINDS[spec.kind].trigger == "point":
             continue  # triggered by a protocol point, see CrashAtNemesis
         if spec.at is not None:
             events.append(_event(spec, spec.at, tuple(spec.nodes), rng))
@@ -143,12 +93,14 @@ def _event(spec: Fault, start: float, targets: tuple[str, ...], rng: RandomStrea
 
 
 class FaultTarget(Protocol):
-    """Anything the nemesis can hit by name: a broker, an application.
+    """A process the nemesis can hit by name: a broker, the controller, an application.
 
     To make a new component a target, give it these four methods (each idempotent, as a
-    second crash of a dead node must be harmless) and list it in the ``fault_targets()`` of
-    the object that owns it (:meth:`eosim.simulation.cluster.Cluster.fault_targets`,
-    :meth:`eosim.simulation.applications.Applications.fault_targets`).
+    second crash of a dead node must be harmless), list it in the ``fault_targets()`` of the
+    object that owns it (:meth:`eosim.simulation.cluster.Cluster.fault_targets`,
+    :meth:`eosim.simulation.applications.Applications.fault_targets`) and route its name in
+    that owner's fault operations (:class:`eosim.simulation.cluster.Cluster`'s, or
+    :class:`RunFaults` for the applications).
     """
 
     def crash(self) -> None: ...
@@ -160,123 +112,54 @@ class FaultTarget(Protocol):
     def resume(self) -> None: ...
 
 
-@dataclass
-class Targets:
-    """What the nemesis can hit: crash/restart and pause/resume callbacks by node name."""
+class RunFaults:
+    """The model's side of the fault protocol (:class:`eosim.simulation.faults.FaultableCluster`)
+    for a whole run, as :class:`eosim.real.runner.RealFaults` is a real run's: an application's
+    node operations go to that application, every other operation to ``cluster`` (the
+    :class:`~eosim.simulation.cluster.Cluster`'s fault operations: brokers, the controller, the
+    network, DeleteRecords). ``cluster_nodes`` names the cluster's processes, in order."""
 
-    crash: dict[str, Callable[[], None]] = field(default_factory=dict)
-    restart: dict[str, Callable[[], None]] = field(default_factory=dict)
-    pause: dict[str, Callable[[], None]] = field(default_factory=dict)
-    resume: dict[str, Callable[[], None]] = field(default_factory=dict)
-    # A power loss: a crash that also loses unflushed writes (brokers only); undone by restart.
-    power_loss: dict[str, Callable[[], None]] = field(default_factory=dict)
-    # DeleteRecords (topic, partition or None for all, offset) -> each partition's answer:
-    # (partition name, error name, log start offset after it).
-    delete_records: Callable[[str, int | None, int], list[tuple[str, str, int]]] | None = None
-
-    @classmethod
-    def of(cls, *groups: Mapping[str, FaultTarget]) -> Targets:
-        """The targets of every named node in ``groups``, in order."""
-        targets = cls()
-        for group in groups:
-            for name, node in group.items():
-                targets.crash[name], targets.restart[name] = node.crash, node.restart
-                targets.pause[name], targets.resume[name] = node.pause, node.resume
-        return targets
-
-
-class Nemesis:
     def __init__(
         self,
-        env: simpy.Environment,
-        schedule: list[FaultEvent],
-        network: Network,
-        targets: Targets,
-        history: HistoryRecorder,
+        cluster: FaultableCluster,
+        cluster_nodes: Sequence[str],
+        applications: Mapping[str, FaultTarget],
     ) -> None:
-        self.env = env
-        self.schedule = schedule
-        self.network = network
-        self.targets = targets
-        self.history = history
-        self.cluster = SimulatedFaults(targets, network)
-        for event in schedule:
-            env.process(self._run(event))
-
-    def _run(self, event: FaultEvent):  # type: ignore[no-untyped-def]
-        if event.start > self.env.now:
-            yield self.env.timeout(event.start - self.env.now)
-        if event.kind == "delete_records":
-            self._delete_records(event)
-            return
-        undo = self._apply(event)
-        self.history.fault(self.env.now, "start", event.kind, list(event.targets), event.detail())
-        yield self.env.timeout(max(event.end - self.env.now, 0.0))
-        undo()
-        self.history.fault(self.env.now, "stop", event.kind, list(event.targets), {})
-
-    def _delete_records(self, event: FaultEvent) -> None:
-        """An administrator's DeleteRecords, at once: one `fault` line with each partition's
-        answer (its error, and its leader's log start after it), started and stopped."""
-        names, detail = delete_records(event, self.cluster)
-        now = self.env.now
-        self.history.fault(now, "start", event.kind, names, detail)
-        self.history.fault(now, "stop", event.kind, names, {})
-
-    def _apply(self, event: FaultEvent) -> Callable[[], None]:
-        return apply_fault(
-            event.kind,
-            event.targets,
-            event.groups,
-            event.links,
-            event.extra_latency,
-            event.probability,
-            self.cluster,
-        )
-
-
-def delete_records(
-    event: FaultEvent, cluster: FaultableCluster
-) -> tuple[list[str], dict[str, Any]]:
-    """Carry out a ``delete_records`` event on ``cluster``: the partitions it named, and what
-    its ``fault`` lines say (the offset, each partition's log start after it, the errors)."""
-    assert event.topic is not None
-    answers = cluster.delete_records(event.topic, event.partition, event.offset)
-    names = [name for name, _error, _start in answers]
-    detail: dict[str, Any] = {"offset": event.offset}
-    detail["log_start_offsets"] = {name: start for name, _error, start in answers}
-    errors = {name: error for name, error, _start in answers if error != "NONE"}
-    if errors:
-        detail["errors"] = errors
-    return names, detail
-
-
-class SimulatedFaults:
-    """The model's side of the fault protocol (:class:`eosim.simulation.faults.FaultableCluster`):
-    node faults call the targets' callbacks, network faults open and close windows on the
-    simulated :class:`~eosim.simulation.network.Network`."""
-
-    def __init__(self, targets: Targets, network: Network) -> None:
-        self.targets = targets
-        self.network = network
+        self.cluster = cluster
+        self.applications = dict(applications)
+        # Every process a node fault can hit, the cluster's then the applications' (an
+        # ordered set).
+        self.nodes: dict[str, None] = dict.fromkeys([*cluster_nodes, *self.applications])
 
     def crash(self, node: str) -> None:
-        self.targets.crash[node]()
+        if (app := self.applications.get(node)) is not None:
+            app.crash()
+        else:
+            self.cluster.crash(node)
 
     def power_loss(self, node: str) -> None:
-        self.targets.power_loss[node]()
+        self.cluster.power_loss(node)
 
     def restart(self, node: str) -> None:
-        self.targets.restart[node]()
+        if (app := self.applications.get(node)) is not None:
+            app.restart()
+        else:
+            self.cluster.restart(node)
 
     def pause(self, node: str) -> None:
-        self.targets.pause[node]()
+        if (app := self.applications.get(node)) is not None:
+            app.pause()
+        else:
+            self.cluster.pause(node)
 
     def resume(self, node: str) -> None:
-        self.targets.resume[node]()
+        if (app := self.applications.get(node)) is not None:
+            app.resume()
+        else:
+            self.cluster.resume(node)
 
     def partition(self, groups: Sequence[Sequence[str]]) -> Any:
-        return self.network.start_partition(tuple(tuple(g) for g in groups))
+        return self.cluster.partition(groups)
 
     def disturb(
         self,
@@ -285,29 +168,66 @@ class SimulatedFaults:
         extra_latency: float,
         loss: float,
     ) -> Any:
-        if extra_latency:
-            return self.network.start_spike(tuple(nodes), extra_ms=extra_latency, links=links)
-        return self.network.start_spike(tuple(nodes), loss=loss, links=links)
+        return self.cluster.disturb(nodes, links, extra_latency, loss)
 
     def heal(self, handle: Any) -> None:
-        self.network.stop(handle)
+        self.cluster.heal(handle)
 
     def delete_records(
         self, topic: str, partition: int | None, offset: int
     ) -> list[tuple[str, str, int]]:
-        assert self.targets.delete_records is not None
-        return self.targets.delete_records(topic, partition, offset)
+        return self.cluster.delete_records(topic, partition, offset)
+
+
+class Nemesis:
+    """Drives a realised schedule against ``cluster`` in simulated time, writing each
+    fault's ``start`` and ``stop`` lines into ``history``."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        schedule: list[FaultEvent],
+        cluster: FaultableCluster,
+        history: HistoryRecorder,
+    ) -> None:
+        self.env = env
+        self.schedule = schedule
+        self.cluster = cluster
+        self.history = history
+        for event in schedule:
+            env.process(self._run(event))
+
+    def _run(self, event: FaultEvent):  # type: ignore[no-untyped-def]
+        if event.start > self.env.now:
+            yield self.env.timeout(event.start - self.env.now)
+        if KINDS[event.kind].trigger == "instant":
+            self._carry_out(event)
+            return
+        undo = start_fault(event, self.cluster)
+        self.history.fault(self.env.now, "start", event.kind, list(event.targets), event.detail())
+        yield self.env.timeout(max(event.end - self.env.now, 0.0))
+        undo()
+        self.history.fault(self.env.now, "stop", event.kind, list(event.targets), {})
+
+    def _carry_out(self, event: FaultEvent) -> None:
+        """An instant fault (an administrator's DeleteRecords), at once: one `fault` line with
+        what it did, started and stopped."""
+        names, detail = carry_out(event, self.cluster)
+        now = self.env.now
+        self.history.fault(now, "start", event.kind, names, detail)
+        self.history.fault(now, "stop", event.kind, names, {})
 
 
 class CrashAtNemesis:
-    """``crash_at`` and ``pause_at`` faults: crash (or pause) the node that passes a protocol
-    point, then restart (resume) it.
+    """Point-triggered faults (``crash_at``, ``pause_at``): crash (or pause) the node that
+    passes a protocol point, then restart (resume) it.
 
     The fault fires the ``occurrence``-th time its point is passed (by one of ``nodes``, or
     by anyone when ``nodes`` is empty); the node restarts or resumes after ``duration``.
     A hook runs inside the component that passed the point, so a pause takes hold at that
     very step (an application checks for it as it leaves the point). Triggered faults are
-    recorded in the history like scheduled ones, as ``crash`` and ``pause``.
+    recorded in the history like scheduled ones, as the timed kind they act as (``crash``,
+    ``pause``).
     """
 
     def __init__(
@@ -315,30 +235,30 @@ class CrashAtNemesis:
         env: simpy.Environment,
         faults: list[Fault],
         probe: Probe,
-        targets: Targets,
+        cluster: RunFaults,
         history: HistoryRecorder,
         rng: RandomStream,
     ) -> None:
         self.env = env
-        self.targets = targets
+        self.cluster = cluster
         self.history = history
         self.fired: list[FaultEvent] = []
         for spec in faults:
-            if spec.kind not in POINT_FAULTS:
+            acts_as = KINDS[spec.kind].acts_as
+            if acts_as is None:
                 continue
             d = spec.duration
             downtime = d if isinstance(d, float | int) else rng.uniform(d.min, d.max)
             state = {"seen": 0, "done": False}
-            kind = "crash" if spec.kind == "crash_at" else "pause"
 
             def hook(
                 node: str,
                 spec: Fault = spec,
                 state: dict = state,
                 downtime: float = downtime,
-                kind: str = kind,
+                kind: str = acts_as,
             ) -> None:
-                target = self._target(node, kind)
+                target = self._target(node)
                 if state["done"] or target is None or (spec.nodes and target not in spec.nodes):
                     return
                 state["seen"] += 1
@@ -350,8 +270,9 @@ class CrashAtNemesis:
             assert spec.point is not None
             probe.on(spec.point, hook)
 
-    def _target(self, node: str, kind: str) -> str | None:
-        able = self.targets.crash if kind == "crash" else self.targets.pause
+    def _target(self, node: str) -> str | None:
+        """The process ``node`` (``producer-0``, or one incarnation ``producer-0#2``) names."""
+        able = self.cluster.nodes
         if node in able:
             return node
         base = node.split("#", 1)[0]
@@ -359,14 +280,10 @@ class CrashAtNemesis:
 
     def _fire(self, kind: str, node: str, point: str, downtime: float) -> None:
         now = self.env.now
-        self.fired.append(FaultEvent(now, now + downtime, kind, (node,)))
+        event = FaultEvent(now, now + downtime, kind, (node,))
+        self.fired.append(event)
         self.history.fault(now, "start", kind, [node], {"point": point})
-        if kind == "crash":
-            self.targets.crash[node]()
-            undo = self.targets.restart[node]
-        else:
-            self.targets.pause[node]()
-            undo = self.targets.resume[node]
+        undo = start_fault(event, self.cluster)
 
         def restore(_ev: simpy.Event) -> None:
             undo()

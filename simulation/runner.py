@@ -4,7 +4,9 @@ A run is a short list of phases over one SimPy environment (:func:`run_scenario`
 
 1. **build**: the network, the history, the :class:`~eosim.simulation.cluster.Cluster` (brokers,
    coordinators and what they share), the applications of every registered kind
-   (:mod:`eosim.simulation.applications`) and the nemesis with the realised fault schedule;
+   (:mod:`eosim.simulation.applications`) and the nemesis with the realised fault schedule,
+   aimed at the cluster's fault operations and the applications
+   (:class:`~eosim.simulation.nemesis.RunFaults`);
 2. **workload**: run until every application has sent and flushed all its records, or the
    scenario's ``duration``;
 3. **heal**: if the workload finished, wait for the last scheduled fault to end (a paused
@@ -37,7 +39,13 @@ from eosim.simulation.cluster import Cluster
 from eosim.simulation.collector import run_collection
 from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
 from eosim.simulation.history import HistoryRecorder
-from eosim.simulation.nemesis import CrashAtNemesis, FaultEvent, Nemesis, Targets, realize_faults
+from eosim.simulation.nemesis import (
+    CrashAtNemesis,
+    FaultEvent,
+    Nemesis,
+    RunFaults,
+    realize_faults,
+)
 from eosim.simulation.network import LatencyModel, Network, NetworkSettings, TraceEvent
 from eosim.simulation.probe import Probe
 from eosim.simulation.rng import RandomStreams
@@ -244,12 +252,11 @@ class Run:
         self.schedule = realize_faults(
             scenario.faults, workload_horizon(scenario), streams.stream("nemesis")
         )
-        targets = Targets.of(cluster.fault_targets(), self.apps.fault_targets())
-        targets.power_loss = {n: b.power_loss for n, b in cluster.power_targets().items()}
-        targets.delete_records = cluster.delete_records
-        Nemesis(env, self.schedule, network, targets, history)
+        # What the nemeses hit: the cluster's fault operations, and the applications.
+        self.faults = RunFaults(cluster, list(cluster.fault_targets()), self.apps.fault_targets())
+        Nemesis(env, self.schedule, self.faults, history)
         self.crash_at = CrashAtNemesis(
-            env, scenario.faults, probe, targets, history, streams.stream("nemesis-points")
+            env, scenario.faults, probe, self.faults, history, streams.stream("nemesis-points")
         )
         self.cut_by_duration = False
 

@@ -46,7 +46,7 @@ from eosim.simulation.config import (
     parse_producer_config,
 )
 from eosim.simulation.consumer.consumer_coordinator import GroupRebalanceConfig
-from eosim.simulation.probe import POINTS
+from eosim.simulation.faults import KIND_NAMES, shape_error, target_error
 from eosim.simulation.protocol import CONTROLLER, TopicPartition
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
@@ -514,19 +514,8 @@ class Consumer(_Model):
 
 
 # -- faults ---------------------------------------------------------------------------------
-FaultKind = Literal[
-    "crash",
-    "pause",
-    "partition",
-    "delay",
-    "loss",
-    "crash_at",
-    "power_loss",
-    "delete_records",
-    "pause_at",
-]
-# Faults triggered by a protocol point (simulation/probe.py) rather than by time.
-POINT_FAULTS = ("crash_at", "pause_at")
+# The kinds a fault may be, in their declaration order (simulation/faults.py declares each).
+FaultKind = Literal[KIND_NAMES]  # type: ignore[valid-type]
 
 
 class Fault(_Model):
@@ -555,52 +544,11 @@ class Fault(_Model):
 
     @model_validator(mode="after")
     def _shape(self) -> Fault:
-        if self.kind == "delete_records":
-            if self.topic is None:
-                raise ValueError("a delete_records fault needs a 'topic'")
-            if self.duration is not None:
-                raise ValueError("a delete_records fault is instantaneous: it takes no 'duration'")
-            if self.nodes or self.groups or self.links or self.point is not None:
-                raise ValueError(
-                    "a delete_records fault names a 'topic' (and 'partition'), not nodes or links"
-                )
-        else:
-            if self.duration is None:
-                raise ValueError(f"a {self.kind} fault needs a 'duration'")
-            for key in ("topic", "partition"):
-                if getattr(self, key) is not None:
-                    raise ValueError(f"'{key}' applies to delete_records faults only")
-            if self.offset != -1:
-                raise ValueError("'offset' applies to delete_records faults only")
-        if self.kind in POINT_FAULTS:
-            if self.point not in POINTS:
-                raise ValueError(
-                    f"a {self.kind} fault needs a 'point', one of: {', '.join(POINTS)}"
-                )
-            if self.at is not None or self.rate is not None or self.every is not None:
-                raise ValueError(
-                    f"a {self.kind} fault is triggered by its 'point', not 'at'/'rate'/'every'"
-                )
-            return self
-        if self.point is not None:
-            raise ValueError("'point' applies to crash_at and pause_at faults only")
-        if [self.at, self.rate, self.every].count(None) != 2:
-            raise ValueError(
-                "give exactly one of 'at' (scheduled), 'rate' (random) or 'every' (periodic)"
-            )
-
-        if self.kind in ("crash", "pause", "power_loss") and not self.nodes:
-            raise ValueError(f"a {self.kind} fault needs 'nodes'")
-        if self.kind == "partition" and not self.nodes and not self.groups:
-            raise ValueError("a partition fault needs 'nodes' (to isolate) or 'groups'")
-        if self.kind == "delay" and self.extra_latency <= 0:
-            raise ValueError("a delay fault needs a positive 'extra_latency'")
-        if self.kind == "loss" and self.probability <= 0:
-            raise ValueError("a loss fault needs a positive 'probability'")
-        if self.groups is not None and self.kind != "partition":
-            raise ValueError("'groups' applies to partition faults only")
-        if self.links and self.kind not in ("delay", "loss"):
-            raise ValueError("'links' applies to delay and loss faults only")
+        """The shape its kind's declaration asks for
+        (:func:`eosim.simulation.faults.shape_error`)."""
+        problem = shape_error(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 
@@ -785,6 +733,8 @@ class Scenario(_Model):
                 raise _PathError((section, i, "name"), f"application {name!r} is defined twice")
             if name in brokers:
                 raise _PathError((section, i, "name"), f"{name!r} is a broker's name")
+            if name == CONTROLLER_NODE:
+                raise _PathError((section, i, "name"), f"{name!r} is the controller's name")
 
         def known_topic(path: tuple[str | int, ...], topic: str | None) -> None:
             if topic is not None and topic not in topics:
@@ -825,6 +775,9 @@ class Scenario(_Model):
                     f"must be in [0, {topics[w.topic] - 1}] for topic {w.topic!r}",
                 )
         nodes = set(names) | set(brokers) | {CONTROLLER_NODE}
+        # What each node is, for the kinds that hit only some (simulation/faults.py).
+        roles = {n: "reader" if s == "consumers" else "application" for s, _i, n in apps}
+        roles |= dict.fromkeys(brokers, "broker") | {CONTROLLER_NODE: "controller"}
         for i, f in enumerate(self.faults):
             named = list(f.nodes) + [n for g in f.groups or [] for n in g]
             named += [n for link in f.links for n in link]
@@ -833,18 +786,10 @@ class Scenario(_Model):
                     close = difflib.get_close_matches(n, sorted(nodes), n=1, cutoff=0.5)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     raise _PathError(("faults", i), f"unknown node {n!r}{hint}")
-            pausable = set(brokers) | set(names) | {CONTROLLER_NODE}
             for n in f.nodes:
-                if f.kind in ("pause", "pause_at") and n not in pausable:
-                    raise _PathError(
-                        ("faults", i, "nodes"),
-                        f"{f.kind} applies to brokers, the controller and applications only, "
-                        f"not {n!r}",
-                    )
-                if f.kind == "power_loss" and n not in brokers:
-                    raise _PathError(
-                        ("faults", i, "nodes"), f"power_loss applies to brokers only, not {n!r}"
-                    )
+                problem = target_error(f.kind, n, roles[n])
+                if problem is not None:
+                    raise _PathError(("faults", i, "nodes"), problem)
             # Random and periodic faults are realised up front, over [start, end or the
             # duration).
             window = max((f.end if f.end is not None else self.duration) - f.start, 0.0)

@@ -193,21 +193,20 @@ def test_a_run_is_a_cluster_and_applications_driven_phase_by_phase() -> None:
     the same history; the nemesis's targets are the cluster's brokers, then the source and
     pipeline applications (readers are not targets), and the controller."""
     from eosim.simulation import load_scenario, run_scenario
-    from eosim.simulation.nemesis import Targets
     from eosim.simulation.runner import Run
 
     scenario = load_scenario(str(ROOT / "scenarios" / "transactional-pipeline.yaml"))
     run = Run(scenario, 2, trace=False)
-    targets = Targets.of(run.cluster.fault_targets(), run.apps.fault_targets())
+    targets = list(run.faults.nodes)
     brokers = list(run.cluster.metadata.brokers)
     writers = [
         a.name
         for kind in ("transactional_producers", "processors", "producers")
         for a in getattr(scenario, kind)
     ]
-    assert list(targets.crash)[: len(brokers)] == brokers
-    assert sorted(targets.crash) == sorted([*brokers, "controller", *writers])
-    assert not {c.name for c in scenario.consumers} & set(targets.crash)
+    assert targets[: len(brokers)] == brokers
+    assert sorted(targets) == sorted([*brokers, "controller", *writers])
+    assert not {c.name for c in scenario.consumers} & set(targets)
     for phase in (run.run_workload, run.heal, run.settle, run.recover):
         phase()
     run.abandon_open_operations()

@@ -546,3 +546,18 @@ def test_an_error_outside_the_overridden_paths_still_names_its_line(tmp_path):
     (tmp_path / "s.yaml").write_text(text)
     with pytest.raises(ScenarioError, match=r"s\.yaml:\d+: producers\[0\]\.config\.acks"):
         load_scenario(tmp_path / "s.yaml", ["duration=30s"])
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("broker-1", "s.yaml:6: producers[0].name: 'broker-1' is a broker's name"),
+        ("controller", "s.yaml:6: producers[0].name: 'controller' is the controller's name"),
+    ],
+)
+def test_an_application_cannot_take_a_node_name_of_the_cluster(name, expected):
+    """An application named like a broker or the controller would share its network node
+    and its fault target."""
+    text = GOOD.replace("  - name: p\n", f"  - name: {name}\n", 1)
+    assert f"name: {name}" in text
+    assert error_for(text) == expected

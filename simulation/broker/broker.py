@@ -33,6 +33,7 @@ from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from eosim.simulation.broker.producer_state import ProducerStateManager, Verdict
 from eosim.simulation.broker.replica_manager import ReplicaManager, ReplicationSettings
+from eosim.simulation.config import kafka_default
 from eosim.simulation.coordinator.directory import CONSUMER_OFFSETS_TOPIC, is_internal
 from eosim.simulation.coordinator.runtime import AddPartition, CoordinatorRuntime
 from eosim.simulation.network import Connection, Message, Network
@@ -122,15 +123,19 @@ class BrokerSettings:
     fetch_max_records: int = 500
     # broker.heartbeat.interval.ms, and broker.session.timeout.ms (which caps the backoff of a
     # refused registration).
-    heartbeat_interval_ms: float = 2_000.0
-    session_timeout_ms: float = 9_000.0
+    heartbeat_interval_ms: float = float(kafka_default("broker.heartbeat.interval.ms"))
+    session_timeout_ms: float = float(kafka_default("broker.session.timeout.ms"))
     # How long a restarted broker process takes to start (cluster.broker_startup).
     startup_ms: float = 2_000.0
     # add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms
     # (AddPartitionsToTxnConfig): a leader's own retries of an implicit add answered
     # CONCURRENT_TRANSACTIONS (rules.add_partitions_server_retry).
-    add_partitions_retry_backoff_ms: float = 20.0
-    add_partitions_retry_max_ms: float = 100.0
+    add_partitions_retry_backoff_ms: float = float(
+        kafka_default("add.partitions.to.txn.retry.backoff.ms")
+    )
+    add_partitions_retry_max_ms: float = float(
+        kafka_default("add.partitions.to.txn.retry.backoff.max.ms")
+    )
 
     def lifecycle(self) -> LifecycleSettings:
         return LifecycleSettings(

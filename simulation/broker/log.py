@@ -60,6 +60,7 @@ from itertools import repeat
 from typing import Literal
 
 from eosim.simulation.broker.producer_state import ProducerStateManager
+from eosim.simulation.config import kafka_default
 from eosim.simulation.history import LogRecords
 from eosim.simulation.records import (
     CONTROL_BATCH_BYTES,
@@ -81,9 +82,9 @@ __all__ = [
 ]
 
 # Kafka's LogConfig defaults: segment.bytes 1 GiB, segment.ms and retention.ms 7 days.
-DEFAULT_SEGMENT_BYTES = 1_073_741_824
-DEFAULT_SEGMENT_MS = 604_800_000.0
-DEFAULT_RETENTION_MS = 604_800_000.0
+DEFAULT_SEGMENT_BYTES: int = kafka_default("log.segment.bytes")
+DEFAULT_SEGMENT_MS = float(kafka_default("log.roll.ms"))
+DEFAULT_RETENTION_MS = float(kafka_default("log.retention.ms"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ class LogConfig:
 
     # retention.ms (None: -1, keep for ever) and retention.bytes (None: -1, no limit).
     retention_ms: float | None = DEFAULT_RETENTION_MS
-    retention_bytes: int | None = None
+    retention_bytes: int | None = kafka_default("log.retention.bytes")
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_ms: float = DEFAULT_SEGMENT_MS
     # cleanup.policy: "delete" (True) for data topics; the internal topics are compacted, and

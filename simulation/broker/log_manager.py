@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import simpy
 
 from eosim.simulation.broker.replica_manager import ReplicaManager
+from eosim.simulation.config import kafka_default
 from eosim.simulation.protocol import Errors, TopicPartition
 
 # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark.
@@ -39,11 +40,13 @@ HIGH_WATERMARK = -1
 class LogManagerSettings:
     """Broker configs of log housekeeping, Kafka's defaults (milliseconds)."""
 
-    log_retention_check_interval_ms: float = 300_000.0
+    log_retention_check_interval_ms: float = float(kafka_default("log.retention.check.interval.ms"))
     # log.initial.task.delay.ms (an internal config): the first retention check.
-    log_initial_task_delay_ms: float = 30_000.0
-    producer_id_expiration_ms: float = 86_400_000.0
-    producer_id_expiration_check_interval_ms: float = 600_000.0
+    log_initial_task_delay_ms: float = float(kafka_default("log.initial.task.delay.ms"))
+    producer_id_expiration_ms: float = float(kafka_default("producer.id.expiration.ms"))
+    producer_id_expiration_check_interval_ms: float = float(
+        kafka_default("producer.id.expiration.check.interval.ms")
+    )
 
 
 class LogManager:

@@ -38,6 +38,7 @@ from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.leader_epoch_cache import LeaderEpochCache
 from eosim.simulation.broker.log import LogConfig, PartitionLog
 from eosim.simulation.broker.producer_state import ProducerStateManager
+from eosim.simulation.config import kafka_default
 from eosim.simulation.protocol import Errors, TopicPartition
 from eosim.simulation.records import LogBatch
 
@@ -98,8 +99,8 @@ class LeaderState:
     leader_epoch: int
     isr: frozenset[int]
     epoch_start_offset: int
-    min_insync_replicas: int = 1
-    replica_lag_time_max_ms: float = 30_000.0
+    min_insync_replicas: int = kafka_default("min.insync.replicas")
+    replica_lag_time_max_ms: float = float(kafka_default("replica.lag.time.max.ms"))
     hw_advances_under_min_isr: bool = False
     high_watermark: int = 0
     # An AlterPartition in flight: the ISR it asks for (Kafka's PendingPartitionChange).
@@ -208,8 +209,8 @@ class TopicSettings:
     """A topic's replication settings (Kafka's topic configs of the same names)."""
 
     replication_factor: int = 1
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
+    min_insync_replicas: int = kafka_default("min.insync.replicas")
+    unclean_leader_election_enable: bool = kafka_default("unclean.leader.election.enable")
     # What its logs keep (retention.ms, retention.bytes, segment.bytes, segment.ms).
     log: LogConfig = field(default_factory=LogConfig)
 

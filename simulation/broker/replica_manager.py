@@ -40,6 +40,7 @@ from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.leader_epoch_cache import UNDEFINED_EPOCH, truncation_state
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_state import ProducerStateManager
+from eosim.simulation.config import kafka_default
 from eosim.simulation.coordinator.directory import is_internal
 from eosim.simulation.network import Connection, Message, Network
 from eosim.simulation.probe import Probe
@@ -78,18 +79,18 @@ _ALTER_AWAIT_METADATA = frozenset(
 class ReplicationSettings:
     """Broker configs of replication and durability, under Kafka's names in scenarios."""
 
-    replica_fetch_wait_max_ms: float = 500.0
-    replica_fetch_backoff_ms: float = 1_000.0
-    replica_lag_time_max_ms: float = 30_000.0
-    replica_socket_timeout_ms: float = 30_000.0
+    replica_fetch_wait_max_ms: float = float(kafka_default("replica.fetch.wait.max.ms"))
+    replica_fetch_backoff_ms: float = float(kafka_default("replica.fetch.backoff.ms"))
+    replica_lag_time_max_ms: float = float(kafka_default("replica.lag.time.max.ms"))
+    replica_socket_timeout_ms: float = float(kafka_default("replica.socket.timeout.ms"))
     # Records a follower fetch returns per partition (replica.fetch.max.bytes, 1 MiB, in
     # records: eosim's records have no size).
     replica_fetch_max_records: int = 10_000
     # How long an AlterPartition may go unanswered before it is sent again.
     controller_request_timeout_ms: float = 30_000.0
-    log_flush_interval_messages: int | None = None
-    log_flush_interval_ms: float | None = None
-    log_flush_scheduler_interval_ms: float | None = None
+    log_flush_interval_messages: int | None = kafka_default("log.flush.interval.messages")
+    log_flush_interval_ms: float | None = kafka_default("log.flush.interval.ms")
+    log_flush_scheduler_interval_ms: float | None = kafka_default("log.flush.scheduler.interval.ms")
     os_writeback_ms: float = 30_000.0
 
     def durability(self) -> LogDurability:

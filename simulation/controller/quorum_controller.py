@@ -47,6 +47,7 @@ from typing import Any
 import simpy
 
 from eosim.simulation.broker.partition import TopicSettings
+from eosim.simulation.config import kafka_default
 from eosim.simulation.controller.partition_change import (
     NO_LEADER,
     ElectionPolicy,
@@ -82,7 +83,7 @@ FenceListener = Callable[[str, bool], None]
 
 @dataclass(frozen=True, slots=True)
 class ControllerSettings:
-    session_timeout_ms: float = 9_000.0
+    session_timeout_ms: float = float(kafka_default("broker.session.timeout.ms"))
     request_time_ms: float = 0.1
     # KIP-966's eligible leader replicas (eligible.leader.replicas.version=1: on by default in
     # new 4.1+ clusters, off before).
