@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.columns import LogTable
 from eosim.analysis.delivery_screen import clean_deliveries
 from eosim.analysis.history import (
@@ -48,7 +49,8 @@ from eosim.analysis.history import (
     paused_gc,
 )
 
-ANOMALIES = ("duplicate", "lost_write", "nonmonotonic_send", "inconsistent_offsets", "unseen")
+# The delivery anomalies, declared in eosim.analysis.anomalies.
+ANOMALIES = names(check="checker")
 MAX_EXAMPLES = 3
 # Caps on lists inside one example, so that a pathological history keeps small examples.
 MAX_LISTED = 5

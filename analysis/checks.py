@@ -7,7 +7,8 @@ read from Jepsen, Jepsen's version-order checks.
 `eosim.analysis.replica_checker.check_replicas`, `eosim.analysis.rewrite_checker.check_rewrites`,
 `eosim.analysis.version_order.check_version_orders` and
 `eosim.analysis.cycle_checker.check_cycles` on one history and returns a single `CheckResult`
-whose `anomalies` hold every name in `ALL_ANOMALIES`: base names first, then transactional,
+whose `anomalies` hold every name in `ALL_ANOMALIES` (the order of the registry,
+`eosim.analysis.anomalies`, which says how to add one): base names first, then transactional,
 consumer-group, replication, within-op and cycle ones (the cycles of an eosim history's
 transactions too: `eosim.analysis.cycle_checker.transaction_ops`). A history with client ops
 (read from Jepsen: no final log) has the names of
@@ -18,13 +19,14 @@ the delivery checks."""
 
 from __future__ import annotations
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.checker import ANOMALIES, CheckResult, check
 from eosim.analysis.columns import send_columns
-from eosim.analysis.cycle_checker import CYCLE_ANOMALIES, check_cycles
+from eosim.analysis.cycle_checker import check_cycles
 from eosim.analysis.group_checker import GROUP_ANOMALIES, check_groups
 from eosim.analysis.history import History, paused_gc
-from eosim.analysis.replica_checker import REPLICA_ANOMALIES, check_replicas
-from eosim.analysis.rewrite_checker import REWRITE_ANOMALIES, check_rewrites
+from eosim.analysis.replica_checker import check_replicas
+from eosim.analysis.rewrite_checker import check_rewrites
 from eosim.analysis.txn_checker import TXN_ANOMALIES, check_transactions, judge_open_transactions
 from eosim.analysis.version_order import (
     INTERNAL_ANOMALIES,
@@ -32,19 +34,14 @@ from eosim.analysis.version_order import (
     check_version_orders,
 )
 
+# Views of the registry (eosim.analysis.anomalies), which declares every anomaly and its order.
 # Invariants of Kafka's replication (kafka-tlaplus "log matching" and "consistent reads"), each
 # judged by its own module.
-REPLICATION_ANOMALIES = (*REPLICA_ANOMALIES, *REWRITE_ANOMALIES)
+REPLICATION_ANOMALIES = names(family="replication")
 # Jepsen's within-op checks (histories read from Jepsen only; 0 otherwise) and dependency cycles
 # (any history with transactions).
-JEPSEN_ANOMALIES = (*INTERNAL_ANOMALIES, *CYCLE_ANOMALIES)
-ALL_ANOMALIES = (
-    *ANOMALIES,
-    *TXN_ANOMALIES,
-    *GROUP_ANOMALIES,
-    *REPLICATION_ANOMALIES,
-    *JEPSEN_ANOMALIES,
-)
+JEPSEN_ANOMALIES = names(family="jepsen")
+ALL_ANOMALIES = names()
 
 
 def check_history(history: History) -> CheckResult:

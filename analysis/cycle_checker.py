@@ -38,11 +38,13 @@ from typing import Any
 
 import networkx as nx
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.checker import Anomaly, aborted_offsets, first_markers_after
 from eosim.analysis.history import ClientOp, History, MicroOp, paused_gc
 from eosim.analysis.version_order import Analysis, op_summary, reads, writes
 
-CYCLE_ANOMALIES = ("G0", "G1c")
+# Declared in eosim.analysis.anomalies.
+CYCLE_ANOMALIES = names(check="cycle_checker")
 DATA_FS = ("send", "poll", "txn")
 
 

@@ -1,8 +1,9 @@
-"""One-line, human-readable descriptions of the checker's anomaly examples."""
+"""How to show one example of an anomaly: a one-line sentence, and the record values its
+timeline follows. Each anomaly's entry in `eosim.analysis.anomalies` names its functions here
+(`AnomalyKind.describe`, `AnomalyKind.values`); :func:`describe` looks them up there."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 
@@ -11,52 +12,59 @@ def _at(d: dict[str, Any]) -> str:
 
 
 def describe(name: str, example: dict[str, Any]) -> str:
-    """A sentence for one example of anomaly ``name`` (falls back to its keys)."""
+    """A sentence for one example of anomaly ``name`` (falls back to its keys): a
+    version-order comparison as such (`eosim.analysis.version_order`), any other example by
+    its anomaly's `AnomalyKind.describe`."""
+    # The registry names this module's functions, so it is imported when first needed.
+    from eosim.analysis.anomalies import KINDS
+
     try:
         if "delta" in example and "kind" in example:
-            return _order_pair(example)
-        if name in ("G0", "G1c"):
-            return _cycle(example)
-        if name == "duplicate":
-            where = ", ".join(_at(p) for p in example["positions"])
-            return f"{example['value']} landed {example['times_landed']} times: {where}"
-        if name in ("lost_write", "unseen"):
-            acked = "" if example.get("offset") is None else f" acked at offset {example['offset']}"
-            what = (
-                "missing from the " + example["missing_from"]
-                if name == "lost_write"
-                else ("never read")
-            )
-            return f"{example['value']} ({example['outcome']}, {example['process']}{acked}) {what}"
-        if name == "nonmonotonic_send":
-            return (
-                f"{example['process']} sent {example['earlier_value']} then {example['value']}, "
-                f"but they landed at {example['topic']}-{example['partition']}@"
-                f"{example['earlier_offset']} and @{example['offset']}"
-            )
-        if name == "inconsistent_offsets":
-            values = " vs ".join(
-                f"{v['value']} ({', '.join(v['sources'])})" for v in example["values"]
-            )
-            return f"{_at(example)} holds {values}"
-        if name in _TXN:
-            return _TXN[name](example)
-        if name == "replica_divergence":
-            return _replica_divergence(example)
-        if name == "offset_rewrite":
-            return _offset_rewrite(example)
-        if name == "offset_rewind":
-            return _offset_rewind(example)
+            return order_pair(example)
+        kind = KINDS.get(name)
+        if kind is not None:
+            return kind.describe(example)
     except (KeyError, TypeError, IndexError):
         pass
     return ", ".join(f"{k}={v}" for k, v in example.items())
+
+
+def duplicate(example: dict[str, Any]) -> str:
+    where = ", ".join(_at(p) for p in example["positions"])
+    return f"{example['value']} landed {example['times_landed']} times: {where}"
+
+
+def _acked(example: dict[str, Any]) -> str:
+    acked = "" if example.get("offset") is None else f" acked at offset {example['offset']}"
+    return f"{example['value']} ({example['outcome']}, {example['process']}{acked})"
+
+
+def lost_write(example: dict[str, Any]) -> str:
+    return f"{_acked(example)} missing from the {example['missing_from']}"
+
+
+def unseen(example: dict[str, Any]) -> str:
+    return f"{_acked(example)} never read"
+
+
+def nonmonotonic_send(example: dict[str, Any]) -> str:
+    return (
+        f"{example['process']} sent {example['earlier_value']} then {example['value']}, "
+        f"but they landed at {example['topic']}-{example['partition']}@"
+        f"{example['earlier_offset']} and @{example['offset']}"
+    )
+
+
+def inconsistent_offsets(example: dict[str, Any]) -> str:
+    values = " vs ".join(f"{v['value']} ({', '.join(v['sources'])})" for v in example["values"])
+    return f"{_at(example)} holds {values}"
 
 
 def _op(op: dict[str, Any]) -> str:
     return f"op {op['id']} ({op['type']} {op['f']}, process {op['process']})"
 
 
-def _order_pair(e: dict[str, Any]) -> str:
+def order_pair(e: dict[str, Any]) -> str:
     """A Jepsen-style comparison of two positions in a key's version order
     (eosim.analysis.version_order): between two ops of a process, or within one op."""
     done = "read" if e["kind"] == "poll" else "sent"
@@ -75,7 +83,7 @@ def _order_pair(e: dict[str, Any]) -> str:
     return text
 
 
-def _cycle(e: dict[str, Any]) -> str:
+def cycle(e: dict[str, Any]) -> str:
     ops = e["cycle"]
     steps = []
     for a, b, step in zip(ops, ops[1:], e["steps"], strict=False):
@@ -98,13 +106,13 @@ def _ms(time: float | None) -> str:
     return "never" if time is None else f"{time:g} ms"
 
 
-def _aborted_read(e: dict[str, Any]) -> str:
+def aborted_read(e: dict[str, Any]) -> str:
     why = "an ABORT marker" if e.get("marker") == "ABORT" else "its transaction aborted"
     isolation = e.get("isolation", "read_committed")
     return f"{e['process']} read {e['value']} at {_at(e)} ({isolation}), but {why}"
 
 
-def _torn_transaction(e: dict[str, Any]) -> str:
+def torn_transaction(e: dict[str, Any]) -> str:
     more = ", ..." if len(e["visible"]) + len(e["missing"]) < e["sends"] else ""
     return (
         f"{_txn(e)}, {e['sends']} values: {', '.join(e['visible'])} visible, "
@@ -112,14 +120,14 @@ def _torn_transaction(e: dict[str, Any]) -> str:
     )
 
 
-def _precommitted_read(e: dict[str, Any]) -> str:
+def precommitted_read(e: dict[str, Any]) -> str:
     writer = f" (written by {_txn(e['txns'][0])})" if e["txns"] else ""
     return (
         f"{e['process']} read {e['value']} at {_at(e)} at {_ms(e['time'])}, {e['reason']}{writer}"
     )
 
 
-def _poll_skip(e: dict[str, Any]) -> str:
+def poll_skip(e: dict[str, Any]) -> str:
     first = e["skipped"][0]
     return (
         f"{e['process']} read {e['topic']}-{e['partition']} up to @{e['previous_last_offset']}, "
@@ -128,14 +136,14 @@ def _poll_skip(e: dict[str, Any]) -> str:
     )
 
 
-def _nonmonotonic_poll(e: dict[str, Any]) -> str:
+def nonmonotonic_poll(e: dict[str, Any]) -> str:
     return (
         f"{e['process']} read {e['topic']}-{e['partition']} up to @{e['previous_last_offset']}, "
         f"then again from @{e['first_offset']}"
     )
 
 
-def _duplicate_processing(e: dict[str, Any]) -> str:
+def duplicate_processing(e: dict[str, Any]) -> str:
     text = (
         f"input {e['input']['value']} at {_at(e['input'])}: {e['ok_steps']} ok steps, "
         f"{e['steps_with_visible_output']} with visible outputs"
@@ -147,7 +155,7 @@ def _duplicate_processing(e: dict[str, Any]) -> str:
     return text
 
 
-def _lost_processing(e: dict[str, Any]) -> str:
+def lost_processing(e: dict[str, Any]) -> str:
     return (
         f"input {e['value']} at {_at(e['input'])} is below group {e['group']}'s committed "
         f"offset {e['committed_offset']}, but none of its {len(e['steps'])} step(s) "
@@ -155,7 +163,7 @@ def _lost_processing(e: dict[str, Any]) -> str:
     )
 
 
-def _zombie_write(e: dict[str, Any]) -> str:
+def zombie_write(e: dict[str, Any]) -> str:
     fence = e["fence"]
     return (
         f"{e['value']} at {_at(e)} appended at {_ms(e['time'])} by producer {e['producer_id']} "
@@ -163,7 +171,7 @@ def _zombie_write(e: dict[str, Any]) -> str:
     )
 
 
-def _hanging_transaction(e: dict[str, Any]) -> str:
+def hanging_transaction(e: dict[str, Any]) -> str:
     open_txns = ", ".join(
         f"producer {t['producer_id']} from @{t['first_offset']}" for t in e["open_transactions"]
     )
@@ -189,14 +197,14 @@ def _replica(r: dict[str, Any]) -> str:
     )
 
 
-def _replica_divergence(e: dict[str, Any]) -> str:
+def replica_divergence(e: dict[str, Any]) -> str:
     first, second = e["replicas"]
     more = e["diverging_pairs"] - 1
     also = f"; {more} more diverging pair(s)" if more else ""
     return f"{_at(e)} below both high watermarks: {_replica(first)}, {_replica(second)}{also}"
 
 
-def _offset_rewrite(e: dict[str, Any]) -> str:
+def offset_rewrite(e: dict[str, Any]) -> str:
     read, later = e["read"], e["later"]
     if later["source"] == "poll":
         then = f"{later['process']} read {later['value']} there at {_ms(later['time'])}"
@@ -209,19 +217,6 @@ def _offset_rewrite(e: dict[str, Any]) -> str:
     return f"{read['process']} read {read['value']} at {_at(e)} at {_ms(read['time'])}, but {then}"
 
 
-_TXN: dict[str, Callable[[dict[str, Any]], str]] = {
-    "aborted_read": _aborted_read,
-    "torn_transaction": _torn_transaction,
-    "precommitted_read": _precommitted_read,
-    "poll_skip": _poll_skip,
-    "nonmonotonic_poll": _nonmonotonic_poll,
-    "duplicate_processing": _duplicate_processing,
-    "lost_processing": _lost_processing,
-    "zombie_write": _zombie_write,
-    "hanging_transaction": _hanging_transaction,
-}
-
-
 def _member(e: dict[str, Any]) -> str:
     """A commit's writer: its classic generation, or its KIP-848 member epoch."""
     if e.get("epoch") is not None:
@@ -229,7 +224,7 @@ def _member(e: dict[str, Any]) -> str:
     return f"{e['process']} (generation {e['generation']})"
 
 
-def _offset_rewind(e: dict[str, Any]) -> str:
+def offset_rewind(e: dict[str, Any]) -> str:
     who = _member(e)
     parts = []
     if "earlier" in e:
@@ -248,3 +243,44 @@ def _offset_rewind(e: dict[str, Any]) -> str:
             f"generation {newer['generation']} at {_ms(newer['time'])}"
         )
     return f"{who} " + "; ".join(parts) if parts else who
+
+
+# The record values a timeline follows for one example (`AnomalyKind.values`); an anomaly
+# without such a function follows its example's "value", if any (:func:`example_value`).
+
+
+def example_value(example: dict[str, Any]) -> list[str]:
+    return [example["value"]] if "value" in example else []
+
+
+def nonmonotonic_send_values(example: dict[str, Any]) -> list[str]:
+    return [example["earlier_value"], example["value"]]
+
+
+def inconsistent_offsets_values(example: dict[str, Any]) -> list[str]:
+    return [v["value"] for v in example.get("values", [])]
+
+
+def torn_transaction_values(example: dict[str, Any]) -> list[str]:
+    return [*example.get("visible", []), *example.get("missing", [])]
+
+
+def poll_skip_values(example: dict[str, Any]) -> list[str]:
+    return [r["value"] for r in example.get("skipped", [])]
+
+
+def duplicate_processing_values(example: dict[str, Any]) -> list[str]:
+    values = [r["value"] for r in example.get("outputs_at_several_positions", [])]
+    for step in example.get("steps", []):
+        values += [v for v in step.get("visible_outputs", []) if v not in values]
+    return values
+
+
+def offset_rewrite_values(example: dict[str, Any]) -> list[str]:
+    later = example["later"].get("value")
+    return [example["read"]["value"], *([] if later is None else [later])]
+
+
+def replica_divergence_values(example: dict[str, Any]) -> list[str]:
+    entries = [r["entry"] for r in example.get("replicas", [])]
+    return [e["record"] for e in entries if e is not None and "record" in e]

@@ -43,10 +43,12 @@ import heapq
 from collections import defaultdict, deque
 from typing import Any
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.checker import Anomaly
 from eosim.analysis.history import GroupEvent, History
 
-GROUP_ANOMALIES = ("offset_rewind",)
+# Declared in eosim.analysis.anomalies.
+GROUP_ANOMALIES = names(check="group_checker")
 
 
 def check_groups(history: History) -> dict[str, Anomaly]:

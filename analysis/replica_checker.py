@@ -40,11 +40,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.checker import MAX_LISTED, Anomaly
 from eosim.analysis.columns import LogTable
 from eosim.analysis.history import History, LogRecord, Marker, Replica
 
-REPLICA_ANOMALIES = ("replica_divergence",)
+# Declared in eosim.analysis.anomalies.
+REPLICA_ANOMALIES = names(check="replica_checker")
 
 # An offset's entry on one replica: a record, a control marker, or None (absent).
 Entry = LogRecord | Marker | None

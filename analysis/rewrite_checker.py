@@ -41,10 +41,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.checker import Anomaly, Position, position_dict
 from eosim.analysis.history import History, Marker, Poll
 
-REWRITE_ANOMALIES = ("offset_rewrite",)
+# Declared in eosim.analysis.anomalies.
+REWRITE_ANOMALIES = names(check="rewrite_checker")
 
 # One read: the poll that returned it (its index in `History.polls`) and the value.
 _Read = tuple[int, Poll, str]

@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from eosim.analysis.anomalies import ANOMALY_KINDS, KINDS
+from eosim.analysis.explain import example_value
 from eosim.analysis.partition_story import PartitionStory, node_key, partition_story
 
 MARGIN_MS = 2.0
-# The anomalies whose timelines tell their partition's story (a lost record's).
-PARTITION_STORIES = ("lost_write",)
-# The anomalies whose timelines show the processing steps and their consumer group's story
-# (assignments, revocations, lost partitions, commits and their refusals).
-GROUP_STORIES = ("duplicate_processing", "lost_processing")
+# The anomalies whose timelines tell their partition's story (a lost record's), and those whose
+# timelines show the processing steps and their consumer group's story (assignments,
+# revocations, lost partitions, commits and their refusals): `AnomalyKind.story`.
+PARTITION_STORIES = tuple(kind.name for kind in ANOMALY_KINDS if kind.story == "partition")
+GROUP_STORIES = tuple(kind.name for kind in ANOMALY_KINDS if kind.story == "group")
 
 
 @dataclass
@@ -198,26 +200,12 @@ def text_width(content: str, size: int = FONT_SIZE) -> float:
 
 
 def values_of(anomaly: str, example: dict[str, Any]) -> list[str]:
-    if anomaly == "nonmonotonic_send":
-        return [example["earlier_value"], example["value"]]
-    if anomaly == "inconsistent_offsets":
-        return [v["value"] for v in example.get("values", [])]
-    if anomaly == "torn_transaction":
-        return [*example.get("visible", []), *example.get("missing", [])]
-    if anomaly == "poll_skip":
-        return [r["value"] for r in example.get("skipped", [])]
-    if anomaly == "duplicate_processing":
-        values = [r["value"] for r in example.get("outputs_at_several_positions", [])]
-        for step in example.get("steps", []):
-            values += [v for v in step.get("visible_outputs", []) if v not in values]
-        return values
-    if anomaly == "offset_rewrite":
-        later = example["later"].get("value")
-        return [example["read"]["value"], *([] if later is None else [later])]
-    if anomaly == "replica_divergence":
-        entries = [r["entry"] for r in example.get("replicas", [])]
-        return [e["record"] for e in entries if e is not None and "record" in e]
-    return [example["value"]] if "value" in example else []
+    """The record values the timeline of ``example`` follows (`AnomalyKind.values`; for a name
+    the registry does not know, the example's "value")."""
+    kind = KINDS.get(anomaly)
+    if kind is None:
+        return example_value(example)
+    return kind.example_values(example)
 
 
 def build(

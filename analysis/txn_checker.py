@@ -40,6 +40,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Any
 
+from eosim.analysis.anomalies import names
 from eosim.analysis.checker import (
     MAX_LISTED,
     Anomaly,
@@ -63,17 +64,8 @@ from eosim.analysis.history import (
     paused_gc,
 )
 
-TXN_ANOMALIES = (
-    "aborted_read",
-    "torn_transaction",
-    "precommitted_read",
-    "poll_skip",
-    "nonmonotonic_poll",
-    "duplicate_processing",
-    "lost_processing",
-    "zombie_write",
-    "hanging_transaction",
-)
+# The transactional and consumer anomalies, declared in eosim.analysis.anomalies.
+TXN_ANOMALIES = names(check="txn_checker")
 READ_COMMITTED = "read_committed"
 # The broker's default transaction.max.timeout.ms (TransactionStateManagerConfig): no producer's
 # transaction.timeout.ms may exceed it, so it bounds a timeout the history does not give.

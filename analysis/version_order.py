@@ -41,23 +41,17 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from eosim.analysis.anomalies import names, version_order_names
 from eosim.analysis.checker import MAX_LISTED, Anomaly
 from eosim.analysis.history import ClientOp, History
 
 Key = tuple[str, int]
 
-# The names judged here for a history with client ops, in place of the log-based checks.
-REPLACED_ANOMALIES = (
-    "duplicate",
-    "lost_write",
-    "nonmonotonic_send",
-    "inconsistent_offsets",
-    "poll_skip",
-    "nonmonotonic_poll",
-    "precommitted_read",
-    "aborted_read",
-)
-INTERNAL_ANOMALIES = ("int_poll_skip", "int_nonmonotonic_poll", "int_nonmonotonic_send")
+# The names judged here for a history with client ops, in place of the log-based checks
+# (`AnomalyKind.from_version_order`), and the within-op ones judged only here; declared in
+# eosim.analysis.anomalies.
+INTERNAL_ANOMALIES = names(check="version_order")
+REPLACED_ANOMALIES = names(from_version_order=True)
 DATA_FS = ("send", "poll", "txn")
 READ_FS = ("poll", "txn")
 ASSIGN_FS = ("assign", "subscribe")
@@ -182,7 +176,7 @@ def check_version_orders(
     """Every name in `REPLACED_ANOMALIES` and `INTERNAL_ANOMALIES`, with count 0 when absent;
     all 0 for a history without client ops. `lost`, when given, receives every lost write as
     (topic, partition, value), for `unseen` to leave out."""
-    anomalies = {name: Anomaly(name) for name in (*REPLACED_ANOMALIES, *INTERNAL_ANOMALIES)}
+    anomalies = {name: Anomaly(name) for name in version_order_names()}
     if not history.client_ops:
         return anomalies
     a = Analysis(history)

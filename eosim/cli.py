@@ -22,15 +22,12 @@ from typing import Any, TextIO
 import click
 
 from eosim import __version__, api
-from eosim.analysis.checks import JEPSEN_ANOMALIES, end_notes, transactional_ops
-from eosim.analysis.cycle_checker import CYCLE_ANOMALIES, cycles_judged
+from eosim.analysis.anomalies import KINDS
+from eosim.analysis.checks import end_notes, transactional_ops
+from eosim.analysis.cycle_checker import cycles_judged
 from eosim.analysis.expect import ExpectResult, parse_expectation
 from eosim.analysis.explain import describe
-from eosim.analysis.group_checker import GROUP_ANOMALIES
 from eosim.analysis.history import History, HistoryError
-from eosim.analysis.replica_checker import REPLICA_ANOMALIES
-from eosim.analysis.txn_checker import TXN_ANOMALIES
-from eosim.analysis.version_order import REPLACED_ANOMALIES
 from eosim.real import RealError
 from eosim.simulation import ScenarioError
 from eosim.simulation.config import ConfigException
@@ -629,7 +626,7 @@ def _judged(name: str, history: History) -> bool:
     """Whether a Jepsen check judged ``history``: the within-op ones only a history read from
     Jepsen, the cycle ones any history where a cycle could be (a txn op or a transactional
     step)."""
-    if name in CYCLE_ANOMALIES:
+    if KINDS[name].check == "cycle_checker":
         return cycles_judged(history)
     return bool(history.client_ops)
 
@@ -646,16 +643,17 @@ def _print_anomalies(anomalies: dict[str, Any], history: History) -> None:
     txn_ops = transactional_ops(history)
     quiet = 0
     for name, a in anomalies.items():
-        if not a.count and name in JEPSEN_ANOMALIES and not _judged(name, history):
+        kind = KINDS[name]  # how the registry (eosim.analysis.anomalies) declares it
+        if not a.count and kind.family == "jepsen" and not _judged(name, history):
             continue
-        judged = history.client_ops and name in REPLACED_ANOMALIES  # from Jepsen's polls
-        if not txn_ops and not a.count and name in TXN_ANOMALIES and not judged:
+        judged = history.client_ops and kind.from_version_order  # from Jepsen's polls
+        if not txn_ops and not a.count and kind.check == "txn_checker" and not judged:
             quiet += 1
             continue
-        if not history.replicas and not a.count and name in REPLICA_ANOMALIES:
+        if not history.replicas and not a.count and kind.check == "replica_checker":
             click.echo(f"  {name:<22}{'-':>7}   not checked: no replica lines in the history")
             continue
-        if not a.count and name in GROUP_ANOMALIES and not _group_commits(history):
+        if not a.count and kind.check == "group_checker" and not _group_commits(history):
             click.echo(f"  {name:<22}{'-':>7}   not checked: no group commit lines in the history")
             continue
         line = f"  {name:<22}{a.count:>7}"

@@ -13,45 +13,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from eosim.analysis.checks import (
-    ALL_ANOMALIES,
-    GROUP_ANOMALIES,
-    JEPSEN_ANOMALIES,
-    REPLICATION_ANOMALIES,
-)
+from eosim.analysis.anomalies import KINDS, report_order
+from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.sweep.plan import short_names
 from eosim.analysis.sweep.replay import replay_commands
 from eosim.analysis.sweep.store import SweepStore
 from eosim.analysis.sweep.verdict import FILE as SWEEP_VERDICT_FILE
-from eosim.analysis.txn_checker import TXN_ANOMALIES
 
-# The guarantee each anomaly breaks, in the order a reader cares about: delivery first, then
-# the transactional ones (shown only for sweeps that need them, see `SweepData.guarantees`),
-# then the replication ones (shown only when some run broke them).
-GUARANTEES = {
-    "duplicate": "no duplicates",
-    "lost_write": "no lost writes",
-    "nonmonotonic_send": "no reordering",
-    "inconsistent_offsets": "consistent offsets",
-    "unseen": "every acknowledged write read",
-    "torn_transaction": "no partial commits",
-    "aborted_read": "no aborted reads",
-    "precommitted_read": "read after commit",
-    "duplicate_processing": "no duplicate processing",
-    "lost_processing": "no lost processing",
-    "zombie_write": "no zombie writes",
-    "hanging_transaction": "no hanging transactions",
-    "poll_skip": "no skipped records",
-    "nonmonotonic_poll": "monotonic polls",
-    "offset_rewind": "committed offsets never move back",
-    "replica_divergence": "replica logs match",
-    "offset_rewrite": "reads never rewritten",
-    "int_poll_skip": "no skips within a poll",
-    "int_nonmonotonic_poll": "monotonic reads within an op",
-    "int_nonmonotonic_send": "monotonic sends within an op",
-    "G0": "no write cycles (G0)",
-    "G1c": "no dependency cycles (G1c)",
-}
+# The guarantee each anomaly breaks (`AnomalyKind.guarantee`), in the order a reader cares
+# about (`eosim.analysis.anomalies.report_order`): delivery first, then the transactional ones
+# (shown only for sweeps that need them, see `SweepData.guarantees`), then the consumer-group,
+# replication and Jepsen ones (shown only when some run broke them).
+GUARANTEES = {name: KINDS[name].guarantee for name in report_order()}
 # Per anomaly and failing variant, how many of its failing runs the report lists by number.
 FIRST_RUNS_LISTED = 5
 
@@ -94,11 +67,12 @@ class SweepData:
 
         def shown(a: str) -> bool:
             broken = self.table[f"runs_{a}"].sum() > 0
-            if a in TXN_ANOMALIES:
+            family = KINDS[a].family
+            if family == "transactional":
                 return self.transactional or broken
             # consumer-group and replication checks, and those of histories read from Jepsen
             # (never a sweep's own runs), only when some run broke them
-            return a not in (*GROUP_ANOMALIES, *REPLICATION_ANOMALIES, *JEPSEN_ANOMALIES) or broken
+            return family == "delivery" or broken
 
         return [a for a in GUARANTEES if f"runs_{a}" in self.table and shown(a)]
 
