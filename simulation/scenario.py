@@ -653,8 +653,9 @@ MAX_RANDOM_FAULTS = 1_000_000
 # cluster still costs events every simulated second, so an abort check interval of weeks
 # (Kafka allows up to 2^31-1 ms) would make a short run simulate weeks.
 MAX_DEFAULT_RECOVERY_MS = 3_600_000.0
-# The default of Scenario.max_records: about 3.3 GB at the peak of a run that holds every record
-# outstanding at once (650 bytes a record, docs/performance.md), less for most runs.
+# The default of Scenario.max_records: about 1.4 GB at the peak of a run that holds every record
+# outstanding at once (about 300 bytes a record, more with replication: docs/performance.md),
+# less for most runs.
 MAX_RECORDS = 5_000_000
 
 ExpectValue = int | str
@@ -825,7 +826,7 @@ class Scenario(_Model):
                 ("max_records",),
                 f"the workloads write {records:,} records, above max_records "
                 f"({self.max_records:,}); a run holds every record in memory until it ends "
-                "(about 650 bytes each at its peak, docs/performance.md): raise max_records to "
+                "(about 300 bytes each at its peak, docs/performance.md): raise max_records to "
                 "run it",
             )
         self._clients = _resolve_clients(self)

@@ -270,7 +270,7 @@ def test_a_default_recovery_of_hours_is_refused_until_asked_for():
 
 
 def test_a_run_of_more_records_than_max_records_is_refused_up_front():
-    """A run holds every record until it ends: ten million records (about 6.5 GB at the
+    """A run holds every record until it ends: ten million records (about 3 GB at the
     peak) are refused in one line naming max_records, unless it is raised; the
     transactional producers' records count as transactions times their size."""
     message = error_for(TRANSACTIONAL, "transactional_producers.0.workload.transactions=2000000",
@@ -278,7 +278,7 @@ def test_a_run_of_more_records_than_max_records_is_refused_up_front():
     assert message == (
         "s.yaml:1: max_records: the workloads write "
         "10,000,000 records, above max_records (5,000,000); a run holds every record in memory "
-        "until it ends (about 650 bytes each at its peak, docs/performance.md): raise "
+        "until it ends (about 300 bytes each at its peak, docs/performance.md): raise "
         "max_records to run it"
     ), message
     raised = [
