@@ -19,13 +19,18 @@ from test_sweep_spark import GRID, SCENARIO, SMALL, rows
 from eosim.analysis.sweep import run_sweep
 
 CLI = [sys.executable, "-m", "eosim.cli", "sweep", SCENARIO, "--quiet"]
-ARGS = ["--runs", "9", "--chunk-runs", "6", *(f"--grid={g}" for g in GRID)]
+# Enough runs that the sweep is still running, seconds after its first chunk commits, when the
+# test kills or interrupts it: the aggregation is no longer a long tail that would take the
+# signal (it takes well under a second since the tasks return partial aggregates), and a
+# 9-run sweep could finish between the first commit and the signal.
+RUNS = 120
+ARGS = ["--runs", str(RUNS), "--chunk-runs", "6", *(f"--grid={g}" for g in GRID)]
 ARGS += [f"--set={s}" for s in SMALL]
 
 
 def local_reference(spark, out: Path) -> pd.DataFrame:
     run_sweep(
-        SCENARIO, 9, grid=GRID, overrides=SMALL, chunk_runs=6, out=out, quiet=True, spark=spark
+        SCENARIO, RUNS, grid=GRID, overrides=SMALL, chunk_runs=6, out=out, quiet=True, spark=spark
     )
     return rows(out)
 
@@ -90,10 +95,8 @@ def test_ctrl_c_prints_one_line_and_the_sweep_resumes_without_jvm_noise(spark, t
         [*CLI, *ARGS, "--out", str(out)], capture_output=True, text=True, timeout=600
     )
     assert again.returncode in (0, 1), again.stderr[-2000:]
-    # Chunk 0, perhaps more, was committed before Ctrl-C: on a loaded machine the other three
-    # can finish in the moment between the first commit and the signal, leaving only the
-    # aggregation undone (asserted above: no aggregate.parquet).
-    assert re.search(r"resumed [1-4] committed chunk", again.stdout), again.stdout
+    # Chunk 0, perhaps more, was committed before Ctrl-C (asserted above: no aggregate.parquet).
+    assert re.search(r"resumed [1-9][0-9]* committed chunk", again.stdout), again.stdout
     for noise in ("incubator modules", "Setting default log level", "sc.setLogLevel"):
         assert noise not in again.stderr
     assert again.stderr == ""
@@ -105,11 +108,11 @@ def committed(chunk: Path) -> bool:
 
 
 def test_ctrl_c_on_a_small_sweep_keeps_the_runs_that_finished(spark, tmp_path):
-    """With the default chunking, a 40-run sweep commits its runs ten at a time: Ctrl-C keeps
-    every chunk that had finished, and the same command resumes from them. (With one chunk
-    per job of up to 400 runs, Ctrl-C used to discard every run of such a sweep.)"""
+    """With the default chunking, a sweep of a few hundred runs commits them a few at a time:
+    Ctrl-C keeps every chunk that had finished, and the same command resumes from them. (With
+    one chunk per job of up to 400 runs, Ctrl-C used to discard every run of such a sweep.)"""
     out = tmp_path / "small"
-    args = ["--runs", "20", *(f"--grid={g}" for g in GRID), *(f"--set={s}" for s in SMALL)]
+    args = ["--runs", str(RUNS), *(f"--grid={g}" for g in GRID), *(f"--set={s}" for s in SMALL)]
     proc = subprocess.Popen(
         [*CLI, *args, "--out", str(out)],
         start_new_session=True,
@@ -127,10 +130,8 @@ def test_ctrl_c_on_a_small_sweep_keeps_the_runs_that_finished(spark, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-2000:]
     kept = {p: p.stat().st_mtime_ns for p in runs.rglob("*.parquet")}
-    # At least the first chunk was kept. On a fast or loaded machine all four can commit in
-    # the moment between the first commit and the signal (CI saw it), leaving only the
-    # aggregation undone.
-    assert 1 <= len(pd.read_parquet(runs)) <= 40, "Ctrl-C kept no finished run"
+    # At least the first chunk was kept, and the sweep had not finished.
+    assert 1 <= len(pd.read_parquet(runs)) < 2 * RUNS, "Ctrl-C kept no finished run"
     assert not (out / "aggregate.parquet").exists()
 
     again = subprocess.run(
@@ -140,7 +141,7 @@ def test_ctrl_c_on_a_small_sweep_keeps_the_runs_that_finished(spark, tmp_path):
     assert f"resumed {len(kept)} committed chunk(s)" in again.stdout, again.stdout
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     reference = tmp_path / "reference"
-    run_sweep(SCENARIO, 20, grid=GRID, overrides=SMALL, out=reference, quiet=True, spark=spark)
+    run_sweep(SCENARIO, RUNS, grid=GRID, overrides=SMALL, out=reference, quiet=True, spark=spark)
     pd.testing.assert_frame_equal(rows(out), rows(reference))
 
 
