@@ -368,6 +368,9 @@ def test_paused_gc_moves_what_it_made_to_the_oldest_generation():
         frozen = gc.get_freeze_count()
         with paused_gc():
             more = [[] for _ in range(10)]
-        assert gc.get_freeze_count() == frozen and more
+        # Neither unfrozen (the count would be 0) nor frozen again (it would grow by every
+        # object, `more` among them). It may shrink a little: another thread (the shared
+        # SparkSession's) can free frozen objects meanwhile, as a CI run saw.
+        assert 0 < gc.get_freeze_count() <= frozen and more
     finally:
         gc.unfreeze()
