@@ -629,10 +629,6 @@ class HistoryRecorder:
             yield ("log", line)
         yield from self.end_lines
 
-    def send_ops(self) -> list[tuple]:
-        """The send ops of :meth:`items`, in order."""
-        return list(self.sends.entries())
-
     def send_lines(self) -> list[int]:
         """The line numbers of the send ops in :meth:`items` (the meta line is 1)."""
         return [i + 2 for i, code in enumerate(self.sends.order) if code != _OTHER]
