@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice, repeat
 from typing import IO, Any, overload
 
@@ -74,6 +74,8 @@ _INVOKED, _COMPLETED, _OTHER = 0, 1, 2
 OUTCOMES = ("ok", "fail", "info")  # a completion's type, by its code in `SendLog.outcome`
 _OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
 NONE = -(2**63)  # `SendLog.partition` and `SendLog.offset`: None
+_COMPLETED_BYTE = bytes((_COMPLETED,))
+_OK_BYTE = bytes((_OUTCOME_CODE["ok"],))
 
 
 class SendLog:
@@ -91,7 +93,8 @@ class SendLog:
     compact tuples the line writer and the object builders read.
 
     Extending it: a new per-send field is one more column here, filled by
-    :meth:`HistoryRecorder.invoke_send` or :meth:`HistoryRecorder.complete_send`, written in
+    :meth:`HistoryRecorder.send_invoker` (which :meth:`HistoryRecorder.invoke_send` uses),
+    :meth:`HistoryRecorder.complete_send` and :meth:`HistoryRecorder.complete_sends_ok`, written in
     :meth:`entries` and read in ``SendColumns.of_log``; ``tests/test_columns.py`` compares the
     result with the history parsed back from its lines."""
 
@@ -489,20 +492,37 @@ class HistoryRecorder:
         key: str | None,
         value: str,
     ) -> int:
-        op_id = self._next_id
-        self._next_id += 1
-        self._order(_INVOKED)
+        """Invoke a send; returns its op id, which its completion names."""
+        return self.send_invoker(process, topic, partition)(time, key, value)
+
+    def send_invoker(
+        self, process: str, topic: str, partition: int | None
+    ) -> Callable[[float, str | None, str], int]:
+        """:meth:`invoke_send` with its process, topic and partition fixed: a function of the
+        time, key and value, for an application that invokes many sends alike."""
+        sends = self.sends
+        order = sends.order.append
         ids, processes, times, topics, partitions, keys, values = self._invoked
-        if type(time) is int:
-            self.sends.int_times.add((True, len(self.sends.invoked_id)))
-        ids(op_id)
-        processes(process)
-        times(time)
-        topics(topic)
-        partitions(NONE if partition is None else partition)
-        keys(key)
-        values(value)
-        return op_id
+        int_times = sends.int_times
+        invoked = sends.invoked_id
+        partition_code = NONE if partition is None else partition
+
+        def invoke(time: float, key: str | None, value: str) -> int:
+            op_id = self._next_id
+            self._next_id = op_id + 1
+            order(_INVOKED)
+            if type(time) is int:
+                int_times.add((True, len(invoked)))
+            ids(op_id)
+            processes(process)
+            times(time)
+            topics(topic)
+            partitions(partition_code)
+            keys(key)
+            values(value)
+            return op_id
+
+        return invoke
 
     def complete_send(
         self,
@@ -528,6 +548,25 @@ class HistoryRecorder:
         times(time)
         partitions(NONE if partition is None else partition)
         offsets(NONE if offset is None else offset)
+
+    def complete_sends_ok(
+        self, op_ids: list[int], time: float, partition: int, offsets: list[int]
+    ) -> None:
+        """:meth:`complete_send` ``ok`` of each of ``op_ids`` at ``time`` on ``partition``
+        (not None), with its offset, in one step: a whole batch's records."""
+        n = len(op_ids)
+        if not n:
+            return
+        sends = self.sends
+        row = len(sends.completed_id)
+        sends.order += _COMPLETED_BYTE * n
+        if type(time) is int:
+            sends.int_times.update((False, r) for r in range(row, row + n))
+        sends.completed_id.extend(op_ids)
+        sends.outcome += _OK_BYTE * n
+        sends.completed_time.extend([time] * n)
+        sends.completed_partition.extend([partition] * n)
+        sends.offset.extend(offsets)
 
     def invoke(self, f: str, process: str, time: float, value: dict[str, Any] | None) -> int:
         """Invoke an operation other than ``send`` (``txn``, ``process``, ``poll``)."""

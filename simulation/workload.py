@@ -16,6 +16,8 @@ the last acknowledged position does. That is how duplicates cross sessions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import simpy
 
 from eosim.simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
@@ -42,6 +44,11 @@ class ProducerApp(ClientApplication):
         self.open_keys: dict[str, str] = {}  # value -> key, for the open sends that have one
         self.to_resend: list[tuple[str, str | None]] = []  # (value, key) to send again
         self._completion = _Completion(self, self.incarnation)
+        self._interval = 1000.0 / workload.rate
+        # The run's environment lets a wait that nothing can interrupt pass without an event;
+        # a plain SimPy environment has no such shortcut.
+        self._elapse: Callable[[float], bool] = getattr(env, "elapse", _never)
+        self._gap_due = False  # a blocked send has returned: its gap is still to wait
         self.process = env.process(self._run())
 
     # -- main loop ---------------------------------------------------------------------
@@ -50,43 +57,75 @@ class ProducerApp(ClientApplication):
         if w.start > 0:
             yield self.env.timeout(w.start)
         self.producer = self.make_producer()
-        interval = 1000.0 / w.rate
-        # The run's environment lets a wait that nothing can interrupt pass without an event
-        # (CountingEnvironment.elapse); a plain SimPy environment has no such shortcut.
-        elapse = getattr(self.env, "elapse", None)
         while True:
             try:
                 while self.to_resend or self.next_index < w.records:
                     if self.resumed is not None:
                         yield from self.frozen()
-                    if self.to_resend:
-                        value, key = self.to_resend.pop(0)
-                    else:
-                        value = f"{self.name}-{self.next_index}"
-                        key = None if w.keys is None else f"k{self.rng.integer(w.keys)}"
-                        self.next_index += 1
-                    blocked = self._send(value, key)
-                    if blocked is not None:
-                        yield blocked
-                    gap = interval if w.arrival == "constant" else self.rng.exponential(interval)
-                    if elapse is None or not elapse(gap):
-                        yield self.env.timeout(gap)
+                    if self._gap_due:
+                        self._gap_due = False
+                        gap = self._gap()
+                        if not self._elapse(gap):
+                            yield self.env.timeout(gap)
+                        continue
+                    wait = self._send_burst()
+                    if wait is not None:
+                        yield wait
                 yield self.producer.flush()
                 self.done.succeed()
                 return
             except simpy.Interrupt:
+                self._gap_due = False
                 yield self._restarted
 
-    def _send(self, value: str, key: str | None) -> simpy.Event | None:
+    def _gap(self) -> float:
+        interval = self._interval
+        return interval if self.workload.arrival == "constant" else self.rng.exponential(interval)
+
+    def _send_burst(self) -> simpy.Event | None:
+        """Send records one after another while the gaps between them can pass without an
+        event (``CountingEnvironment.elapse``): the main loop's steps, run back to back in
+        one call with what they use held in locals, since a run sends every record through
+        here. Returns what the main loop must wait for next: a blocked send (the gap after
+        it is then due, ``_gap_due``), the timeout of a gap that could not just pass, or
+        None when the main loop has something to check first (a pause, the end)."""
         w = self.workload
-        self.open_ops[value] = self.history.invoke_send(
-            self.process_id, self.env.now, w.topic, w.partition, key, value
-        )
-        if key is not None:
-            self.open_keys[value] = key
-        self.counts["sent"] += 1
-        assert self.producer is not None
-        return self.producer.send(w.topic, key, value, w.partition, self._completion, w.value_bytes)
+        open_ops = self.open_ops
+        open_keys = self.open_keys
+        to_resend = self.to_resend
+        counts = self.counts
+        producer = self.producer
+        assert producer is not None
+        completion = self._completion
+        env = self.env
+        elapse = self._elapse
+        rng = self.rng
+        constant = w.arrival == "constant"
+        interval = self._interval
+        topic, partition, keys = w.topic, w.partition, w.keys
+        invoke = self.history.send_invoker(self.process_id, topic, partition)
+        send = producer.bind_send(topic, partition, completion, w.value_bytes)
+        name, records = self.name, w.records
+        while True:
+            if to_resend:
+                value, key = to_resend.pop(0)
+            else:
+                value = f"{name}-{self.next_index}"
+                key = None if keys is None else f"k{rng.integer(keys)}"
+                self.next_index += 1
+            open_ops[value] = invoke(env.now, key, value)
+            if key is not None:
+                open_keys[value] = key
+            counts["sent"] += 1
+            blocked = send(key, value)
+            if blocked is not None:
+                self._gap_due = True
+                return blocked
+            gap = interval if constant else rng.exponential(interval)
+            if not elapse(gap):
+                return env.timeout(gap)
+            if self.resumed is not None or not (to_resend or self.next_index < records):
+                return None
 
     # -- faults ------------------------------------------------------------------------
     def _died(self) -> None:
@@ -153,3 +192,29 @@ class _Completion:
             offset if error is None else None,
             error,
         )
+
+    def succeeded(self, values: list[str], partition: int, base_offset: int) -> None:
+        """``__call__`` for every record of a batch that succeeded, in record order, as one
+        step: the records' offsets are ``base_offset`` on (-1 throughout when it is -1, as
+        ``acks=0`` tells them)."""
+        app = self.app
+        if self.incarnation != app.incarnation:
+            return
+        pop = app.open_ops.pop
+        op_ids = []
+        offsets = []
+        for i, value in enumerate(values):
+            op_id = pop(value, None)
+            if op_id is not None:
+                op_ids.append(op_id)
+                offsets.append(base_offset + i if base_offset >= 0 else -1)
+        if app.open_keys:
+            keys = app.open_keys
+            for value in values:
+                keys.pop(value, None)
+        app.counts["acked"] += len(op_ids)
+        app.history.complete_sends_ok(op_ids, app.env.now, partition, offsets)
+
+
+def _never(_delay: float) -> bool:
+    return False

@@ -35,7 +35,10 @@ class RecordEntry:
     size: int
     # (value, partition, offset or -1, error or None, whether the record may have been
     # written): the batch passes the value and its partition, so that one callback can serve
-    # many records (a run may hold every record it sends outstanding at once).
+    # many records (a run may hold every record it sends outstanding at once). A callback
+    # may also offer ``succeeded(values, partition, base_offset)``: a batch whose records all
+    # have it then completes them in one call, in place of one call per record (offsets
+    # base_offset, base_offset + 1, ...; -1 throughout when base_offset is -1).
     callback: Callable[[str, int, int, str | None, bool], None]
 
 
@@ -64,6 +67,9 @@ class ProducerBatch:
     # first saw that epoch (ProducerBatch.currentLeaderEpoch, attemptsWhenLeaderLastChanged).
     current_leader_epoch: int | None = None
     attempts_when_leader_last_changed: int = 0
+    # The callback every record of the batch has, or None once two differ: a callback that
+    # offers ``succeeded`` then completes the whole batch in one call (``complete``).
+    shared_callback: Callable[[str, int, int, str | None, bool], None] | None = None
 
     @property
     def record_count(self) -> int:
@@ -104,6 +110,10 @@ class ProducerBatch:
             return False
         self.done = True
         partition = self.tp[1]
+        succeeded = getattr(self.shared_callback, "succeeded", None)
+        if succeeded is not None:
+            succeeded([r.value for r in self.records], partition, base_offset)
+            return True
         for i, r in enumerate(self.records):
             r.callback(r.value, partition, base_offset + i if base_offset >= 0 else -1, None, True)
         return True
@@ -154,6 +164,8 @@ class RecordAccumulator:
         if last is not None and not last.full and last.base_sequence == NO_SEQUENCE:
             if last.size + record.size <= self.batch_size:
                 last.records.append(record)
+                if last.shared_callback is not record.callback:
+                    last.shared_callback = None
                 last.size += record.size
                 # Full once a record of the same size would no longer fit.
                 last.full = last.size + record.size > self.batch_size
@@ -161,6 +173,7 @@ class RecordAccumulator:
             last.full = True
         batch = ProducerBatch(tp, now)
         batch.records.append(record)
+        batch.shared_callback = record.callback
         batch.size += record.size
         self.used_memory += max(self.batch_size, batch.size)
         self.incomplete += 1

@@ -20,7 +20,12 @@ from eosim.simulation.config import ProducerConfig
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
-from eosim.simulation.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    RecordAccumulator,
+    RecordEntry,
+)
 from eosim.simulation.producer.partitioner import Partitioner
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.producer.transaction_manager import TransactionManager
@@ -31,6 +36,8 @@ from eosim.simulation.rules import ProtocolRules
 
 # (value, partition, offset, error, whether the record may have been written)
 Callback = Callable[[str, int, int, str | None, bool], None]
+# (key, value) -> an event to wait on if the send must block for memory (KafkaProducer.bind_send)
+BoundSend = Callable[..., "simpy.Event | None"]
 
 
 class KafkaProducer:
@@ -108,36 +115,48 @@ class KafkaProducer:
         value_bytes: int,
     ) -> simpy.Event | None:
         """Append a record. Returns an event to wait on if ``send()`` must block for memory."""
-        size = value_bytes + (len(key) if key else 0) + RECORD_OVERHEAD
-        if not self.accumulator.has_room_for(size) or self._memory_waiters:
-            return self.env.process(
-                self._blocking_send(topic, key, value, partition, callback, size)
-            )
-        self._append(topic, key, value, partition, callback, size)
-        return None
+        return self.bind_send(topic, partition, callback, value_bytes)(key, value)
 
-    def _append(
-        self,
-        topic: str,
-        key: str | None,
-        value: str,
-        partition: int | None,
-        callback: Callback,
-        size: int,
-    ) -> None:
-        n = self.metadata.topics[topic]
-        if partition is None:
-            partition = self.partitioner.partition(topic, key, n, size)
-        p = partition
-        if self.transactions is not None:
-            self.transactions.maybe_add_partition((topic, p))
+    def bind_send(
+        self, topic: str, partition: int | None, callback: Callback, value_bytes: int
+    ) -> BoundSend:
+        """:meth:`send` with its topic, partition, callback and value size fixed: a function
+        of the key and the value, for an application that sends many records alike (the
+        producer application sends every record of a run through one)."""
+        env = self.env
+        accumulator = self.accumulator
+        append = accumulator.append
+        batch_size = accumulator.batch_size
+        buffer_memory = accumulator.buffer_memory
+        partitions = self.metadata.topics[topic]
+        choose = self.partitioner.partition
+        transactions = self.transactions
+        wakeup = self.sender.wakeup
+        waiters = self._memory_waiters
+        base_size = value_bytes + RECORD_OVERHEAD
 
-        if self.accumulator.append(
-            (topic, p), RecordEntry(value, key, size, callback), self.env.now
-        ):
-            self.sender.wakeup()
+        def bound_send(key: str | None, value: str, waited: bool = False) -> simpy.Event | None:
+            size = base_size + len(key) if key else base_size
+            # `RecordAccumulator.has_room_for`, spelt out on this path taken once per record.
+            if not waited and (
+                waiters
+                or accumulator.used_memory + max(batch_size, size + BATCH_OVERHEAD) > buffer_memory
+            ):
+                return env.process(
+                    self._blocking_send(bound_send, key, value, partition, callback, size)
+                )
+            p = choose(topic, key, partitions, size) if partition is None else partition
+            if transactions is not None:
+                transactions.maybe_add_partition((topic, p))
+            if append((topic, p), RecordEntry(value, key, size, callback), env.now):
+                wakeup()
+            return None
 
-    def _blocking_send(self, topic, key, value, partition, callback, size):  # type: ignore[no-untyped-def]
+        return bound_send
+
+    def _blocking_send(self, send, key, value, partition, callback, size):  # type: ignore[no-untyped-def]
+        """``send`` once the accumulator has room for ``size`` bytes, or a TimeoutException
+        after ``max.block.ms``."""
         deadline = self.env.now + self.config.max_block_ms
         while not self.accumulator.has_room_for(size):
             left = deadline - self.env.now
@@ -155,7 +174,7 @@ class KafkaProducer:
             yield self.env.any_of([waiter, self.env.timeout(left)])
             if waiter in self._memory_waiters:
                 self._memory_waiters.remove(waiter)
-        self._append(topic, key, value, partition, callback, size)
+        send(key, value, True)
 
     def _on_batches_done(self) -> None:
         while self._memory_waiters and self.accumulator.has_room_for(0):

@@ -1,0 +1,94 @@
+"""The producer application's per-record fast paths give the histories the plain paths give:
+a batch's records completed in one step (`_Completion.succeeded`) against one callback per
+record, and a record sent through a bound send (`KafkaProducer.bind_send`) against
+`KafkaProducer.send`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eosim.simulation import load_scenario, run_scenario
+from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.kafka_producer import KafkaProducer
+from eosim.simulation.workload import _Completion
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = [
+    # acks=0: every offset is -1
+    ("scenarios/at-most-once.yaml", ["producers.0.workload.records=3000"]),
+    # crashes of the application: open sends completed `info`, resent by the next incarnation
+    ("scenarios/idempotent-restart.yaml", []),
+    # keyed records over several partitions, and sends that block for memory
+    (
+        "benchmarks/standard.yaml",
+        [
+            "producers.0.workload.records=3000",
+            "producers.0.workload.keys=7",
+            "producers.0.config.buffer.memory=65536",
+        ],
+    ),
+]
+
+
+def _run(path: str, overrides: list[str], seed: int) -> tuple[str, int]:
+    result = run_scenario(load_scenario(ROOT / path, overrides), seed)
+    return result.history.digest(), result.events
+
+
+@pytest.mark.parametrize(("path", "overrides"), CASES)
+def test_a_batch_completed_in_one_step_is_recorded_as_one_callback_per_record(
+    path: str, overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = [_run(path, overrides, seed) for seed in (1, 2)]
+    monkeypatch.delattr(_Completion, "succeeded")
+    assert [_run(path, overrides, seed) for seed in (1, 2)] == fast
+
+
+@pytest.mark.parametrize(("path", "overrides"), CASES)
+def test_a_bound_send_is_send(
+    path: str, overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = [_run(path, overrides, seed) for seed in (1, 2)]
+    bind = KafkaProducer.bind_send
+
+    def one_at_a_time(self, topic, partition, callback, value_bytes):  # type: ignore[no-untyped-def]
+        """A bound send that binds anew for every record, as `send` does."""
+        return lambda key, value, waited=False: bind(self, topic, partition, callback, value_bytes)(
+            key, value, waited
+        )
+
+    monkeypatch.setattr(KafkaProducer, "bind_send", one_at_a_time)
+    assert [_run(path, overrides, seed) for seed in (1, 2)] == fast
+
+
+def test_a_batch_with_two_callbacks_completes_each_record_through_its_own():
+    seen: list[tuple[str, str, int]] = []
+
+    class Tagged:
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def __call__(self, value, partition, offset, error, maybe_written):  # type: ignore[no-untyped-def]
+            seen.append((self.tag, value, offset))
+
+        def succeeded(self, values, partition, base_offset):  # type: ignore[no-untyped-def]
+            seen.extend((self.tag + "*", v, base_offset + i) for i, v in enumerate(values))
+
+    acc = RecordAccumulator(16384, 0, 1 << 20, 120000, False)
+    a, b = Tagged("a"), Tagged("b")
+    acc.append(("t", 0), RecordEntry("v0", None, 10, a), 0.0)
+    acc.append(("t", 0), RecordEntry("v1", None, 10, a), 0.0)
+    batch: ProducerBatch = acc.batches[("t", 0)][0]
+    assert batch.shared_callback is a
+    assert batch.complete(40)
+    assert seen == [("a*", "v0", 40), ("a*", "v1", 41)]
+
+    seen.clear()
+    acc.append(("t", 1), RecordEntry("w0", None, 10, a), 0.0)
+    acc.append(("t", 1), RecordEntry("w1", None, 10, b), 0.0)
+    mixed = acc.batches[("t", 1)][0]
+    assert mixed.shared_callback is None
+    assert mixed.complete(7)
+    assert seen == [("a", "w0", 7), ("b", "w1", 8)]
