@@ -106,17 +106,19 @@ class ProducerApp(ClientApplication):
         invoke = self.history.send_invoker(self.process_id, topic, partition)
         send = producer.bind_send(topic, partition, completion, w.value_bytes)
         name, records = self.name, w.records
+        index = self.next_index
         while True:
             if to_resend:
                 value, key = to_resend.pop(0)
             else:
-                value = f"{name}-{self.next_index}"
+                value = f"{name}-{index}"
                 key = None if keys is None else f"k{rng.integer(keys)}"
-                self.next_index += 1
+                index += 1
+                self.next_index = index
             open_ops[value] = invoke(env.now, key, value)
             if key is not None:
                 open_keys[value] = key
-            counts["sent"] += 1
+            counts["sent"] += 1  # read by progress reports, which elapse may make
             blocked = send(key, value)
             if blocked is not None:
                 self._gap_due = True
@@ -124,7 +126,7 @@ class ProducerApp(ClientApplication):
             gap = interval if constant else rng.exponential(interval)
             if not elapse(gap):
                 return env.timeout(gap)
-            if self.resumed is not None or not (to_resend or self.next_index < records):
+            if self.resumed is not None or not (to_resend or index < records):
                 return None
 
     # -- faults ------------------------------------------------------------------------

@@ -96,12 +96,12 @@ def test_a_retry_never_waits_longer_than_retry_backoff_max():
 
 def test_a_reconnect_never_waits_longer_than_reconnect_backoff_max():
     sender = _sender()
-    nc = sender._connections["b0"]
+    nc = sender.client.connections["b0"]
     waits = []
     for i in range(300):
         now = 10_000.0 * i
-        sender._initiate_connect(nc, now)  # a connect that never completed
-        sender._disconnect(nc, now, Errors.NETWORK_EXCEPTION)
+        sender.client.initiate_connect(nc, now)  # a connect that never completed
+        sender.client.disconnect(nc, now, Errors.NETWORK_EXCEPTION)
         waits.append(nc.ready_at - now)
     assert waits[0] <= 60 and max(waits) <= 1000
     assert min(waits[20:]) < 1000
@@ -112,12 +112,12 @@ def test_a_ready_connection_resets_the_reconnect_backoff():
     request was answered, and that then closed, backs off reconnect.backoff.ms again, however
     many failed before it."""
     sender = _sender()
-    nc = sender._connections["b0"]
+    nc = sender.client.connections["b0"]
     for i in range(6):  # six refused connections: the backoff has grown to the max
-        sender._initiate_connect(nc, 10_000.0 * i)
-        sender._disconnect(nc, 10_000.0 * i, Errors.NETWORK_EXCEPTION)
+        sender.client.initiate_connect(nc, 10_000.0 * i)
+        sender.client.disconnect(nc, 10_000.0 * i, Errors.NETWORK_EXCEPTION)
     assert nc.ready_at - 50_000.0 > 600
-    sender._initiate_connect(nc, 100_000.0)
+    sender.client.initiate_connect(nc, 100_000.0)
     conn = nc.conn
     sender.receive(Message("b0", "p", TcpAccepted("b0", nc.generation), conn, 100_000.0))
     (api_versions,) = nc.in_flight
@@ -125,7 +125,7 @@ def test_a_ready_connection_resets_the_reconnect_backoff():
     sender.receive(
         Message("b0", "p", ApiVersionsResponse(api_versions.correlation_id), conn, 100_000.0)
     )
-    sender._disconnect(nc, 100_000.0, Errors.NETWORK_EXCEPTION)
+    sender.client.disconnect(nc, 100_000.0, Errors.NETWORK_EXCEPTION)
     assert nc.ready_at - 100_000.0 <= 60
     assert nc.failures == 1
 
@@ -134,13 +134,13 @@ def test_an_accepted_connection_without_an_api_versions_answer_keeps_backing_off
     """A paused broker's host accepts the connect but its process never answers ApiVersions:
     the request times out and the reconnect backoff keeps growing (no ready, no reset)."""
     sender = _sender()
-    nc = sender._connections["b0"]
+    nc = sender.client.connections["b0"]
     for i in range(6):
         now = 10_000.0 * i
-        sender._initiate_connect(nc, now)
+        sender.client.initiate_connect(nc, now)
         sender.receive(Message("b0", "p", TcpAccepted("b0", nc.generation), nc.conn, now))
         assert [r.api_versions for r in nc.in_flight] == [True]
-        sender._disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
+        sender.client.disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
     assert nc.failures == 6 and nc.ready_at - 50_000.0 > 600
 
 

@@ -104,29 +104,29 @@ def test_least_loaded_node_prefers_a_ready_connection_then_one_being_set_up():
     """NetworkClient.leastLoadedNode: a ready connection is used (the one with fewest requests
     in flight); with none ready, a connection being set up is waited for rather than a second
     one started; with none of either, a connect starts to the broker tried longest ago."""
-    from eosim.simulation.producer.sender import ConnectionState, InFlightRequest
+    from eosim.simulation.producer.network_client import ConnectionState, InFlightRequest
 
     sender = bare_sender(("b0", "b1", "b2"))
-    b0, b1, b2 = (sender._connections[b] for b in ("b0", "b1", "b2"))
+    b0, b1, b2 = (sender.client.connections[b] for b in ("b0", "b1", "b2"))
     for nc in (b0, b1):
-        sender._initiate_connect(nc, 0.0)
+        sender.client.initiate_connect(nc, 0.0)
         nc.state = ConnectionState.READY
     b0.in_flight.append(InFlightRequest(1, 30_000.0, []))
     for _ in range(10):  # whatever broker the scan starts from
-        assert sender._least_loaded_node(0.0) is b1
+        assert sender.client.least_loaded_node(0.0) is b1
     assert b2.state is ConnectionState.DISCONNECTED  # no connect started
 
     sender = bare_sender(("b0", "b1", "b2"))
-    b0, b1, b2 = (sender._connections[b] for b in ("b0", "b1", "b2"))
-    sender._initiate_connect(b1, 0.0)  # CONNECTING
-    assert sender._least_loaded_node(1.0) is None
+    b0, b1, b2 = (sender.client.connections[b] for b in ("b0", "b1", "b2"))
+    sender.client.initiate_connect(b1, 0.0)  # CONNECTING
+    assert sender.client.least_loaded_node(1.0) is None
     assert (b0.state, b2.state) == (ConnectionState.DISCONNECTED,) * 2
 
     sender = bare_sender(("b0", "b1", "b2"))
-    b0, b1, b2 = (sender._connections[b] for b in ("b0", "b1", "b2"))
+    b0, b1, b2 = (sender.client.connections[b] for b in ("b0", "b1", "b2"))
     for nc, at in ((b0, 300.0), (b1, 100.0), (b2, 200.0)):
-        sender._initiate_connect(nc, at)
-        sender._disconnect(nc, at, Errors.NETWORK_EXCEPTION)
-    assert sender._least_loaded_node(5_000.0) is None
+        sender.client.initiate_connect(nc, at)
+        sender.client.disconnect(nc, at, Errors.NETWORK_EXCEPTION)
+    assert sender.client.least_loaded_node(5_000.0) is None
     assert b1.state is ConnectionState.CONNECTING  # tried longest ago
     assert (b0.state, b2.state) == (ConnectionState.DISCONNECTED,) * 2

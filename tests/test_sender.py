@@ -287,12 +287,12 @@ def test_a_disconnection_while_an_update_is_due_counts_as_a_failed_update():
         RandomStreams(1).stream("s"),
         lambda: None,
     )
-    nc = sender._connections["b0"]
-    sender._initiate_connect(nc, 50.0)
-    sender._disconnect(nc, 50.0, Errors.NETWORK_EXCEPTION)  # no update due yet
+    nc = sender.client.connections["b0"]
+    sender.client.initiate_connect(nc, 50.0)
+    sender.client.disconnect(nc, 50.0, Errors.NETWORK_EXCEPTION)  # no update due yet
     assert sender.metadata.attempts == 0 and sender.metadata.update_requested
-    sender._initiate_connect(nc, 500.0)
-    sender._disconnect(nc, 500.0, Errors.NETWORK_EXCEPTION)  # due since 100 ms, not sent
+    sender.client.initiate_connect(nc, 500.0)
+    sender.client.disconnect(nc, 500.0, Errors.NETWORK_EXCEPTION)  # due since 100 ms, not sent
     assert sender.metadata.attempts == 1
     assert sender.metadata.time_to_update(500.0) > 0  # backing off from the failure
 

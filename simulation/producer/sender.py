@@ -22,22 +22,15 @@ jittered backoff (``retry.backoff.ms`` to ``retry.backoff.max.ms``, Kafka's
 reconnect backoff (``reconnect.backoff.ms`` to ``reconnect.backoff.max.ms``, the same
 formula, ``ClusterConnectionStates``) before it is used again.
 
-Connections are set up as Kafka's ``NetworkClient`` sets them up. A connection is opened when
-something is waiting for its broker (``NetworkClient.ready``, ``leastLoadedNode``): the TCP
-connect must be accepted by the broker's host within ``socket.connection.setup.timeout.ms``
-(doubling to ``socket.connection.setup.timeout.max.ms`` after each that timed out), then an
-``ApiVersionsRequest`` goes first and nothing else is sent until it is answered
-(``CHECKING_API_VERSIONS``). Only that answer makes the connection ready and resets the
-reconnect backoff (``ClusterConnectionStates.ready``). A paused broker's host accepts the
-connect, but its process answers nothing: the client's batches wait in the accumulator
-instead of being sent into the paused broker.
+Connections, requests in flight and metadata updates are the producer's ``NetworkClient``
+(:mod:`eosim.simulation.producer.network_client`): the Sender asks it which broker can take
+a request now, sends through it, and is told of every answer and of every request a
+disconnection cancelled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import cast
 
 import simpy
@@ -45,80 +38,32 @@ import simpy
 from eosim.simulation.config import ProducerConfig
 from eosim.simulation.exponential_backoff import ExponentialBackoff
 from eosim.simulation.metadata import ClientMetadata, ClusterMetadata
-from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.network import Message, Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator
+from eosim.simulation.producer.network_client import (
+    INF,
+    MIN_SLEEP_MS,
+    InFlightRequest,
+    NetworkClient,
+    NodeConnection,
+)
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.producer.transaction_states import State
-from eosim.simulation.producer.transactions import END_TXN, Transactions, TxnRequest
+from eosim.simulation.producer.transactions import END_TXN, Transactions
 from eosim.simulation.protocol import (
     INVALID_METADATA_ERRORS,
     NO_SEQUENCE,
-    ApiVersionsRequest,
-    ApiVersionsResponse,
     BatchData,
-    Disconnected,
     Errors,
     InitProducerIdRequest,
     InitProducerIdResponse,
-    MetadataRequest,
-    MetadataResponse,
     PartitionResponse,
     ProduceRequest,
     ProduceResponse,
-    TcpAccepted,
-    TcpConnect,
     TopicPartition,
 )
 from eosim.simulation.rng import RandomStream
-
-INF = float("inf")
-# The shortest sleep: a deadline a few ulps away must still move the clock past it, or the
-# loop would wake at the same instant forever.
-MIN_SLEEP_MS = 1e-6
-
-
-@dataclass(slots=True)
-class InFlightRequest:
-    correlation_id: int
-    deadline: float
-    batches: list[ProducerBatch]
-    init_producer_id: bool = False
-    txn: TxnRequest | None = None
-    metadata: bool = False
-    api_versions: bool = False
-
-
-class ConnectionState(Enum):
-    """Kafka's ``ConnectionState`` (without the authentication states)."""
-
-    DISCONNECTED = "disconnected"
-    CONNECTING = "connecting"
-    CHECKING_API_VERSIONS = "checking_api_versions"
-    READY = "ready"
-
-
-@dataclass(slots=True)
-class NodeConnection:
-    """The client's view of its connection to one broker (``ClusterConnectionStates``'
-    ``NodeConnectionState`` with the connection itself)."""
-
-    broker: str
-    generation: int = 0
-    conn: Connection | None = None
-    state: ConnectionState = ConnectionState.DISCONNECTED
-    in_flight: list[InFlightRequest] = field(default_factory=list)
-    # A new connection may be started from here on (lastConnectAttemptMs + reconnectBackoffMs).
-    ready_at: float = 0.0
-    # failedAttempts: connections that closed since one was last ready.
-    failures: int = 0
-    # lastConnectAttemptMs: the last connect or disconnection (leastLoadedNode prefers the
-    # broker tried longest ago).
-    last_attempt: float = 0.0
-    # While CONNECTING: the connection setup timeout runs out (strictly after this).
-    connect_deadline: float = INF
-    # failedConnectAttempts: connects that timed out since one was accepted.
-    setup_failures: int = 0
 
 
 class Sender:
@@ -147,29 +92,30 @@ class Sender:
             refresh_backoff_max_ms=config.retry_backoff_max_ms,
             jitter=metadata_rng,
         )
-        self._metadata_in_flight = False
         self.accumulator = accumulator
         self.config = config
         self.tm = transaction_manager
         self.rng = rng
-        # RecordAccumulator.retryBackoff and ClusterConnectionStates.reconnectBackoff.
+        # RecordAccumulator.retryBackoff.
         self.retry_backoff = ExponentialBackoff(
             config.retry_backoff_ms, config.retry_backoff_max_ms
         )
-        self.reconnect_backoff = ExponentialBackoff(
-            config.reconnect_backoff_ms, config.reconnect_backoff_max_ms
-        )
-        self.setup_timeout = ExponentialBackoff(
-            config.socket_connection_setup_timeout_ms,
-            config.socket_connection_setup_timeout_max_ms,
-        )
         self.on_batches_done = on_batches_done
         self.running = True
-        self._connections = {b: NodeConnection(b) for b in metadata.brokers}
-        self._correlation = 0
+        self.client = NetworkClient(
+            env,
+            node,
+            network,
+            list(metadata.brokers),
+            config,
+            self.metadata,
+            rng,
+            self._cancelled,
+            on_batches_done,
+        )
+        self._connections = self.client.connections
         self._wakeup = env.event()
         self._timer_at = INF
-        self.requests_sent = 0
         self.retries = 0
         self.probe: Probe | None = None
         self.paused: simpy.Event | None = None  # set while the process is frozen
@@ -209,7 +155,8 @@ class Sender:
     def _run_once(self, now: float) -> float:
         # Requests that timed out are failed first: in Kafka that is the end of the previous
         # NetworkClient.poll, before runOnce resolves sequences and bumps the epoch.
-        delay = self._time_out_requests(now)
+        self.client.time_out_requests(now)
+        delay = INF
         tm = self.tm
         txn = self.txn
         if tm is not None:
@@ -229,10 +176,10 @@ class Sender:
         delay = min(delay, self._expire_batches(now))
         if txn is not None:
             delay = min(delay, self._maybe_send_txn_request(now))
-        delay = min(delay, self._maybe_update_metadata(now))
+        delay = min(delay, self.client.maybe_update_metadata(now))
         if tm is not None and not tm.has_producer_id:
             # Nothing can be drained yet, but the InitProducerId request may still time out.
-            return min(delay, self._next_connection_delay(now))
+            return min(delay, self.client.next_connection_delay(now))
         ready, ready_delay = self.accumulator.ready(now, self._sendable, self.metadata.leader_epoch)
         delay = min(delay, ready_delay)
         if ready:
@@ -241,213 +188,20 @@ class Sender:
             # so the loop drains again at once: the next batch of a partition goes out in the
             # next request, until max.in.flight.requests.per.connection stops it.
             delay = 0.0
-        return min(delay, self._next_connection_delay(now))
-
-    # -- connections -------------------------------------------------------------------
-    def _can_send_to(self, nc: NodeConnection, now: float) -> bool:
-        """NetworkClient.canSendRequest: ready, and room for one more request in flight."""
-        return nc.state is ConnectionState.READY and len(nc.in_flight) < self.config.max_in_flight
-
-    def _can_connect(self, nc: NodeConnection, now: float) -> bool:
-        """ClusterConnectionStates.canConnect: disconnected, the reconnect backoff over."""
-        return nc.state is ConnectionState.DISCONNECTED and now >= nc.ready_at
-
-    def _reconnect_wait(self, nc: NodeConnection, now: float) -> float:
-        """How long ``nc`` still backs off before a new connect may start (INF when it is
-        not backing off: connected, being set up, or free to connect now)."""
-        if nc.state is ConnectionState.DISCONNECTED and nc.ready_at > now:
-            return nc.ready_at - now
-        return INF
-
-    def _ready(self, nc: NodeConnection, now: float) -> bool:
-        """NetworkClient.ready: whether a request can go to ``nc``'s broker now; if there
-        is no connection and the backoff is over, one is started."""
-        if self._can_send_to(nc, now):
-            return True
-        if self._can_connect(nc, now):
-            self._initiate_connect(nc, now)
-        return False
-
-    def _initiate_connect(self, nc: NodeConnection, now: float) -> None:
-        """NetworkClient.initiateConnect: the TCP connect goes out; its setup timeout is
-        drawn now (Kafka draws it at the previous disconnection; the same distribution)."""
-        nc.generation += 1
-        nc.conn = self.network.connect(self.node, nc.broker, nc.generation)
-        nc.state = ConnectionState.CONNECTING
-        nc.last_attempt = now
-        nc.connect_deadline = now + self.setup_timeout.backoff(nc.setup_failures, self.rng)
-        self.network.send(self.node, nc.broker, TcpConnect(nc.broker, nc.generation), nc.conn)
-
-    def _connected(self, nc: NodeConnection, now: float) -> None:
-        """The host accepted the connect (NetworkClient.handleConnections): the
-        ApiVersionsRequest goes first, and nothing else until it is answered."""
-        assert nc.conn is not None
-        nc.state = ConnectionState.CHECKING_API_VERSIONS
-        nc.connect_deadline = INF
-        nc.setup_failures = 0  # checkingApiVersions resets the connection setup timeout
-        self._correlation += 1
-        nc.in_flight.append(
-            InFlightRequest(
-                self._correlation,
-                now + self.config.request_timeout_ms,
-                [],
-                api_versions=True,
-            )
-        )
-        self.requests_sent += 1
-        self.network.send(self.node, nc.broker, ApiVersionsRequest(self._correlation), nc.conn)
-
-    def _connection(self, nc: NodeConnection) -> Connection:
-        assert nc.conn is not None and nc.state is ConnectionState.READY
-        return nc.conn
-
-    def _next_connection_delay(self, now: float) -> float:
-        delay = INF
-        for nc in self._connections.values():
-            if nc.in_flight:
-                # Strictly after the deadline, so a delivery timeout due at the same
-                # instant is handled first (see _time_out_requests).
-                delay = min(delay, nc.in_flight[0].deadline - now + MIN_SLEEP_MS)
-            if nc.state is ConnectionState.CONNECTING:
-                delay = min(delay, nc.connect_deadline - now + MIN_SLEEP_MS)
-            delay = min(delay, self._reconnect_wait(nc, now))
-        return delay
-
-    def _time_out_requests(self, now: float) -> float:
-        for nc in self._connections.values():
-            # NetworkClient times a request out once *more than* request.timeout.ms has
-            # passed (its clock ticks in ms), while a batch expires as soon as
-            # delivery.timeout.ms has: when both fall due together, expiry comes first.
-            if nc.in_flight and nc.in_flight[0].deadline < now:
-                self._disconnect(nc, now, Errors.REQUEST_TIMED_OUT)
-            elif nc.state is ConnectionState.CONNECTING and nc.connect_deadline < now:
-                # NetworkClient.handleTimedOutConnections.
-                self._disconnect(nc, now, Errors.NETWORK_EXCEPTION)
-        return INF
-
-    def _disconnect(self, nc: NodeConnection, now: float, error: Errors) -> None:
-        if nc.conn is not None:
-            nc.conn.close()
-            nc.conn = None
-        # ClusterConnectionStates.disconnected: backoff(failedAttempts), then one more failure;
-        # a connect that never completed counts towards a longer setup timeout.
-        nc.ready_at = now + self.reconnect_backoff.backoff(nc.failures, self.rng)
-        nc.failures += 1
-        nc.last_attempt = now
-        if nc.state is ConnectionState.CONNECTING:
-            nc.setup_failures += 1
-        else:
-            nc.setup_failures = 0
-        nc.state = ConnectionState.DISCONNECTED
-        nc.connect_deadline = INF
-        # NetworkClient.cancelInFlightRequests: what was in flight fails. An acks=0 produce is
-        # never in flight: its batches completed when it was sent.
-        requests, nc.in_flight = nc.in_flight, []
-        for i, request in enumerate(requests):
-            if request.api_versions:
-                continue
-            if request.metadata:
-                self._metadata_in_flight = False
-                self.metadata.failed(now)  # DefaultMetadataUpdater.handleFailedRequest
-                continue
-            if request.txn is not None:
-                assert self.txn is not None
-                self.txn.on_disconnect(request.txn)
-                continue
-            if request.init_producer_id:
-                if self.tm is not None:
-                    self.tm.initializing = False
-                continue
-            # Only the request that timed out gets the timeout error; the rest were cut off.
-            # Either way nobody knows whether the broker appended the batches.
-            err = error if i == 0 else Errors.NETWORK_EXCEPTION
-            for batch in request.batches:
-                batch.fate_unknown = True
-                self._complete_batch(batch, PartitionResponse(err, log_start_offset=-1), now)
-        # DefaultMetadataUpdater.handleServerDisconnect: a disconnection while an update is due
-        # (and none in flight) counts as a failed update, so the next one backs off; and since
-        # a disconnection may mean stale metadata (a timeout, or a broker closing the
-        # connection after an acks=0 produce failed), an update is requested.
-        if not self._metadata_in_flight and self.metadata.time_to_update(now) == 0:
-            self.metadata.failed(now)
-        self.metadata.request_update()
-        self.on_batches_done()
+        return min(delay, self.client.next_connection_delay(now))
 
     # -- InitProducerId ----------------------------------------------------------------
-    def _least_loaded_node(self, now: float) -> NodeConnection | None:
-        """NetworkClient.leastLoadedNode as DefaultMetadataUpdater.maybeUpdate uses it: the
-        ready connection with the fewest requests in flight, scanning from a random broker.
-        With none ready, a connection being set up is waited for; failing that, one is
-        started to the broker whose last attempt is oldest. None while waiting."""
-        brokers = list(self._connections.values())
-        n = len(brokers)
-        offset = int(self.rng.random() * n)
-        ready: NodeConnection | None = None
-        connecting: NodeConnection | None = None
-        can_connect: NodeConnection | None = None
-        for i in range(n):
-            nc = brokers[(offset + i) % n]
-            if self._can_send_to(nc, now):
-                if not nc.in_flight:
-                    return nc
-                if ready is None or len(nc.in_flight) < len(ready.in_flight):
-                    ready = nc
-            elif nc.state in (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS):
-                connecting = nc
-            elif self._can_connect(nc, now) and (
-                can_connect is None or can_connect.last_attempt > nc.last_attempt
-            ):
-                can_connect = nc
-        if ready is not None:
-            return ready
-        if connecting is None and can_connect is not None:
-            self._initiate_connect(can_connect, now)
-        return None
-
-    def _backoff_wait(self, now: float) -> float:
-        """Every connection is backing off or full: wait for a backoff to end or a response."""
-        return min(
-            (self._reconnect_wait(nc, now) for nc in self._connections.values()), default=INF
-        )
-
     def _send_init_producer_id(self, now: float) -> float:
-        nc = self._least_loaded_node(now)
+        client = self.client
+        nc = client.least_loaded_node(now)
         if nc is None:
-            return self._backoff_wait(now)
+            return client.backoff_wait(now)
         assert self.tm is not None
         self.tm.initializing = True
-        self._correlation += 1
-        request = InitProducerIdRequest(self._correlation, self.config.transactional_id)
-        nc.in_flight.append(
-            InFlightRequest(self._correlation, now + self.config.request_timeout_ms, [], True)
-        )
-        self.requests_sent += 1
-        self.network.send(self.node, nc.broker, request, self._connection(nc))
-        return INF
-
-    # -- metadata ----------------------------------------------------------------------
-    def _maybe_update_metadata(self, now: float) -> float:
-        """NetworkClient.DefaultMetadataUpdater.maybeUpdate: when an update is due and none
-        is in flight, ask a broker that can take a request now; the delay until the next."""
-        if self._metadata_in_flight:
-            return INF
-        wait = self.metadata.time_to_update(now)
-        if wait > 0:
-            return wait
-        nc = self._least_loaded_node(now)
-        if nc is None:
-            return self._backoff_wait(now)
-        self._metadata_in_flight = True
-        self._correlation += 1
-        nc.in_flight.append(
-            InFlightRequest(
-                self._correlation, now + self.config.request_timeout_ms, [], metadata=True
-            )
-        )
-        self.requests_sent += 1
-        self.network.send(
-            self.node, nc.broker, MetadataRequest(self._correlation), self._connection(nc)
-        )
+        cid = client.next_correlation_id()
+        request = InitProducerIdRequest(cid, self.config.transactional_id)
+        client.track(nc, InFlightRequest(cid, client.deadline(now), [], True))
+        client.send(nc, request)
         return INF
 
     # -- drain -------------------------------------------------------------------------
@@ -457,7 +211,7 @@ class Sender:
             self.metadata.request_update()  # Sender: a partition with no known leader
             return False
         nc = self._connections[leader]
-        if not self._ready(nc, self.env.now):
+        if not self.client.ready(nc, self.env.now):
             return False
         tm = self.tm
         if tm is None:
@@ -497,7 +251,8 @@ class Sender:
             self._send_produce(self._connections[broker], batches, now)
 
     def _send_produce(self, nc: NodeConnection, batches: list[ProducerBatch], now: float) -> None:
-        self._correlation += 1
+        client = self.client
+        cid = client.next_correlation_id()
         partitions = []
         for b in batches:
             b.attempts += 1
@@ -522,75 +277,61 @@ class Sender:
             partitions.append((b.tp, data))
         acks = self.config.acks
         request = ProduceRequest(
-            self._correlation,
+            cid,
             acks,
             partitions,
             batches,
             self._txn_id,
             self.config.request_timeout_ms,
         )
-        self.requests_sent += 1
-        self.network.send(self.node, nc.broker, request, self._connection(nc))
+        client.send(nc, request)
         if acks == 0:
             # Nothing will answer: the batches count as sent and done (offset unknown).
             for b in batches:
                 self._complete_batch(b, PartitionResponse(Errors.NONE, -1), now)
             self.on_batches_done()
             return
-        deadline = now + self.config.request_timeout_ms
-        nc.in_flight.append(InFlightRequest(self._correlation, deadline, batches))
+        client.track(nc, InFlightRequest(cid, client.deadline(now), batches))
 
     # -- responses ---------------------------------------------------------------------
     def receive(self, msg: Message) -> None:
         if not self.running:
             return
-        payload = msg.payload
-        nc = self._connections.get(msg.src)
-        if nc is None:
+        answer = self.client.receive(msg, self.env.now)
+        if answer is None:
             return
-        if isinstance(payload, Disconnected):
-            if nc.conn is not None and nc.generation == payload.generation:
-                self._disconnect(nc, self.env.now, Errors.NETWORK_EXCEPTION)
-                self.wakeup()
-            return
-        if msg.conn is not nc.conn:
-            return  # a response on a connection this client has already closed
-        if isinstance(payload, TcpAccepted):
-            if nc.state is ConnectionState.CONNECTING:
-                self._connected(nc, self.env.now)
-            return
-        request = next(
-            (r for r in nc.in_flight if r.correlation_id == payload.correlation_id), None
-        )
-        if request is None:
-            return
-        nc.in_flight.remove(request)
-        now = self.env.now
-        if request.api_versions:
-            if isinstance(payload, ApiVersionsResponse) and payload.error is Errors.NONE:
-                # ClusterConnectionStates.ready: the connection is usable, and the
-                # reconnect backoff starts again from reconnect.backoff.ms.
-                nc.state = ConnectionState.READY
-                nc.failures = 0
-            else:
-                self._disconnect(nc, now, Errors.NETWORK_EXCEPTION)
-        elif request.metadata:
-            self._metadata_in_flight = False
-            if isinstance(payload, MetadataResponse):
-                self.metadata.update(payload.partitions, now)
-        elif request.txn is not None:
-            assert self.txn is not None
-            self.txn.on_response(request.txn, payload)
-        elif isinstance(payload, InitProducerIdResponse):
-            if self.tm is not None and payload.error is Errors.NONE:
-                self.tm.set_producer_id_and_epoch(payload.producer_id, payload.epoch)
-            elif self.tm is not None:
-                self.tm.initializing = False
-        elif isinstance(payload, ProduceResponse):
-            for batch, result in zip(request.batches, payload.results, strict=True):
-                self._complete_batch(batch, result, now)
-            self.on_batches_done()
+        request, payload = answer
+        if request is not None:
+            now = self.env.now
+            if request.txn is not None:
+                assert self.txn is not None
+                self.txn.on_response(request.txn, payload)
+            elif isinstance(payload, InitProducerIdResponse):
+                if self.tm is not None and payload.error is Errors.NONE:
+                    self.tm.set_producer_id_and_epoch(payload.producer_id, payload.epoch)
+                elif self.tm is not None:
+                    self.tm.initializing = False
+            elif isinstance(payload, ProduceResponse):
+                for batch, result in zip(request.batches, payload.results, strict=True):
+                    self._complete_batch(batch, result, now)
+                self.on_batches_done()
         self.wakeup()
+
+    def _cancelled(self, request: InFlightRequest, error: Errors, now: float) -> None:
+        """A disconnection cancelled ``request`` (NetworkClient.cancelInFlightRequests): a
+        produce's batches fail with ``error``, and nobody knows whether the broker appended
+        them."""
+        if request.txn is not None:
+            assert self.txn is not None
+            self.txn.on_disconnect(request.txn)
+            return
+        if request.init_producer_id:
+            if self.tm is not None:
+                self.tm.initializing = False
+            return
+        for batch in request.batches:
+            batch.fate_unknown = True
+            self._complete_batch(batch, PartitionResponse(error, log_start_offset=-1), now)
 
     def _complete_batch(
         self, batch: ProducerBatch, response: PartitionResponse, now: float
@@ -692,27 +433,23 @@ class Sender:
         request = txn.next_request(now, self.accumulator.incomplete > 0)
         if request is None:
             return txn.next_wakeup(now)
+        client = self.client
         node = txn.coordinator_node(request)
         if node is None:
             # FindCoordinator goes to any broker that can take it.
-            ready = self._least_loaded_node(now)
+            ready = client.least_loaded_node(now)
             if ready is None:
-                return self._backoff_wait(now)
+                return client.backoff_wait(now)
             nc = ready
         else:
             nc = self._connections[node]
-            if not self._ready(nc, now):
-                return self._reconnect_wait(nc, now)
+            if not client.ready(nc, now):
+                return client.reconnect_wait(nc, now)
         txn.sent(request)
-        self._correlation += 1
-        payload = request.build(self._correlation)
-        nc.in_flight.append(
-            InFlightRequest(
-                self._correlation, now + self.config.request_timeout_ms, [], txn=request
-            )
-        )
-        self.requests_sent += 1
-        self.network.send(self.node, nc.broker, payload, self._connection(nc))
+        cid = client.next_correlation_id()
+        payload = request.build(cid)
+        client.track(nc, InFlightRequest(cid, client.deadline(now), [], txn=request))
+        client.send(nc, payload)
         if request.priority == END_TXN and self.probe is not None:
             self.probe.hit("producer.after_end_txn_sent", self.node)
         return INF
@@ -739,5 +476,4 @@ class Sender:
     def abandon(self) -> None:
         """The producer process died: stop without completing anything."""
         self.running = False
-        for nc in self._connections.values():
-            nc.in_flight.clear()
+        self.client.abandon()
