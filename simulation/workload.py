@@ -203,13 +203,15 @@ class _Completion:
         if self.incarnation != app.incarnation:
             return
         pop = app.open_ops.pop
-        op_ids = []
-        offsets = []
-        for i, value in enumerate(values):
-            op_id = pop(value, None)
-            if op_id is not None:
-                op_ids.append(op_id)
-                offsets.append(base_offset + i if base_offset >= 0 else -1)
+        op_ids = [pop(value, None) for value in values]
+        if base_offset >= 0:
+            offsets = list(range(base_offset, base_offset + len(values)))
+        else:
+            offsets = [-1] * len(values)
+        if None in op_ids:  # some sends were completed already: leave them out
+            kept = [i for i, op_id in enumerate(op_ids) if op_id is not None]
+            op_ids = [op_ids[i] for i in kept]
+            offsets = [offsets[i] for i in kept]
         if app.open_keys:
             keys = app.open_keys
             for value in values:

@@ -92,3 +92,35 @@ def test_a_batch_with_two_callbacks_completes_each_record_through_its_own():
     assert mixed.shared_callback is None
     assert mixed.complete(7)
     assert seen == [("a", "w0", 7), ("b", "w1", 8)]
+
+
+def test_a_batch_completes_only_the_sends_still_open():
+    """A record whose send was already completed (or never opened by this incarnation) is
+    left out; the others keep their own offsets."""
+    from types import SimpleNamespace
+
+    from eosim.simulation.history import HistoryRecorder
+
+    history = HistoryRecorder({})
+    ids = [history.invoke_send("p/0", 0.0, "t", None, None, f"v{i}") for i in range(4)]
+    app = SimpleNamespace(
+        incarnation=0,
+        open_ops={"v0": ids[0], "v2": ids[2], "v3": ids[3]},
+        open_keys={},
+        counts={"acked": 0},
+        env=SimpleNamespace(now=5.0),
+        history=history,
+    )
+    _Completion(app, 0).succeeded(["v0", "v1", "v2", "v3"], 1, 100)  # type: ignore[arg-type]
+    assert app.counts["acked"] == 3 and app.open_ops == {}
+    done = [
+        (line["value"]["value"], line["value"]["offset"])
+        for line in history.records()
+        if line.get("type") == "ok"
+    ]
+    assert done == [("v0", 100), ("v2", 102), ("v3", 103)]
+
+    stale = _Completion(app, 0)
+    app.incarnation = 1
+    stale.succeeded(["v0"], 1, 7)  # type: ignore[arg-type]
+    assert app.counts["acked"] == 3
