@@ -75,7 +75,6 @@ OUTCOMES = ("ok", "fail", "info")  # a completion's type, by its code in `SendLo
 _OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
 NONE = -(2**63)  # `SendLog.partition` and `SendLog.offset`: None
 _COMPLETED_BYTE = bytes((_COMPLETED,))
-_OK_BYTE = bytes((_OUTCOME_CODE["ok"],))
 
 
 class SendLog:
@@ -94,7 +93,7 @@ class SendLog:
 
     Extending it: a new per-send field is one more column here, filled by
     :meth:`HistoryRecorder.send_invoker` (which :meth:`HistoryRecorder.invoke_send` uses),
-    :meth:`HistoryRecorder.complete_send` and :meth:`HistoryRecorder.complete_sends_ok`, written in
+    :meth:`HistoryRecorder.complete_send` and :meth:`HistoryRecorder.complete_sends`, written in
     :meth:`entries` and read in ``SendColumns.of_log``; ``tests/test_columns.py`` compares the
     result with the history parsed back from its lines."""
 
@@ -549,11 +548,18 @@ class HistoryRecorder:
         partitions(NONE if partition is None else partition)
         offsets(NONE if offset is None else offset)
 
-    def complete_sends_ok(
-        self, op_ids: list[int], time: float, partition: int, offsets: list[int]
+    def complete_sends(
+        self,
+        op_ids: list[int],
+        type_: str,
+        time: float,
+        partition: int | None,
+        offsets: list[int] | None,
+        error: str | None = None,
     ) -> None:
-        """:meth:`complete_send` ``ok`` of each of ``op_ids`` at ``time`` on ``partition``
-        (not None), with its offset, in one step: a whole batch's records."""
+        """:meth:`complete_send` of each of ``op_ids``, in order, in one step (a whole
+        batch's records): the same outcome, time, partition and error for all, and each its
+        offset (``offsets`` None: none)."""
         n = len(op_ids)
         if not n:
             return
@@ -562,11 +568,13 @@ class HistoryRecorder:
         sends.order += _COMPLETED_BYTE * n
         if type(time) is int:
             sends.int_times.update((False, r) for r in range(row, row + n))
+        if error is not None:
+            sends.errors.update(dict.fromkeys(range(row, row + n), error))
         sends.completed_id.extend(op_ids)
-        sends.outcome += _OK_BYTE * n
+        sends.outcome += bytes((_OUTCOME_CODE[type_],)) * n
         sends.completed_time.extend([time] * n)
-        sends.completed_partition.extend([partition] * n)
-        sends.offset.extend(offsets)
+        sends.completed_partition.extend([NONE if partition is None else partition] * n)
+        sends.offset.extend([NONE] * n if offsets is None else offsets)
 
     def invoke(self, f: str, process: str, time: float, value: dict[str, Any] | None) -> int:
         """Invoke an operation other than ``send`` (``txn``, ``process``, ``poll``)."""

@@ -20,7 +20,12 @@ from collections.abc import Callable
 
 import simpy
 
-from eosim.simulation.apps.lifecycle import ClientApplication, ProducerFactory, tally
+from eosim.simulation.apps.lifecycle import (
+    OUTCOME_COUNTS,
+    ClientApplication,
+    ProducerFactory,
+    tally,
+)
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.rng import RandomStream
 from eosim.simulation.scenario import Workload
@@ -217,7 +222,25 @@ class _Completion:
             for value in values:
                 keys.pop(value, None)
         app.counts["acked"] += len(op_ids)
-        app.history.complete_sends_ok(op_ids, app.env.now, partition, offsets)
+        app.history.complete_sends(op_ids, "ok", app.env.now, partition, offsets)
+
+    def failed(self, values: list[str], partition: int, error: str, maybe_written: bool) -> None:
+        """``__call__`` for every record of a batch that failed with ``error``, in record
+        order, as one step."""
+        app = self.app
+        if self.incarnation != app.incarnation:
+            return
+        pop = app.open_ops.pop
+        op_ids = [op_id for op_id in (pop(value, None) for value in values) if op_id is not None]
+        if app.open_keys:
+            keys = app.open_keys
+            for value in values:
+                keys.pop(value, None)
+        type_ = "info" if maybe_written else "fail"
+        counts = app.counts
+        counts[OUTCOME_COUNTS[type_]] += len(op_ids)  # as `tally` counts each
+        counts["errored"] += len(op_ids)
+        app.history.complete_sends(op_ids, type_, app.env.now, partition, None, error)
 
 
 def _never(_delay: float) -> bool:

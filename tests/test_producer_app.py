@@ -1,7 +1,7 @@
 """The producer application's per-record fast paths give the histories the plain paths give:
-a batch's records completed in one step (`_Completion.succeeded`) against one callback per
-record, and a record sent through a bound send (`KafkaProducer.bind_send`) against
-`KafkaProducer.send`."""
+a batch's records completed in one step (`_Completion.succeeded`, `_Completion.failed`)
+against one callback per record, and a record sent through a bound send
+(`KafkaProducer.bind_send`) against `KafkaProducer.send`."""
 
 from __future__ import annotations
 
@@ -29,12 +29,23 @@ CASES = [
             "producers.0.config.buffer.memory=65536",
         ],
     ),
+    # heavy loss and short timeouts: batches fail, some of them with their fate unknown
+    (
+        "benchmarks/standard.yaml",
+        [
+            "producers.0.workload.records=3000",
+            "network.request_loss=0.1",
+            "network.response_loss=0.1",
+            "producers.0.config.delivery.timeout.ms=3000",
+            "producers.0.config.request.timeout.ms=1000",
+        ],
+    ),
 ]
 
 
-def _run(path: str, overrides: list[str], seed: int) -> tuple[str, int]:
+def _run(path: str, overrides: list[str], seed: int) -> tuple[str, int, dict[str, int]]:
     result = run_scenario(load_scenario(ROOT / path, overrides), seed)
-    return result.history.digest(), result.events
+    return result.history.digest(), result.events, result.counts
 
 
 @pytest.mark.parametrize(("path", "overrides"), CASES)
@@ -43,6 +54,7 @@ def test_a_batch_completed_in_one_step_is_recorded_as_one_callback_per_record(
 ) -> None:
     fast = [_run(path, overrides, seed) for seed in (1, 2)]
     monkeypatch.delattr(_Completion, "succeeded")
+    monkeypatch.delattr(_Completion, "failed")
     assert [_run(path, overrides, seed) for seed in (1, 2)] == fast
 
 
@@ -76,6 +88,9 @@ def test_a_batch_with_two_callbacks_completes_each_record_through_its_own():
         def succeeded(self, values, partition, base_offset):  # type: ignore[no-untyped-def]
             seen.extend((self.tag + "*", v, base_offset + i) for i, v in enumerate(values))
 
+        def failed(self, values, partition, error, maybe_written):  # type: ignore[no-untyped-def]
+            seen.extend((self.tag + "!", v, -1) for v in values)
+
     acc = RecordAccumulator(16384, 0, 1 << 20, 120000, False)
     a, b = Tagged("a"), Tagged("b")
     acc.append(("t", 0), RecordEntry("v0", None, 10, a), 0.0)
@@ -92,6 +107,15 @@ def test_a_batch_with_two_callbacks_completes_each_record_through_its_own():
     assert mixed.shared_callback is None
     assert mixed.complete(7)
     assert seen == [("a", "w0", 7), ("b", "w1", 8)]
+
+    seen.clear()
+    acc.append(("t", 2), RecordEntry("x0", None, 10, b), 0.0)
+    acc.append(("t", 2), RecordEntry("x1", None, 10, b), 0.0)
+    assert acc.batches[("t", 2)][0].fail("TimeoutException")
+    acc.append(("t", 3), RecordEntry("y0", None, 10, b), 0.0)
+    acc.append(("t", 3), RecordEntry("y1", None, 10, a), 0.0)
+    assert acc.batches[("t", 3)][0].fail("TimeoutException")
+    assert seen == [("b!", "x0", -1), ("b!", "x1", -1), ("b", "y0", -1), ("a", "y1", -1)]
 
 
 def test_a_batch_completes_only_the_sends_still_open():

@@ -36,8 +36,9 @@ class RecordEntry:
     # (value, partition, offset or -1, error or None, whether the record may have been
     # written): the batch passes the value and its partition, so that one callback can serve
     # many records (a run may hold every record it sends outstanding at once). A callback
-    # may also offer ``succeeded(values, partition, base_offset)``: a batch whose records all
-    # have it then completes them in one call, in place of one call per record (offsets
+    # may also offer ``succeeded(values, partition, base_offset)`` and
+    # ``failed(values, partition, error, maybe_written)``: a batch whose records all have it
+    # then completes them in one call, in place of one call per record (offsets
     # base_offset, base_offset + 1, ...; -1 throughout when base_offset is -1).
     callback: Callable[[str, int, int, str | None, bool], None]
 
@@ -125,6 +126,10 @@ class ProducerBatch:
             return False
         self.done = True
         partition = self.tp[1]
+        failed = getattr(self.shared_callback, "failed", None)
+        if failed is not None:
+            failed([r.value for r in self.records], partition, error, self.fate_unknown)
+            return True
         for r in self.records:
             r.callback(r.value, partition, -1, error, self.fate_unknown)
         return True
