@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import simpy
@@ -240,6 +241,8 @@ class Cluster:
         self.allocator = ProducerIdBlockAllocator()
         tv2 = rules.transaction_version >= 2
         self.brokers: dict[str, Broker] = {}
+        # Each broker's coordinator runtime, built after the brokers (it needs their replicas).
+        self._runtimes: dict[str, CoordinatorRuntime] = {}
         for name in metadata.brokers:
             verifier = (
                 self._verifier_for(name) if rules.transaction_partition_verification else None
@@ -263,9 +266,10 @@ class Cluster:
                 isr_rng=streams.stream(f"isr-expiration:{name}") if streams else None,
                 heartbeat_rng=streams.stream(f"broker-heartbeat:{name}") if streams else None,
                 log=settings.log,
+                coordinator=partial(self._runtimes.get, name),
+                hostable=self._hostable,
+                state_log=self.state_log,
             )
-            self.brokers[name].replica_manager.hostable = self._hostable
-            self.brokers[name].attach_state_log(self.state_log)
         registrations = {}
         for tp in metadata.all_partitions():
             replicas = metadata.replicas(tp)
@@ -300,7 +304,7 @@ class Cluster:
                 self.probe,
                 on_fence,
             )
-            broker.coordinator = runtime
+            self._runtimes[name] = runtime
             runtime.hold = broker.hold_current
             runtime.activate = self.activate
             if streams is not None:

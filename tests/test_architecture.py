@@ -157,7 +157,7 @@ def test_every_request_type_has_a_handler() -> None:
     unhandled = [
         cls.__name__
         for cls in requests
-        if cls not in broker.handlers
+        if cls not in broker.apis.handlers
         and cls not in broker.coordinator.handlers
         and cls not in cluster.controller.handlers
     ]
@@ -167,7 +167,7 @@ def test_every_request_type_has_a_handler() -> None:
         pass
 
     with pytest.raises(TypeError, match="broker-0: unexpected request Unknown"):
-        broker._handle(Unknown())
+        broker.apis.handle(Unknown())
 
 
 def test_application_kinds_cover_every_application_list_of_a_scenario() -> None:

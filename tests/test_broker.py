@@ -27,7 +27,7 @@ from eosim.simulation.rules import VERSIONS
 TP = ("t", 0)
 
 
-def make():
+def make(verify_partition=None):
     env = simpy.Environment()
     net = Network(
         env, NetworkSettings(LatencyModel("constant", value_ms=1.0)), RandomStreams(1).stream("n")
@@ -35,7 +35,14 @@ def make():
     inbox: list = []
     net.register("c", lambda m: inbox.append(m.payload), client=True)
     broker = Broker(
-        env, "broker-0", net, [TP], VERSIONS["4.0"], ProducerIdBlockAllocator(), BrokerSettings()
+        env,
+        "broker-0",
+        net,
+        [TP],
+        VERSIONS["4.0"],
+        ProducerIdBlockAllocator(),
+        BrokerSettings(),
+        verify_partition=verify_partition,
     )
     return env, net, broker, inbox
 
@@ -214,8 +221,7 @@ def test_transactional_write_verified_unless_the_rule_is_off():
         refused.append((transactional_id, pid, epoch, tp))
         return Errors.INVALID_TXN_STATE
 
-    env, net, broker, inbox = make()
-    broker.verify_partition = verify
+    env, net, broker, inbox = make(verify)
     net.send(
         "c",
         "broker-0",
@@ -224,7 +230,7 @@ def test_transactional_write_verified_unless_the_rule_is_off():
     env.run(until=10)
     assert inbox[0].results[0].error is Errors.INVALID_TXN_STATE
     assert refused == [("x", 7, 0, TP)] and broker.logs[TP].log_end_offset == 0
-    broker.verify_partition = None  # transaction_partition_verification: false
+    broker.apis.produce.verify_partition = None  # transaction_partition_verification: false
     produce(net, 0, ["late"], 2, transactional=True)
     env.run(until=20)
     assert inbox[1].results[0].error is Errors.NONE
@@ -299,8 +305,7 @@ def test_verification_errors_are_mapped_as_kafka_maps_them(coordinator_says, lea
     -> NOT_ENOUGH_REPLICAS; TRANSACTION_ABORTABLE kept for Produce v11+ clients; the rest as the
     AddPartitionsToTxnManager hands them over (it has already turned PRODUCER_FENCED into
     INVALID_PRODUCER_EPOCH: test_the_manager_maps_producer_fenced)."""
-    env, net, broker, inbox = make()
-    broker.verify_partition = lambda *_args: coordinator_says
+    env, net, broker, inbox = make(lambda *_args: coordinator_says)
     net.send(
         "c",
         "broker-0",
@@ -378,3 +383,48 @@ def test_tv2_txn_offset_commit_adds_the_offsets_partition_to_the_transaction():
     assert cl.call(node, commit(0)).error is Errors.NONE
     assert offsets_partition("g") in cl.meta("tx").partitions
     assert cl.call(node, commit(5)).error is Errors.INVALID_PRODUCER_EPOCH
+
+
+def test_a_broker_is_given_its_collaborators_when_it_is_built():
+    """What a broker works with is passed to its constructor, not set on it afterwards: where
+    its state changes are recorded (its life, its replicas' roles), which partitions it may
+    host, and a provider of its coordinator runtime, which the cluster builds after the
+    brokers (asked each time: none until there is one)."""
+    from eosim.simulation.state_change import StateChangeLog
+
+    env = simpy.Environment()
+    net = Network(
+        env, NetworkSettings(LatencyModel("constant", value_ms=1.0)), RandomStreams(1).stream("n")
+    )
+    calls: list[str] = []
+
+    class Runtime:
+        def crash(self) -> None:
+            calls.append("crash")
+
+        def restart(self) -> None:
+            calls.append("restart")
+
+    runtimes: dict[str, Runtime] = {}
+    log = StateChangeLog(env, enabled=True)
+    broker = Broker(
+        env,
+        "broker-0",
+        net,
+        [TP],
+        VERSIONS["4.0"],
+        ProducerIdBlockAllocator(),
+        BrokerSettings(),
+        coordinator=lambda: runtimes.get("broker-0"),  # type: ignore[arg-type, return-value]
+        hostable=lambda tp: tp != ("t", 1),
+        state_log=log,
+    )
+    assert broker.coordinator is None
+    assert broker.replica_manager.hostable(TP) and not broker.replica_manager.hostable(("t", 1))
+    runtimes["broker-0"] = Runtime()
+    broker.crash()
+    broker.restart()
+    assert calls == ["crash", "restart"]
+    events = [(e.node, e.event) for e in log.events]
+    assert ("broker-0", "crash") in events and ("broker-0", "restart") in events
+    assert broker.replica_manager.state_log is log

@@ -133,13 +133,13 @@ class Cluster:
         )
         self.log = self.broker.logs[TP]
         self.requests: list[object] = []
-        handle = self.broker._handle
+        handle = self.broker.apis.handle
 
         def recording(request: object) -> object:
             self.requests.append(request)
             return handle(request)
 
-        self.broker._handle = recording  # type: ignore[method-assign]
+        self.broker.apis.handle = recording  # type: ignore[method-assign]
         metadata = ClusterMetadata(("broker-0",), {"t": 1})
         self.consumer = KafkaConsumer(
             self.env,

@@ -28,13 +28,13 @@ def _reader(isolation: str = "read_uncommitted") -> tuple[Cluster, KafkaConsumer
     )
     broker = cl.leader(TP)
     requests: list[object] = []
-    handle = broker._handle
+    handle = broker.apis.handle
 
     def recording(request: object) -> object:
         requests.append(request)
         return handle(request)
 
-    broker._handle = recording  # type: ignore[method-assign]
+    broker.apis.handle = recording  # type: ignore[method-assign]
     consumer = KafkaConsumer(cl.env, "reader", cl.net, cl.metadata, isolation=isolation)
     consumer.assign([TP])
     consumer.seek(TP, 0)

@@ -115,6 +115,8 @@ class BrokerLifecycleManager:
         metadata_offset: Callable[[], int],
         running: Callable[[], bool],
         heartbeat_rng: RandomStream | None = None,
+        *,
+        state_log: StateChangeLog = DISABLED,
     ) -> None:
         self.env = env
         self.broker = broker
@@ -124,7 +126,7 @@ class BrokerLifecycleManager:
         self.rng = rng
         self.metadata_offset = metadata_offset
         self.running = running
-        self.state_log: StateChangeLog = DISABLED
+        self.state_log = state_log
         # A broker of the initial cluster is registered, caught up and unfenced.
         self.state = BrokerState.RUNNING
         self.incarnation = 0

@@ -162,6 +162,9 @@ class ReplicaManager:
         probe: Probe | None = None,
         respond: Callable[[Message, object], None] | None = None,
         isr_rng: RandomStream | None = None,
+        *,
+        hostable: Callable[[TopicPartition], bool] | None = None,
+        state_log: StateChangeLog = DISABLED,
     ) -> None:
         self.env = env
         # Draws the phase of the ISR expiration task (see _isr_expiration); None: no phase.
@@ -174,7 +177,7 @@ class ReplicaManager:
         self.new_state = new_state
         self.is_running = is_running  # alive and not paused
         self.probe = probe if probe is not None else Probe()
-        self.state_log: StateChangeLog = DISABLED
+        self.state_log = state_log
         # The high watermark last written to the state-change log, per led partition.
         self._logged_hw: dict[TopicPartition, int] = {}
         # Followers that stopped fetching for good: (partition, why), in order.
@@ -203,8 +206,10 @@ class ReplicaManager:
         self.generation = 0  # bumped by a crash: timers of the old incarnation do nothing
         self._isr_task_started = False
         # Whether a partition is hosted when the metadata names this broker a replica: every
-        # data partition, an internal one once it is active (the cluster sets this).
-        self.hostable: Callable[[TopicPartition], bool] = lambda tp: True
+        # data partition, an internal one once it is active (the cluster says which).
+        self.hostable: Callable[[TopicPartition], bool] = (
+            hostable if hostable is not None else lambda tp: True
+        )
         # Told when a replica of an internal partition becomes leader (its leader epoch) or
         # stops being leader (None), and whether it was just activated (the coordinator
         # runtime's load and unload).

@@ -1,0 +1,297 @@
+"""A broker's network side: Kafka's ``SocketServer`` (its ``Acceptor`` and ``Processor``:
+accepting connections, reading requests, muting a connection while one of its requests is
+handled, sending answers, closing a connection), the ``RequestChannel`` between them
+(:mod:`eosim.simulation.request_channel`) and the one ``KafkaRequestHandler`` thread that
+takes requests from it one at a time and hands them to :class:`KafkaApis`.
+
+Requests are handled one at a time in arrival order, which, with FIFO links, keeps Kafka's
+guarantee that a connection's requests are processed in the order they were sent. Each
+handled request costs ``request_time_ms`` of simulated time. A handler may hold the request
+it handles (:meth:`SocketServer.hold_current`): its answer is sent later and the connection
+stays muted until then. Answers to the broker's own requests and the controller's metadata
+are handled by threads of their own (:meth:`KafkaRequestHandler.own_thread`), not through the
+request queue.
+
+:class:`SocketServer` holds the connections and the request being handled;
+:class:`KafkaRequestHandler` holds the handler loop. The broker (:mod:`eosim.simulation.
+broker.broker`) builds both and routes what the network delivers.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Protocol
+
+import simpy
+
+from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.protocol import (
+    AlterPartitionResponse,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
+    Disconnected,
+    MetadataDelta,
+    ReplicaFetchResponse,
+    TcpAccepted,
+    TcpConnect,
+    WriteTxnMarkersResponse,
+)
+from eosim.simulation.request_channel import RequestChannel
+
+if TYPE_CHECKING:
+    from eosim.simulation.broker.replica_manager import ReplicaManager
+
+
+class BrokerProcess(Protocol):
+    """What the network side reads of its broker's process: whether it runs (``alive``), is
+    stopped (``paused``), listens (``serving``: alive and, with a controller, RUNNING), and
+    which process it is (``incarnation``, bumped by each restart)."""
+
+    alive: bool
+    paused: bool
+    incarnation: int
+
+    @property
+    def serving(self) -> bool: ...
+
+
+class RequestApis(Protocol):
+    """What the request handler hands requests to (:class:`eosim.simulation.broker.kafka_apis.
+    KafkaApis`): ``handle`` answers a request (None: no answer, or not yet); ``handlers``
+    names the handler of each request type, the own threads' answers included."""
+
+    handlers: dict[type, Callable[[Any], object | None]]
+
+    def handle(self, request: object) -> object | None: ...
+
+
+class SocketServer:
+    """One broker's connections and the request being handled (see the module docstring).
+    :meth:`receive` reads what the network delivers; requests go to :attr:`requests`."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        name: str,
+        network: Network,
+        process: BrokerProcess,
+        request_time_ms: float,
+    ) -> None:
+        self.name = name
+        self.network = network
+        self.process = process
+        self.requests = RequestChannel(env, process, request_time_ms)
+        # Connections with a request being handled (or held), and what waits behind it.
+        self._muted: set[int] = set()
+        self._stalled: dict[int, deque[Message]] = {}
+        self._connections: dict[int, Connection] = {}
+        # The request being handled, and whether its handler holds it (answers it later).
+        self.current: Message
+        self.held = False
+
+    # -- arrival -----------------------------------------------------------------------
+    def receive(self, msg: Message) -> bool:
+        """Read ``msg``; True when it is for one of the broker's own threads (the caller hands
+        it to :meth:`KafkaRequestHandler.own_thread`)."""
+        kind = type(msg.payload)
+        if kind is TcpConnect:
+            self._accept(msg)
+            return False
+        process = self.process
+        if not process.alive or (kind not in OUTBOUND_ANSWERS and not process.serving):
+            # Connection refused (no process, or one that does not listen yet): the client
+            # learns after one hop.
+            if msg.conn is not None:
+                msg.conn.destroy()
+                self.notify_reset(msg.conn)
+            return False
+        if kind in OWN_THREADS:
+            # Answers to this broker's own requests and the controller's metadata are handled
+            # by threads of their own (fetchers, the lifecycle manager, the metadata loader),
+            # not by the request handlers; a paused process handles them when it resumes.
+            return True
+        conn = msg.conn
+        if conn is not None and conn.broker == self.name:
+            self._connections[id(conn)] = conn
+            key = id(conn)
+            if key in self._muted:
+                # SocketServer mutes a connection from the moment a request is read until its
+                # response is sent: the next request waits, so a connection's requests are
+                # handled, and answered, one at a time and in order.
+                self._stalled.setdefault(key, deque()).append(msg)
+                return False
+            self._muted.add(key)
+        self.requests.put(msg)
+        return False
+
+    def _accept(self, msg: Message) -> None:
+        """The host's kernel answers a client's connect: accepted while a broker listens (its
+        process may be paused), refused when none does (crashed, or not serving yet)."""
+        conn = msg.conn
+        if conn is None:
+            return
+        if not self.process.serving:
+            conn.destroy()
+            self.notify_reset(conn)
+            return
+        self._connections[id(conn)] = conn
+        self.network.send(self.name, msg.src, TcpAccepted(self.name, conn.generation), conn)
+
+    def unmute(self, conn: Connection | None) -> None:
+        if conn is None or conn.broker != self.name:
+            return
+        key = id(conn)
+        stalled = self._stalled.get(key)
+        if stalled:
+            self.requests.put(stalled.popleft())  # stays muted for this one
+            if not stalled:
+                del self._stalled[key]
+        else:
+            self._muted.discard(key)
+
+    # -- answers -------------------------------------------------------------------------
+    def respond(self, msg: Message, response: object) -> None:
+        """Send the answer to ``msg`` (handled earlier and held) and read the next request
+        of its connection."""
+        if not self.process.alive:
+            return
+        self.network.send(self.name, msg.src, response, msg.conn, internal=msg.internal)
+        self.unmute(msg.conn)
+
+    def reply_later(self) -> Callable[[object], None]:
+        """A way to answer the request being handled once it is ready (a held request)."""
+        msg = self.current
+        process = self.process
+        incarnation = process.incarnation
+
+        def reply(response: object) -> None:
+            if process.alive and process.incarnation == incarnation:
+                self.respond(msg, response)
+
+        return reply
+
+    def hold_current(self) -> Callable[[object], None]:
+        """Hold the request being handled (its answer comes later, through the returned
+        function; the connection stays muted until then)."""
+        self.held = True
+        return self.reply_later()
+
+    def close_connection(self, conn: Connection | None) -> None:
+        """RequestChannel.closeConnection: the broker closes a client's connection. What the
+        client sent on it that was not read yet is discarded, later sends on it are refused
+        (a reset), and the client learns of the close after one hop."""
+        if conn is None or conn.closed or not self.process.alive:
+            return
+        key = id(conn)
+        self._stalled.pop(key, None)
+        self._muted.discard(key)
+        self._connections.pop(key, None)
+        conn.close_by_server()
+        self.notify_reset(conn)
+
+    def notify_reset(self, conn: Connection) -> None:
+        # Sent outside the (now closed) connection, so it is not dropped with it.
+        self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
+
+    # -- the process ---------------------------------------------------------------------
+    def reset(self) -> None:
+        """The process died: queued requests are dropped and every open connection is reset
+        (clients are told after one network hop, as a TCP reset would tell them)."""
+        self.requests.clear()
+        self._muted.clear()
+        self._stalled.clear()
+        for conn in self._connections.values():
+            was_open = not conn.closed
+            conn.destroy()
+            if was_open:
+                self.notify_reset(conn)
+        self._connections.clear()
+
+    def kick(self) -> None:
+        """Wake the request handler: the process may have become able to handle requests."""
+        self.requests.kick()
+
+
+class KafkaRequestHandler:
+    """The broker's request handler thread: takes requests from the socket server's queue one
+    at a time, hands each to ``apis`` and sends the answer (or leaves the request held); and
+    the broker's own threads, which handle answers to its own requests as they arrive."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        process: BrokerProcess,
+        server: SocketServer,
+        apis: RequestApis,
+        replica_manager: ReplicaManager,
+    ) -> None:
+        self.process = process
+        self.server = server
+        self.apis = apis
+        self.replica_manager = replica_manager
+        self.requests_handled = 0
+        self._own: deque[Message] = deque()
+        env.process(self._run())
+
+    def _run(self) -> Generator[simpy.Event, Any, None]:
+        server = self.server
+        requests = server.requests
+        process = self.process
+        rm = self.replica_manager
+        network = server.network
+        name = server.name
+        while True:
+            msg = yield from requests.take()
+            self.requests_handled += 1
+            server.current = msg
+            server.held = False
+            response = self.apis.handle(msg.payload)
+            if not process.alive:
+                continue
+            # KafkaApis.handle ends with ReplicaManager.tryCompleteActions: the checks that
+            # appends queued (this request's, and those other threads made since the last
+            # request) run now.
+            rm.complete_actions()
+            if response is not None:
+                network.send(name, msg.src, response, msg.conn, internal=msg.internal)
+                server.unmute(msg.conn)
+            elif not server.held:
+                server.unmute(msg.conn)  # no answer at all (acks=0)
+
+    def own_thread(self, msg: Message) -> None:
+        """An answer to one of the broker's own requests, or the controller's metadata: handled
+        now, or when the paused process resumes."""
+        self._own.append(msg)
+        if not self.process.paused:
+            self.handle_own_threads()
+
+    def handle_own_threads(self) -> None:
+        """Handle what the broker's own threads have waiting (they stop with the process)."""
+        process = self.process
+        while self._own and process.alive and not process.paused:
+            msg = self._own.popleft()
+            self.server.current = msg
+            self.apis.handlers[type(msg.payload)](msg.payload)
+
+    def clear(self) -> None:
+        """The process died: what its own threads had waiting is gone."""
+        self._own.clear()
+
+
+OWN_THREADS = frozenset(
+    {
+        ReplicaFetchResponse,
+        AlterPartitionResponse,
+        MetadataDelta,
+        BrokerHeartbeatResponse,
+        BrokerRegistrationResponse,
+        Disconnected,
+        # The coordinator's TxnMarkerSenderThread (an InterBrokerSendThread) handles the
+        # answers to its markers (TransactionMarkerRequestCompletionHandler).
+        WriteTxnMarkersResponse,
+    }
+)
+# What reaches a broker on connections it opened itself (to leaders, the controller, the
+# partitions its coordinators write markers to): accepted even before the broker listens.
+OUTBOUND_ANSWERS = OWN_THREADS
