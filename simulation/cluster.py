@@ -263,8 +263,8 @@ class Cluster:
                 isr_rng=streams.stream(f"isr-expiration:{name}") if streams else None,
                 heartbeat_rng=streams.stream(f"broker-heartbeat:{name}") if streams else None,
                 log=settings.log,
+                hostable=self._hostable,
             )
-            self.brokers[name].replica_manager.hostable = self._hostable
             self.brokers[name].attach_state_log(self.state_log)
         registrations = {}
         for tp in metadata.all_partitions():
@@ -596,7 +596,7 @@ class Cluster:
         return [
             f"{name}: follower of {tp[0]}-{tp[1]} stopped fetching: {reason}"
             for name, broker in self.brokers.items()
-            for tp, reason in broker.replica_manager.failures
+            for tp, reason in broker.replica_manager.replica_fetcher_manager.failures
         ]
 
     @property

@@ -171,6 +171,7 @@ class Broker:
         isr_rng: RandomStream | None = None,
         heartbeat_rng: RandomStream | None = None,
         log: LogManagerSettings | None = None,
+        hostable: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -208,6 +209,7 @@ class Broker:
             self.probe,
             self.respond,
             isr_rng,
+            hostable=hostable,
         )
         self.controller = controller
         self.incarnation = 0
@@ -233,8 +235,8 @@ class Broker:
         self.handlers = self._dispatch_table()
         network.register(name, self.receive, client=False)
         env.process(self._handler_loop())
-        self.replica_manager.flush_task()
-        # Retention and producer-id expiry (Kafka's LogManager and UnifiedLog schedulers).
+        # The log flusher, retention and producer-id expiry (Kafka's LogManager and UnifiedLog
+        # schedulers).
         self.log_manager = LogManager(
             env,
             lambda: self.replica_manager,
@@ -917,7 +919,7 @@ class Broker:
         if not self.powered:
             return
         self.powered = False
-        cut = self.replica_manager.lose_page_cache()
+        cut = self.log_manager.lose_page_cache()
         self.state_log.record(self.name, "power_loss", cut=cut)
         self.crash()
 
@@ -938,7 +940,7 @@ class Broker:
         self.producer_ids.reset()
         rm = self.replica_manager
         led = sorted(tp for tp, p in rm.partitions.items() if p.leader == self.name)
-        rm.recover()
+        self.log_manager.recover()
         if self.lifecycle is None:
             for tp in led:  # a standalone broker leads its partitions again at once
                 rm.lead_alone(tp, rm.partitions[tp].leader_epoch)
