@@ -11,14 +11,15 @@ answer, truncation to the leader):
   leader asks for the end of its latest epoch instead (OffsetsForLeaderEpoch, rule
   ``truncation: leader_epoch_kip101``). An unanswered fetch (``replica.socket.timeout.ms`` +
   ``replica.fetch.wait.max.ms``, or a reset connection) backs its partitions off for
-  ``replica.fetch.backoff.ms`` and reconnects; so does an error for its partition.
+  ``replica.fetch.backoff.ms`` and reconnects; an error for one partition backs off that
+  partition alone.
 * **Answers** (:meth:`ReplicaFetcherManager.on_replica_fetch_response`): data is appended
   (``processPartitionData``), the leader's HW and log start followed; a diverging epoch or an
   epoch end offset truncates the log where :func:`truncation_state` says
   (``truncateToEpochEndOffsets``); OFFSET_OUT_OF_RANGE cuts back to a shorter leader or starts
   again at the leader's log start (``fetchOffsetAndTruncate``); a batch that does not start at
-  the follower's log end stops the partition for good (``markPartitionFailed``, in
-  :attr:`ReplicaFetcherManager.failures`).
+  the follower's log end stops fetching the partition until its leadership changes
+  (``markPartitionFailed``, in :attr:`ReplicaFetcherManager.failures`).
 
 The broker's :class:`~eosim.simulation.broker.replica_manager.ReplicaManager` adds and removes
 partitions as it makes followers and leaders (``addFetcherForPartitions``,
