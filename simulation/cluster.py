@@ -600,7 +600,7 @@ class Cluster:
         return [
             f"{name}: follower of {tp[0]}-{tp[1]} stopped fetching: {reason}"
             for name, broker in self.brokers.items()
-            for tp, reason in broker.replica_manager.failures
+            for tp, reason in broker.replica_manager.replica_fetcher_manager.failures
         ]
 
     @property

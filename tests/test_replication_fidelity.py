@@ -107,8 +107,9 @@ def test_an_epoch_the_leader_cannot_find_is_answered_offset_out_of_range():
 def _pending_alter(h: Harness) -> tuple[object, int]:
     rm = h.cluster.brokers["broker-0"].replica_manager
     part = rm.partitions[TP]
-    rm._alter_isr(part, frozenset({"broker-0", "broker-1"}))
-    cid, _sent = rm._alter_in_flight[TP]
+    alter = rm.alter_partition_manager
+    alter.alter_isr(part, frozenset({"broker-0", "broker-1"}))
+    cid, _sent = alter._alter_in_flight[TP]
     return rm, cid
 
 
@@ -122,8 +123,8 @@ def test_a_refused_alter_partition_stays_pending_until_new_metadata():
     rm.on_alter_partition_response(AlterPartitionResponse(cid, TP, Errors.FENCED_LEADER_EPOCH))
     state = rm.partitions[TP].leader_state
     assert state.pending_isr == frozenset({"broker-0", "broker-1"})
-    rm._resend_stale_alter(rm.partitions[TP])
-    assert rm._alter_in_flight[TP][0] == cid  # not sent again
+    rm.alter_partition_manager._resend_stale_alter(rm.partitions[TP])
+    assert rm.alter_partition_manager._alter_in_flight[TP][0] == cid  # not sent again
     assert state.maximal_isr == frozenset({"broker-0", "broker-1", "broker-2"})
 
 

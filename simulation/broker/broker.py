@@ -216,8 +216,8 @@ class Broker:
         )
         network.register(name, self.receive, client=False)
         self.request_handler = KafkaRequestHandler(env, self, server, self.apis, rm)
-        self.replica_manager.flush_task()
-        # Retention and producer-id expiry (Kafka's LogManager and UnifiedLog schedulers).
+        # The log flusher, retention and producer-id expiry (Kafka's LogManager and UnifiedLog
+        # schedulers).
         self.log_manager = LogManager(
             env,
             lambda: self.replica_manager,
@@ -303,7 +303,7 @@ class Broker:
         if not self.powered:
             return
         self.powered = False
-        cut = self.replica_manager.lose_page_cache()
+        cut = self.log_manager.lose_page_cache()
         self.state_log.record(self.name, "power_loss", cut=cut)
         self.crash()
 
@@ -320,7 +320,7 @@ class Broker:
         self.producer_ids.reset()
         rm = self.replica_manager
         led = sorted(tp for tp, p in rm.partitions.items() if p.leader == self.name)
-        rm.recover()
+        self.log_manager.recover()
         if self.lifecycle is None:
             for tp in led:  # a standalone broker leads its partitions again at once
                 rm.lead_alone(tp, rm.partitions[tp].leader_epoch)

@@ -1,4 +1,5 @@
-"""LogManager: a broker's housekeeping of its logs: retention, producer-id expiry, DeleteRecords.
+"""LogManager: a broker's housekeeping of its logs: retention, producer-id expiry, DeleteRecords,
+flushing, and what a power loss or a restart finds on disk.
 
 Kafka's ``LogManager`` runs ``kafka-log-retention`` every ``log.retention.check.interval.ms``
 (5 minutes), the first time ``log.initial.task.delay.ms`` (30 s) after start-up: every log that
@@ -13,6 +14,14 @@ runs one such check per broker for all its replicas, at the same times.
 DeleteRecords (``ReplicaManager.deleteRecords``, ``Partition.deleteRecordsOnLeader``) moves a
 partition leader's log start up to an offset (-1: the high watermark); an offset above the high
 watermark is OFFSET_OUT_OF_RANGE. Followers learn the new log start from their fetches.
+
+The log flusher (``kafka-log-flusher``, ``flushDirtyLogs``) runs every
+``log.flush.scheduler.interval.ms`` (never by default) and flushes each log whose
+``log.flush.interval.ms`` has passed (:class:`~eosim.simulation.broker.durability.LogDurability`
+holds each log's flush rules). A power loss cuts every log back to
+what was flushed or written back by the operating system (:meth:`LogManager.lose_page_cache`);
+a restart recovers every log and its producer state (:meth:`LogManager.recover`, Kafka's
+``loadLogs`` after an unclean shutdown).
 
 A broker that is down or paused does nothing; its checks go on at the same times once it is
 back (Kafka's scheduler starts again with the initial delay after a restart).
@@ -70,6 +79,7 @@ class LogManager:
         self.producers_expired = 0
 
     def start(self) -> None:
+        self._start_flusher()
         s = self.settings
         self.env.process(
             self._every(
@@ -123,6 +133,58 @@ class LogManager:
                     if state.is_expired(entry, now, expiration, ongoing)
                 ]:
                     del head.producers[pid]
+
+    # -- durability: flushing, power loss, recovery ------------------------------------------
+    def _start_flusher(self) -> None:
+        """The log flusher (``kafka-log-flusher``, LogManager.flushDirtyLogs, every
+        log.flush.scheduler.interval.ms: never by default)."""
+        interval = self.replicas().settings.log_flush_scheduler_interval_ms
+        if interval is None:
+            return
+
+        def loop():  # type: ignore[no-untyped-def]
+            while True:
+                yield self.env.timeout(interval)
+                if not self.is_running():
+                    continue
+                now = self.env.now
+                partitions = self.replicas().partitions
+                for tp in sorted(partitions):
+                    part = partitions[tp]
+                    part.durability.tick(part.log_end_offset, now)
+
+        self.env.process(loop())
+
+    def lose_page_cache(self) -> dict[str, list[int]]:
+        """The machine lost power: each replica's log is cut back, now, to what was flushed or
+        written back by the operating system (what a restart will find on disk). Returns the
+        cuts, ``"topic-partition" -> [old log end, new log end]``, of the logs that lost
+        records."""
+        now = self.env.now
+        replicas = self.replicas()
+        cut: dict[str, list[int]] = {}
+        for tp in sorted(replicas.partitions):
+            part = replicas.partitions[tp]
+            before = part.log_end_offset
+            # Deleted segments stay deleted: the log restarts no lower than its start
+            # (LogLoader opens an empty segment at the checkpointed log start).
+            durable = max(part.durability.durable_end(now), part.log.log_start_offset)
+            if durable < before:
+                part.truncate_to(durable, replicas.new_state(), now)
+                if part.log_end_offset < before:
+                    cut[f"{tp[0]}-{tp[1]}"] = [before, part.log_end_offset]
+            part.durability.flush(part.log_end_offset, now)
+        return cut
+
+    def recover(self) -> None:
+        """Restart after a crash (always an unclean shutdown: LogManager.loadLogs recovers
+        every log): each replica's log is recovered and its producer state loaded from the
+        snapshot written at its end, one batch per producer (:meth:`Partition.recover`); its
+        high watermark is at most its log end."""
+        now = self.env.now
+        replicas = self.replicas()
+        for tp in sorted(replicas.partitions):
+            replicas.partitions[tp].recover(replicas.new_state(), now)
 
     # -- DeleteRecords ---------------------------------------------------------------------
     def delete_records(self, tp: TopicPartition, offset: int) -> Errors:

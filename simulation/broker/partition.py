@@ -26,8 +26,9 @@ The rules, each from Kafka's ``Partition``:
 
 :class:`Partition` is the replica itself: its log, the producer state rebuilt from it, its
 leader-epoch cache, what of it is durable, and its role. Pure logic with no SimPy; the
-broker's :class:`~eosim.simulation.broker.replica_manager.ReplicaManager` owns the clock, the
-network and the timers, and calls in.
+broker's :class:`~eosim.simulation.broker.replica_manager.ReplicaManager` (and the objects of
+its request paths: fetchers, purgatories, AlterPartition) owns the clock, the network and the
+timers, and calls in.
 """
 
 from __future__ import annotations

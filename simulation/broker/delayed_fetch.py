@@ -1,0 +1,180 @@
+"""DelayedFetch: fetches a leader holds until there is something to answer.
+
+Mirrors Kafka's ``DelayedFetch`` and the ``DelayedOperationPurgatory[DelayedFetch]`` that
+``ReplicaManager.fetchMessages`` parks a fetch in when it cannot answer at once. Two kinds:
+
+* **Held consumer reads** (:meth:`DelayedFetchPurgatory.hold_read`): a consumer fetch waits
+  until its condition holds (checked whenever one of its partitions is appended to, its high
+  watermark may have moved, or it stops being led here: the purgatory's keys) or its
+  ``max_wait_ms`` passed; the broker's callback then reads the log as it is then.
+* **Parked follower fetches** (:meth:`DelayedFetchPurgatory.park`): a follower's fetch that
+  found no data waits until one of its partitions is appended to (the check is queued by the
+  append and run as a request ends: ``ReplicaManager.complete_actions``) or
+  ``replica.fetch.wait.max.ms``; it is then read again (``DelayedFetch.onComplete`` ->
+  ``ReplicaManager.readFromLog``, here the replica manager's ``read_for_follower``, without
+  updating the follower's state a second time) and answered.
+
+A fetch whose time runs out while the broker is paused is completed when it runs again
+(:class:`~eosim.simulation.broker.delayed_operation.ExpiredOperationReaper`); a crash drops
+every held fetch (:meth:`DelayedFetchPurgatory.shutdown`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import simpy
+
+from eosim.simulation.broker.delayed_operation import ExpiredOperationReaper
+from eosim.simulation.network import Message, Network
+from eosim.simulation.protocol import (
+    ReplicaFetchData,
+    ReplicaFetchPartition,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+    TopicPartition,
+)
+
+
+@dataclass(eq=False, slots=True)
+class _ParkedFetch:
+    msg: Message
+    request: ReplicaFetchRequest
+    done: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class _HeldRead:
+    """A consumer fetch held for data (Kafka's DelayedFetch of a consumer)."""
+
+    partitions: tuple[TopicPartition, ...]
+    completable: Callable[[], bool]
+    answer: Callable[[], None]
+    done: bool = False
+
+
+# How a leader reads a partition for a follower's fetch: (follower, partition, what it asked,
+# now, whether to update the follower's state).
+ReadForFollower = Callable[
+    [str, TopicPartition, ReplicaFetchPartition, float, bool], ReplicaFetchData
+]
+
+
+class DelayedFetchPurgatory:
+    """One broker's held consumer reads and parked follower fetches."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        broker: str,
+        network: Network,
+        replica_fetch_wait_max_ms: float,
+        read_for_follower: ReadForFollower,
+        is_running: Callable[[], bool],
+        reaper: ExpiredOperationReaper,
+        respond: Callable[[Message, object], None] | None = None,
+    ) -> None:
+        """``read_for_follower``: the leader's read of a partition for a follower
+        (``ReplicaManager._read_for_follower``); ``is_running``: whether the broker is up and
+        not paused; ``reaper``: where expiries wait while it is paused; ``respond``: how a
+        parked follower fetch is answered (the broker sends it and unmutes the connection;
+        None: sent on the request's connection)."""
+        self.env = env
+        self.broker = broker
+        self.network = network
+        self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms
+        self.read_for_follower = read_for_follower
+        self.is_running = is_running
+        self.reaper = reaper
+        self.respond = respond
+        # Both lists are replaced, not changed in place, when an entry is answered: read them
+        # through this object.
+        self.parked: list[_ParkedFetch] = []
+        self.held_reads: list[_HeldRead] = []
+        self.generation = 0  # bumped by a crash: timers of the old incarnation do nothing
+
+    # -- consumer fetches held for data --------------------------------------------
+    def hold_read(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        completable: Callable[[], bool],
+        answer: Callable[[], None],
+        max_wait_ms: float,
+    ) -> None:
+        """Hold a consumer fetch of ``partitions`` until ``completable()`` (checked whenever
+        one of them is appended to, its high watermark may have moved, or it stops being
+        led here: DelayedFetch's purgatory keys) or ``max_wait_ms`` has passed; then
+        ``answer()`` (which reads the log as it is then)."""
+        held = _HeldRead(partitions, completable, answer)
+        self.held_reads.append(held)
+        generation = self.generation
+
+        def expire(_ev: simpy.Event | None = None) -> None:
+            if generation != self.generation or held.done:
+                return
+            if not self.is_running():
+                self.reaper.defer(expire)  # answered when the process runs again
+                return
+            self._finish_read(held)
+
+        self.env.timeout(max_wait_ms).callbacks.append(expire)
+
+    def check_reads(self, tp: TopicPartition) -> None:
+        """Answer the held reads of ``tp`` that can now complete."""
+        for held in list(self.held_reads):
+            if not held.done and tp in held.partitions and held.completable():
+                self._finish_read(held)
+
+    def _finish_read(self, held: _HeldRead) -> None:
+        held.done = True
+        self.held_reads = [h for h in self.held_reads if not h.done]
+        held.answer()
+
+    # -- follower fetches parked for data --------------------------------------------
+    def park(self, msg: Message, request: ReplicaFetchRequest) -> None:
+        """Hold a follower's fetch that found no data until one of its partitions is
+        appended to (:meth:`complete_parked`) or ``replica.fetch.wait.max.ms``."""
+        parked = _ParkedFetch(msg, request)
+        self.parked.append(parked)
+        generation = self.generation
+
+        def timed_out(_ev: simpy.Event) -> None:
+            if generation == self.generation and not parked.done:
+                self._answer_parked(parked)
+
+        self.env.timeout(self.replica_fetch_wait_max_ms).callbacks.append(timed_out)
+
+    def complete_parked(self, tps: set[TopicPartition]) -> None:
+        """Answer the parked fetches of any partition in ``tps``."""
+        for parked in list(self.parked):
+            if not parked.done and any(tp in tps for tp, _fp in parked.request.partitions):
+                self._answer_parked(parked)
+
+    def _answer_parked(self, parked: _ParkedFetch) -> None:
+        if parked.done:
+            return
+        if not self.is_running():
+            # Paused (a crash drops every held fetch): the fetch is completed, and answered,
+            # when the process runs again (DelayedOperation.run, from the frozen reaper).
+            self.reaper.defer(lambda: self._answer_parked(parked))
+            return
+        parked.done = True
+        self.parked = [p for p in self.parked if not p.done]
+        now = self.env.now
+        answers = [
+            (tp, self.read_for_follower(parked.request.replica, tp, fp, now, False))
+            for tp, fp in parked.request.partitions
+        ]
+        response = ReplicaFetchResponse(parked.request.correlation_id, answers)
+        if self.respond is not None:
+            self.respond(parked.msg, response)
+        else:
+            self.network.send(self.broker, parked.msg.src, response, parked.msg.conn, internal=True)
+
+    def shutdown(self) -> None:
+        """The broker crashed: every held fetch is gone, unanswered, and its timer does
+        nothing."""
+        self.generation += 1
+        self.parked = []
+        self.held_reads = []
