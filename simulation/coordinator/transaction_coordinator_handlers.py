@@ -229,6 +229,9 @@ class TransactionCoordinatorHandlers:
 
     # -- markers -----------------------------------------------------------------------
     def write_markers(self, meta: TransactionMetadata) -> None:
+        """Send the markers of ``meta``'s Prepare* transaction, stamped with the coordinator
+        epoch its partition is loaded at; Complete* follows once every partition accepted
+        them (after a replicated Prepare*, and for each Prepare* transaction a load finds)."""
         txn_id = meta.transactional_id
         commit = meta.state is S.PREPARE_COMMIT
         partition = internal_partition(txn_id, "transaction")
@@ -290,6 +293,9 @@ class TransactionCoordinatorHandlers:
 
     # -- periodic work -----------------------------------------------------------------
     def abort_timed_out_transactions(self) -> None:
+        """``TransactionCoordinator.abortTimedOutTransactions``: fence and abort every Ongoing
+        transaction open longer than its timeout (the runtime runs it every
+        ``abort_check_interval_ms``)."""
         if not self.runtime.alive:
             return
         for txn_id in self.txn.expired(self.env.now):
@@ -330,6 +336,9 @@ class TransactionCoordinatorHandlers:
                 return
 
     def remove_expired_transactional_ids(self) -> None:
+        """``TransactionStateManager.removeExpiredTransactionalIds``: write a Dead record for
+        every id that is not pending and idle for ``transactional_id_expiration_ms`` (the
+        runtime runs it every ``expiration_check_interval_ms``)."""
         if not self.runtime.alive:
             return
         runtime = self.runtime
