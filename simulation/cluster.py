@@ -70,12 +70,16 @@ from eosim.simulation.coordinator.directory import (
 )
 from eosim.simulation.coordinator.group_config import GroupConfig
 from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
+from eosim.simulation.coordinator.group_coordinator_service import GroupCoordinatorService
 from eosim.simulation.coordinator.runtime import (
     AddPartition,
     CoordinatorRuntime,
     CoordinatorSettings,
     Done,
     FenceListener,
+)
+from eosim.simulation.coordinator.transaction_coordinator_handlers import (
+    TransactionCoordinatorHandlers,
 )
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.nemesis import FaultTarget
@@ -285,8 +289,8 @@ class Cluster:
             topics,
             controller_settings,
             streams.stream("controller-fence-check") if streams else None,
+            self.state_log,
         )
-        self.controller.state_log = self.state_log
         # Every broker starts with the controller's metadata (replayed before the run starts).
         snapshot = self.controller.snapshot()
         for broker in self.brokers.values():
@@ -303,19 +307,19 @@ class Cluster:
                 settings.coordinator,
                 self.probe,
                 on_fence,
+                hold=broker.hold_current,
+                activate=self.activate,
+                transaction_handlers=TransactionCoordinatorHandlers,
+                group_service=GroupCoordinatorService,
+                member_id_stream=(
+                    (lambda n=name, st=streams: st.stream(f"group-coordinator:{n}"))
+                    if streams is not None
+                    else None
+                ),
+                add_partition=self._adder_for(name) if tv2 else None,
             )
             self._runtimes[name] = runtime
-            runtime.hold = broker.hold_current
-            runtime.activate = self.activate
-            if streams is not None:
-                runtime.member_id_stream = lambda n=name, st=streams: st.stream(
-                    f"group-coordinator:{n}"
-                )
             broker.replica_manager.on_internal_role = runtime.role_changed
-            if tv2:
-                runtime.add_partition = lambda txn_id, pid, epoch, tps, on_done, caller=name: (
-                    self.add_partition(txn_id, pid, epoch, tps, on_done, caller)
-                )
 
     @classmethod
     def from_scenario(
@@ -437,7 +441,7 @@ class Cluster:
         runtime = self.transaction_runtime(txn_id, caller)
         if runtime is None:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        error = add_partitions_error(runtime.verify_partition(txn_id, pid, epoch, tp))
+        error = add_partitions_error(runtime.txn_handlers.verify_partition(txn_id, pid, epoch, tp))
         _handled_request(runtime)
         return error
 
@@ -462,7 +466,7 @@ class Cluster:
         if runtime is None:
             on_done(Errors.COORDINATOR_NOT_AVAILABLE)
             return
-        runtime.add_partitions(
+        runtime.txn_handlers.add_partitions(
             txn_id, pid, epoch, tps, lambda error: on_done(add_partitions_error(error))
         )
         _handled_request(runtime)

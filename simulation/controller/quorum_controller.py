@@ -111,6 +111,7 @@ class QuorumController:
         topics: dict[str, TopicSettings],
         settings: ControllerSettings | None = None,
         rng: RandomStream | None = None,
+        state_log: StateChangeLog = DISABLED,
     ) -> None:
         self.env = env
         self.network = network
@@ -129,7 +130,7 @@ class QuorumController:
         self.last_heartbeat: dict[str, float] = dict.fromkeys(brokers, 0.0)
         self.offset = 0
         self.listeners: list[FenceListener] = []
-        self.state_log: StateChangeLog = DISABLED
+        self.state_log = state_log
         self.requests = RequestChannel(env, self, self.settings.request_time_ms)
         # Request type -> handler(sender, request), built once.
         self.handlers: dict[type, Callable[[str, Any], None]] = {

@@ -10,8 +10,8 @@ from conformance.coordinators import coordinator_with
 from conformance.not_modelled import not_modelled
 
 from eosim.simulation.coordinator import runtime as runtime_module
+from eosim.simulation.coordinator.coordinator_result import APPEND_ERRORS, coordinator_error
 from eosim.simulation.coordinator.directory import internal_partition
-from eosim.simulation.coordinator.runtime import coordinator_error
 from eosim.simulation.coordinator.transaction_coordinator import TransactionCoordinator
 from eosim.simulation.coordinator.transaction_log import partition_for
 from eosim.simulation.coordinator.transaction_state import TransactionState
@@ -135,7 +135,7 @@ def test_should_not_remove_expired_transactional_ids_if_log_append_fails():
     assert runtime is not None
     cl.meta(expired).updated_ms = cl.env.now - EXPIRATION_MS
     cl.meta(fresh).updated_ms = cl.env.now
-    runtime._expire_ids()  # TransactionStateManager.removeExpiredTransactionalIds
+    runtime.txn_handlers.remove_expired_transactional_ids()
     cl.run(100)
     for txn_id in (expired, fresh):
         assert txn_id in runtime.txn.transactions and txn_id not in runtime._pending
@@ -167,7 +167,7 @@ def test_append_fail_to_coordinator_not_available_error(monkeypatch, append_erro
 
     def recording(error: Errors) -> Errors:
         seen.append(error)
-        return runtime_module.APPEND_ERRORS.get(error, error)
+        return APPEND_ERRORS.get(error, error)
 
     monkeypatch.setattr(runtime_module, "coordinator_error", recording)
     cl = Cluster(brokers=3, version="3.9", **rules)
