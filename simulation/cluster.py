@@ -319,7 +319,6 @@ class Cluster:
                 add_partition=self._adder_for(name) if tv2 else None,
             )
             self._runtimes[name] = runtime
-            broker.replica_manager.on_internal_role = runtime.role_changed
 
     @classmethod
     def from_scenario(

@@ -164,6 +164,7 @@ class Broker:
             isr_rng,
             hostable=hostable,
             state_log=state_log,
+            on_internal_role=self._internal_role_changed,
         )
         self.controller = controller
         self.incarnation = 0
@@ -254,6 +255,15 @@ class Broker:
     def coordinator(self) -> CoordinatorRuntime | None:
         """This broker's coordinator runtime (None: none)."""
         return self._coordinator()
+
+    def _internal_role_changed(
+        self, tp: TopicPartition, epoch: int | None, activated: bool
+    ) -> None:
+        """The local replica of an internal partition became leader at ``epoch`` or stopped
+        leading (None): the coordinator runtime loads or unloads it (once there is one)."""
+        coordinator = self._coordinator()
+        if coordinator is not None:
+            coordinator.role_changed(tp, epoch, activated)
 
     @property
     def registered(self) -> bool:

@@ -127,12 +127,14 @@ class ReplicaManager:
         *,
         hostable: Callable[[TopicPartition], bool] | None = None,
         state_log: StateChangeLog = DISABLED,
+        on_internal_role: Callable[[TopicPartition, int | None, bool], None] | None = None,
     ) -> None:
         """``respond``: how a held follower fetch is answered (the broker sends it and unmutes
         the connection); ``isr_rng``: draws the phase of the ISR expiration task; ``hostable``:
         whether a partition is hosted when the metadata names this broker a replica (the
         cluster's: every data partition, an internal one once it is active; None: every
-        partition)."""
+        partition); ``state_log``: where replica state changes are recorded;
+        ``on_internal_role``: told of the internal partitions' roles (below)."""
         self.env = env
         self.broker = broker
         self.network = network
@@ -161,7 +163,7 @@ class ReplicaManager:
         # Told when a replica of an internal partition becomes leader (its leader epoch) or
         # stops being leader (None), and whether it was just activated (the coordinator
         # runtime's load and unload).
-        self.on_internal_role: Callable[[TopicPartition, int | None, bool], None] | None = None
+        self.on_internal_role = on_internal_role
         self._activating = False
         # The correlation ids of this broker's own requests: one sequence for its fetches
         # and its AlterPartitions.
