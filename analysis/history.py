@@ -32,6 +32,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice, repeat
 from operator import lt
 from typing import Any, NamedTuple
@@ -534,146 +535,238 @@ def _build(numbered: Iterable[tuple[int, Any]], source: str) -> History:
 def _build_history(
     numbered: Iterable[tuple[int, Any]], source: str, *, model_logs: bool = False
 ) -> History:
-    history = History()
-    ops = history.ops
-    sends = history.sends
-    polls = history.polls
-    meta_line = 0
-    end_line = 0
-    invoked_ids: dict[int, int] = {}
-    open_by_id: dict[int, _Open] = {}
-    open_without_id: dict[str, _Open] = {}
-    log_lines: dict[tuple[str, int], int] = {}
-    replica_lines: dict[tuple[str, int, str], int] = {}
+    """The history of ``numbered`` (line number, decoded line) from ``source``; with
+    ``model_logs``, a ``(kind, line)`` tuple is a model's log line, whose records need no
+    checking.
 
-    def fail(line: int, where: str, message: str) -> HistoryError:
-        return HistoryError(source, line, where, message)
-
+    One pass; each line must be an object with a string ``kind``, and goes to the reader of
+    its kind, a method of :class:`_HistoryReader`: an ``op`` line is parsed, then
+    :meth:`~_HistoryReader.invoke` opens an operation and :meth:`~_HistoryReader.complete`
+    pairs a completion with its invocation and completes the send, transaction, step or
+    poll; the other kinds go to :meth:`~_HistoryReader.log`, :meth:`~_HistoryReader.replica`,
+    :meth:`~_HistoryReader.offsets`, :meth:`~_HistoryReader.group`,
+    :meth:`~_HistoryReader.fence`, :meth:`~_HistoryReader.lso`, :meth:`~_HistoryReader.end`,
+    :meth:`~_HistoryReader.fault` and :meth:`~_HistoryReader.meta`. A line of another kind
+    is skipped."""
+    reader = _HistoryReader(source)
+    readers = reader.readers()
+    trusted_readers = readers | {"log": reader.trusted_log}
+    fail = reader.fail
+    ops = reader.history.ops
+    invoke, complete = reader.invoke, reader.complete
     for line, record in numbered:
         if model_logs and type(record) is tuple:
             record = record[1]  # a model's log line: its records need no checking
-            trusted_log = True
+            read = trusted_readers
         else:
-            trusted_log = False
+            read = readers
         if type(record) is not dict:
             raise fail(line, "line", f"expected a JSON object, got {type(record).__name__}")
         kind = record.get("kind")
-        if kind == "op":
+        if kind == "op":  # most lines: read here, not through `readers` (a call less)
             op = _parse_op(record, line, fail)
             ops.append(op)
-            op_id = op.id
             if op.type == "invoke":
-                send: Send | Txn | Step | None = None
-                if op.f == "send":
-                    send = _invoked_send(op, len(sends), fail)
-                    sends.append(send)
-                elif op.f == "txn":
-                    send = _invoked_txn(op, fail)
-                    history.txns.append(send)
-                elif op.f == "process":
-                    send = _invoked_step(op, fail)
-                    history.steps.append(send)
-                if op_id is not None:
-                    first = invoked_ids.get(op_id)
-                    if first is not None:
-                        message = f"duplicate id {op_id} (first invoked at line {first})"
-                        raise fail(line, "op.id", message)
-                    invoked_ids[op_id] = line
-                    open_by_id[op_id] = (op, send)
-                else:
-                    other = open_without_id.get(op.process)
-                    if other is not None:
-                        raise fail(
-                            line,
-                            "op.id",
-                            f"{op.process!r} invokes without an id while its invocation at line "
-                            f"{other[0].line} is still open; ids are needed when a process has "
-                            "several operations outstanding",
-                        )
-                    open_without_id[op.process] = (op, send)
-                continue
-            if op_id is not None:
-                entry = open_by_id.pop(op_id, None)
-                if entry is None:
-                    first = invoked_ids.get(op_id)
-                    if first is None:
-                        message = f"completion without invocation: no invoke has id {op_id}"
-                    else:
-                        message = f"id {op_id} already completed (invoked at line {first})"
-                    raise fail(line, "op.id", message)
+                invoke(op, line)
             else:
-                entry = _pop_open_without_id(op, open_by_id, open_without_id, fail)
-            invoked, send = entry
-            if invoked.process != op.process:
-                message = f"expected {invoked.process!r} as invoked at line {invoked.line}"
-                raise fail(line, "op.process", f"{message}, got {op.process!r}")
-            if invoked.f != op.f:
-                message = f"expected {invoked.f!r} as invoked at line {invoked.line}"
-                raise fail(line, "op.f", f"{message}, got {op.f!r}")
-            if type(send) is Send:
-                _complete_send(send, op, fail)
-            elif type(send) is Txn:
-                _complete_txn(send, op, fail)
-            elif type(send) is Step:
-                _complete_step(send, op, fail)
-            elif op.f == "poll" and op.type == "ok":
-                polls.append(_poll(op, invoked.time, fail))
-        elif kind == "log":
-            key, records = _parse_log(record, line, fail, trusted_log)
-            first = log_lines.get(key)
-            if first is not None:
-                raise fail(line, "log.partition", f"{key!r} already has a log at line {first}")
-            log_lines[key] = line
-            history.logs[key] = records
-            if "markers" in record:
-                history.markers[key] = _parse_markers(record.get("markers"), line, fail)
-            if "leader" in record:
-                history.leaders[key] = _text(record["leader"], line, "log.leader", fail, null=True)
-            if "high_watermark" in record:
-                history.high_watermarks[key] = _count(
-                    record["high_watermark"], line, "log.high_watermark", fail
-                )
-            start = _log_start(record, records, line, "log", fail)
-            if start:
-                history.log_starts[key] = start
-        elif kind == "replica":
-            replica = _parse_replica(record, line, fail)
-            where = (replica.topic, replica.partition, replica.broker)
-            first = replica_lines.get(where)
-            if first is not None:
-                message = (
-                    f"{replica.broker!r} already has a replica of "
-                    f"{(replica.topic, replica.partition)!r} at line {first}"
-                )
-                raise fail(line, "replica.broker", message)
-            replica_lines[where] = line
-            history.replicas.append(replica)
-        elif kind == "offsets":
-            group, offsets = _parse_offsets(record, line, fail)
-            history.committed.setdefault(group, {}).update(offsets)
-        elif kind == "group":
-            history.group_events.append(_parse_group(record, line, fail))
-        elif kind == "fence":
-            history.fences.append(_parse_fence(record, line, fail))
-        elif kind == "lso":
-            history.stable_offsets.append(_parse_lso(record, line, fail))
-        elif kind == "end":
-            if end_line:
-                raise fail(line, "end", f"a second end line (first at line {end_line})")
-            end_line = line
-            history.end = _parse_end(record, line, fail)
-        elif kind == "fault":
-            history.faults.append({k: v for k, v in record.items() if k != "kind"})
-        elif kind == "meta":
-            if meta_line:
-                raise fail(line, "meta", f"a second meta line (first at line {meta_line})")
-            meta_line = line
-            _check_meta(record, line, fail)
-            history.meta = {k: v for k, v in record.items() if k != "kind"}
-        elif type(kind) is not str:
+                complete(op, line)
+            continue
+        if type(kind) is not str:
             what = "missing" if kind is None else f"expected a string, got {_describe(kind)}"
             raise fail(line, "kind", what)
-    return history
+        read_line = read.get(kind)
+        if read_line is not None:
+            read_line(line, record)
+    return reader.history
+
+
+class _HistoryReader:
+    """What :func:`_build_history` has read so far: the history, the operations still open
+    and the lines each partition, replica, ``meta`` and ``end`` line was first seen at (a
+    second one is an error naming both). Each reader method takes one line of its kind:
+    its number and its decoded object."""
+
+    __slots__ = (
+        "end_line",
+        "fail",
+        "history",
+        "invoked_ids",
+        "log_lines",
+        "meta_line",
+        "open_by_id",
+        "open_without_id",
+        "replica_lines",
+    )
+
+    def __init__(self, source: str) -> None:
+        self.history = History()
+        self.fail: _Fail = partial(HistoryError, source)
+        self.meta_line = 0
+        self.end_line = 0
+        self.invoked_ids: dict[int, int] = {}
+        self.open_by_id: dict[int, _Open] = {}
+        self.open_without_id: dict[str, _Open] = {}
+        self.log_lines: dict[tuple[str, int], int] = {}
+        self.replica_lines: dict[tuple[str, int, str], int] = {}
+
+    def readers(self) -> dict[str, Callable[[int, dict[str, Any]], None]]:
+        """The reader of each kind of line but ``op`` (read by :func:`_build_history`)."""
+        return {
+            "log": self.log,
+            "replica": self.replica,
+            "offsets": self.offsets,
+            "group": self.group,
+            "fence": self.fence,
+            "lso": self.lso,
+            "end": self.end,
+            "fault": self.fault,
+            "meta": self.meta,
+        }
+
+    def invoke(self, op: Op, line: int) -> None:
+        """Open ``op``: a send, transaction or processing step it starts is added to the
+        history now, completed when its completion is read."""
+        history = self.history
+        fail = self.fail
+        op_id = op.id
+        send: Send | Txn | Step | None = None
+        if op.f == "send":
+            sends = history.sends
+            send = _invoked_send(op, len(sends), fail)
+            sends.append(send)
+        elif op.f == "txn":
+            send = _invoked_txn(op, fail)
+            history.txns.append(send)
+        elif op.f == "process":
+            send = _invoked_step(op, fail)
+            history.steps.append(send)
+        if op_id is not None:
+            first = self.invoked_ids.get(op_id)
+            if first is not None:
+                message = f"duplicate id {op_id} (first invoked at line {first})"
+                raise fail(line, "op.id", message)
+            self.invoked_ids[op_id] = line
+            self.open_by_id[op_id] = (op, send)
+        else:
+            other = self.open_without_id.get(op.process)
+            if other is not None:
+                raise fail(
+                    line,
+                    "op.id",
+                    f"{op.process!r} invokes without an id while its invocation at line "
+                    f"{other[0].line} is still open; ids are needed when a process has "
+                    "several operations outstanding",
+                )
+            self.open_without_id[op.process] = (op, send)
+
+    def complete(self, op: Op, line: int) -> None:
+        """Pair the completion ``op`` with its invocation (by id, else Jepsen style) and
+        complete what the invocation started; a successful poll becomes a ``Poll``."""
+        fail = self.fail
+        op_id = op.id
+        if op_id is not None:
+            entry = self.open_by_id.pop(op_id, None)
+            if entry is None:
+                first = self.invoked_ids.get(op_id)
+                if first is None:
+                    message = f"completion without invocation: no invoke has id {op_id}"
+                else:
+                    message = f"id {op_id} already completed (invoked at line {first})"
+                raise fail(line, "op.id", message)
+        else:
+            entry = _pop_open_without_id(op, self.open_by_id, self.open_without_id, fail)
+        invoked, send = entry
+        if invoked.process != op.process:
+            message = f"expected {invoked.process!r} as invoked at line {invoked.line}"
+            raise fail(line, "op.process", f"{message}, got {op.process!r}")
+        if invoked.f != op.f:
+            message = f"expected {invoked.f!r} as invoked at line {invoked.line}"
+            raise fail(line, "op.f", f"{message}, got {op.f!r}")
+        if type(send) is Send:
+            _complete_send(send, op, fail)
+        elif type(send) is Txn:
+            _complete_txn(send, op, fail)
+        elif type(send) is Step:
+            _complete_step(send, op, fail)
+        elif op.f == "poll" and op.type == "ok":
+            self.history.polls.append(_poll(op, invoked.time, fail))
+
+    def log(self, line: int, record: dict[str, Any], trusted: bool = False) -> None:
+        """A ``log`` line: a partition's final log, at most one per partition."""
+        history = self.history
+        fail = self.fail
+        key, records = _parse_log(record, line, fail, trusted)
+        first = self.log_lines.get(key)
+        if first is not None:
+            raise fail(line, "log.partition", f"{key!r} already has a log at line {first}")
+        self.log_lines[key] = line
+        history.logs[key] = records
+        if "markers" in record:
+            history.markers[key] = _parse_markers(record.get("markers"), line, fail)
+        if "leader" in record:
+            history.leaders[key] = _text(record["leader"], line, "log.leader", fail, null=True)
+        if "high_watermark" in record:
+            history.high_watermarks[key] = _count(
+                record["high_watermark"], line, "log.high_watermark", fail
+            )
+        start = _log_start(record, records, line, "log", fail)
+        if start:
+            history.log_starts[key] = start
+
+    def trusted_log(self, line: int, record: dict[str, Any]) -> None:
+        """A model's ``log`` line: its records are not checked again."""
+        self.log(line, record, trusted=True)
+
+    def replica(self, line: int, record: dict[str, Any]) -> None:
+        """A ``replica`` line, at most one per partition and broker."""
+        replica = _parse_replica(record, line, self.fail)
+        where = (replica.topic, replica.partition, replica.broker)
+        first = self.replica_lines.get(where)
+        if first is not None:
+            message = (
+                f"{replica.broker!r} already has a replica of "
+                f"{(replica.topic, replica.partition)!r} at line {first}"
+            )
+            raise self.fail(line, "replica.broker", message)
+        self.replica_lines[where] = line
+        self.history.replicas.append(replica)
+
+    def offsets(self, line: int, record: dict[str, Any]) -> None:
+        """An ``offsets`` line: a group's committed offsets, the last one for a partition
+        winning."""
+        group, offsets = _parse_offsets(record, line, self.fail)
+        self.history.committed.setdefault(group, {}).update(offsets)
+
+    def group(self, line: int, record: dict[str, Any]) -> None:
+        """A ``group`` line: one step of a consumer group's story."""
+        self.history.group_events.append(_parse_group(record, line, self.fail))
+
+    def fence(self, line: int, record: dict[str, Any]) -> None:
+        """A ``fence`` line."""
+        self.history.fences.append(_parse_fence(record, line, self.fail))
+
+    def lso(self, line: int, record: dict[str, Any]) -> None:
+        """An ``lso`` line: a partition's last stable offset at the end."""
+        self.history.stable_offsets.append(_parse_lso(record, line, self.fail))
+
+    def end(self, line: int, record: dict[str, Any]) -> None:
+        """The ``end`` line, at most one."""
+        if self.end_line:
+            raise self.fail(line, "end", f"a second end line (first at line {self.end_line})")
+        self.end_line = line
+        self.history.end = _parse_end(record, line, self.fail)
+
+    def fault(self, line: int, record: dict[str, Any]) -> None:
+        """A ``fault`` line, kept as written."""
+        self.history.faults.append({k: v for k, v in record.items() if k != "kind"})
+
+    def meta(self, line: int, record: dict[str, Any]) -> None:
+        """The ``meta`` line, at most one."""
+        if self.meta_line:
+            raise self.fail(line, "meta", f"a second meta line (first at line {self.meta_line})")
+        self.meta_line = line
+        _check_meta(record, line, self.fail)
+        self.history.meta = {k: v for k, v in record.items() if k != "kind"}
 
 
 def _pop_open_without_id(

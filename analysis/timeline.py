@@ -218,9 +218,49 @@ def build(
     """The timeline of one anomaly example. ``states`` are the run's state changes
     (``eosim.simulation.trace.state_change_records``): a lost write's timeline (one of
     :data:`PARTITION_STORIES`) tells its partition's story from them; other anomalies, and
-    a timeline without them, show the record's own messages, operations and faults only."""
+    a timeline without them, show the record's own messages, operations and faults only.
+
+    The phases, each a function below: choose the messages that carried the record's values
+    and the responses to them, and the operations that sent them (and, for a group story,
+    the processing steps); add the losses that explain dropped messages and the resets in
+    the time window; turn the messages and operations into rows; add the group's or the
+    partition's story, then the faults that overlap; order the rows and the lanes."""
     values = values_of(anomaly, example)
     wanted = set(values)
+    carriers, chosen = _messages(trace, wanted)
+    ops = _ops(history, wanted)
+    steps = example.get("steps", []) if anomaly in GROUP_STORIES else []
+    times = _times(chosen, ops, steps)
+    if not times:
+        return Timeline(anomaly, values, [])
+    low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+    _add_losses(chosen, trace)
+    _add_resets(chosen, trace, carriers, low, high)
+    times = _times(chosen, ops, steps)
+    low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+    rows = _message_rows(chosen, wanted) + _op_rows(ops)
+    if anomaly in GROUP_STORIES:
+        rows += _group_rows(example, steps, history, low, high)
+    story = None
+    if anomaly in PARTITION_STORIES and states:
+        story = _story(example, ops, rows, states, low, high)
+    rows += _fault_rows(history, story, low, high)
+    if story is not None:
+        rows += _story_rows(story)
+    rows.sort(key=lambda r: (r.time, ROW_ORDER.get(r.kind, len(ROW_ORDER))))
+    summary = story.summary() if story is not None else []
+    return Timeline(anomaly, values, _lanes(rows, story), rows, summary)
+
+
+# A message's trace record, by (message id, event): what the timeline draws.
+_Chosen = dict[tuple[Any, str], dict[str, Any]]
+
+
+def _messages(
+    trace: list[dict[str, Any]], wanted: set[str]
+) -> tuple[list[dict[str, Any]], _Chosen]:
+    """The requests that carried the values, and those requests and every response to them
+    by (message, event)."""
     carriers = [t for t in trace if wanted.intersection(t["values"])]
     # Requests that carried the values, and every response to them. A correlation id is
     # only unique on one connection: a client counts them from 1 again in each incarnation
@@ -235,22 +275,30 @@ def build(
         and (t["dst"], t["src"], t.get("connection"), t["correlation"]) in keys
         and t["kind"].endswith("response")
     ]
-    chosen = {(t["msg"], t["event"]): t for t in carriers + replies}
-    times = [t["time"] for t in chosen.values()]
-    ops = [
+    return carriers, {(t["msg"], t["event"]): t for t in carriers + replies}
+
+
+def _ops(history: list[dict[str, Any]], wanted: set[str]) -> list[dict[str, Any]]:
+    """The history's operations on the values."""
+    return [
         h
         for h in history
         if h.get("kind") == "op"
         and isinstance(h.get("value"), dict)
         and h["value"].get("value") in wanted
     ]
-    times += [h["time"] for h in ops]
-    steps = example.get("steps", []) if anomaly in GROUP_STORIES else []
+
+
+def _times(chosen: _Chosen, ops: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[float]:
+    """When the chosen messages, the operations and the processing steps happened."""
+    times = [t["time"] for t in chosen.values()] + [h["time"] for h in ops]
     for step in steps:
         times += [t for t in (step.get("invoke_time"), step.get("complete_time")) if t is not None]
-    if not times:
-        return Timeline(anomaly, values, [])
-    low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+    return times
+
+
+def _add_losses(chosen: _Chosen, trace: list[dict[str, Any]]) -> None:
+    """Add to ``chosen`` the loss that explains each dropped message."""
     # A dropped message is explained by the loss that black-holed its connection: the last
     # loss on the same connection (either direction) before the drop.
     for t in list(chosen.values()):
@@ -271,15 +319,25 @@ def build(
         if cause is not None:
             chosen[(cause["msg"], cause["event"])] = cause
             chosen.setdefault((cause["msg"], "send"), cause | {"event": "send"})
-    # Connection resets delivered to the sending clients while the records were in flight.
+
+
+def _add_resets(
+    chosen: _Chosen,
+    trace: list[dict[str, Any]],
+    carriers: list[dict[str, Any]],
+    low: float,
+    high: float,
+) -> None:
+    """Add to ``chosen`` the connection resets delivered to the sending clients while the
+    records were in flight (between ``low`` and ``high``)."""
     clients = {t["src"] for t in carriers}
     for t in trace:
         if t["kind"] == "reset" and t["dst"] in clients and low <= t["time"] <= high:
             chosen[(t["msg"], t["event"])] = t
-    times = [t["time"] for t in chosen.values()] + [h["time"] for h in ops]
-    for step in steps:
-        times += [t for t in (step.get("invoke_time"), step.get("complete_time")) if t is not None]
-    low, high = min(times) - MARGIN_MS, max(times) + MARGIN_MS
+
+
+def _message_rows(chosen: _Chosen, wanted: set[str]) -> list[Row]:
+    """A row per chosen message: from its send to its delivery, or to what became of it."""
     rows: list[Row] = []
     sends = {t["msg"]: t for t in chosen.values() if t["event"] == "send"}
     finals = {}
@@ -303,6 +361,12 @@ def build(
         )
     for t in finals.values():  # a loss or drop whose send fell outside the selection
         rows.append(Row(t["time"], "message", t["src"], t["dst"], t["label"], t["event"]))
+    return rows
+
+
+def _op_rows(ops: list[dict[str, Any]]) -> list[Row]:
+    """A row per operation on the values, on its client's lane."""
+    rows = []
     for h in ops:
         v = h["value"]
         at = f" @{v.get('partition')}:{v['offset']}" if v.get("offset") is not None else ""
@@ -319,11 +383,15 @@ def build(
                 highlight=True,
             )
         )
-    if anomaly in GROUP_STORIES:
-        rows += _group_rows(example, steps, history, low, high)
-    story = None
-    if anomaly in PARTITION_STORIES and states:
-        story = _story(example, ops, rows, states, low, high)
+    return rows
+
+
+def _fault_rows(
+    history: list[dict[str, Any]], story: PartitionStory | None, low: float, high: float
+) -> list[Row]:
+    """A row per fault that overlaps the window, and, for a partition's story, per later
+    fault on its replicas until the story ends."""
+    rows = []
     faults = [h for h in history if h.get("kind") == "fault" and h["phase"] == "start"]
     for h in faults:
         if h["time"] > high and (
@@ -352,13 +420,29 @@ def build(
         )
         until = f" until {stop:.3f}" if stop is not None else ""
         rows.append(Row(h["time"], "fault", what, None, f"{what}{until}", h["fault"]))
-    if story is not None:
-        for e in story.events:
-            kind = "gap" if e.event == "omitted" else "state"
-            rows.append(
-                Row(e.time, kind, e.node, None, e.label, e.event, e.end_time, note=e.decisive)
-            )
-    rows.sort(key=lambda r: (r.time, ROW_ORDER.get(r.kind, len(ROW_ORDER))))
+    return rows
+
+
+def _story_rows(story: PartitionStory) -> list[Row]:
+    """A row per event of the partition's story (an omitted stretch as a gap)."""
+    return [
+        Row(
+            e.time,
+            "gap" if e.event == "omitted" else "state",
+            e.node,
+            None,
+            e.label,
+            e.event,
+            e.end_time,
+            note=e.decisive,
+        )
+        for e in story.events
+    ]
+
+
+def _lanes(rows: list[Row], story: PartitionStory | None) -> list[str]:
+    """A lane per node the rows name (faults and gaps name none), and per replica of the
+    partition's story, in :func:`_lane_key` order."""
     lanes: list[str] = []
     for r in rows:
         for node in (r.src, r.dst):
@@ -367,8 +451,7 @@ def build(
     if story is not None:
         lanes += [b for b in story.replicas if b not in lanes]
     lanes.sort(key=_lane_key)
-    summary = story.summary() if story is not None else []
-    return Timeline(anomaly, values, lanes, rows, summary)
+    return lanes
 
 
 def _member_node(process: str) -> str:

@@ -119,20 +119,10 @@ class ClusterSettings:
     def from_scenario(cls, scenario: Scenario) -> ClusterSettings:
         c = scenario.cluster
         config = c.broker_config()
-        topics = {}
-        for topic in c.topics:
-            tc = c.topic_config(topic)
-            topics[topic.name] = TopicSettings(
-                topic.replication_factor,
-                tc.min_insync_replicas,
-                tc.unclean_leader_election_enable,
-                LogConfig(
-                    None if tc.retention_ms is None else float(tc.retention_ms),
-                    tc.retention_bytes,
-                    tc.segment_bytes,
-                    float(tc.segment_ms),
-                ),
-            )
+        topics = {
+            topic.name: TopicSettings.of(topic.replication_factor, c.topic_config(topic))
+            for topic in c.topics
+        }
         return cls(
             BrokerSettings(
                 request_time_ms=c.request_time_ms,

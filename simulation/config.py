@@ -6,10 +6,15 @@ ranges, and applies the idempotence rules (idempotence needs ``acks=all``, ``ret
 breaks them is an error, an implicit one is switched off). A scenario can waive a rule only
 through its ``unsafe:`` block, to show what the rule protects against.
 
-Broker configs are declared once each in :data:`BROKER_KEYS` (a :class:`ConfigKey`: Kafka's
-name, its default and where Kafka defines it, its validation, and the fields of the model's
-settings that read it); :class:`BrokerConfig` and those settings take their defaults from it
-(:func:`kafka_default`), so Kafka's default is written in one place.
+Every config a scenario may set is declared once, by Kafka's name, in a registry of
+:class:`ConfigKey` entries (Kafka's name, its default and where Kafka defines it, its
+validation, and the fields of the model that read it): :data:`PRODUCER_KEYS` (an
+application's ``config:``), :data:`BROKER_KEYS` (``cluster.config``) and :data:`TOPIC_KEYS`
+(``cluster.topics[].config``). :class:`ProducerConfig`, :class:`BrokerConfig` and the
+model's settings take their defaults from them (:func:`producer_default`,
+:func:`kafka_default`), the scenario schema lists their names (``eosim/schema.py``) and
+validation is their ``parse``, so Kafka's default is written in one place;
+tests/test_config_keys.py checks every reader against its entry.
 """
 
 from __future__ import annotations
@@ -56,43 +61,6 @@ class Unsafe:
     delivery_timeout_below_linger_plus_request_timeout: bool = False
 
 
-@dataclass(slots=True)
-class ProducerConfig:
-    acks: int = -1
-    enable_idempotence: bool = True
-    retries: int = MAX_INT
-    max_in_flight: int = 5
-    delivery_timeout_ms: int = 120_000
-    request_timeout_ms: int = 30_000
-    linger_ms: int = 5
-    batch_size: int = 16_384
-    buffer_memory: int = 33_554_432
-    max_request_size: int = 1_048_576
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1_000
-    reconnect_backoff_ms: int = 50
-    reconnect_backoff_max_ms: int = 1_000
-    # ClusterConnectionStates' connection setup timeout: how long a TCP connect may take
-    # (doubling, with jitter, after each that timed out).
-    socket_connection_setup_timeout_ms: int = 10_000
-    socket_connection_setup_timeout_max_ms: int = 30_000
-    max_block_ms: int = 60_000
-    metadata_max_age_ms: int = 300_000
-    transactional_id: str | None = None
-    transaction_timeout_ms: int = 60_000
-    partitioner_ignore_keys: bool = False
-    client_id: str = ""
-    warnings: list[str] = field(default_factory=list)
-
-    def to_kafka_dict(self) -> dict[str, Any]:
-        """The effective configuration under Kafka's key names."""
-        out: dict[str, Any] = {}
-        for key, spec in PRODUCER_KEYS.items():
-            value = getattr(self, spec.attr)
-            out[key] = "all" if key == "acks" and value == -1 else value
-        return out
-
-
 def _parse_int(key: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ConfigException(key, value, f"expected an integer in [{low}, {high}]")
@@ -130,9 +98,42 @@ def _parse_str(key: str, value: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Key:
+class ConfigKey:
+    """One config a scenario may set, by Kafka's name: a producer config (an application's
+    ``config:``, :data:`PRODUCER_KEYS`), a broker config (``cluster.config``,
+    :data:`BROKER_KEYS`) or a topic config (``cluster.topics[].config``, :data:`TOPIC_KEYS`).
+
+    ``attr`` is the :class:`ProducerConfig` or :class:`BrokerConfig` attribute it sets (a
+    topic config sets the same attribute as the broker config it overrides), ``parse`` its
+    validation (Kafka's type and range, as :class:`ConfigException`), ``default`` Kafka's
+    default (None: never, no limit, or not set; a topic config's is its broker config's),
+    ``source`` where Kafka defines that default, and ``read_by`` the fields of the model that
+    take it (``module:Class.field``, or a parameter of ``Class.__init__``): their defaults are
+    this one (tests/test_config_keys.py checks it).
+
+    To add a producer config: declare it in :data:`PRODUCER_KEYS` with its default and
+    source, add its :class:`ProducerConfig` attribute (default ``producer_default(name)``),
+    read it from the config where the client needs it, and name in ``read_by`` any field or
+    parameter that restates its default.
+
+    To add a broker config: declare it in :data:`BROKER_KEYS` with its default and source, add
+    its :class:`BrokerConfig` attribute (default ``kafka_default(name)``), give the settings
+    field that reads it the same default and set it in ``ClusterSettings.from_scenario``, name
+    that field in ``read_by``. A topic config that overrides it per topic goes in
+    :data:`TOPIC_KEYS` under the same attribute, with ``topic_default(attr)`` as its default
+    and the topic's settings field that reads it in ``read_by`` (a ``TopicSettings`` or
+    ``LogConfig`` field): ``TopicSettings.of`` sets that field from it.
+
+    Then regenerate the schema (``eosim schema``: it lists every registry's names) and test
+    the key (tests/test_config_keys.py checks the wiring of every entry by itself).
+    """
+
+    name: str
     attr: str
     parse: Callable[[str, object], Any]
+    default: int | bool | str | None
+    source: str
+    read_by: tuple[str, ...] = ()
 
 
 def _int(low: int = 0, high: int = MAX_INT) -> Callable[[str, object], int]:
@@ -143,32 +144,142 @@ def _long(low: int = 0) -> Callable[[str, object], int]:
     return lambda key, value: _parse_int(key, value, low, 2**63 - 1)
 
 
-PRODUCER_KEYS: dict[str, _Key] = {
-    "acks": _Key("acks", _parse_acks),
-    "enable.idempotence": _Key("enable_idempotence", _parse_bool),
-    "retries": _Key("retries", _int()),
-    "max.in.flight.requests.per.connection": _Key("max_in_flight", _int(1)),
-    "delivery.timeout.ms": _Key("delivery_timeout_ms", _int()),
-    "request.timeout.ms": _Key("request_timeout_ms", _int()),
-    "linger.ms": _Key("linger_ms", _int()),
-    "batch.size": _Key("batch_size", _int()),
-    "buffer.memory": _Key("buffer_memory", _int()),
-    "max.request.size": _Key("max_request_size", _int(1)),
-    "retry.backoff.ms": _Key("retry_backoff_ms", _int()),
-    "retry.backoff.max.ms": _Key("retry_backoff_max_ms", _int()),
-    "reconnect.backoff.ms": _Key("reconnect_backoff_ms", _int()),
-    "reconnect.backoff.max.ms": _Key("reconnect_backoff_max_ms", _int()),
-    "socket.connection.setup.timeout.ms": _Key("socket_connection_setup_timeout_ms", _int()),
-    "socket.connection.setup.timeout.max.ms": _Key(
-        "socket_connection_setup_timeout_max_ms", _int()
-    ),
-    "max.block.ms": _Key("max_block_ms", _int()),
-    "metadata.max.age.ms": _Key("metadata_max_age_ms", _int()),
-    "transactional.id": _Key("transactional_id", _parse_str),
-    "transaction.timeout.ms": _Key("transaction_timeout_ms", _int(1)),
-    "partitioner.ignore.keys": _Key("partitioner_ignore_keys", _parse_bool),
-    "client.id": _Key("client_id", _parse_str),
+# Producer configs an application may set under ``config:``, by Kafka's names, each with
+# Kafka's default (see :class:`ConfigKey`). Their order is the schema's and
+# :meth:`ProducerConfig.to_kafka_dict`'s.
+PRODUCER_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        # "all": -1.
+        ConfigKey("acks", "acks", _parse_acks, -1, "ProducerConfig"),
+        ConfigKey("enable.idempotence", "enable_idempotence", _parse_bool, True, "ProducerConfig"),
+        ConfigKey("retries", "retries", _int(), MAX_INT, "ProducerConfig"),
+        ConfigKey(
+            "max.in.flight.requests.per.connection",
+            "max_in_flight",
+            _int(1),
+            5,
+            "ProducerConfig",
+        ),
+        ConfigKey("delivery.timeout.ms", "delivery_timeout_ms", _int(), 120_000, "ProducerConfig"),
+        ConfigKey("request.timeout.ms", "request_timeout_ms", _int(), 30_000, "ProducerConfig"),
+        # Kafka 4.0's (KIP-1030); 3.x's is 0: ProtocolRules.linger_ms_default.
+        ConfigKey("linger.ms", "linger_ms", _int(), 5, "ProducerConfig"),
+        ConfigKey("batch.size", "batch_size", _int(), 16_384, "ProducerConfig"),
+        ConfigKey("buffer.memory", "buffer_memory", _int(), 33_554_432, "ProducerConfig"),
+        ConfigKey("max.request.size", "max_request_size", _int(1), 1_048_576, "ProducerConfig"),
+        ConfigKey(
+            "retry.backoff.ms",
+            "retry_backoff_ms",
+            _int(),
+            100,
+            "CommonClientConfigs",
+            ("metadata:ClientMetadata.refresh_backoff_ms",),
+        ),
+        ConfigKey(
+            "retry.backoff.max.ms",
+            "retry_backoff_max_ms",
+            _int(),
+            1_000,
+            "CommonClientConfigs",
+            ("metadata:ClientMetadata.refresh_backoff_max_ms",),
+        ),
+        ConfigKey(
+            "reconnect.backoff.ms", "reconnect_backoff_ms", _int(), 50, "CommonClientConfigs"
+        ),
+        ConfigKey(
+            "reconnect.backoff.max.ms",
+            "reconnect_backoff_max_ms",
+            _int(),
+            1_000,
+            "CommonClientConfigs",
+        ),
+        ConfigKey(
+            "socket.connection.setup.timeout.ms",
+            "socket_connection_setup_timeout_ms",
+            _int(),
+            10_000,
+            "CommonClientConfigs",
+        ),
+        ConfigKey(
+            "socket.connection.setup.timeout.max.ms",
+            "socket_connection_setup_timeout_max_ms",
+            _int(),
+            30_000,
+            "CommonClientConfigs",
+        ),
+        ConfigKey("max.block.ms", "max_block_ms", _int(), 60_000, "ProducerConfig"),
+        ConfigKey(
+            "metadata.max.age.ms",
+            "metadata_max_age_ms",
+            _int(),
+            300_000,
+            "ProducerConfig",
+            ("metadata:ClientMetadata.max_age_ms",),
+        ),
+        # None: not set (a transactional application gives itself one: Scenario.clients).
+        ConfigKey("transactional.id", "transactional_id", _parse_str, None, "ProducerConfig"),
+        ConfigKey(
+            "transaction.timeout.ms", "transaction_timeout_ms", _int(1), 60_000, "ProducerConfig"
+        ),
+        ConfigKey(
+            "partitioner.ignore.keys",
+            "partitioner_ignore_keys",
+            _parse_bool,
+            False,
+            "ProducerConfig",
+        ),
+        ConfigKey("client.id", "client_id", _parse_str, "", "CommonClientConfigs"),
+    )
 }
+
+
+def producer_default(name: str) -> Any:
+    """Kafka's default of producer config ``name`` (:data:`PRODUCER_KEYS`)."""
+    return PRODUCER_KEYS[name].default
+
+
+@dataclass(slots=True)
+class ProducerConfig:
+    """A producer's effective configs, Kafka's defaults (:data:`PRODUCER_KEYS`) where the
+    scenario says nothing; ``linger.ms``'s depends on the Kafka version
+    (``ProtocolRules.linger_ms_default``, which :func:`parse_producer_config` starts from)."""
+
+    acks: int = producer_default("acks")
+    enable_idempotence: bool = producer_default("enable.idempotence")
+    retries: int = producer_default("retries")
+    max_in_flight: int = producer_default("max.in.flight.requests.per.connection")
+    delivery_timeout_ms: int = producer_default("delivery.timeout.ms")
+    request_timeout_ms: int = producer_default("request.timeout.ms")
+    linger_ms: int = producer_default("linger.ms")
+    batch_size: int = producer_default("batch.size")
+    buffer_memory: int = producer_default("buffer.memory")
+    max_request_size: int = producer_default("max.request.size")
+    retry_backoff_ms: int = producer_default("retry.backoff.ms")
+    retry_backoff_max_ms: int = producer_default("retry.backoff.max.ms")
+    reconnect_backoff_ms: int = producer_default("reconnect.backoff.ms")
+    reconnect_backoff_max_ms: int = producer_default("reconnect.backoff.max.ms")
+    # ClusterConnectionStates' connection setup timeout: how long a TCP connect may take
+    # (doubling, with jitter, after each that timed out).
+    socket_connection_setup_timeout_ms: int = producer_default("socket.connection.setup.timeout.ms")
+    socket_connection_setup_timeout_max_ms: int = producer_default(
+        "socket.connection.setup.timeout.max.ms"
+    )
+    max_block_ms: int = producer_default("max.block.ms")
+    metadata_max_age_ms: int = producer_default("metadata.max.age.ms")
+    transactional_id: str | None = producer_default("transactional.id")
+    transaction_timeout_ms: int = producer_default("transaction.timeout.ms")
+    partitioner_ignore_keys: bool = producer_default("partitioner.ignore.keys")
+    client_id: str = producer_default("client.id")
+    warnings: list[str] = field(default_factory=list)
+
+    def to_kafka_dict(self) -> dict[str, Any]:
+        """The effective configuration under Kafka's key names."""
+        out: dict[str, Any] = {}
+        for key, spec in PRODUCER_KEYS.items():
+            value = getattr(self, spec.attr)
+            out[key] = "all" if key == "acks" and value == -1 else value
+        return out
 
 
 def parse_producer_config(
@@ -322,32 +433,6 @@ def _broker_retention_ms(key: str, value: object) -> int | None:
 
 # The smallest segment.bytes Kafka accepts (LegacyRecord.RECORD_OVERHEAD_V0).
 MIN_SEGMENT_BYTES = 14
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigKey:
-    """One broker config a scenario may set under ``cluster.config``, by Kafka's name.
-
-    ``attr`` is the :class:`BrokerConfig` attribute it sets, ``parse`` its validation (Kafka's
-    type and range, as :class:`ConfigException`), ``default`` Kafka's default (None: never, or
-    no limit), ``source`` where Kafka defines that default, and ``read_by`` the fields of the
-    model's settings that take it (``module:Class.field``): their defaults are this one
-    (tests/test_config_keys.py checks it) and ``ClusterSettings.from_scenario`` passes the
-    scenario's value to them.
-
-    To add a broker config: declare it in :data:`BROKER_KEYS` with its default and source, add
-    its :class:`BrokerConfig` attribute (default ``kafka_default(name)``), give the settings
-    field that reads it the same default and set it in ``ClusterSettings.from_scenario``, name
-    that field in ``read_by``, and regenerate the schema (``eosim schema``). A topic config
-    that overrides it per topic goes in :data:`TOPIC_KEYS` under the same attribute.
-    """
-
-    name: str
-    attr: str
-    parse: Callable[[str, object], Any]
-    default: int | bool | None
-    source: str
-    read_by: tuple[str, ...] = ()
 
 
 # Broker configs a scenario may set under ``cluster.config``, by Kafka's names, each with
@@ -643,15 +728,66 @@ def kafka_default(name: str) -> Any:
     return BROKER_KEYS[name].default
 
 
+def topic_default(attr: str) -> Any:
+    """The default of the topic config that sets ``attr``: the broker config's of the same
+    attribute (Kafka's topic configs fall back on the broker-wide defaults)."""
+    return next(k.default for k in BROKER_KEYS.values() if k.attr == attr)
+
+
 # Topic configs a scenario may set under ``cluster.topics[].config`` (they override the
-# broker-wide defaults of the same names).
-TOPIC_KEYS: dict[str, _Key] = {
-    "min.insync.replicas": _Key("min_insync_replicas", _int(1)),
-    "unclean.leader.election.enable": _Key("unclean_leader_election_enable", _parse_bool),
-    "retention.ms": _Key("retention_ms", _unlimited_below_zero(-1)),
-    "retention.bytes": _Key("retention_bytes", _unlimited_below_zero(-(2**63))),
-    "segment.bytes": _Key("segment_bytes", _int(MIN_SEGMENT_BYTES)),
-    "segment.ms": _Key("segment_ms", _long(1)),
+# broker-wide defaults of the same attributes; see :class:`ConfigKey`).
+TOPIC_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in (
+        ConfigKey(
+            "min.insync.replicas",
+            "min_insync_replicas",
+            _int(1),
+            topic_default("min_insync_replicas"),
+            "TopicConfig",
+            ("broker.partition:TopicSettings.min_insync_replicas",),
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            "unclean_leader_election_enable",
+            _parse_bool,
+            topic_default("unclean_leader_election_enable"),
+            "TopicConfig",
+            ("broker.partition:TopicSettings.unclean_leader_election_enable",),
+        ),
+        ConfigKey(
+            "retention.ms",
+            "retention_ms",
+            _unlimited_below_zero(-1),
+            topic_default("retention_ms"),
+            "TopicConfig",
+            ("broker.log:LogConfig.retention_ms",),
+        ),
+        ConfigKey(
+            "retention.bytes",
+            "retention_bytes",
+            _unlimited_below_zero(-(2**63)),
+            topic_default("retention_bytes"),
+            "TopicConfig",
+            ("broker.log:LogConfig.retention_bytes",),
+        ),
+        ConfigKey(
+            "segment.bytes",
+            "segment_bytes",
+            _int(MIN_SEGMENT_BYTES),
+            topic_default("segment_bytes"),
+            "TopicConfig",
+            ("broker.log:LogConfig.segment_bytes",),
+        ),
+        ConfigKey(
+            "segment.ms",
+            "segment_ms",
+            _long(1),
+            topic_default("segment_ms"),
+            "TopicConfig",
+            ("broker.log:LogConfig.segment_ms",),
+        ),
+    )
 }
 
 
@@ -722,7 +858,7 @@ class BrokerConfig:
 
 
 def parse_named_config(
-    raw: Mapping[str, object], keys: Mapping[str, _Key | ConfigKey], target: Any, what: str
+    raw: Mapping[str, object], keys: Mapping[str, ConfigKey], target: Any, what: str
 ) -> Any:
     """Set ``target``'s attributes from Kafka-named ``raw`` keys of ``keys``."""
     for key, value in raw.items():

@@ -34,12 +34,13 @@ timers, and calls in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from eosim.simulation.broker.durability import LogDurability
 from eosim.simulation.broker.leader_epoch_cache import LeaderEpochCache
 from eosim.simulation.broker.log import LogConfig, PartitionLog
 from eosim.simulation.broker.producer_state import ProducerStateManager
-from eosim.simulation.config import kafka_default
+from eosim.simulation.config import TOPIC_KEYS, BrokerConfig, kafka_default
 from eosim.simulation.protocol import Errors, TopicPartition
 from eosim.simulation.records import LogBatch
 
@@ -214,6 +215,24 @@ class TopicSettings:
     unclean_leader_election_enable: bool = kafka_default("unclean.leader.election.enable")
     # What its logs keep (retention.ms, retention.bytes, segment.bytes, segment.ms).
     log: LogConfig = field(default_factory=LogConfig)
+
+    @classmethod
+    def of(cls, replication_factor: int, config: BrokerConfig) -> TopicSettings:
+        """A topic's settings from its effective configs (its own over the broker's): each
+        topic config of :data:`TOPIC_KEYS` goes to the fields its ``read_by`` names, on these
+        settings or on their :class:`LogConfig`. A duration (a ``.ms`` key) becomes a float,
+        as the model's times are."""
+        values: dict[str, dict[str, Any]] = {"TopicSettings": {}, "LogConfig": {}}
+        for key in TOPIC_KEYS.values():
+            value = getattr(config, key.attr)
+            if key.name.endswith(".ms") and value is not None:
+                value = float(value)
+            for ref in key.read_by:
+                holder, name = ref.split(":")[1].split(".")
+                values[holder][name] = value
+        return cls(
+            replication_factor, log=LogConfig(**values["LogConfig"]), **values["TopicSettings"]
+        )
 
 
 class Partition:
