@@ -70,6 +70,8 @@ def _same(fast: History, slow: History) -> None:
         assert [type(v) for v in vars_of(x)] == [type(v) for v in vars_of(y)]
     for x, y in zip(fast.ops, slow.ops, strict=True):
         assert [type(v) for v in vars_of(x)] == [type(v) for v in vars_of(y)]
+    for x, y in zip(fast.faults, slow.faults, strict=True):  # as decoded, not as columns
+        assert [type(v) for v in x.values()] == [type(v) for v in y.values()]
 
 
 def vars_of(obj) -> list:
@@ -374,3 +376,128 @@ def test_paused_gc_moves_what_it_made_to_the_oldest_generation():
         assert 0 < gc.get_freeze_count() <= frozen and more
     finally:
         gc.unfreeze()
+
+
+def _model_record(offset, value="v", producer_id=0, epoch=0, sequence=None):
+    sequence = offset if sequence is None else sequence
+    return (
+        f'{{"offset":{offset},"value":"{value}","producer_id":{producer_id},'
+        f'"epoch":{epoch},"sequence":{sequence}}}'
+    )
+
+
+def _log_line(records, head='{"kind":"log","topic":"t","partition":0,', tail="}"):
+    return head + '"records":[' + ",".join(records) + "]" + tail
+
+
+_MODEL_LOG = [_model_record(0, "a"), _model_record(1, "b", -1, 2, 7), _model_record(5, "c")]
+REPLICA_HEAD = (
+    '{"kind":"replica","topic":"t","partition":0,"broker":"b1","leader":true,'
+    '"leader_epoch":1,"high_watermark":6,"log_end_offset":6,'
+)
+# (line, whether its records are read as columns)
+RECORDS_LINES = {
+    "model log": (_log_line(_MODEL_LOG), True),
+    "one record": (_log_line(_MODEL_LOG[:1]), True),
+    "fields after the records": (
+        _log_line(_MODEL_LOG, tail=',"markers":[{"offset":6,"type":"COMMIT"}],"leader":"b1"}'),
+        True,
+    ),
+    "log start offset": (_log_line(_MODEL_LOG, tail=',"log_start_offset":1}'), True),
+    "log start offset above a record": (
+        _log_line(_MODEL_LOG, tail=',"log_start_offset":3}'),
+        True,
+    ),
+    "replica": (_log_line(_MODEL_LOG, REPLICA_HEAD), True),
+    "replica below its records": (
+        _log_line(_MODEL_LOG, REPLICA_HEAD.replace('"log_end_offset":6', '"log_end_offset":5')),
+        True,
+    ),
+    "unicode value": (_log_line([_model_record(0, "\u00e9\U0001f600")]), True),
+    "value holding }]": (_log_line([_model_record(0, "}]"), _model_record(1, "x}]}")]), False),
+    "value holding },{": (
+        _log_line([_model_record(0, '},{"'.replace('"', "")), _MODEL_LOG[1]]),
+        True,
+    ),
+    "escaped value": (_log_line([_model_record(0, '\\"}]')]), False),
+    "escape elsewhere": (_log_line(_MODEL_LOG, tail=',"leader":"b\\u0031"}'), False),
+    "offsets not increasing": (_log_line([_model_record(1), _model_record(1)]), False),
+    "offsets decreasing": (_log_line([_model_record(2), _model_record(1)]), False),
+    "negative offset": (_log_line([_model_record(-1)]), False),
+    "offset with a leading zero": (_log_line([_model_record("01")]), False),
+    "producer id null": (_log_line([_model_record(0, producer_id="null")]), False),
+    "epoch of 19 digits": (_log_line([_model_record(0, epoch="1" * 19)]), False),
+    "transactional": (
+        _log_line([_model_record(0)[:-1] + ',"transactional":true,"time":1.5}']),
+        False,
+    ),
+    "aborted": (_log_line([_model_record(0)[:-1] + ',"aborted":true}']), False),
+    "no records": (_log_line([]), False),
+    "records twice": (_log_line(_MODEL_LOG, tail=',"records":[]}'), False),
+    "records twice, spaced": (_log_line(_MODEL_LOG, tail=',"records" : []}'), False),
+    "records as a string too": (_log_line(_MODEL_LOG, tail=',"leader":"records"}'), False),
+    "kind repeated": (_log_line(_MODEL_LOG, tail=',"kind":"fault"}'), False),
+    "records nested": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"t","partition":0,"x":{'),
+        False,
+    ),
+    "records in a list before": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"t","partition":0,"x":[1],'),
+        False,
+    ),
+    "brace in a string before": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"{","partition":0,'),
+        False,
+    ),
+    "records a string's text": (
+        '{"kind":"log","topic":"t","partition":0,"x":"\\"records\\":[","records":[]}',
+        False,
+    ),
+    "space before the records": (_log_line(_MODEL_LOG).replace('"records":', '"records": '), False),
+    "not JSON after the records": (_log_line(_MODEL_LOG, tail=",}"), False),
+    "not JSON before the records": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"t","partition":0,,'),
+        False,
+    ),
+    "a second log of the partition": (_log_line(_MODEL_LOG) + "\n" + _log_line(_MODEL_LOG), True),
+    "a log of another shape": (_log_line(['{"offset":0,"value":"a"}']), False),
+    "a poll with records": (
+        '{"kind":"op","id":90,"type":"invoke","f":"poll","process":"c","time":1,"value":null}\n'
+        '{"kind":"op","id":90,"type":"ok","f":"poll","process":"c","time":2,"value":'
+        '{"records":[{"topic":"t","partition":0,"offset":0,"value":"a"}]}}',
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS_LINES))
+def test_log_and_replica_records_read_as_columns_the_same(name):
+    """A `log` or `replica` line whose records are as the model writes them is read into the
+    model's columns (a LogTable), else line by line; the history is the same either way."""
+    line, as_columns = RECORDS_LINES[name]
+    text = "\n".join([*_pairs(), line]) + "\n"
+    history = compare(text)
+    if isinstance(history, HistoryError):
+        return
+    from eosim.analysis.columns import LogTable
+
+    read = [*history.logs.values(), *(replica.records for replica in history.replicas)]
+    assert all(isinstance(records, LogTable) == as_columns for records in read)
+    if as_columns:
+        assert read
+        for records in read:  # the LogRecord objects too, type for type
+            assert all(type(r.offset) is int and type(r.producer_id) is int for r in records)
+
+
+def test_records_lines_among_many_read_as_columns(tmp_path):
+    """In a large history too, with the send lines on the fast path (load_history)."""
+    lines = [*_pairs(200), _log_line(_MODEL_LOG), _log_line(_MODEL_LOG, REPLICA_HEAD)]
+    lines[-2] = lines[-2].replace('"partition":0', '"partition":1')
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    history = load_history(path)
+    slow = _read(path.read_text(), False)
+    _same(history, slow)
+    assert type(history.sends) is jsonl_reader.ReadSendTable
+    assert type(history.logs[("t", 1)]).__name__ == "LogTable"
+    assert type(history.replicas[0].records).__name__ == "LogTable"
