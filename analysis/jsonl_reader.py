@@ -50,7 +50,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+# Arrow's compute functions called by name: importing pyarrow.compute builds a Python wrapper
+# for each of its hundreds of functions (0.04 - 0.1 s, a tenth or more of a load).
+from pyarrow._compute import CastOptions, MatchSubstringOptions, call_function
 
 from eosim.analysis.columns import (
     NO_OFFSET,
@@ -132,8 +135,7 @@ def _read(raw: bytes, source: str) -> History | None:
         lines.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         return None
-    matched = pc.match_substring_regex(lines, SEND_LINE)
-    send_rows = _numpy(pc.indices_nonzero(matched), np.uint64).astype(np.int64)
+    send_rows = _matching(lines, SEND_LINE)
     is_send = np.zeros(len(ends), dtype=bool)
     is_send[send_rows] = True
     if len(send_rows) < MIN_SEND_LINES:
@@ -286,7 +288,12 @@ class _SendLines:
             if not (column[mine] == column[done]).all():
                 return None
         value = self.value
-        if len(done) and not pc.all(pc.equal(value.take(mine), value.take(done))).as_py():
+        if (
+            len(done)
+            and not call_function(
+                "all", [call_function("equal", [_take(value, mine), _take(value, done)])]
+            ).as_py()
+        ):
             return None
         inv_partition = self.partition[mine]
         done_partition = self.partition[done]
@@ -314,7 +321,7 @@ class _SendLines:
             self.process[inv],
             self.topic[inv],
             partition,
-            _objects(value.take(inv)),
+            _objects(_take(value, inv)),
             outcome,
             offset,
             error,
@@ -472,8 +479,9 @@ def _read_log_records(
     bounds = np.array([(o, c + 1) for _, o, c in found], dtype=np.int64).ravel()
     spans = pa.LargeStringArray.from_buffers(
         2 * len(found) - 1, pa.py_buffer(bounds), pa.py_buffer(raw)
-    ).take(pa.array(np.arange(0, 2 * len(found), 2)))
-    matched = _numpy(pc.indices_nonzero(pc.match_substring_regex(spans, LOG_RECORDS)), np.uint64)
+    )
+    spans = _take(spans, np.arange(0, 2 * len(found), 2))
+    matched = _matching(spans, LOG_RECORDS)
     found = [found[i] for i in matched.tolist()]
     if not found:
         return {}
@@ -554,7 +562,30 @@ def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> pa.Large
     both = pa.LargeStringArray.from_buffers(
         max(len(bounds) - 1, 0), pa.py_buffer(bounds), pa.py_buffer(data)
     )
-    return both.take(pa.array(np.arange(0, len(bounds) - 1, 2)))
+    return _take(both, np.arange(0, 2 * len(starts), 2))
+
+
+def _arrow(indices: np.ndarray) -> pa.Array:
+    """An int64 numpy array as an Arrow array over its buffer: not with `pa.array`, which
+    imports pandas for it (a second or more in a process that has not)."""
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(indices)])
+
+
+def _take(values: pa.Array, indices: np.ndarray) -> pa.Array:
+    """`values.take(indices)` without Array.take, which imports pyarrow.compute."""
+    return call_function("take", [values, _arrow(indices)])
+
+
+def _cast(values: pa.Array, to: pa.DataType) -> pa.Array:
+    """`pyarrow.compute.cast(values, to)` (safe: an error for any text not a number)."""
+    return call_function("cast", [values], CastOptions.safe(to))
+
+
+def _matching(strings: pa.Array, pattern: str) -> np.ndarray:
+    """The positions of the strings that `pattern` (RE2) matches."""
+    matched = call_function("match_substring_regex", [strings], MatchSubstringOptions(pattern))
+    return _numpy(call_function("indices_nonzero", [matched]), np.uint64).astype(np.int64)
 
 
 def _texts(
@@ -563,7 +594,7 @@ def _texts(
     """Python strings of the byte ranges, one object per distinct value when `shared`."""
     strings = _gather(data, starts, stops)
     if shared:
-        encoded = pc.dictionary_encode(strings)
+        encoded = call_function("dictionary_encode", [strings])
         values = _objects(encoded.dictionary)
         return values[_numpy(encoded.indices, np.int32)]
     return _objects(strings)
@@ -590,12 +621,12 @@ def _objects(strings: pa.Array) -> np.ndarray:
 def _integers(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     if not len(starts):
         return np.zeros(0, dtype=np.int64)
-    return _numpy(pc.cast(_gather(data, starts, stops), pa.int64()), np.int64)
+    return _numpy(_cast(_gather(data, starts, stops), pa.int64()), np.int64)
 
 
 def _floats(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """JSON numbers as Python's float() reads them (Arrow's parser rounds correctly too)."""
-    return _numpy(pc.cast(_gather(data, starts, stops), pa.float64()), np.float64)
+    return _numpy(_cast(_gather(data, starts, stops), pa.float64()), np.float64)
 
 
 __all__ = ["LOG_RECORDS", "MIN_SEND_LINES", "SEND_LINE", "ReadSendTable", "read_history"]

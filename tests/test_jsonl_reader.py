@@ -501,3 +501,26 @@ def test_records_lines_among_many_read_as_columns(tmp_path):
     assert type(history.sends) is jsonl_reader.ReadSendTable
     assert type(history.logs[("t", 1)]).__name__ == "LogTable"
     assert type(history.replicas[0].records).__name__ == "LogTable"
+
+
+def test_a_load_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
+    """A fresh process's first load pays for no import it does not need: pandas (which
+    `pa.array` and numpy indices handed to Arrow import) and pyarrow.compute (a wrapper built
+    for each of its functions) took longer than reading the standard history itself."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join([*_pairs(100), _log_line(_MODEL_LOG)]) + "\n")
+    code = (
+        "import sys\n"
+        "from eosim.analysis.history import load_history\n"
+        "from eosim.analysis.jsonl_reader import ReadSendTable\n"
+        f"history = load_history({str(path)!r})\n"
+        "assert type(history.sends) is ReadSendTable\n"
+        "assert type(history.logs['t', 0]).__name__ == 'LogTable'\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow.compute') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
