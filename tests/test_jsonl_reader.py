@@ -524,3 +524,43 @@ def test_a_load_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # the gap to the previous offset (0: not increasing)
+            _TEXT,
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-5, 5),
+            st.integers(0, 10**19),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_random_log_records_read_the_same(records, model_writer, rng):
+    """Random records in the model's shape, written by the model's LogRecords (as a run
+    writes them) or by json.dumps, with odd values (quotes, escapes, `}]`, any character),
+    offsets increasing or not, numbers of any size."""
+    from eosim.simulation.history import LogRecords
+
+    columns = LogRecords()
+    offset = -1
+    for gap, value, producer_id, epoch, sequence in records:
+        offset += gap
+        columns.offset.append(max(offset, 0))
+        columns.value.append(value)
+        columns.producer_id.append(producer_id)
+        columns.epoch.append(epoch)
+        columns.sequence.append(min(sequence, 2**63 - 1))
+        columns.transactional.append(False)
+        columns.time.append(0.0)
+    as_json = columns.json() if model_writer else json.dumps(list(columns))
+    if rng.random() < 0.2:  # a number past int64's range
+        as_json = as_json.replace('"sequence":', '"sequence":' + "9" * 19, 1)
+    line = '{"kind":"log","topic":"t","partition":0,"records":' + as_json + "}"
+    compare("\n".join([*_pairs(), line]) + "\n")
