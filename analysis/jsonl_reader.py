@@ -20,8 +20,14 @@ works on the whole file at once, without a Python step per line:
   reader applies to a send (ids unique, a completion after its invocation, of the same
   process, topic and value, a partition as invoked) is checked on the columns.
 
-Every other line (meta, logs, faults, other ops, a send line in any other shape) is read by
-``eosim.analysis.history``'s own per-line reader. The result is a ``History`` equal field by
+A ``log`` or ``replica`` line whose records are as the model writes them (:data:`LOG_RECORDS`:
+``offset``, ``value``, ``producer_id``, ``epoch``, ``sequence``, in that order, not
+transactional) has its records read the same way, into the model's own columns
+(``eosim.simulation.history.LogRecords``), which the history keeps as a ``LogTable``, as it
+does a model's logs; the rest of the line is decoded as JSON.
+
+Every other line (meta, faults, other ops, a send line or records in any other shape) is read
+by ``eosim.analysis.history``'s own per-line reader. The result is a ``History`` equal field by
 field to the one the line-by-line reader gives: ``history.sends`` is a :class:`ReadSendTable`
 (a ``SendTable`` whose columns were read, not derived), ``history.ops`` builds its ``Op``
 objects when first read.
@@ -37,12 +43,17 @@ pattern and field positions, read it into the same columns, and add its lines to
 
 from __future__ import annotations
 
+import json
+from array import array
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+# Arrow's compute functions called by name: importing pyarrow.compute builds a Python wrapper
+# for each of its hundreds of functions (0.04 - 0.1 s, a tenth or more of a load).
+from pyarrow._compute import CastOptions, MatchSubstringOptions, call_function
 
 from eosim.analysis.columns import (
     NO_OFFSET,
@@ -62,6 +73,7 @@ from eosim.analysis.history import (
     _decode_line,
     paused_gc,
 )
+from eosim.simulation.history import LogRecords
 
 # A JSON string without escapes or control characters (the process's must not be empty).
 _STRING = r'"[^"\\\x00-\x1f]*"'
@@ -82,6 +94,16 @@ SEND_LINE = (
     + r"))?\}"
     r'(?:,"error":' + _STRING + r")?\}\n?$"
 )
+# A `log` or `replica` line's records as the model writes them (not transactional), in full:
+# the array from `[` to `]`.
+_LOG_RECORD = (
+    r'\{"offset":' + _COUNT + r',"value":' + _STRING + r',"producer_id":' + _INT
+    + r',"epoch":' + _INT + r',"sequence":' + _INT + r"\}"
+)  # fmt: skip
+LOG_RECORDS = r"^\[" + _LOG_RECORD + r"(?:," + _LOG_RECORD + r")*\]$"
+_RECORDS_LINES = (b'{"kind":"log",', b'{"kind":"replica",')
+_RECORDS_NAME = b'"records"'
+_RECORDS_KEY = _RECORDS_NAME + b":"
 # Fewer send lines than this: the line-by-line reader is as quick.
 MIN_SEND_LINES = 64
 _QUOTE, _NEWLINE, _COMMA, _N = ord('"'), ord("\n"), ord(","), ord("n")
@@ -113,17 +135,21 @@ def _read(raw: bytes, source: str) -> History | None:
         lines.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         return None
-    matched = pc.match_substring_regex(lines, SEND_LINE)
-    send_rows = _numpy(pc.indices_nonzero(matched), np.uint64).astype(np.int64)
+    send_rows = _matching(lines, SEND_LINE)
     is_send = np.zeros(len(ends), dtype=bool)
     is_send[send_rows] = True
     if len(send_rows) < MIN_SEND_LINES:
         return None
+    quotes = np.flatnonzero(data == _QUOTE)
+    other_rows = np.flatnonzero(~is_send).tolist()
+    logs = _read_log_records(raw, data, offsets, quotes, other_rows)
     # Every other line, through the line-by-line reader.
     other_ids: list[int] = []
     numbered: list[tuple[int, Any]] = []
-    for row in np.flatnonzero(~is_send).tolist():
-        record = _decode_line(raw[offsets[row] : offsets[row + 1]], row + 1, source)
+    for row in other_rows:
+        record = logs.get(row)
+        if record is None:
+            record = _decode_line(raw[offsets[row] : offsets[row + 1]], row + 1, source)
         if record is BLANK:
             continue
         if type(record) is dict and record.get("kind") == "op":
@@ -132,7 +158,7 @@ def _read(raw: bytes, source: str) -> History | None:
                 return None  # a send in another shape, or pairing by process
             other_ids.append(op_id)
         numbered.append((row + 1, record))
-    sends = _SendLines.read(data, offsets, send_rows)
+    sends = _SendLines.read(data, offsets, quotes, send_rows)
     if sends is None or (other_ids and np.isin(np.array(other_ids), sends.ids).any()):
         return None
     history = _build_history(numbered, source)
@@ -167,11 +193,14 @@ class _SendLines:
     line: np.ndarray
 
     @classmethod
-    def read(cls, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> _SendLines | None:
+    def read(
+        cls, data: np.ndarray, offsets: np.ndarray, quotes: np.ndarray, rows: np.ndarray
+    ) -> _SendLines | None:
+        """The fields of the send lines `rows`; `quotes` are the positions of every `"` in
+        `data`."""
         starts = offsets[rows]
         stops = offsets[rows + 1]
         stops = stops - (data[stops - 1] == _NEWLINE)  # without the newline
-        quotes = np.flatnonzero(data == _QUOTE)
         first = np.searchsorted(quotes, starts)
 
         def q(index: np.ndarray | int) -> np.ndarray:
@@ -259,7 +288,12 @@ class _SendLines:
             if not (column[mine] == column[done]).all():
                 return None
         value = self.value
-        if len(done) and not pc.all(pc.equal(value.take(mine), value.take(done))).as_py():
+        if (
+            len(done)
+            and not call_function(
+                "all", [call_function("equal", [_take(value, mine), _take(value, done)])]
+            ).as_py()
+        ):
             return None
         inv_partition = self.partition[mine]
         done_partition = self.partition[done]
@@ -287,7 +321,7 @@ class _SendLines:
             self.process[inv],
             self.topic[inv],
             partition,
-            _objects(value.take(inv)),
+            _objects(_take(value, inv)),
             outcome,
             offset,
             error,
@@ -406,6 +440,107 @@ class _MergedOps(_BuiltOnDemand[Op]):
         return len(self._others) + self._count
 
 
+def _read_log_records(
+    raw: bytes, data: np.ndarray, offsets: np.ndarray, quotes: np.ndarray, rows: list[int]
+) -> dict[int, dict[str, Any]]:
+    """The `log` and `replica` lines among `rows` whose records are as the model writes them
+    (:data:`LOG_RECORDS`), by row: each line's JSON object with its ``records`` as columns
+    (``LogRecords``, which the history reads as a ``LogTable``, as it reads a model's logs).
+    The rest of such a line is decoded as JSON with ``[]`` in place of the records; any other
+    line is left to the line-by-line reader.
+
+    The records array is found without decoding the line: it must be the value of the line's
+    only ``"records"`` (no backslash in the line, so no string holds a quote), at the top
+    level (before it, one ``{`` and no ``[``), and end at the first ``}]`` after it, which the
+    pattern then checks in full (a ``}]`` inside a string makes it fail: the line is then
+    left to the line-by-line reader). The rest of the line must decode to an object with
+    ``"records": []``: were the key not where it seems (after a string left open, say), the
+    line would not be JSON."""
+    found: list[tuple[int, int, int]] = []  # (row, the `[`, the `]`)
+    for row in rows:
+        start, stop = int(offsets[row]), int(offsets[row + 1])
+        if not raw.startswith(_RECORDS_LINES, start, stop):
+            continue
+        at = raw.find(_RECORDS_KEY, start, stop)
+        if (
+            at < 0
+            or raw.count(_RECORDS_NAME, start, stop) != 1
+            or raw.find(b"\\", start, stop) >= 0
+            or raw.count(b"{", start, at) != 1
+            or raw.find(b"[", start, at) >= 0
+        ):
+            continue
+        opened = at + len(_RECORDS_KEY)
+        closed = raw.find(b"}]", opened, stop) + 1
+        if closed > 0 and raw[opened] == ord("["):
+            found.append((row, opened, closed))
+    if not found:
+        return {}
+    bounds = np.array([(o, c + 1) for _, o, c in found], dtype=np.int64).ravel()
+    spans = pa.LargeStringArray.from_buffers(
+        2 * len(found) - 1, pa.py_buffer(bounds), pa.py_buffer(raw)
+    )
+    spans = _take(spans, np.arange(0, 2 * len(found), 2))
+    matched = _matching(spans, LOG_RECORDS)
+    found = [found[i] for i in matched.tolist()]
+    if not found:
+        return {}
+    # Each record has 12 quotes: its fields lie between known ones.
+    first = np.searchsorted(quotes, [o for _, o, _ in found])
+    last = np.searchsorted(quotes, [c for _, _, c in found])
+    counts = (last - first) // 12
+    q = quotes[np.concatenate([np.arange(a, b) for a, b in zip(first, last, strict=True)])]
+    q = q.reshape(-1, 12)
+    ends = np.empty(len(q), dtype=np.int64)  # each record's `}`
+    ends[:-1] = q[1:, 0] - 3  # `},{"`
+    span_ends = np.cumsum(counts)
+    ends[span_ends - 1] = [c - 1 for _, _, c in found]  # `}]`
+    offset = _integers(data, q[:, 1] + 2, q[:, 2] - 1)
+    producer_id = _integers(data, q[:, 7] + 2, q[:, 8] - 1)
+    epoch = _integers(data, q[:, 9] + 2, q[:, 10] - 1)
+    sequence = _integers(data, q[:, 11] + 2, ends)
+    values = _gather(data, q[:, 4] + 1, q[:, 5]).to_pylist()
+    lines: dict[int, dict[str, Any]] = {}
+    for (row, opened, closed), a, b in zip(found, span_ends - counts, span_ends, strict=True):
+        if not (offset[a + 1 : b] > offset[a : b - 1]).all():
+            continue  # offsets must increase: the line-by-line reader names the record
+        start, stop = int(offsets[row]), int(offsets[row + 1])
+        try:
+            record = json.loads(raw[start:opened] + b"[]" + raw[closed + 1 : stop])
+        except ValueError:
+            continue
+        if (
+            type(record) is not dict
+            or record.get("records") != []
+            or record.get("kind") not in ("log", "replica")  # not a `"kind"` repeated
+        ):
+            continue
+        record["records"] = _log_records(
+            offset[a:b], values[a:b], producer_id[a:b], epoch[a:b], sequence[a:b]
+        )
+        lines[row] = record
+    return lines
+
+
+def _log_records(
+    offset: np.ndarray,
+    values: list[str],
+    producer_id: np.ndarray,
+    epoch: np.ndarray,
+    sequence: np.ndarray,
+) -> LogRecords:
+    """Records not transactional as the model's columns (``LogRecords``) hold them."""
+    records = LogRecords()
+    records.offset = array("q", offset.tobytes())
+    records.value = values
+    records.producer_id = array("q", producer_id.tobytes())
+    records.epoch = array("q", epoch.tobytes())
+    records.sequence = array("q", sequence.tobytes())
+    records.transactional = bytearray(len(values))
+    records.time = array("d", bytes(8 * len(values)))
+    return records
+
+
 def _type_codes(data: np.ndarray, opened: np.ndarray, closed: np.ndarray) -> np.ndarray:
     """The op types' codes into _TYPES, told apart by length and first letter."""
     length = closed - opened - 1
@@ -427,7 +562,30 @@ def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> pa.Large
     both = pa.LargeStringArray.from_buffers(
         max(len(bounds) - 1, 0), pa.py_buffer(bounds), pa.py_buffer(data)
     )
-    return both.take(pa.array(np.arange(0, len(bounds) - 1, 2)))
+    return _take(both, np.arange(0, 2 * len(starts), 2))
+
+
+def _arrow(indices: np.ndarray) -> pa.Array:
+    """An int64 numpy array as an Arrow array over its buffer: not with `pa.array`, which
+    imports pandas for it (a second or more in a process that has not)."""
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(indices)])
+
+
+def _take(values: pa.Array, indices: np.ndarray) -> pa.Array:
+    """`values.take(indices)` without Array.take, which imports pyarrow.compute."""
+    return call_function("take", [values, _arrow(indices)])
+
+
+def _cast(values: pa.Array, to: pa.DataType) -> pa.Array:
+    """`pyarrow.compute.cast(values, to)` (safe: an error for any text not a number)."""
+    return call_function("cast", [values], CastOptions.safe(to))
+
+
+def _matching(strings: pa.Array, pattern: str) -> np.ndarray:
+    """The positions of the strings that `pattern` (RE2) matches."""
+    matched = call_function("match_substring_regex", [strings], MatchSubstringOptions(pattern))
+    return _numpy(call_function("indices_nonzero", [matched]), np.uint64).astype(np.int64)
 
 
 def _texts(
@@ -436,7 +594,7 @@ def _texts(
     """Python strings of the byte ranges, one object per distinct value when `shared`."""
     strings = _gather(data, starts, stops)
     if shared:
-        encoded = pc.dictionary_encode(strings)
+        encoded = call_function("dictionary_encode", [strings])
         values = _objects(encoded.dictionary)
         return values[_numpy(encoded.indices, np.int32)]
     return _objects(strings)
@@ -463,12 +621,12 @@ def _objects(strings: pa.Array) -> np.ndarray:
 def _integers(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     if not len(starts):
         return np.zeros(0, dtype=np.int64)
-    return _numpy(pc.cast(_gather(data, starts, stops), pa.int64()), np.int64)
+    return _numpy(_cast(_gather(data, starts, stops), pa.int64()), np.int64)
 
 
 def _floats(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """JSON numbers as Python's float() reads them (Arrow's parser rounds correctly too)."""
-    return _numpy(pc.cast(_gather(data, starts, stops), pa.float64()), np.float64)
+    return _numpy(_cast(_gather(data, starts, stops), pa.float64()), np.float64)
 
 
-__all__ = ["MIN_SEND_LINES", "SEND_LINE", "ReadSendTable", "read_history"]
+__all__ = ["LOG_RECORDS", "MIN_SEND_LINES", "SEND_LINE", "ReadSendTable", "read_history"]

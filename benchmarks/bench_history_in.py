@@ -13,7 +13,8 @@ asserts that both give the same History (every field, the send columns) and the 
     python benchmarks/bench_history_in.py --all
 
 instead compares the two readers on every shipped and calibration scenario's history, seeds 1
-and 2 (the fast path taken for any number of send lines), and says which took the fast path.
+and 2 (the fast path taken for any number of send lines), and says which took the fast path
+and which had their `log` and `replica` records read as columns (``LogTable``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def compare_all() -> None:
     jsonl_reader.MIN_SEND_LINES = 1
     paths = sorted((ROOT / "scenarios").glob("*.yaml"))
     paths += sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
-    fast_path = 0
+    from eosim.analysis.columns import LogTable
+
+    fast_path = columns = 0
     for path in paths:
         for seed in (1, 2):
             run = run_scenario(load_scenario(path), seed)
@@ -75,8 +78,17 @@ def compare_all() -> None:
                 old, new = load(Path(handle.name), False), load(Path(handle.name), True)
             assert check_history(old).to_dict() == check_history(new).to_dict(), path
             same_history(old, new)
-            print(f"{path.relative_to(ROOT)} {seed} same {'fast' if took else 'line by line'}")
-    print(f"{2 * len(paths)} histories, the same on both paths; {fast_path} took the fast path")
+            logs = [*new.logs.values(), *(replica.records for replica in new.replicas)]
+            tables = sum(isinstance(records, LogTable) for records in logs)
+            columns += bool(tables)
+            print(
+                f"{path.relative_to(ROOT)} {seed} same {'fast' if took else 'line by line'}, "
+                f"records as columns in {tables} of {len(logs)} logs and replicas"
+            )
+    print(
+        f"{2 * len(paths)} histories, the same on both paths; {fast_path} took the fast path; "
+        f"{columns} had records read as columns"
+    )
 
 
 def main() -> None:

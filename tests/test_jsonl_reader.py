@@ -70,6 +70,8 @@ def _same(fast: History, slow: History) -> None:
         assert [type(v) for v in vars_of(x)] == [type(v) for v in vars_of(y)]
     for x, y in zip(fast.ops, slow.ops, strict=True):
         assert [type(v) for v in vars_of(x)] == [type(v) for v in vars_of(y)]
+    for x, y in zip(fast.faults, slow.faults, strict=True):  # as decoded, not as columns
+        assert [type(v) for v in x.values()] == [type(v) for v in y.values()]
 
 
 def vars_of(obj) -> list:
@@ -374,3 +376,191 @@ def test_paused_gc_moves_what_it_made_to_the_oldest_generation():
         assert 0 < gc.get_freeze_count() <= frozen and more
     finally:
         gc.unfreeze()
+
+
+def _model_record(offset, value="v", producer_id=0, epoch=0, sequence=None):
+    sequence = offset if sequence is None else sequence
+    return (
+        f'{{"offset":{offset},"value":"{value}","producer_id":{producer_id},'
+        f'"epoch":{epoch},"sequence":{sequence}}}'
+    )
+
+
+def _log_line(records, head='{"kind":"log","topic":"t","partition":0,', tail="}"):
+    return head + '"records":[' + ",".join(records) + "]" + tail
+
+
+_MODEL_LOG = [_model_record(0, "a"), _model_record(1, "b", -1, 2, 7), _model_record(5, "c")]
+REPLICA_HEAD = (
+    '{"kind":"replica","topic":"t","partition":0,"broker":"b1","leader":true,'
+    '"leader_epoch":1,"high_watermark":6,"log_end_offset":6,'
+)
+# (line, whether its records are read as columns)
+RECORDS_LINES = {
+    "model log": (_log_line(_MODEL_LOG), True),
+    "one record": (_log_line(_MODEL_LOG[:1]), True),
+    "fields after the records": (
+        _log_line(_MODEL_LOG, tail=',"markers":[{"offset":6,"type":"COMMIT"}],"leader":"b1"}'),
+        True,
+    ),
+    "log start offset": (_log_line(_MODEL_LOG, tail=',"log_start_offset":1}'), True),
+    "log start offset above a record": (
+        _log_line(_MODEL_LOG, tail=',"log_start_offset":3}'),
+        True,
+    ),
+    "replica": (_log_line(_MODEL_LOG, REPLICA_HEAD), True),
+    "replica below its records": (
+        _log_line(_MODEL_LOG, REPLICA_HEAD.replace('"log_end_offset":6', '"log_end_offset":5')),
+        True,
+    ),
+    "unicode value": (_log_line([_model_record(0, "\u00e9\U0001f600")]), True),
+    "value holding }]": (_log_line([_model_record(0, "}]"), _model_record(1, "x}]}")]), False),
+    "value holding },{": (
+        _log_line([_model_record(0, '},{"'.replace('"', "")), _MODEL_LOG[1]]),
+        True,
+    ),
+    "escaped value": (_log_line([_model_record(0, '\\"}]')]), False),
+    "escape elsewhere": (_log_line(_MODEL_LOG, tail=',"leader":"b\\u0031"}'), False),
+    "offsets not increasing": (_log_line([_model_record(1), _model_record(1)]), False),
+    "offsets decreasing": (_log_line([_model_record(2), _model_record(1)]), False),
+    "negative offset": (_log_line([_model_record(-1)]), False),
+    "offset with a leading zero": (_log_line([_model_record("01")]), False),
+    "producer id null": (_log_line([_model_record(0, producer_id="null")]), False),
+    "epoch of 19 digits": (_log_line([_model_record(0, epoch="1" * 19)]), False),
+    "transactional": (
+        _log_line([_model_record(0)[:-1] + ',"transactional":true,"time":1.5}']),
+        False,
+    ),
+    "aborted": (_log_line([_model_record(0)[:-1] + ',"aborted":true}']), False),
+    "no records": (_log_line([]), False),
+    "records twice": (_log_line(_MODEL_LOG, tail=',"records":[]}'), False),
+    "records twice, spaced": (_log_line(_MODEL_LOG, tail=',"records" : []}'), False),
+    "records as a string too": (_log_line(_MODEL_LOG, tail=',"leader":"records"}'), False),
+    "kind repeated": (_log_line(_MODEL_LOG, tail=',"kind":"fault"}'), False),
+    "records nested": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"t","partition":0,"x":{'),
+        False,
+    ),
+    "records in a list before": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"t","partition":0,"x":[1],'),
+        False,
+    ),
+    "brace in a string before": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"{","partition":0,'),
+        False,
+    ),
+    "records a string's text": (
+        '{"kind":"log","topic":"t","partition":0,"x":"\\"records\\":[","records":[]}',
+        False,
+    ),
+    "space before the records": (_log_line(_MODEL_LOG).replace('"records":', '"records": '), False),
+    "not JSON after the records": (_log_line(_MODEL_LOG, tail=",}"), False),
+    "not JSON before the records": (
+        _log_line(_MODEL_LOG, head='{"kind":"log","topic":"t","partition":0,,'),
+        False,
+    ),
+    "a second log of the partition": (_log_line(_MODEL_LOG) + "\n" + _log_line(_MODEL_LOG), True),
+    "a log of another shape": (_log_line(['{"offset":0,"value":"a"}']), False),
+    "a poll with records": (
+        '{"kind":"op","id":90,"type":"invoke","f":"poll","process":"c","time":1,"value":null}\n'
+        '{"kind":"op","id":90,"type":"ok","f":"poll","process":"c","time":2,"value":'
+        '{"records":[{"topic":"t","partition":0,"offset":0,"value":"a"}]}}',
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS_LINES))
+def test_log_and_replica_records_read_as_columns_the_same(name):
+    """A `log` or `replica` line whose records are as the model writes them is read into the
+    model's columns (a LogTable), else line by line; the history is the same either way."""
+    line, as_columns = RECORDS_LINES[name]
+    text = "\n".join([*_pairs(), line]) + "\n"
+    history = compare(text)
+    if isinstance(history, HistoryError):
+        return
+    from eosim.analysis.columns import LogTable
+
+    read = [*history.logs.values(), *(replica.records for replica in history.replicas)]
+    assert all(isinstance(records, LogTable) == as_columns for records in read)
+    if as_columns:
+        assert read
+        for records in read:  # the LogRecord objects too, type for type
+            assert all(type(r.offset) is int and type(r.producer_id) is int for r in records)
+
+
+def test_records_lines_among_many_read_as_columns(tmp_path):
+    """In a large history too, with the send lines on the fast path (load_history)."""
+    lines = [*_pairs(200), _log_line(_MODEL_LOG), _log_line(_MODEL_LOG, REPLICA_HEAD)]
+    lines[-2] = lines[-2].replace('"partition":0', '"partition":1')
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    history = load_history(path)
+    slow = _read(path.read_text(), False)
+    _same(history, slow)
+    assert type(history.sends) is jsonl_reader.ReadSendTable
+    assert type(history.logs[("t", 1)]).__name__ == "LogTable"
+    assert type(history.replicas[0].records).__name__ == "LogTable"
+
+
+def test_a_load_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
+    """A fresh process's first load pays for no import it does not need: pandas (which
+    `pa.array` and numpy indices handed to Arrow import) and pyarrow.compute (a wrapper built
+    for each of its functions) took longer than reading the standard history itself."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join([*_pairs(100), _log_line(_MODEL_LOG)]) + "\n")
+    code = (
+        "import sys\n"
+        "from eosim.analysis.history import load_history\n"
+        "from eosim.analysis.jsonl_reader import ReadSendTable\n"
+        f"history = load_history({str(path)!r})\n"
+        "assert type(history.sends) is ReadSendTable\n"
+        "assert type(history.logs['t', 0]).__name__ == 'LogTable'\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow.compute') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # the gap to the previous offset (0: not increasing)
+            _TEXT,
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-5, 5),
+            st.integers(0, 10**19),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_random_log_records_read_the_same(records, model_writer, rng):
+    """Random records in the model's shape, written by the model's LogRecords (as a run
+    writes them) or by json.dumps, with odd values (quotes, escapes, `}]`, any character),
+    offsets increasing or not, numbers of any size."""
+    from eosim.simulation.history import LogRecords
+
+    columns = LogRecords()
+    offset = -1
+    for gap, value, producer_id, epoch, sequence in records:
+        offset += gap
+        columns.offset.append(max(offset, 0))
+        columns.value.append(value)
+        columns.producer_id.append(producer_id)
+        columns.epoch.append(epoch)
+        columns.sequence.append(min(sequence, 2**63 - 1))
+        columns.transactional.append(False)
+        columns.time.append(0.0)
+    as_json = columns.json() if model_writer else json.dumps(list(columns))
+    if rng.random() < 0.2:  # a number past int64's range
+        as_json = as_json.replace('"sequence":', '"sequence":' + "9" * 19, 1)
+    line = '{"kind":"log","topic":"t","partition":0,"records":' + as_json + "}"
+    compare("\n".join([*_pairs(), line]) + "\n")
