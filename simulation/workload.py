@@ -110,13 +110,13 @@ class ProducerApp(ClientApplication):
         topic, partition, keys = w.topic, w.partition, w.keys
         invoke = self.history.send_invoker(self.process_id, topic, partition)
         send = producer.bind_send(topic, partition, completion, w.value_bytes)
-        name, records = self.name, w.records
+        prefix, records = f"{self.name}-", w.records
         index = self.next_index
         while True:
             if to_resend:
                 value, key = to_resend.pop(0)
             else:
-                value = f"{name}-{index}"
+                value = f"{prefix}{index}"
                 key = None if keys is None else f"k{rng.integer(keys)}"
                 index += 1
                 self.next_index = index

@@ -134,21 +134,25 @@ class KafkaProducer:
         wakeup = self.sender.wakeup
         waiters = self._memory_waiters
         base_size = value_bytes + RECORD_OVERHEAD
+        # The topic-partitions this send can go to, made once (the explicit one, or one per
+        # partition for the partitioner to choose from).
+        fixed = (topic, partition) if partition is not None else None
+        tps = [(topic, p) for p in range(partitions)]
 
         def bound_send(key: str | None, value: str, waited: bool = False) -> simpy.Event | None:
             size = base_size + len(key) if key else base_size
             # `RecordAccumulator.has_room_for`, spelt out on this path taken once per record.
-            if not waited and (
-                waiters
-                or accumulator.used_memory + max(batch_size, size + BATCH_OVERHEAD) > buffer_memory
-            ):
+            need = size + BATCH_OVERHEAD
+            if need < batch_size:
+                need = batch_size
+            if not waited and (waiters or accumulator.used_memory + need > buffer_memory):
                 return env.process(
                     self._blocking_send(bound_send, key, value, partition, callback, size)
                 )
-            p = choose(topic, key, partitions, size) if partition is None else partition
+            tp = fixed if fixed is not None else tps[choose(topic, key, partitions, size)]
             if transactions is not None:
-                transactions.maybe_add_partition((topic, p))
-            if append((topic, p), RecordEntry(value, key, size, callback), env.now):
+                transactions.maybe_add_partition(tp)
+            if append(tp, RecordEntry(value, key, size, callback), env.now):
                 wakeup()
             return None
 
