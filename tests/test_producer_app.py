@@ -148,3 +148,35 @@ def test_a_batch_completes_only_the_sends_still_open():
     app.incarnation = 1
     stale.succeeded(["v0"], 1, 7)  # type: ignore[arg-type]
     assert app.counts["acked"] == 3
+
+
+def test_send_leaves_no_garbage_for_the_collector():
+    """`KafkaProducer.send` binds a send for each record: what it binds must be freed by
+    reference counting alone (a bound send naming itself was a cycle per record, freed only
+    when the collector ran, which a run holds off: 8% more peak memory in transactional
+    runs)."""
+    import gc
+
+    import simpy
+
+    from eosim.simulation.config import parse_producer_config
+    from eosim.simulation.metadata import ClusterMetadata
+    from eosim.simulation.network import Network, NetworkSettings
+    from eosim.simulation.rng import RandomStreams
+    from eosim.simulation.rules import ProtocolRules
+
+    env = simpy.Environment()
+    cfg = parse_producer_config({"enable.idempotence": False}, ProtocolRules())
+    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
+    producer = KafkaProducer(
+        env, "p", network, ClusterMetadata(("b0",), {"t": 3}), cfg, RandomStreams(1).stream("s")
+    )
+    ok = lambda *_: None  # noqa: E731
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(200):
+            assert producer.send("t", None, f"v{i}", None, ok, 10) is None
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

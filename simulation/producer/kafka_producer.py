@@ -97,12 +97,13 @@ class KafkaProducer:
             rng,
             self._on_batches_done,
             metadata_rng,
+            self.probe,
         )
         network.register(node, self.sender.receive, client=True, host=host)
         if self.transactions is not None:
             self.transactions.wakeup = self.sender.wakeup
-        self.sender.probe = self.probe
         self._memory_waiters: deque[simpy.Event] = deque()
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}
         self._flush_waiters: list[simpy.Event] = []
 
     def send(
@@ -137,7 +138,9 @@ class KafkaProducer:
         # The topic-partitions this send can go to, made once (the explicit one, or one per
         # partition for the partitioner to choose from).
         fixed = (topic, partition) if partition is not None else None
-        tps = [(topic, p) for p in range(partitions)]
+        tps = self._topic_partitions.get(topic)
+        if tps is None:
+            tps = self._topic_partitions[topic] = [(topic, p) for p in range(partitions)]
 
         def bound_send(key: str | None, value: str, waited: bool = False) -> simpy.Event | None:
             size = base_size + len(key) if key else base_size
@@ -147,7 +150,7 @@ class KafkaProducer:
                 need = batch_size
             if not waited and (waiters or accumulator.used_memory + need > buffer_memory):
                 return env.process(
-                    self._blocking_send(bound_send, key, value, partition, callback, size)
+                    self._blocking_send(topic, key, value, partition, callback, value_bytes, size)
                 )
             tp = fixed if fixed is not None else tps[choose(topic, key, partitions, size)]
             if transactions is not None:
@@ -158,9 +161,11 @@ class KafkaProducer:
 
         return bound_send
 
-    def _blocking_send(self, send, key, value, partition, callback, size):  # type: ignore[no-untyped-def]
-        """``send`` once the accumulator has room for ``size`` bytes, or a TimeoutException
-        after ``max.block.ms``."""
+    def _blocking_send(self, topic, key, value, partition, callback, value_bytes, size):  # type: ignore[no-untyped-def]
+        """The send once the accumulator has room for ``size`` bytes, or a TimeoutException
+        after ``max.block.ms``. (It binds the send again rather than being handed the bound
+        one: a bound send that named itself would be a reference cycle, garbage only the
+        collector frees, made by every ``send()``.)"""
         deadline = self.env.now + self.config.max_block_ms
         while not self.accumulator.has_room_for(size):
             left = deadline - self.env.now
@@ -178,7 +183,7 @@ class KafkaProducer:
             yield self.env.any_of([waiter, self.env.timeout(left)])
             if waiter in self._memory_waiters:
                 self._memory_waiters.remove(waiter)
-        send(key, value, True)
+        self.bind_send(topic, partition, callback, value_bytes)(key, value, True)
 
     def _on_batches_done(self) -> None:
         while self._memory_waiters and self.accumulator.has_room_for(0):

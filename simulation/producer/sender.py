@@ -79,6 +79,7 @@ class Sender:
         rng: RandomStream,
         on_batches_done: Callable[[], None],
         metadata_rng: RandomStream | None = None,
+        probe: Probe | None = None,
     ) -> None:
         self.env = env
         self.node = node
@@ -117,7 +118,7 @@ class Sender:
         self._wakeup = env.event()
         self._timer_at = INF
         self.retries = 0
-        self.probe: Probe | None = None
+        self.probe = probe
         self.paused: simpy.Event | None = None  # set while the process is frozen
         self.process = env.process(self._loop())
 
