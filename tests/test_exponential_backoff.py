@@ -15,7 +15,6 @@ from eosim.simulation.consumer.kafka_consumer import KafkaConsumer
 from eosim.simulation.exponential_backoff import ExponentialBackoff, exponential_backoff
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Message, Network, NetworkSettings
-from eosim.simulation.producer.accumulator import RecordEntry
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.protocol import (
     ApiVersionsResponse,
@@ -79,7 +78,7 @@ def test_no_growth_means_a_constant_backoff_without_jitter():
 
 def _sender(**config: object) -> Sender:
     sender = bare_sender(**config)
-    sender.accumulator.append(TP, RecordEntry("v", None, 10, lambda *r: None), 0.0)
+    sender.accumulator.append(TP, "v", 10, lambda *r: None, 0.0)
     return sender
 
 

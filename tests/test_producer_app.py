@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eosim.simulation import load_scenario, run_scenario
-from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator
 from eosim.simulation.producer.kafka_producer import KafkaProducer
 from eosim.simulation.workload import _Completion
 
@@ -93,27 +93,27 @@ def test_a_batch_with_two_callbacks_completes_each_record_through_its_own():
 
     acc = RecordAccumulator(16384, 0, 1 << 20, 120000, False)
     a, b = Tagged("a"), Tagged("b")
-    acc.append(("t", 0), RecordEntry("v0", None, 10, a), 0.0)
-    acc.append(("t", 0), RecordEntry("v1", None, 10, a), 0.0)
+    acc.append(("t", 0), "v0", 10, a, 0.0)
+    acc.append(("t", 0), "v1", 10, a, 0.0)
     batch: ProducerBatch = acc.batches[("t", 0)][0]
-    assert batch.shared_callback is a
+    assert batch.shared_callback is a and batch.callbacks is None
     assert batch.complete(40)
     assert seen == [("a*", "v0", 40), ("a*", "v1", 41)]
 
     seen.clear()
-    acc.append(("t", 1), RecordEntry("w0", None, 10, a), 0.0)
-    acc.append(("t", 1), RecordEntry("w1", None, 10, b), 0.0)
+    acc.append(("t", 1), "w0", 10, a, 0.0)
+    acc.append(("t", 1), "w1", 10, b, 0.0)
     mixed = acc.batches[("t", 1)][0]
-    assert mixed.shared_callback is None
+    assert mixed.callbacks == [a, b]
     assert mixed.complete(7)
     assert seen == [("a", "w0", 7), ("b", "w1", 8)]
 
     seen.clear()
-    acc.append(("t", 2), RecordEntry("x0", None, 10, b), 0.0)
-    acc.append(("t", 2), RecordEntry("x1", None, 10, b), 0.0)
+    acc.append(("t", 2), "x0", 10, b, 0.0)
+    acc.append(("t", 2), "x1", 10, b, 0.0)
     assert acc.batches[("t", 2)][0].fail("TimeoutException")
-    acc.append(("t", 3), RecordEntry("y0", None, 10, b), 0.0)
-    acc.append(("t", 3), RecordEntry("y1", None, 10, a), 0.0)
+    acc.append(("t", 3), "y0", 10, b, 0.0)
+    acc.append(("t", 3), "y1", 10, a, 0.0)
     assert acc.batches[("t", 3)][0].fail("TimeoutException")
     assert seen == [("b!", "x0", -1), ("b!", "x1", -1), ("b", "y0", -1), ("a", "y1", -1)]
 

@@ -14,7 +14,7 @@ from support import scenario_with
 from eosim.simulation import run_scenario
 from eosim.simulation.config import parse_producer_config
 from eosim.simulation.metadata import ClusterMetadata
-from eosim.simulation.producer.accumulator import RecordAccumulator, RecordEntry
+from eosim.simulation.producer.accumulator import RecordAccumulator
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.protocol import Errors, PartitionResponse
 from eosim.simulation.rng import RandomStreams
@@ -31,7 +31,7 @@ def sender_with_one_batch(**config: object):
     )
     acc = RecordAccumulator(cfg.batch_size, 0, cfg.buffer_memory, cfg.delivery_timeout_ms, False)
     results: list[tuple[int, str | None, bool]] = []
-    acc.append(TP, RecordEntry("v", None, 10, lambda *r: results.append(r)), 0.0)
+    acc.append(TP, "v", 10, lambda *r: results.append(r), 0.0)
     sender = Sender(
         env,
         "p",

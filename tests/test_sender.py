@@ -14,7 +14,7 @@ from eosim.simulation import run_scenario
 from eosim.simulation.config import parse_producer_config
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Connection, Message
-from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator, RecordEntry
+from eosim.simulation.producer.accumulator import ProducerBatch, RecordAccumulator
 from eosim.simulation.producer.sender import Sender
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.protocol import (
@@ -90,7 +90,7 @@ def test_retries_zero_fails_instead_of_retrying():
 def _batch(tp=("t", 0), n=1, now=0.0) -> ProducerBatch:
     b = ProducerBatch(tp, now)
     for i in range(n):
-        b.records.append(RecordEntry(f"v{i}", None, 10, lambda *a: None))
+        b.add(f"v{i}", 10, lambda *a: None)
     return b
 
 
@@ -243,7 +243,7 @@ def test_a_retry_to_a_new_leader_skips_the_backoff():
         response = ProduceResponse(request.correlation_id, [PartitionResponse(error, offset)])
         sender.receive(Message(broker, "p", response, conn, env.now))
 
-    acc.append(tp, RecordEntry("v", None, 10, lambda *r: results.append(r)), 0.0)
+    acc.append(tp, "v", 10, lambda *r: results.append(r), 0.0)
     sender.wakeup()
     env.run(until=1)
     assert [(t, b) for t, b, *_ in network.produces()] == [(0, "b0")]

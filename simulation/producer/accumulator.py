@@ -17,8 +17,9 @@ the head, which is how ``max.in.flight > 1`` without idempotence reorders record
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from eosim.simulation.protocol import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TopicPartition
 
@@ -26,28 +27,25 @@ RECORD_OVERHEAD = 8  # bytes per record beyond key and value (varint headers)
 BATCH_OVERHEAD = 61  # bytes of a v2 record batch header
 
 
-@dataclass(slots=True)
-class RecordEntry:
-    """One record in a batch, with the callback that completes the application's future."""
-
-    value: str
-    key: str | None
-    size: int
-    # (value, partition, offset or -1, error or None, whether the record may have been
-    # written): the batch passes the value and its partition, so that one callback can serve
-    # many records (a run may hold every record it sends outstanding at once). A callback
-    # may also offer ``succeeded(values, partition, base_offset)`` and
-    # ``failed(values, partition, error, maybe_written)``: a batch whose records all have it
-    # then completes them in one call, in place of one call per record (offsets
-    # base_offset, base_offset + 1, ...; -1 throughout when base_offset is -1).
-    callback: Callable[[str, int, int, str | None, bool], None]
+# A record's callback: (value, partition, offset or -1, error or None, whether the record may
+# have been written). The batch passes the value and its partition, so that one callback can
+# serve many records (a run may hold every record it sends outstanding at once). A callback
+# may also offer ``succeeded(values, partition, base_offset)`` and
+# ``failed(values, partition, error, maybe_written)``: a batch whose records all have it then
+# completes them in one call, in place of one call per record (offsets base_offset,
+# base_offset + 1, ...; -1 throughout when base_offset is -1).
+RecordCallback = Callable[[str, int, int, str | None, bool], None]
 
 
 @dataclass(slots=True, eq=False)
 class ProducerBatch:
     tp: TopicPartition
     created_ms: float
-    records: list[RecordEntry] = field(default_factory=list)
+    # The records as columns: their values, in order, and their callbacks, kept only once
+    # two differ (until then every record's callback is ``shared_callback``). A record's key
+    # and size matter only until it is appended (its partition, the batch's size).
+    values: list[str] = field(default_factory=list)
+    callbacks: list[RecordCallback] | None = None
     size: int = BATCH_OVERHEAD
     producer_id: int = NO_PRODUCER_ID
     epoch: int = NO_PRODUCER_EPOCH
@@ -68,13 +66,30 @@ class ProducerBatch:
     # first saw that epoch (ProducerBatch.currentLeaderEpoch, attemptsWhenLeaderLastChanged).
     current_leader_epoch: int | None = None
     attempts_when_leader_last_changed: int = 0
-    # The callback every record of the batch has, or None once two differ: a callback that
-    # offers ``succeeded`` then completes the whole batch in one call (``complete``).
-    shared_callback: Callable[[str, int, int, str | None, bool], None] | None = None
+    # The first record's callback: every record's while ``callbacks`` is None.
+    shared_callback: RecordCallback | None = None
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return len(self.values)
+
+    def add(self, value: str, size: int, callback: RecordCallback) -> None:
+        """Add a record (``RecordAccumulator.append`` does the same on its hot path, and
+        decides whether the batch has room)."""
+        values = self.values
+        if not values:
+            self.shared_callback = callback
+        elif self.callbacks is not None:
+            self.callbacks.append(callback)
+        elif callback is not self.shared_callback:
+            self.callbacks = [self.shared_callback] * len(values) + [callback]  # type: ignore[list-item]
+        values.append(value)
+        self.size += size
+
+    def _callbacks(self) -> Iterable[RecordCallback]:
+        if self.callbacks is not None:
+            return self.callbacks
+        return repeat(self.shared_callback, len(self.values))  # type: ignore[arg-type]
 
     @property
     def has_sequence(self) -> bool:
@@ -111,12 +126,13 @@ class ProducerBatch:
             return False
         self.done = True
         partition = self.tp[1]
-        succeeded = getattr(self.shared_callback, "succeeded", None)
-        if succeeded is not None:
-            succeeded([r.value for r in self.records], partition, base_offset)
-            return True
-        for i, r in enumerate(self.records):
-            r.callback(r.value, partition, base_offset + i if base_offset >= 0 else -1, None, True)
+        if self.callbacks is None:
+            succeeded = getattr(self.shared_callback, "succeeded", None)
+            if succeeded is not None:
+                succeeded(self.values, partition, base_offset)
+                return True
+        for i, (value, callback) in enumerate(zip(self.values, self._callbacks(), strict=True)):
+            callback(value, partition, base_offset + i if base_offset >= 0 else -1, None, True)
         return True
 
     def fail(self, error: str) -> bool:
@@ -126,12 +142,13 @@ class ProducerBatch:
             return False
         self.done = True
         partition = self.tp[1]
-        failed = getattr(self.shared_callback, "failed", None)
-        if failed is not None:
-            failed([r.value for r in self.records], partition, error, self.fate_unknown)
-            return True
-        for r in self.records:
-            r.callback(r.value, partition, -1, error, self.fate_unknown)
+        if self.callbacks is None:
+            failed = getattr(self.shared_callback, "failed", None)
+            if failed is not None:
+                failed(self.values, partition, error, self.fate_unknown)
+                return True
+        for value, callback in zip(self.values, self._callbacks(), strict=True):
+            callback(value, partition, -1, error, self.fate_unknown)
         return True
 
 
@@ -158,28 +175,34 @@ class RecordAccumulator:
     def has_room_for(self, size: int) -> bool:
         return self.used_memory + max(self.batch_size, size + BATCH_OVERHEAD) <= self.buffer_memory
 
-    def append(self, tp: TopicPartition, record: RecordEntry, now: float) -> bool:
-        """Append a record; True when this made a batch ready (a new or a full batch)."""
+    def append(
+        self, tp: TopicPartition, value: str, size: int, callback: RecordCallback, now: float
+    ) -> bool:
+        """Append a record of ``size`` bytes; True when this made a batch ready (a new or a
+        full batch)."""
         dq = self.batches.get(tp)
         if dq is None:
             dq = self.batches[tp] = deque()
-        last = dq[-1] if dq else None
-        # Only the tail batch takes records, and only until it has been drained once (given a
-        # sequence: `has_sequence`, spelt out on this path taken once per record).
-        if last is not None and not last.full and last.base_sequence == NO_SEQUENCE:
-            if last.size + record.size <= self.batch_size:
-                last.records.append(record)
-                if last.shared_callback is not record.callback:
-                    last.shared_callback = None
-                last.size += record.size
-                # Full once a record of the same size would no longer fit.
-                last.full = last.size + record.size > self.batch_size
-                return last.full
-            last.full = True
+        if dq:
+            last = dq[-1]
+            # Only the tail batch takes records, and only until it has been drained once
+            # (given a sequence: `has_sequence`, spelt out on this path taken once per record).
+            if not last.full and last.base_sequence == NO_SEQUENCE:
+                total = last.size + size
+                if total <= self.batch_size:
+                    # ProducerBatch.add, spelt out.
+                    if last.callbacks is not None:
+                        last.callbacks.append(callback)
+                    elif callback is not last.shared_callback:
+                        last.callbacks = [last.shared_callback] * len(last.values) + [callback]  # type: ignore[list-item]
+                    last.values.append(value)
+                    last.size = total
+                    # Full once a record of the same size would no longer fit.
+                    full = last.full = total + size > self.batch_size
+                    return full
+                last.full = True
         batch = ProducerBatch(tp, now)
-        batch.records.append(record)
-        batch.shared_callback = record.callback
-        batch.size += record.size
+        batch.add(value, size, callback)
         self.used_memory += max(self.batch_size, batch.size)
         self.incomplete += 1
         dq.append(batch)

@@ -24,7 +24,6 @@ from eosim.simulation.producer.accumulator import (
     BATCH_OVERHEAD,
     RECORD_OVERHEAD,
     RecordAccumulator,
-    RecordEntry,
 )
 from eosim.simulation.producer.partitioner import Partitioner
 from eosim.simulation.producer.sender import Sender
@@ -155,7 +154,7 @@ class KafkaProducer:
             tp = fixed if fixed is not None else tps[choose(topic, key, partitions, size)]
             if transactions is not None:
                 transactions.maybe_add_partition(tp)
-            if append(tp, RecordEntry(value, key, size, callback), env.now):
+            if append(tp, value, size, callback, env.now):
                 wakeup()
             return None
 

@@ -263,7 +263,7 @@ class Sender:
             b.sequence_has_been_reset = False
             if b.attempts > 1:
                 self.retries += 1
-            values = tuple(r.value for r in b.records)
+            values = tuple(b.values)
             # The batch's timestamp: CreateTime, taken here as the batch's creation (Kafka
             # stamps each record at send(); the batch's max timestamp is its last record's).
             data = BatchData(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from eosim.simulation.producer.accumulator import ProducerBatch, RecordEntry
+from eosim.simulation.producer.accumulator import ProducerBatch
 from eosim.simulation.producer.transaction_manager import TransactionManager
 from eosim.simulation.protocol import MAX_EPOCH, NO_SEQUENCE, Errors, PartitionResponse
 
@@ -61,7 +61,7 @@ def write(tm: TransactionManager, tp=TP0, records: int = 1) -> ProducerBatch:
     """writeIdempotentBatchWithValue: a drained batch with its sequence, in flight."""
     batch = ProducerBatch(tp, 0.0)
     for i in range(records):
-        batch.records.append(RecordEntry(f"v{i}", None, 10, lambda *_: None))
+        batch.add(f"v{i}", 10, lambda *_: None)
     tm.assign_sequence(batch)
     return batch
 
