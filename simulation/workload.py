@@ -207,8 +207,7 @@ class _Completion:
         app = self.app
         if self.incarnation != app.incarnation:
             return
-        pop = app.open_ops.pop
-        op_ids = [pop(value, None) for value in values]
+        op_ids = self._close(values)
         if base_offset >= 0:
             offsets = list(range(base_offset, base_offset + len(values)))
         else:
@@ -217,10 +216,6 @@ class _Completion:
             kept = [i for i, op_id in enumerate(op_ids) if op_id is not None]
             op_ids = [op_ids[i] for i in kept]
             offsets = [offsets[i] for i in kept]
-        if app.open_keys:
-            keys = app.open_keys
-            for value in values:
-                keys.pop(value, None)
         app.counts["acked"] += len(op_ids)
         app.history.complete_sends(op_ids, "ok", app.env.now, partition, offsets)
 
@@ -230,17 +225,23 @@ class _Completion:
         app = self.app
         if self.incarnation != app.incarnation:
             return
-        pop = app.open_ops.pop
-        op_ids = [op_id for op_id in (pop(value, None) for value in values) if op_id is not None]
-        if app.open_keys:
-            keys = app.open_keys
-            for value in values:
-                keys.pop(value, None)
+        op_ids = [op_id for op_id in self._close(values) if op_id is not None]
         type_ = "info" if maybe_written else "fail"
         counts = app.counts
         counts[OUTCOME_COUNTS[type_]] += len(op_ids)  # as `tally` counts each
         counts["errored"] += len(op_ids)
         app.history.complete_sends(op_ids, type_, app.env.now, partition, None, error)
+
+    def _close(self, values: list[str]) -> list[int | None]:
+        """Close the sends of ``values``: the op id of each, None for one no longer open."""
+        app = self.app
+        pop = app.open_ops.pop
+        op_ids = [pop(value, None) for value in values]
+        if app.open_keys:
+            keys = app.open_keys
+            for value in values:
+                keys.pop(value, None)
+        return op_ids
 
 
 def _never(_delay: float) -> bool:
