@@ -120,7 +120,9 @@ def test_a_refused_alter_partition_stays_pending_until_new_metadata():
     h.run(5)
     h.net.start_spike((), loss=1.0, links=[("broker-0", "controller")])
     rm, cid = _pending_alter(h)
-    rm.on_alter_partition_response(AlterPartitionResponse(cid, TP, Errors.FENCED_LEADER_EPOCH))
+    rm.alter_partition_manager.on_alter_partition_response(
+        AlterPartitionResponse(cid, TP, Errors.FENCED_LEADER_EPOCH)
+    )
     state = rm.partitions[TP].leader_state
     assert state.pending_isr == frozenset({"broker-0", "broker-1"})
     rm.alter_partition_manager._resend_stale_alter(rm.partitions[TP])
@@ -134,7 +136,9 @@ def test_an_alter_partition_the_controller_did_not_apply_returns_to_the_committe
     h.run(5)
     h.net.start_spike((), loss=1.0, links=[("broker-0", "controller")])
     rm, cid = _pending_alter(h)
-    rm.on_alter_partition_response(AlterPartitionResponse(cid, TP, Errors.INELIGIBLE_REPLICA))
+    rm.alter_partition_manager.on_alter_partition_response(
+        AlterPartitionResponse(cid, TP, Errors.INELIGIBLE_REPLICA)
+    )
     assert rm.partitions[TP].leader_state.pending_isr is None
 
 

@@ -113,6 +113,7 @@ class KafkaApis:
         instead."""
         rm = self.replica_manager
         server = self.server
+        fetchers = rm.replica_fetcher_manager
         return {
             ApiVersionsRequest: lambda r: ApiVersionsResponse(r.correlation_id),
             ProduceRequest: self.produce.handle,
@@ -123,14 +124,14 @@ class KafkaApis:
             WriteTxnMarkersResponse: self._handle_markers_response,
             MetadataRequest: self._handle_metadata,
             ReplicaFetchRequest: self.fetch.handle_replica_fetch,
-            ReplicaFetchResponse: lambda r: rm.on_replica_fetch_response(
+            ReplicaFetchResponse: lambda r: fetchers.on_replica_fetch_response(
                 server.current.src, server.current.conn, r
             ),
-            AlterPartitionResponse: rm.on_alter_partition_response,
+            AlterPartitionResponse: rm.alter_partition_manager.on_alter_partition_response,
             MetadataDelta: self.metadata_publisher.on_delta,
             BrokerHeartbeatResponse: self._handle_heartbeat_response,
             BrokerRegistrationResponse: self._handle_registration_response,
-            Disconnected: rm.on_disconnected,
+            Disconnected: fetchers.on_disconnected,
         }
 
     def _handle_init_producer_id(self, request: InitProducerIdRequest) -> object | None:

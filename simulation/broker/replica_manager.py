@@ -65,11 +65,9 @@ from eosim.simulation.broker.producer_state import ProducerStateManager
 from eosim.simulation.broker.replica_fetcher import ReplicaFetcherManager
 from eosim.simulation.config import kafka_default
 from eosim.simulation.coordinator.directory import is_internal
-from eosim.simulation.network import Connection, Message, Network
+from eosim.simulation.network import Message, Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import (
-    AlterPartitionResponse,
-    Disconnected,
     Errors,
     PartitionState,
     ReplicaFetchData,
@@ -555,21 +553,6 @@ class ReplicaManager:
             fetch_offset=fp.fetch_offset,
             log_start_offset=log.log_start_offset,
         )
-
-    # -- the broker's own threads: answers to its fetches and AlterPartitions ---------------
-    def on_replica_fetch_response(
-        self, src: str, msg_conn: Connection | None, response: ReplicaFetchResponse
-    ) -> None:
-        """A leader's answer to this broker's fetch (:class:`ReplicaFetcherManager`)."""
-        self.replica_fetcher_manager.on_replica_fetch_response(src, msg_conn, response)
-
-    def on_disconnected(self, payload: Disconnected) -> None:
-        """A leader reset a fetcher's connection (:class:`ReplicaFetcherManager`)."""
-        self.replica_fetcher_manager.on_disconnected(payload)
-
-    def on_alter_partition_response(self, response: AlterPartitionResponse) -> None:
-        """The controller's answer to an ISR change (:class:`AlterPartitionManager`)."""
-        self.alter_partition_manager.on_alter_partition_response(response)
 
     # -- faults --------------------------------------------------------------------------
     def shutdown(self) -> None:
