@@ -10,19 +10,29 @@ in one fixed shape::
 with ``json.loads`` and checking it field by field costs about 8 µs a line. This reader instead
 works on the whole file at once, without a Python step per line:
 
-* a line is taken as a send line only when it matches :data:`SEND_LINE` (Arrow's RE2, one
-  DFA pass, no captures) in full: exactly that shape, no whitespace, no escape, no control
-  character in a string, numbers as JSON writes them (integers of at most 18 digits);
-* in such a line every string is a run without quotes, so the fields lie between known
-  quotes: their bytes are cut out with numpy and become Arrow strings, then numbers or
-  Python strings (for process, topic and outcome one object per distinct value);
+* a scanner picks the send lines, those that match :data:`SEND_LINE` in full (exactly that
+  shape, no whitespace, no escape, no control character in a string, numbers as JSON writes
+  them, integers of at most 18 digits, strings valid UTF-8), and cuts their fields out into
+  columns (:class:`SendLines`): numbers as numbers, strings as byte ranges of the file
+  (:class:`Spans`) made into Python strings only where needed;
 * invocations and completions are paired by id with sorting, and every rule the line-by-line
   reader applies to a send (ids unique, a completion after its invocation, of the same
   process, topic and value, a partition as invoked) is checked on the columns.
 
+There are two scanners, giving the same columns bit for bit (``tests/test_jsonl_reader.py``
+runs every case with each and compares them on every one-character edit of each shape):
+
+* ``"compiled"``: ``_jsonl_scan`` (``analysis/_jsonl_scan.c``), one pass in C over the bytes
+  that matches each line against the shape as it cuts it out. It is an optional extension:
+  ``setup.py`` builds it where a C compiler is at hand, and it is the default where built;
+* ``"arrow"``: :mod:`eosim.analysis.jsonl_arrow`, Arrow's RE2 and numpy, a pass over the
+  whole file per step (about 3.5 times slower). Used where the C scanner was not built.
+
+:data:`SCANNER` names the one in use.
+
 A ``log`` or ``replica`` line whose records are as the model writes them (:data:`LOG_RECORDS`:
 ``offset``, ``value``, ``producer_id``, ``epoch``, ``sequence``, in that order, not
-transactional) has its records read the same way, into the model's own columns
+transactional) has its records read by the scanner too, into the model's own columns
 (``eosim.simulation.history.LogRecords``), which the history keeps as a ``LogTable``, as it
 does a model's logs; the rest of the line is decoded as JSON.
 
@@ -37,8 +47,10 @@ decode or fails a check, a send line in another shape, an op without an id, ids 
 send and other ops, a pairing rule broken), :func:`read_history` returns None and the caller
 reads the whole file line by line, which gives the same history or names the first bad line
 as it always did. To extend it (say a second common line shape): give the shape its own
-pattern and field positions, read it into the same columns, and add its lines to the cases of
-``tests/test_jsonl_reader.py``, which compares this reader with the line-by-line one.
+pattern, teach both scanners to cut it out into the same columns (the C one in
+``_jsonl_scan.c``, the Arrow one in ``jsonl_arrow``), and add its lines to the cases of
+``tests/test_jsonl_reader.py``, which compares the scanners with each other and this reader
+with the line-by-line one.
 """
 
 from __future__ import annotations
@@ -46,14 +58,9 @@ from __future__ import annotations
 import json
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-import pyarrow as pa
-
-# Arrow's compute functions called by name: importing pyarrow.compute builds a Python wrapper
-# for each of its hundreds of functions (0.04 - 0.1 s, a tenth or more of a load).
-from pyarrow._compute import CastOptions, MatchSubstringOptions, call_function
 
 from eosim.analysis.columns import (
     NO_OFFSET,
@@ -74,6 +81,11 @@ from eosim.analysis.history import (
     paused_gc,
 )
 from eosim.simulation.history import LogRecords
+
+try:  # the optional C accelerator (setup.py builds it where a C compiler is at hand)
+    from eosim.analysis import _jsonl_scan
+except ImportError:  # pragma: no cover - exercised where the build skipped it
+    _jsonl_scan = None
 
 # A JSON string without escapes or control characters (the process's must not be empty).
 _STRING = r'"[^"\\\x00-\x1f]*"'
@@ -106,9 +118,39 @@ _RECORDS_NAME = b'"records"'
 _RECORDS_KEY = _RECORDS_NAME + b":"
 # Fewer send lines than this: the line-by-line reader is as quick.
 MIN_SEND_LINES = 64
-_QUOTE, _NEWLINE, _COMMA, _N = ord('"'), ord("\n"), ord(","), ord("n")
+# An op type's code in SendLines.types: its index here.
 _TYPES = np.array(["invoke", "ok", "fail", "info"], dtype=object)
-_INVOKE, _OK = 0, 1
+INVOKE, OK, _INFO = 0, 1, 3
+# How the send lines are found and cut out: "compiled" (`_jsonl_scan`, one pass in C) where it
+# was built, else "arrow" (`jsonl_arrow`: an RE2 pass, then numpy and Arrow between known
+# quotes). Both give the same columns; tests set it to run each.
+SCANNER = "compiled" if _jsonl_scan is not None else "arrow"
+_SEND_COLUMNS = 15  # per send line in `_jsonl_scan.scan`'s ints
+
+
+# The lines that are not send lines: (row, start, stop) each, stop before or after a newline.
+Others = list[tuple[int, int, int]]
+# A line's records as columns: offset, value, producer_id, epoch, sequence.
+RecordColumns = tuple[np.ndarray, list[str], np.ndarray, np.ndarray, np.ndarray]
+# A scanner: the send lines and the other lines of a file (None: decline it), and each records
+# array given by its `[` and its line's end: the position of its `]` (the first `}]` after the
+# `[`, less one) and its records, or None when it is not in LOG_RECORDS' shape in full or a
+# value is "records" or holds "}]".
+ScanLines = Callable[[bytes, np.ndarray], "tuple[SendLines, Others] | None"]
+ReadRecords = Callable[
+    [bytes, np.ndarray, list[tuple[int, int]]], list[tuple[int, RecordColumns] | None]
+]
+
+
+def _scanner() -> tuple[ScanLines, ReadRecords]:
+    """The scanner SCANNER names (the Arrow one imported only when used)."""
+    if SCANNER == "compiled" and _jsonl_scan is not None:
+        return _scan_compiled, _records_compiled
+    if SCANNER not in ("compiled", "arrow"):
+        raise ValueError(f"jsonl_reader.SCANNER: {SCANNER!r} is not 'compiled' or 'arrow'")
+    from eosim.analysis import jsonl_arrow
+
+    return jsonl_arrow.scan, jsonl_arrow.log_records
 
 
 def read_history(raw: bytes, source: str) -> History | None:
@@ -122,44 +164,21 @@ def read_history(raw: bytes, source: str) -> History | None:
 
 
 def _read(raw: bytes, source: str) -> History | None:
+    if not raw:
+        return None
     data = np.frombuffer(raw, dtype=np.uint8)
-    ends = np.flatnonzero(data == _NEWLINE) + 1
-    if not len(ends) or ends[-1] != len(raw):
-        ends = np.append(ends, len(raw))
-    if len(ends) < MIN_SEND_LINES or not len(raw):
+    scan, _ = _scanner()
+    found = scan(raw, data)
+    if found is None:
         return None
-    offsets = np.zeros(len(ends) + 1, dtype=np.int64)
-    offsets[1:] = ends
-    lines = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(raw))
-    try:
-        lines.validate(full=True)  # UTF-8
-    except pa.ArrowInvalid:
+    sends, others = found
+    if len(sends.line) < MIN_SEND_LINES:
         return None
-    send_rows = _matching(lines, SEND_LINE)
-    is_send = np.zeros(len(ends), dtype=bool)
-    is_send[send_rows] = True
-    if len(send_rows) < MIN_SEND_LINES:
+    numbered = _other_lines(raw, data, others, source)
+    if numbered is None:
         return None
-    quotes = np.flatnonzero(data == _QUOTE)
-    other_rows = np.flatnonzero(~is_send).tolist()
-    logs = _read_log_records(raw, data, offsets, quotes, other_rows)
-    # Every other line, through the line-by-line reader.
-    other_ids: list[int] = []
-    numbered: list[tuple[int, Any]] = []
-    for row in other_rows:
-        record = logs.get(row)
-        if record is None:
-            record = _decode_line(raw[offsets[row] : offsets[row + 1]], row + 1, source)
-        if record is BLANK:
-            continue
-        if type(record) is dict and record.get("kind") == "op":
-            op_id = record.get("id")
-            if record.get("f") == "send" or type(op_id) is not int:
-                return None  # a send in another shape, or pairing by process
-            other_ids.append(op_id)
-        numbered.append((row + 1, record))
-    sends = _SendLines.read(data, offsets, quotes, send_rows)
-    if sends is None or (other_ids and np.isin(np.array(other_ids), sends.ids).any()):
+    other_ids = [record["id"] for _, record in numbered if _is_op(record)]
+    if other_ids and np.isin(np.array(other_ids), sends.ids).any():
         return None
     history = _build_history(numbered, source)
     if history.sends:
@@ -168,11 +187,114 @@ def _read(raw: bytes, source: str) -> History | None:
     if table is None:
         return None
     history.sends = table
-    history.ops = _MergedOps(history.ops, len(send_rows), sends.ops)
+    history.ops = _MergedOps(history.ops, len(sends.line), sends.ops)
     return history
 
 
-class _SendLines:
+def _scan_compiled(raw: bytes, data: np.ndarray) -> tuple[SendLines, Others] | None:
+    """The send lines and the other lines, cut out in one pass by `_jsonl_scan.scan`."""
+    assert _jsonl_scan is not None
+    ints, times, capacity, n, others, processes, topics = _jsonl_scan.scan(
+        raw, NO_PARTITION, NO_OFFSET
+    )
+    times = np.frombuffer(times, dtype=np.float64, count=n)
+    if not np.isfinite(times).all():
+        return None
+    (
+        row,
+        ids,
+        types,
+        partition,
+        has_offset,
+        offset,
+        offset_null,
+        process,
+        topic,
+        key_start,
+        key_size,
+        value_start,
+        value_size,
+        error_start,
+        error_size,
+    ) = np.frombuffer(ints, dtype=np.int64).reshape(_SEND_COLUMNS, capacity)[:, :n]
+    sends = SendLines(
+        ids=ids,
+        types=types,
+        process=Coded(process, object_array(processes)),
+        times=times,
+        topic=Coded(topic, object_array(topics)),
+        partition=partition,
+        key=_optional_texts(raw, key_start, key_size),
+        value=CompiledSpans(raw, value_start, value_start + value_size),
+        has_offset=has_offset.astype(bool),
+        offset=offset,
+        offset_null=offset_null.astype(bool),
+        error=_optional_texts(raw, error_start, error_size),
+        line=row + 1,
+    )
+    rows = np.frombuffer(others, dtype=np.int64).reshape(-1, 3).tolist()
+    return sends, [(index, start, stop) for index, start, stop in rows]
+
+
+def _optional_texts(raw: bytes, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Strings of the byte ranges, None where the size is -1 (none in the line)."""
+    texts = np.full(len(starts), None, dtype=object)
+    at = np.flatnonzero(sizes >= 0)
+    if len(at):
+        texts[at] = CompiledSpans(raw, starts[at], starts[at] + sizes[at]).texts()
+    return texts
+
+
+def _is_op(record: Any) -> bool:
+    return type(record) is dict and record.get("kind") == "op"
+
+
+def _other_lines(
+    raw: bytes, data: np.ndarray, others: Others, source: str
+) -> list[tuple[int, Any]] | None:
+    """The other lines decoded, by line number (a `log` or `replica` line's records as
+    columns where they are as the model writes them); None when one is a send in another
+    shape or an op without an integer id (pairing by process: the line-by-line reader's)."""
+    logs = _read_log_records(raw, data, others)
+    numbered: list[tuple[int, Any]] = []
+    for row, start, stop in others:
+        record = logs.get(row)
+        if record is None:
+            record = _decode_line(raw[start:stop], row + 1, source)
+        if record is BLANK:
+            continue
+        if _is_op(record) and (record.get("f") == "send" or type(record.get("id")) is not int):
+            return None
+        numbered.append((row + 1, record))
+    return numbered
+
+
+class Spans(Protocol):
+    """A column of strings kept as byte ranges of the file until asked for."""
+
+    def texts(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The strings (of `rows` only, in their order, when given) as a numpy array."""
+        ...
+
+    def equal(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Whether the string of row a[i] equals that of row b[i], for every i."""
+        ...
+
+
+class Coded:
+    """A column of strings as codes into its distinct values (one object per value)."""
+
+    def __init__(self, codes: np.ndarray, values: np.ndarray) -> None:
+        self.codes = codes
+        self.values = values
+
+    def texts(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The strings (of `rows` only, in their order, when given) as a numpy array."""
+        codes = self.codes if rows is None else self.codes[rows]
+        return self.values[codes] if len(codes) else np.empty(0, dtype=object)
+
+
+class SendLines:
     """The send lines' fields, a row a line in file order."""
 
     def __init__(self, **columns: Any) -> None:
@@ -180,86 +302,22 @@ class _SendLines:
 
     ids: np.ndarray
     types: np.ndarray  # codes into _TYPES
-    process: np.ndarray
+    process: Coded
     times: np.ndarray
-    topic: np.ndarray
+    topic: Coded
     partition: np.ndarray  # NO_PARTITION for null
     key: np.ndarray
-    value: pa.LargeStringArray
+    value: Spans
     has_offset: np.ndarray
     offset: np.ndarray  # NO_OFFSET for null (as -1)
     offset_null: np.ndarray
     error: np.ndarray
     line: np.ndarray
 
-    @classmethod
-    def read(
-        cls, data: np.ndarray, offsets: np.ndarray, quotes: np.ndarray, rows: np.ndarray
-    ) -> _SendLines | None:
-        """The fields of the send lines `rows`; `quotes` are the positions of every `"` in
-        `data`."""
-        starts = offsets[rows]
-        stops = offsets[rows + 1]
-        stops = stops - (data[stops - 1] == _NEWLINE)  # without the newline
-        first = np.searchsorted(quotes, starts)
-
-        def q(index: np.ndarray | int) -> np.ndarray:
-            return quotes[first + index]
-
-        # (SEND_LINE has matched: the shape is known but for these three.)
-        keyed = (q(30) - q(29) == 2).astype(np.int64)  # `"key":"`, not `"key":null,`
-        v = 32 + 2 * keyed  # the value's token: between quotes v and v + 1
-        has_offset = data[q(v + 1) + 1] == _COMMA
-        has_error = data[stops - 2] == _QUOTE  # the line ends `"}`, not `}}`
-        # The offset runs to the `}` closing the value object.
-        offset_stop = np.where(has_error, q(np.where(has_error, v + 4, 0)) - 2, stops - 2)
-        types = _type_codes(data, q(8), q(9))
-        n = len(rows)
-        key = np.full(n, None, dtype=object)
-        if keyed.any():
-            at = np.flatnonzero(keyed)
-            key[at] = _texts(data, q(30)[at] + 1, q(31)[at])
-        error = np.full(n, None, dtype=object)
-        if has_error.any():
-            at = np.flatnonzero(has_error)
-            e = (v + 1 + 2 * has_offset + 3)[at]
-            error[at] = _texts(data, quotes[first[at] + e] + 1, quotes[first[at] + e + 1])
-        offset = np.full(n, NO_OFFSET, dtype=np.int64)
-        offset_null = np.zeros(n, dtype=bool)
-        if has_offset.any():
-            at = np.flatnonzero(has_offset)
-            o_start = quotes[first[at] + v[at] + 3] + 2
-            offset_null[at] = data[o_start] == _N
-            at_int = at[~offset_null[at]]
-            o_start = o_start[~offset_null[at]]
-            offset[at_int] = _integers(data, o_start, offset_stop[at_int])
-        partition = np.full(n, NO_PARTITION, dtype=np.int64)
-        p_start = q(27) + 2
-        known = data[p_start] != _N
-        partition[known] = _integers(data, p_start[known], q(28)[known] - 1)
-        times = _floats(data, q(19) + 2, q(20) - 1)
-        if not np.isfinite(times).all():
-            return None
-        return cls(
-            ids=_integers(data, q(5) + 2, q(6) - 1),
-            types=types,
-            process=_texts(data, q(16) + 1, q(17), shared=True),
-            times=times,
-            topic=_texts(data, q(24) + 1, q(25), shared=True),
-            partition=partition,
-            key=key,
-            value=_gather(data, q(v) + 1, q(v + 1)),
-            has_offset=has_offset,
-            offset=offset,
-            offset_null=offset_null,
-            error=error,
-            line=rows + 1,
-        )
-
     def table(self) -> ReadSendTable | None:
         """The sends, invocations paired with completions by id, or None when a pairing rule
         of the line-by-line reader is broken."""
-        invoked = self.types == _INVOKE
+        invoked = self.types == INVOKE
         inv = np.flatnonzero(invoked)
         done = np.flatnonzero(~invoked)
         inv_ids = self.ids[inv]
@@ -283,17 +341,10 @@ class _SendLines:
         mine = inv[row]  # the invocation's line row
         if not (self.line[mine] < self.line[done]).all():
             return None  # completed before it was invoked
-        for name in ("process", "topic"):  # one object per distinct value
-            column = getattr(self, name)
-            if not (column[mine] == column[done]).all():
+        for column in (self.process, self.topic):
+            if not (column.codes[mine] == column.codes[done]).all():
                 return None
-        value = self.value
-        if (
-            len(done)
-            and not call_function(
-                "all", [call_function("equal", [_take(value, mine), _take(value, done)])]
-            ).as_py()
-        ):
+        if len(done) and not self.value.equal(mine, done):
             return None
         inv_partition = self.partition[mine]
         done_partition = self.partition[done]
@@ -304,13 +355,14 @@ class _SendLines:
         ).any():
             return None
         n = len(inv)
-        outcome = np.full(n, "info", dtype=object)
-        outcome[row] = _TYPES[self.types[done]]
+        outcome_codes = np.full(n, _INFO, dtype=np.int64)
+        outcome_codes[row] = self.types[done]
+        outcome = _TYPES[outcome_codes]
         partition = self.partition[inv].copy()
         reported = done_partition != NO_PARTITION
         partition[row[reported]] = done_partition[reported]
         offset = np.full(n, NO_OFFSET, dtype=np.int64)
-        acked = (self.types[done] == _OK) & (self.offset[done] >= 0)
+        acked = (self.types[done] == OK) & (self.offset[done] >= 0)
         offset[row[acked]] = self.offset[done][acked]
         error = np.full(n, None, dtype=object)
         error[row] = self.error[done]
@@ -318,10 +370,10 @@ class _SendLines:
         complete_time = np.full(n, np.nan)
         complete_time[row] = self.times[done]
         columns = SendColumns(
-            self.process[inv],
-            self.topic[inv],
+            self.process.texts(inv),
+            self.topic.texts(inv),
             partition,
-            _objects(_take(value, inv)),
+            self.value.texts(inv),
             outcome,
             offset,
             error,
@@ -339,11 +391,11 @@ class _SendLines:
         for i, (op_id, process, time, topic, key, value, has_offset, error, line) in enumerate(
             zip(
                 self.ids.tolist(),
-                self.process.tolist(),
+                self.process.texts().tolist(),
                 self.times.tolist(),
-                self.topic.tolist(),
+                self.topic.texts().tolist(),
                 self.key.tolist(),
-                self.value.to_pylist(),
+                self.value.texts().tolist(),
                 self.has_offset.tolist(),
                 self.error.tolist(),
                 self.line.tolist(),
@@ -355,6 +407,30 @@ class _SendLines:
                 fields["offset"] = None if offset_null[i] else offset[i]
             ops.append(Op(op_id, types[i], "send", process, time, fields, error, line))
         return ops
+
+
+class CompiledSpans:
+    """Strings of the file as byte ranges [start, stop) (each valid UTF-8), made into Python
+    strings by `_jsonl_scan` only when asked for. (`jsonl_arrow.ArrowSpans` is the other
+    kind; a scanner's spans have these two methods.)"""
+
+    def __init__(self, raw: bytes, starts: np.ndarray, stops: np.ndarray) -> None:
+        self._raw = raw
+        self._starts = starts
+        self._sizes = stops - starts
+
+    def texts(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The strings (of `rows` only, in their order, when given) as a numpy array."""
+        assert _jsonl_scan is not None
+        starts = self._starts if rows is None else self._starts[rows]
+        sizes = self._sizes if rows is None else self._sizes[rows]
+        return object_array(_jsonl_scan.texts(self._raw, starts, sizes))
+
+    def equal(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Whether the string of row a[i] equals that of row b[i], for every i."""
+        assert _jsonl_scan is not None
+        starts, sizes = self._starts, self._sizes
+        return _jsonl_scan.equal(self._raw, starts[a], sizes[a], starts[b], sizes[b])
 
 
 class ReadSendTable(SendTable):
@@ -440,9 +516,7 @@ class _MergedOps(_BuiltOnDemand[Op]):
         return len(self._others) + self._count
 
 
-def _read_log_records(
-    raw: bytes, data: np.ndarray, offsets: np.ndarray, quotes: np.ndarray, rows: list[int]
-) -> dict[int, dict[str, Any]]:
+def _read_log_records(raw: bytes, data: np.ndarray, others: Others) -> dict[int, dict[str, Any]]:
     """The `log` and `replica` lines among `rows` whose records are as the model writes them
     (:data:`LOG_RECORDS`), by row: each line's JSON object with its ``records`` as columns
     (``LogRecords``, which the history reads as a ``LogTable``, as it reads a model's logs).
@@ -451,60 +525,43 @@ def _read_log_records(
 
     The records array is found without decoding the line: it must be the value of the line's
     only ``"records"`` (no backslash in the line, so no string holds a quote), at the top
-    level (before it, one ``{`` and no ``[``), and end at the first ``}]`` after it, which the
-    pattern then checks in full (a ``}]`` inside a string makes it fail: the line is then
-    left to the line-by-line reader). The rest of the line must decode to an object with
+    level (before it, one ``{`` and no ``[``), and end at the first ``}]`` after it; the
+    scanner reads it from its ``[`` to that ``]``, in the shape of LOG_RECORDS in full (a
+    ``}]`` or a ``"records"`` inside a value makes it fail: the line is then left to the
+    line-by-line reader). The rest of the line must decode to an object with
     ``"records": []``: were the key not where it seems (after a string left open, say), the
     line would not be JSON."""
-    found: list[tuple[int, int, int]] = []  # (row, the `[`, the `]`)
-    for row in rows:
-        start, stop = int(offsets[row]), int(offsets[row + 1])
+    candidates: list[tuple[int, int]] = []  # (row, the records' `[`)
+    for row, start, stop in others:
         if not raw.startswith(_RECORDS_LINES, start, stop):
             continue
         at = raw.find(_RECORDS_KEY, start, stop)
         if (
             at < 0
-            or raw.count(_RECORDS_NAME, start, stop) != 1
             or raw.find(b"\\", start, stop) >= 0
             or raw.count(b"{", start, at) != 1
             or raw.find(b"[", start, at) >= 0
         ):
             continue
         opened = at + len(_RECORDS_KEY)
-        closed = raw.find(b"}]", opened, stop) + 1
-        if closed > 0 and raw[opened] == ord("["):
-            found.append((row, opened, closed))
-    if not found:
+        if raw[opened : opened + 1] == b"[":
+            candidates.append((row, opened))
+    if not candidates:
         return {}
-    bounds = np.array([(o, c + 1) for _, o, c in found], dtype=np.int64).ravel()
-    spans = pa.LargeStringArray.from_buffers(
-        2 * len(found) - 1, pa.py_buffer(bounds), pa.py_buffer(raw)
-    )
-    spans = _take(spans, np.arange(0, 2 * len(found), 2))
-    matched = _matching(spans, LOG_RECORDS)
-    found = [found[i] for i in matched.tolist()]
-    if not found:
-        return {}
-    # Each record has 12 quotes: its fields lie between known ones.
-    first = np.searchsorted(quotes, [o for _, o, _ in found])
-    last = np.searchsorted(quotes, [c for _, _, c in found])
-    counts = (last - first) // 12
-    q = quotes[np.concatenate([np.arange(a, b) for a, b in zip(first, last, strict=True)])]
-    q = q.reshape(-1, 12)
-    ends = np.empty(len(q), dtype=np.int64)  # each record's `}`
-    ends[:-1] = q[1:, 0] - 3  # `},{"`
-    span_ends = np.cumsum(counts)
-    ends[span_ends - 1] = [c - 1 for _, _, c in found]  # `}]`
-    offset = _integers(data, q[:, 1] + 2, q[:, 2] - 1)
-    producer_id = _integers(data, q[:, 7] + 2, q[:, 8] - 1)
-    epoch = _integers(data, q[:, 9] + 2, q[:, 10] - 1)
-    sequence = _integers(data, q[:, 11] + 2, ends)
-    values = _gather(data, q[:, 4] + 1, q[:, 5]).to_pylist()
+    bounds = {row: (start, stop) for row, start, stop in others}
+    _, read = _scanner()
+    arrays = read(raw, data, [(opened, bounds[row][1]) for row, opened in candidates])
     lines: dict[int, dict[str, Any]] = {}
-    for (row, opened, closed), a, b in zip(found, span_ends - counts, span_ends, strict=True):
-        if not (offset[a + 1 : b] > offset[a : b - 1]).all():
+    for (row, opened), array_read in zip(candidates, arrays, strict=True):
+        if array_read is None:
+            continue  # not in the model's shape
+        closed, records = array_read
+        start, stop = bounds[row]
+        if raw.count(_RECORDS_NAME, start, opened) + raw.count(_RECORDS_NAME, closed, stop) != 1:
+            continue  # a second "records" (none is in the array)
+        offset = records[0]
+        if not (offset[1:] > offset[:-1]).all():
             continue  # offsets must increase: the line-by-line reader names the record
-        start, stop = int(offsets[row]), int(offsets[row + 1])
         try:
             record = json.loads(raw[start:opened] + b"[]" + raw[closed + 1 : stop])
         except ValueError:
@@ -515,11 +572,26 @@ def _read_log_records(
             or record.get("kind") not in ("log", "replica")  # not a `"kind"` repeated
         ):
             continue
-        record["records"] = _log_records(
-            offset[a:b], values[a:b], producer_id[a:b], epoch[a:b], sequence[a:b]
-        )
+        record["records"] = _log_records(*records)
         lines[row] = record
     return lines
+
+
+def _records_compiled(
+    raw: bytes, data: np.ndarray, arrays: list[tuple[int, int]]
+) -> list[tuple[int, RecordColumns] | None]:
+    """Each records array (its `[` and its line's end) read by `_jsonl_scan.log_records`."""
+    assert _jsonl_scan is not None
+    read: list[tuple[int, RecordColumns] | None] = []
+    for opened, stop in arrays:
+        records = _jsonl_scan.log_records(raw, opened, stop)
+        if records is None:
+            read.append(None)
+            continue
+        ints, values, capacity, closed = records
+        columns = np.frombuffer(ints, dtype=np.int64).reshape(4, capacity)[:, : len(values)]
+        read.append((closed, (columns[0], values, columns[1], columns[2], columns[3])))
+    return read
 
 
 def _log_records(
@@ -541,92 +613,13 @@ def _log_records(
     return records
 
 
-def _type_codes(data: np.ndarray, opened: np.ndarray, closed: np.ndarray) -> np.ndarray:
-    """The op types' codes into _TYPES, told apart by length and first letter."""
-    length = closed - opened - 1
-    first = data[opened + 1]
-    codes = np.full(len(length), _INVOKE, dtype=np.int64)
-    codes[length == 2] = _OK
-    codes[(length == 4) & (first == ord("f"))] = 2
-    codes[(length == 4) & (first == ord("i"))] = 3
-    return codes
-
-
-def _gather(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> pa.LargeStringArray:
-    """The byte ranges [start, stop) of `data` (in increasing order, not overlapping, each
-    valid UTF-8) as an Arrow string array: the ranges and the gaps between them are one array
-    over `data`, without a copy, of which `take` copies the ranges."""
-    bounds = np.empty(2 * len(starts), dtype=np.int64)
-    bounds[0::2] = starts
-    bounds[1::2] = stops
-    both = pa.LargeStringArray.from_buffers(
-        max(len(bounds) - 1, 0), pa.py_buffer(bounds), pa.py_buffer(data)
-    )
-    return _take(both, np.arange(0, 2 * len(starts), 2))
-
-
-def _arrow(indices: np.ndarray) -> pa.Array:
-    """An int64 numpy array as an Arrow array over its buffer: not with `pa.array`, which
-    imports pandas for it (a second or more in a process that has not)."""
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(indices)])
-
-
-def _take(values: pa.Array, indices: np.ndarray) -> pa.Array:
-    """`values.take(indices)` without Array.take, which imports pyarrow.compute."""
-    return call_function("take", [values, _arrow(indices)])
-
-
-def _cast(values: pa.Array, to: pa.DataType) -> pa.Array:
-    """`pyarrow.compute.cast(values, to)` (safe: an error for any text not a number)."""
-    return call_function("cast", [values], CastOptions.safe(to))
-
-
-def _matching(strings: pa.Array, pattern: str) -> np.ndarray:
-    """The positions of the strings that `pattern` (RE2) matches."""
-    matched = call_function("match_substring_regex", [strings], MatchSubstringOptions(pattern))
-    return _numpy(call_function("indices_nonzero", [matched]), np.uint64).astype(np.int64)
-
-
-def _texts(
-    data: np.ndarray, starts: np.ndarray, stops: np.ndarray, *, shared: bool = False
-) -> np.ndarray:
-    """Python strings of the byte ranges, one object per distinct value when `shared`."""
-    strings = _gather(data, starts, stops)
-    if shared:
-        encoded = call_function("dictionary_encode", [strings])
-        values = _objects(encoded.dictionary)
-        return values[_numpy(encoded.indices, np.int32)]
-    return _objects(strings)
-
-
-def _numpy(values: pa.Array, dtype: type) -> np.ndarray:
-    """A numeric Arrow array without nulls as a numpy array, without a copy (its to_numpy
-    imports pandas, a second or more in a process that has not)."""
-    assert values.null_count == 0 and values.type.bit_width == 8 * np.dtype(dtype).itemsize
-    return np.frombuffer(
-        values.buffers()[1],
-        dtype=dtype,
-        count=len(values),
-        offset=values.offset * np.dtype(dtype).itemsize,
-    )
-
-
-def _objects(strings: pa.Array) -> np.ndarray:
-    """An Arrow string array as a numpy array of Python strings (not with to_numpy, which
-    imports pandas for it: a second or more, in a process that has not)."""
-    return object_array(strings.to_pylist())
-
-
-def _integers(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    if not len(starts):
-        return np.zeros(0, dtype=np.int64)
-    return _numpy(_cast(_gather(data, starts, stops), pa.int64()), np.int64)
-
-
-def _floats(data: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """JSON numbers as Python's float() reads them (Arrow's parser rounds correctly too)."""
-    return _numpy(_cast(_gather(data, starts, stops), pa.float64()), np.float64)
-
-
-__all__ = ["LOG_RECORDS", "MIN_SEND_LINES", "SEND_LINE", "ReadSendTable", "read_history"]
+__all__ = [
+    "LOG_RECORDS",
+    "MIN_SEND_LINES",
+    "SCANNER",
+    "SEND_LINE",
+    "ReadSendTable",
+    "SendLines",
+    "Spans",
+    "read_history",
+]

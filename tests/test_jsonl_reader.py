@@ -1,10 +1,13 @@
 """The fast JSON Lines reader (eosim.analysis.jsonl_reader) gives what the line-by-line reader
 gives: the same History field by field, the same send columns and check result, or the same
-error naming the same line."""
+error naming the same line. Every case runs with each of its scanners: the C one
+(`_jsonl_scan`, where it was built) and the Arrow one (`jsonl_arrow`)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eosim.analysis import history as history_module
-from eosim.analysis import jsonl_reader
+from eosim.analysis import jsonl_arrow, jsonl_reader
 from eosim.analysis.checks import check_history
 from eosim.analysis.columns import SendColumns, send_columns
 from eosim.analysis.history import History, HistoryError, load_history, parse_history
@@ -39,10 +42,27 @@ SHIPPED = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def any_number_of_sends(monkeypatch):
-    """The fast path for small histories too (it declines below MIN_SEND_LINES)."""
+COMPILED_MISSING = "the C scanner eosim.analysis._jsonl_scan was not built (no C compiler)"
+
+
+@pytest.fixture(autouse=True, params=["compiled", "arrow"])
+def scanner(request, monkeypatch):
+    """Each case with each scanner; the fast path for small histories too (it declines below
+    MIN_SEND_LINES)."""
+    if request.param == "compiled" and jsonl_reader._jsonl_scan is None:
+        pytest.skip(COMPILED_MISSING)
+    monkeypatch.setattr(jsonl_reader, "SCANNER", request.param)
     monkeypatch.setattr(jsonl_reader, "MIN_SEND_LINES", 1)
+    return request.param
+
+
+def test_the_c_scanner_is_built_where_required():
+    """CI sets EOSIM_REQUIRE_COMPILED=1: there a missing C scanner fails instead of skipping."""
+    if jsonl_reader._jsonl_scan is None:
+        if os.environ.get("EOSIM_REQUIRE_COMPILED") == "1":
+            pytest.fail(COMPILED_MISSING)
+        pytest.skip(COMPILED_MISSING)
+    assert jsonl_reader.SCANNER == "compiled" or jsonl_reader.SCANNER == "arrow"
 
 
 def _read(text: str, fast: bool) -> History | HistoryError:
@@ -95,10 +115,15 @@ def took_fast_path(text: str) -> bool:
     return jsonl_reader.read_history(text.encode(), "h.jsonl") is not None
 
 
+@functools.cache
+def _shipped_text(name: str) -> str:
+    run = run_scenario(load_scenario(ROOT / "scenarios" / name), 1)
+    return "\n".join(run.history.lines()) + "\n"
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_scenarios_read_the_same(name):
-    run = run_scenario(load_scenario(ROOT / "scenarios" / name), 1)
-    text = "\n".join(run.history.lines()) + "\n"
+    text = _shipped_text(name)
     history = compare(text)
     if any(line.startswith('{"kind":"op"') and '"f":"send"' in line for line in text.split("\n")):
         assert took_fast_path(text), "the model's send lines take the fast path"
@@ -419,6 +444,8 @@ RECORDS_LINES = {
         _log_line([_model_record(0, '},{"'.replace('"', "")), _MODEL_LOG[1]]),
         True,
     ),
+    "value records": (_log_line([_model_record(0, "records")]), False),
+    "value holding records": (_log_line([_model_record(0, "a records b")]), True),
     "escaped value": (_log_line([_model_record(0, '\\"}]')]), False),
     "escape elsewhere": (_log_line(_MODEL_LOG, tail=',"leader":"b\\u0031"}'), False),
     "offsets not increasing": (_log_line([_model_record(1), _model_record(1)]), False),
@@ -503,10 +530,11 @@ def test_records_lines_among_many_read_as_columns(tmp_path):
     assert type(history.replicas[0].records).__name__ == "LogTable"
 
 
-def test_a_load_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
+def test_a_load_imports_neither_pandas_nor_pyarrow_compute(tmp_path, scanner):
     """A fresh process's first load pays for no import it does not need: pandas (which
     `pa.array` and numpy indices handed to Arrow import) and pyarrow.compute (a wrapper built
-    for each of its functions) took longer than reading the standard history itself."""
+    for each of its functions) took longer than reading the standard history itself; with
+    the C scanner, pyarrow itself is not needed."""
     import subprocess
     import sys
 
@@ -514,16 +542,18 @@ def test_a_load_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
     path.write_text("\n".join([*_pairs(100), _log_line(_MODEL_LOG)]) + "\n")
     code = (
         "import sys\n"
+        "from eosim.analysis import jsonl_reader\n"
+        f"jsonl_reader.SCANNER = {scanner!r}\n"
         "from eosim.analysis.history import load_history\n"
         "from eosim.analysis.jsonl_reader import ReadSendTable\n"
         f"history = load_history({str(path)!r})\n"
         "assert type(history.sends) is ReadSendTable\n"
         "assert type(history.logs['t', 0]).__name__ == 'LogTable'\n"
-        "print(sorted(m for m in ('pandas', 'pyarrow.compute') if m in sys.modules))\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow', 'pyarrow.compute') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.strip() == ("[]" if scanner == "compiled" else "['pyarrow']")
 
 
 @settings(max_examples=100, deadline=None)
@@ -564,3 +594,210 @@ def test_random_log_records_read_the_same(records, model_writer, rng):
         as_json = as_json.replace('"sequence":', '"sequence":' + "9" * 19, 1)
     line = '{"kind":"log","topic":"t","partition":0,"records":' + as_json + "}"
     compare("\n".join([*_pairs(), line]) + "\n")
+
+
+# --- the two scanners, side by side -------------------------------------------------------
+
+
+def _scans(raw: bytes) -> tuple:
+    data = np.frombuffer(raw, dtype=np.uint8)
+    return jsonl_reader._scan_compiled(raw, data), jsonl_arrow.scan(raw, data)
+
+
+def assert_same_scan(raw: bytes) -> None:
+    """The C and the Arrow scanner pick the same send lines of `raw` (valid UTF-8) and read
+    the same columns, bit for bit, and the same other lines."""
+    compiled, arrow = _scans(raw)
+    if arrow is None:  # no send line, or a time out of range
+        assert compiled is None or len(compiled[0].line) == 0
+        return
+    assert compiled is not None
+    (a, a_others), (b, b_others) = compiled, arrow
+    assert a_others == b_others
+    for name in ("line", "ids", "types", "partition", "has_offset", "offset", "offset_null"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    assert a.times.tobytes() == b.times.tobytes()
+    for name in ("key", "error"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    for name in ("process", "topic"):
+        assert getattr(a, name).texts().tolist() == getattr(b, name).texts().tolist(), name
+    assert a.value.texts().tolist() == b.value.texts().tolist()
+
+
+needs_compiled = pytest.mark.skipif(jsonl_reader._jsonl_scan is None, reason=COMPILED_MISSING)
+
+
+@needs_compiled
+def test_the_scanners_agree_on_every_test_line():
+    lines = [*_pairs(), *_recorder_lines()]
+    for changes in VARIANTS.values():
+        lines += [line for _, line in changes]
+    lines += [line for line, _ in RECORDS_LINES.values()]
+    for line in lines:
+        assert_same_scan(line.encode())  # alone, without a newline
+    assert_same_scan("\n".join(lines).encode())
+    assert_same_scan(("\n".join(lines) + "\n\n").encode())
+
+
+# Characters that matter to a send line's shape.
+_EDITS = st.sampled_from([*'"\\{}[],:-+.0123456789eEnulltrueaf \t\r\n\x00\x1f\x7f', "\u00e9"])
+_SHAPES = [
+    _send(7),
+    _send(7, "ok", time="2.5e-3", partition="3", offset=',"offset":12'),
+    _send(7, "info", offset=',"offset":null', error=',"error":"E: x"'),
+    _send(7, "fail", offset=',"offset":-1').replace('"key":null', '"key":"k"'),
+    _send(123456789012345678, "ok", time="-0", partition="0", offset=',"offset":0'),
+]
+
+
+def _edited(line: str, edits: list[tuple[int, int, str]]) -> str:
+    """`line` with each edit applied: (where, how: 0 delete, 1 replace, else insert, char)."""
+    for at, how, character in edits:
+        at %= len(line) + 1
+        if how == 0:
+            line = line[:at] + line[at + 1 :]
+        elif how == 1:
+            line = line[:at] + character + line[at + 1 :]
+        else:
+            line = line[:at] + character + line[at:]
+    return line
+
+
+@needs_compiled
+def test_the_scanners_agree_on_every_one_character_edit():
+    """Every send line shape with one character deleted, replaced or inserted at every
+    place (the characters that matter to the shape), all in one file."""
+    critical = ['"', "\\", "\x00", "\x1f", " ", "\x7f", "\u00e9", "\n", "0", "-", ",", "}", "e"]
+    lines = []
+    for line in _SHAPES:
+        for at in range(len(line) + 1):
+            lines.append(_edited(line, [(at, 0, "")]))
+            for character in critical:
+                lines.append(_edited(line, [(at, 1, character)]))
+                lines.append(_edited(line, [(at, 2, character)]))
+    assert_same_scan("\n".join(lines).encode())
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_SHAPES), st.data())
+def test_the_scanners_agree_on_edited_send_lines(line, data):
+    """A send line edited at random (characters deleted, replaced or inserted) is picked by
+    both scanners or by neither, and read the same."""
+    edit = st.tuples(st.integers(0, len(line)), st.integers(0, 3), _EDITS)
+    line = _edited(line, data.draw(st.lists(edit, max_size=3)))
+    assert_same_scan(line.encode())
+    assert_same_scan((_SHAPES[0] + "\n" + line + "\n" + _SHAPES[1]).encode())
+
+
+def _same_records(line: str) -> None:
+    raw = line.encode()
+    opened = raw.find(b'"records":[')
+    if opened < 0:
+        return
+    data = np.frombuffer(raw, dtype=np.uint8)
+    arrays = [(opened + len(b'"records":'), len(raw))]
+    (compiled,) = jsonl_reader._records_compiled(raw, data, arrays)
+    (arrow,) = jsonl_arrow.log_records(raw, data, arrays)
+    assert (compiled is None) == (arrow is None), line
+    if compiled is not None:
+        assert compiled[0] == arrow[0]  # where the array closes
+        for a, b in zip(compiled[1], arrow[1], strict=True):
+            assert list(a) == list(b)
+
+
+@needs_compiled
+def test_the_scanners_agree_on_every_records_line():
+    for line, _ in RECORDS_LINES.values():
+        _same_records(line.split("\n")[-1])
+
+
+@needs_compiled
+def test_the_scanners_agree_on_every_one_character_edit_of_records():
+    line = _log_line(_MODEL_LOG)
+    critical = ['"', "\\", "\x1f", " ", "\u00e9", "0", "-", ",", "}", "]", "{"]
+    for at in range(len(line) + 1):
+        _same_records(_edited(line, [(at, 0, "")]))
+        for character in critical:
+            _same_records(_edited(line, [(at, 1, character)]))
+            _same_records(_edited(line, [(at, 2, character)]))
+
+
+@needs_compiled
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_scanners_agree_on_edited_records(data):
+    line = _log_line(_MODEL_LOG)
+    edit = st.tuples(st.integers(0, len(line)), st.integers(0, 3), _EDITS)
+    _same_records(_edited(line, data.draw(st.lists(edit, max_size=3))))
+
+
+SHORTEST_SEND = (
+    '{"kind":"op","id":0,"type":"ok","f":"send","process":"p","time":0,'
+    '"value":{"topic":"","partition":0,"key":"","value":""}}'
+)
+
+
+@needs_compiled
+def test_the_c_scanner_holds_a_file_of_the_shortest_lines():
+    """Its columns are sized for the most send lines a file of its size can hold."""
+    from eosim.analysis import _jsonl_scan
+
+    for count in (1, 2, 1000):
+        for end in ("", "\n"):
+            raw = ("\n".join([SHORTEST_SEND] * count) + end).encode()
+            _, _, capacity, sends, others, _, _ = _jsonl_scan.scan(raw, -1, -1)
+            assert sends == count and capacity >= count and len(others) == 0
+    record = '{"offset":0,"value":"","producer_id":0,"epoch":0,"sequence":0}'
+    for count in (1, 2, 1000):
+        raw = ("[" + ",".join([record] * count) + "]").encode()
+        _, values, capacity, closed = _jsonl_scan.log_records(raw, 0, len(raw))
+        assert len(values) == count and capacity >= count and closed == len(raw) - 1
+
+
+@needs_compiled
+def test_the_c_scanner_refuses_ranges_outside_the_data():
+    from eosim.analysis import _jsonl_scan
+
+    starts, sizes = np.array([0, 3]), np.array([2, 5])
+    with pytest.raises(ValueError, match="outside"):
+        _jsonl_scan.texts(b"abcdef", starts, sizes)
+    with pytest.raises(ValueError, match="outside"):
+        _jsonl_scan.equal(b"abcdef", starts, sizes, starts, np.array([2, 2]))
+    with pytest.raises(ValueError, match="int64"):
+        _jsonl_scan.texts(b"abcdef", starts.astype(np.int32), sizes)
+    with pytest.raises(ValueError, match="outside"):
+        _jsonl_scan.log_records(b"[]", 1, 5)
+    assert _jsonl_scan.texts(b"abcdef", starts, np.array([2, -1])) == ["ab", None]
+    assert _jsonl_scan.equal(b"abab", np.array([0]), np.array([2]), np.array([2]), np.array([2]))
+    assert not _jsonl_scan.equal(
+        b"abac", np.array([0]), np.array([2]), np.array([2]), np.array([2])
+    )
+
+
+_JSON_NUMBER = st.builds(
+    lambda minus, whole, fraction, exponent: (
+        ("-" if minus else "")
+        + whole
+        + (f".{fraction}" if fraction else "")
+        + (f"e{exponent}" if exponent is not None else "")
+    ),
+    st.booleans(),
+    st.one_of(st.just("0"), st.from_regex(r"[1-9][0-9]{0,19}", fullmatch=True)),
+    st.one_of(st.just(""), st.from_regex(r"[0-9]{1,20}", fullmatch=True)),
+    st.one_of(st.none(), st.integers(-400, 400)),
+)
+
+
+@needs_compiled
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(_JSON_NUMBER, st.floats(allow_nan=False, allow_infinity=False).map(repr)))
+def test_the_c_scanner_reads_times_as_python_does(text):
+    """Its fast path for short numbers (Clinger's) and its fallback to Python's own
+    conversion give float(text), bit for bit."""
+    from eosim.analysis import _jsonl_scan
+
+    raw = _send(0, time=text).encode()
+    _, times, _, sends, _, _, _ = _jsonl_scan.scan(raw, -1, -1)
+    assert sends == 1
+    assert np.frombuffer(times, dtype=np.float64)[:1].tobytes() == np.float64(float(text)).tobytes()

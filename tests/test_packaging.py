@@ -151,14 +151,12 @@ NOT_SOURCE = {".git", "build", "dist", "results", "__pycache__", ".pytest_cache"
 NOT_SOURCE |= {".hypothesis", ".venv"}
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _build_wheel(tmp: Path, **env: str) -> Path:
     """eosim built as a wheel by pip (in its own build environment, as a user's install
-    builds it), from a copy of the source tree."""
-    tmp = tmp_path_factory.mktemp("wheel")
+    builds it), from a copy of the source tree (without extensions built in place)."""
 
     def ignore(_folder: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in NOT_SOURCE or n.endswith(".egg-info")}
+        return {n for n in names if n in NOT_SOURCE or n.endswith((".egg-info", ".so", ".pyd"))}
 
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=ignore)
@@ -166,11 +164,72 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(source)],
         capture_output=True,
         text=True,
-        env=_clean_env(),
+        env={**_clean_env(), **env},
     )
     assert built.returncode == 0, built.stdout + built.stderr
     (path,) = tmp.glob("eosim-*.whl")
     return path
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+def _c_scanners(wheel: Path) -> list[str]:
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    return [
+        n
+        for n in names
+        if n.startswith("eosim/analysis/_jsonl_scan.") and n.endswith((".so", ".pyd"))
+    ]
+
+
+def test_the_wheel_carries_the_c_scanner_where_a_compiler_is(wheel: Path) -> None:
+    if not _c_scanners(wheel) and os.environ.get("EOSIM_REQUIRE_COMPILED") != "1":
+        pytest.skip("no C compiler here: the wheel was built without eosim's C scanner")
+    assert _c_scanners(wheel)
+
+
+def test_without_a_compiler_the_wheel_is_built_and_reads_histories(tmp_path: Path) -> None:
+    """The C scanner is optional (setup.py): with no working compiler the build goes on
+    without it, and the installed eosim reads JSON Lines histories with the Arrow scanner."""
+    import zipfile
+
+    built = _build_wheel(tmp_path, CC="false")
+    assert _c_scanners(built) == []
+    site = tmp_path / "site"
+    zipfile.ZipFile(built).extractall(site)
+    history = tmp_path / "h.jsonl"
+    send = (
+        '{"kind":"op","id":%d,"type":"%s","f":"send","process":"p","time":1,'
+        '"value":{"topic":"t","partition":0,"key":null,"value":"v%d"%s}}'
+    )
+    lines = [send % (i, "invoke", i, "") for i in range(100)]
+    lines += [send % (i, "ok", i, f',"offset":{i}') for i in range(100)]
+    history.write_text("\n".join(lines) + "\n")
+    code = (
+        # Not this checkout's editable install, which finds the extension built in place.
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in repr(f)]\n"
+        "import eosim\n"
+        f"assert eosim.__file__.startswith({str(site)!r}), eosim.__file__\n"
+        "from eosim.analysis import jsonl_reader\n"
+        "from eosim.analysis.history import load_history\n"
+        f"history = load_history({str(history)!r})\n"
+        "print(jsonl_reader.SCANNER, type(history.sends).__name__, len(history.sends))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**_clean_env(), "PYTHONPATH": str(site)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["arrow", "ReadSendTable", "100"]
 
 
 def test_the_wheel_ships_the_scenarios_and_every_data_file(wheel: Path) -> None:
