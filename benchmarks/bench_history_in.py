@@ -2,19 +2,23 @@
 
     python benchmarks/bench_history_in.py [--history FILE] [--scenario YAML] [--seed 1]
                                           [--repeat 5] [--keep FILE]
+                                          [--scanner compiled|arrow]
 
 Writes the history of one run (default: the standard scenario, seed 1, about 200,000 ops) to a
 temporary file, or reads ``--history``, and times ``load_history`` on it both ways in one
 process, alternating (``FAST_READER`` False, then True, ``--repeat`` times each; the previous
 result is dropped and collected before each run). Prints the medians and their ratio, then
 asserts that both give the same History (every field, the send columns) and the same
-``check_history`` result, and prints how long the checks take on each. Not a test.
+``check_history`` result, and prints how long the checks take on each. ``--scanner`` picks
+the fast reader's scanner (default: the C one, ``_jsonl_scan``, where it was built). Not a
+test.
 
     python benchmarks/bench_history_in.py --all
 
 instead compares the two readers on every shipped and calibration scenario's history, seeds 1
-and 2 (the fast path taken for any number of send lines), and says which took the fast path
-and which had their `log` and `replica` records read as columns (``LogTable``).
+and 2 (the fast path taken for any number of send lines; with each scanner built here), and
+says which took the fast path and which had their `log` and `replica` records read as columns
+(``LogTable``).
 """
 
 from __future__ import annotations
@@ -75,9 +79,13 @@ def compare_all() -> None:
             with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
                 handle.write(raw)
                 handle.flush()
-                old, new = load(Path(handle.name), False), load(Path(handle.name), True)
-            assert check_history(old).to_dict() == check_history(new).to_dict(), path
-            same_history(old, new)
+                old = load(Path(handle.name), False)
+                for scanner in scanners():
+                    jsonl_reader.SCANNER = scanner
+                    assert (jsonl_reader.read_history(raw, "h") is not None) == took, scanner
+                    new = load(Path(handle.name), True)
+                    assert check_history(old).to_dict() == check_history(new).to_dict(), path
+                    same_history(old, new)
             logs = [*new.logs.values(), *(replica.records for replica in new.replicas)]
             tables = sum(isinstance(records, LogTable) for records in logs)
             columns += bool(tables)
@@ -86,9 +94,17 @@ def compare_all() -> None:
                 f"records as columns in {tables} of {len(logs)} logs and replicas"
             )
     print(
-        f"{2 * len(paths)} histories, the same on both paths; {fast_path} took the fast path; "
+        f"{2 * len(paths)} histories, the same on both paths (scanners: "
+        f"{', '.join(scanners())}); {fast_path} took the fast path; "
         f"{columns} had records read as columns"
     )
+
+
+def scanners() -> list[str]:
+    """The fast reader's scanners built here (the C one is optional)."""
+    from eosim.analysis import jsonl_reader
+
+    return ["compiled", "arrow"] if jsonl_reader._jsonl_scan is not None else ["arrow"]
 
 
 def main() -> None:
@@ -99,7 +115,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="also write the run's history here")
     parser.add_argument("--all", action="store_true", help="compare on every scenario")
+    parser.add_argument(
+        "--scanner",
+        choices=["compiled", "arrow"],
+        help="the fast reader's scanner (default: the C one where it was built)",
+    )
     args = parser.parse_args()
+    if args.scanner:
+        from eosim.analysis import jsonl_reader
+
+        if args.scanner == "compiled" and jsonl_reader._jsonl_scan is None:
+            parser.error("--scanner compiled: eosim.analysis._jsonl_scan was not built")
+        jsonl_reader.SCANNER = args.scanner
     if args.all:
         compare_all()
         return
@@ -115,7 +142,10 @@ def main() -> None:
         size = path.stat().st_size
         with open(path, "rb") as handle:
             lines = sum(1 for _ in handle)
+        from eosim.analysis import jsonl_reader
+
         print(f"history: {path.name}, {lines} lines, {size / 1e6:.1f} MB")
+        print(f"fast reader's scanner: {jsonl_reader.SCANNER}")
 
         times: dict[bool, list[float]] = {False: [], True: []}
         for _ in range(args.repeat):
