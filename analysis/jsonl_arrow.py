@@ -56,24 +56,23 @@ def scan(raw: bytes, data: np.ndarray) -> tuple[SendLines, Others] | None:
     is_send = np.zeros(len(ends), dtype=bool)
     is_send[send_rows] = True
     other_rows = np.flatnonzero(~is_send)
-    sends = _send_lines(raw, data, offsets, send_rows)
+    starts = offsets[:-1]
+    stops = ends - (data[ends - 1] == _NEWLINE)  # before the newline (a last line may have none)
+    sends = _send_lines(data, starts[send_rows], stops[send_rows], send_rows)
     if sends is None:
         return None
-    stops = offsets[other_rows + 1]
-    stops -= data[stops - 1] == _NEWLINE  # before the newline (a last line may have none)
-    others = zip(other_rows.tolist(), offsets[other_rows].tolist(), stops.tolist(), strict=True)
+    others = zip(
+        other_rows.tolist(), starts[other_rows].tolist(), stops[other_rows].tolist(), strict=True
+    )
     return sends, list(others)
 
 
 def _send_lines(
-    raw: bytes, data: np.ndarray, offsets: np.ndarray, rows: np.ndarray
+    data: np.ndarray, starts: np.ndarray, stops: np.ndarray, rows: np.ndarray
 ) -> SendLines | None:
-    """The fields of the send lines `rows` (lines between `offsets`), which SEND_LINE
-    has matched."""
+    """The fields of the send lines `rows`, each from `starts` to `stops` (before its
+    newline), which SEND_LINE has matched."""
     quotes = np.flatnonzero(data == _QUOTE)
-    starts = offsets[rows]
-    stops = offsets[rows + 1]
-    stops = stops - (data[stops - 1] == _NEWLINE)  # without the newline
     first = np.searchsorted(quotes, starts)
 
     def q(index: np.ndarray | int) -> np.ndarray:

@@ -531,7 +531,7 @@ def _read_log_records(raw: bytes, data: np.ndarray, others: Others) -> dict[int,
     line-by-line reader). The rest of the line must decode to an object with
     ``"records": []``: were the key not where it seems (after a string left open, say), the
     line would not be JSON."""
-    candidates: list[tuple[int, int]] = []  # (row, the records' `[`)
+    candidates: list[tuple[int, int, int, int]] = []  # (row, start, stop, the records' `[`)
     for row, start, stop in others:
         if not raw.startswith(_RECORDS_LINES, start, stop):
             continue
@@ -545,18 +545,16 @@ def _read_log_records(raw: bytes, data: np.ndarray, others: Others) -> dict[int,
             continue
         opened = at + len(_RECORDS_KEY)
         if raw[opened : opened + 1] == b"[":
-            candidates.append((row, opened))
+            candidates.append((row, start, stop, opened))
     if not candidates:
         return {}
-    bounds = {row: (start, stop) for row, start, stop in others}
     _, read = _scanner()
-    arrays = read(raw, data, [(opened, bounds[row][1]) for row, opened in candidates])
+    arrays = read(raw, data, [(opened, stop) for _, _, stop, opened in candidates])
     lines: dict[int, dict[str, Any]] = {}
-    for (row, opened), array_read in zip(candidates, arrays, strict=True):
+    for (row, start, stop, opened), array_read in zip(candidates, arrays, strict=True):
         if array_read is None:
             continue  # not in the model's shape
         closed, records = array_read
-        start, stop = bounds[row]
         if raw.count(_RECORDS_NAME, start, opened) + raw.count(_RECORDS_NAME, closed, stop) != 1:
             continue  # a second "records" (none is in the array)
         offset = records[0]
