@@ -5,27 +5,42 @@ cluster with the same seeds (so with the same fault schedules: :mod:`eosim.real.
 as an ordinary sweep (``model/`` and ``kafka/`` under the output directory), then
 :func:`compare` reads the two run tables and :func:`write` renders the calibration report.
 
-Per variant, the report has one row per measure, the model's and Kafka's figures side by side,
-a two-sample test, and a flag when they disagree:
+A real run that does not prove what it claims (a fault not applied, or late; a drain that did
+not finish; a driver that died; faults skipped: :mod:`eosim.real.referee`) is marked invalid in
+its run table; it is left out of every row here and counted, with its reasons, in the report.
 
-* **runs with** an anomaly: k of N runs, with the Wilson 95% interval; Fisher's exact test;
-* **per record**: anomalous records per million records sent, with the run-clustered interval
-  of :func:`eosim.analysis.stats.ratio_interval`; Mann-Whitney's U on the per-run rates;
+Per variant, the report has one row per measure, the model's and Kafka's figures side by side
+and a verdict from an equivalence test (:mod:`eosim.analysis.equivalence`): **agree**,
+**disagree** or **inconclusive**, with the p-values of both one-sided questions and, for an
+inconclusive row, the runs per side that would settle it:
+
+* **runs with** an anomaly: k of N runs, with the Wilson 95% interval; the difference of the
+  shares, within 15 points (Newcombe's interval);
+* **per record**: anomalous records per million sent, with the run-clustered interval
+  (:func:`eosim.analysis.stats.ratio_interval`; a side with none gets a bound clustered by run,
+  :func:`eosim.analysis.stats.zero_count_upper`); the log of the ratio, within 2x. With none on
+  either side the row takes the verdict of its "runs with" row;
 * **timings** (:mod:`eosim.analysis.timings`): produce latency p50 and p99, over the whole run
-  and once warm (:data:`LATENCY_ROWS`), transaction latency p50, failover time; pooled
-  quantiles shown, Mann-Whitney's U on the per-run values (a run's own quantile; every failover
-  time).
+  and once warm (:data:`LATENCY_ROWS`), transaction latency p50, ack to first read; pooled
+  quantiles shown, the runs' own quantiles compared as a ratio of geometric means, within 20%;
+* **failover** per fault kind: the share of runs in which a fault of that kind never saw
+  writes resume (within 15 points), and the time until they did (the runs' medians, within
+  20%).
 
-A row disagrees when its test's p-value, adjusted for the number of rows by Holm's method,
-is below :data:`ALPHA`. A row whose two sides saw nothing (no anomaly, no timing) has no test.
+A figure measured on one side only disagrees. The **primary** rows are the per-record rates
+the calibration is for (every anomaly's "per record" row that has a rate to compare: not one
+with none on either side, which takes its "runs with" row's verdict); they form one family
+whose p-values are Holm-adjusted together. The others are judged alone and say so.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +48,36 @@ import pandas as pd
 import pyarrow.dataset as ds
 
 from eosim.analysis.checks import ALL_ANOMALIES
+from eosim.analysis.equivalence import (
+    ALPHA,
+    LATENCY_MARGIN,
+    RATE_MARGIN,
+    SHARE_MARGIN,
+    VERDICTS,
+    Equivalence,
+    RateSide,
+    holm,
+    log_ratio_welch,
+    one_side_only,
+    rate_ratio,
+    share_difference,
+)
 from eosim.analysis.stats import (
-    RatioSums,
     format_duration,
     format_ppm,
     merge_sketches,
     ratio_interval,
     sketch_quantile,
     wilson_interval,
+    zero_count_upper,
 )
 from eosim.analysis.sweep.store import SweepStore
 
-ALPHA = 0.05
 # Always shown, even when neither side saw them.
 HEADLINE = ("lost_write", "duplicate")
 SIDES = ("model", "kafka")
+# The kind a failover is filed under when its sweep predates the run table's failover_kind.
+UNKNOWN_KIND = "broker fault"
 
 
 class CalibrationError(ValueError):
@@ -56,7 +86,7 @@ class CalibrationError(ValueError):
 
 @dataclass
 class Figure:
-    """One side of a row: its text and the number the test compares."""
+    """One side of a row: its text and the number it shows."""
 
     text: str
     value: float | None = None
@@ -66,15 +96,27 @@ class Figure:
 
 @dataclass
 class Row:
+    """One measure of one variant: both sides' figures and the comparison (None: nothing to
+    compare, as when neither side measured it). ``primary`` rows are Holm-adjusted together;
+    ``follows`` names the row whose verdict this one takes (a per-record row with none on
+    either side takes its "runs with" row's)."""
+
     variant: int
     params: str
     measure: str
     model: Figure
     kafka: Figure
-    test: str = ""
-    p: float | None = None
-    p_adjusted: float | None = None
-    disagree: bool = False
+    result: Equivalence | None = None
+    primary: bool = False
+    follows: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict if self.result is not None else "-"
+
+    @property
+    def disagree(self) -> bool:
+        return self.verdict == "disagree"
 
 
 @dataclass
@@ -83,19 +125,50 @@ class Calibration:
     runs: dict[str, int]
     commands: dict[str, str]
     rows: list[Row] = field(default_factory=list)
+    # Per side, the runs left out as invalid and why (reason -> runs).
+    invalid: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def disagreements(self) -> list[Row]:
         return [r for r in self.rows if r.disagree]
 
+    def counts(self, primary: bool | None = None) -> dict[str, int]:
+        """Rows per verdict (``primary``: only the primary rows, or only the others)."""
+        rows = [r for r in self.rows if primary is None or r.primary == primary]
+        tally = Counter(r.verdict for r in rows if r.result is not None)
+        return {v: tally.get(v, 0) for v in VERDICTS}
+
+    def invalid_runs(self, side: str) -> int:
+        return sum(self.invalid.get(side, {}).values())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario,
             "runs": self.runs,
+            "invalid": self.invalid,
             "commands": self.commands,
             "alpha": ALPHA,
-            "rows": [asdict(r) for r in self.rows],
+            "margins": {
+                "rate": RATE_MARGIN.describe(),
+                "latency": LATENCY_MARGIN.describe(),
+                "share": SHARE_MARGIN.describe(),
+            },
+            "counts": self.counts(),
+            "primary_counts": self.counts(primary=True),
+            "rows": [_row_dict(r) for r in self.rows],
         }
+
+
+def _row_dict(row: Row) -> dict[str, Any]:
+    out = asdict(row)
+    out["verdict"] = row.verdict
+    if row.result is not None:
+        out["result"]["margin"] = row.result.margin.describe()
+        for key in ("estimate", "low", "high"):
+            value = out["result"][key]
+            if isinstance(value, float) and not math.isfinite(value):
+                out["result"][key] = "inf" if value > 0 else "-inf"
+    return out
 
 
 def _runs(root: Path) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -111,44 +184,98 @@ def _runs(root: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     return manifest, frame.sort_values(["variant", "run"]).reset_index(drop=True)
 
 
-def _fisher(k1: int, n1: int, k2: int, n2: int) -> float | None:
-    if k1 + k2 == 0 or (k1 == n1 and k2 == n2):
-        return None
-    from scipy.stats import fisher_exact
-
-    return float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]])[1])
-
-
-def _mann_whitney(a: Sequence[float], b: Sequence[float]) -> float | None:
-    a = [x for x in a if x is not None and not math.isnan(x)]
-    b = [x for x in b if x is not None and not math.isnan(x)]
-    if not a or not b or (len(set(a) | set(b)) == 1):
-        return None
-    from scipy.stats import mannwhitneyu
-
-    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+def _valid(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The valid runs of a run table, and the invalid ones' reasons with their counts (a
+    sweep made before the ``valid`` column counts every run as valid)."""
+    if "valid" not in frame:
+        return frame, {}
+    bad = frame[frame["valid"] == False]  # noqa: E712 (a column, not a bool)
+    reasons: Counter[str] = Counter()
+    for text in bad.get("invalid_reason", pd.Series(dtype=object)):
+        for reason in str(text or "unknown").split("; "):
+            reasons[reason.split(": ", 1)[0]] += 1
+    return frame[frame["valid"] != False], dict(sorted(reasons.items()))  # noqa: E712
 
 
-def _runs_with(frame: pd.DataFrame, anomaly: str) -> tuple[Figure, int, int]:
-    n = len(frame)
-    k = int((frame[anomaly] > 0).sum()) if anomaly in frame else 0
+# -- anomaly rows ----------------------------------------------------------------------------
+def _runs_with_figure(k: int, n: int) -> Figure:
     low, high = wilson_interval(k, n) if n else (0.0, 1.0)
     text = f"{k}/{n} [{100 * low:.0f}–{100 * high:.0f}%]"
-    return Figure(text, k / n if n else None, low, high), k, n
+    return Figure(text, k / n if n else None, low, high)
 
 
-def _per_record(frame: pd.DataFrame, anomaly: str) -> tuple[Figure, list[float]]:
+def _pairs(frame: pd.DataFrame, anomaly: str) -> list[tuple[int, int]]:
     if anomaly not in frame:
-        return Figure("-"), []
-    pairs = [(int(s), int(a)) for s, a in zip(frame["sent"], frame[anomaly], strict=True)]
-    est, low, high = ratio_interval(RatioSums.of(pairs))
-    rates = [a / s for s, a in pairs if s > 0]
-    if est is None:
-        return Figure("-"), rates
+        return [(int(s), 0) for s in frame["sent"]]
+    return [
+        (int(s), int(a) if a is not None and not pd.isna(a) else 0)
+        for s, a in zip(frame["sent"], frame[anomaly], strict=True)
+    ]
+
+
+def _per_record_figure(side: RateSide, other: RateSide) -> Figure:
+    """Per million records, with the run-clustered 95% interval; for a side with none, its
+    upper bound clustered by run with the other side's cluster size."""
+    if side.sums.x <= 0:
+        return Figure("-")
+    if side.sums.y == 0:
+        upper = 1e6 * zero_count_upper(side.sums.n, side.sums.x, other.cluster_size())
+        return Figure(f"0 [0–{format_ppm(upper)}] ppm", 0.0, 0.0, upper)
+    est, low, high = ratio_interval(side.sums)
+    assert est is not None
     text = f"{format_ppm(est)} [{format_ppm(low)}–{format_ppm(high)}] ppm"
-    return Figure(text, est, low, high), rates
+    return Figure(text, est, low, high)
 
 
+def _anomaly_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -> list[Row]:
+    rows: list[Row] = []
+    for anomaly in ALL_ANOMALIES:
+        seen = any(anomaly in f and (f[anomaly] > 0).any() for f in (m, k))
+        if not seen and anomaly not in HEADLINE:
+            continue
+        pm, pk = _pairs(m, anomaly), _pairs(k, anomaly)
+        sm, sk = RateSide.of(pm), RateSide.of(pk)
+        nm, nk = len(pm), len(pk)
+        shares = share_difference(sm.runs_with, nm, sk.runs_with, nk)
+        runs_with = f"{anomaly}: runs with"
+        rows.append(
+            Row(
+                variant,
+                params,
+                runs_with,
+                _runs_with_figure(sm.runs_with, nm),
+                _runs_with_figure(sk.runs_with, nk),
+                shares,
+            )
+        )
+        rates = rate_ratio(sm, sk)
+        follows = None
+        if rates is None and sm.sums.x > 0 and sk.sums.x > 0:
+            follows = runs_with
+            rates = replace(
+                shares,
+                method="none on either side: as its runs with",
+                margin=RATE_MARGIN,
+                estimate=None,
+                low=None,
+                high=None,
+            )
+        rows.append(
+            Row(
+                variant,
+                params,
+                f"{anomaly}: per record",
+                _per_record_figure(sm, sk),
+                _per_record_figure(sk, sm),
+                rates,
+                primary=follows is None and rates is not None,
+                follows=follows,
+            )
+        )
+    return rows
+
+
+# -- timing rows -----------------------------------------------------------------------------
 # The latency rows: (label, run-table column, quantile). Pooled quantiles are shown; the test
 # compares the runs' own quantiles. The warm rows leave out each run's first WARM_UP_MS
 # (eosim.analysis.timings), where a real client is a cold JVM and the model has no such thing.
@@ -179,49 +306,20 @@ def _per_run_quantiles(blobs: Sequence[bytes | None], q: float) -> list[float]:
     return out
 
 
-def _failovers(frame: pd.DataFrame) -> list[float]:
-    if "failover_ms" not in frame:
-        return []
-    return [
-        float(t) for times in frame["failover_ms"] for t in (times if times is not None else [])
-    ]
+def _compare_values(
+    model: list[float], kafka: list[float], margin: Any = LATENCY_MARGIN
+) -> Equivalence | None:
+    """Per-run values on both sides compared (a ratio within ``margin``); one side only
+    disagrees; None when neither has any."""
+    if model and kafka:
+        return log_ratio_welch(model, kafka, margin)
+    if model or kafka:
+        return one_side_only(margin, "model" if model else "Kafka")
+    return None
 
 
-def _failover_figure(times: list[float]) -> Figure:
-    if not times:
-        return Figure("-")
-    s = sorted(times)
-    median = s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
-    text = (
-        f"{format_duration(median)} (n={len(s)}, {format_duration(s[0])}–{format_duration(s[-1])})"
-    )
-    return Figure(text, median, s[0], s[-1])
-
-
-def _variant_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -> list[Row]:
+def _timing_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -> list[Row]:
     rows: list[Row] = []
-    for anomaly in ALL_ANOMALIES:
-        seen = any(a in f and (f[a] > 0).any() for f in (m, k) for a in (anomaly,))
-        if not seen and anomaly not in HEADLINE:
-            continue
-        fm, km, nm = _runs_with(m, anomaly)
-        fk, kk, nk = _runs_with(k, anomaly)
-        rows.append(
-            Row(variant, params, f"{anomaly}: runs with", fm, fk, "Fisher", _fisher(km, nm, kk, nk))
-        )
-        rm, rates_m = _per_record(m, anomaly)
-        rk, rates_k = _per_record(k, anomaly)
-        rows.append(
-            Row(
-                variant,
-                params,
-                f"{anomaly}: per record",
-                rm,
-                rk,
-                "Mann-Whitney",
-                _mann_whitney(rates_m, rates_k),
-            )
-        )
     for label, column, q in LATENCY_ROWS:
         if column not in m or column not in k:
             continue  # a sweep written before the column existed
@@ -229,34 +327,105 @@ def _variant_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -
         fm, fk = _quantile_figure(bm, q), _quantile_figure(bk, q)
         if fm.value is None and fk.value is None:
             continue
-        p = _mann_whitney(_per_run_quantiles(bm, q), _per_run_quantiles(bk, q))
-        rows.append(Row(variant, params, label, fm, fk, "Mann-Whitney", p))
-    tm, tk = _failovers(m), _failovers(k)
-    if tm or tk:
+        result = _compare_values(_per_run_quantiles(bm, q), _per_run_quantiles(bk, q))
+        rows.append(Row(variant, params, label, fm, fk, result))
+    rows.extend(_failover_rows(variant, params, m, k))
+    return rows
+
+
+def _failovers(frame: pd.DataFrame) -> dict[str, list[list[float | None]]]:
+    """Per fault kind, per run that had one, the failover times of its faults of that kind
+    (None: writes never resumed)."""
+    if "failover_ms" not in frame:
+        return {}
+    kinds = frame["failover_kind"] if "failover_kind" in frame else [None] * len(frame)
+    out: dict[str, list[list[float | None]]] = {}
+    for times, names in zip(frame["failover_ms"], kinds, strict=True):
+        if times is None or len(times) == 0:
+            continue
+        names = names if names is not None else [UNKNOWN_KIND] * len(times)
+        per_kind: dict[str, list[float | None]] = {}
+        for t, kind in zip(times, names, strict=True):
+            value = None if t is None or pd.isna(t) else float(t)
+            per_kind.setdefault(str(kind), []).append(value)
+        for kind, values in per_kind.items():
+            out.setdefault(kind, []).append(values)
+    return out
+
+
+def _failover_figure(runs: list[list[float | None]]) -> Figure:
+    times = sorted(t for run in runs for t in run if t is not None)
+    never = sum(1 for run in runs for t in run if t is None)
+    if not times:
+        return Figure(f"never ({never})" if never else "-")
+    median = statistics.median(times)
+    text = (
+        f"{format_duration(median)} (n={len(times)}, {format_duration(times[0])}–"
+        f"{format_duration(times[-1])}" + (f", {never} never" if never else "") + ")"
+    )
+    return Figure(text, median, times[0], times[-1])
+
+
+def _never_figure(runs: list[list[float | None]]) -> Figure:
+    return _runs_with_figure(sum(1 for run in runs if None in run), len(runs))
+
+
+def _failover_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -> list[Row]:
+    fm, fk = _failovers(m), _failovers(k)
+    rows: list[Row] = []
+    for kind in sorted(set(fm) | set(fk)):
+        rm, rk = fm.get(kind, []), fk.get(kind, [])
+        if rm and rk:
+            never_m = sum(1 for run in rm if None in run)
+            never_k = sum(1 for run in rk if None in run)
+            never = share_difference(never_m, len(rm), never_k, len(rk))
+        else:
+            never = one_side_only(SHARE_MARGIN, "model" if rm else "Kafka")
         rows.append(
             Row(
                 variant,
                 params,
-                "failover time",
-                _failover_figure(tm),
-                _failover_figure(tk),
-                "Mann-Whitney",
-                _mann_whitney(tm, tk),
+                f"failover after {kind}: never resumed",
+                _never_figure(rm) if rm else Figure("-"),
+                _never_figure(rk) if rk else Figure("-"),
+                never,
+            )
+        )
+        medians_m = [statistics.median(ts) for run in rm if (ts := [t for t in run if t])]
+        medians_k = [statistics.median(ts) for run in rk if (ts := [t for t in run if t])]
+        rows.append(
+            Row(
+                variant,
+                params,
+                f"failover after {kind}: time",
+                _failover_figure(rm),
+                _failover_figure(rk),
+                _compare_values(medians_m, medians_k),
             )
         )
     return rows
 
 
-def holm(rows: list[Row], alpha: float = ALPHA) -> None:
-    """Holm's step-down adjustment of the rows' p-values; flags the rows that disagree."""
-    tested = sorted((r for r in rows if r.p is not None), key=lambda r: r.p or 0.0)
-    m = len(tested)
-    running = 0.0
-    for i, row in enumerate(tested):
-        assert row.p is not None
-        running = max(running, min(1.0, (m - i) * row.p))
-        row.p_adjusted = running
-        row.disagree = running < alpha
+# -- the comparison --------------------------------------------------------------------------
+def adjust(rows: list[Row], alpha: float = ALPHA) -> None:
+    """Holm-adjust the primary rows' p-values together and re-derive their verdicts; a row
+    that ``follows`` another takes that row's adjusted verdict."""
+    family = [r for r in rows if r.primary and r.result is not None]
+    for row, adjusted in zip(family, holm([r.result for r in family], alpha), strict=True):
+        assert row.result is not None
+        row.result = adjusted
+    by_measure = {(r.variant, r.measure): r for r in rows}
+    for row in rows:
+        if row.follows is not None and row.result is not None:
+            leader = by_measure[(row.variant, row.follows)].result
+            assert leader is not None
+            row.result = replace(
+                row.result,
+                verdict=leader.verdict,
+                p_equivalent=leader.p_equivalent,
+                p_different=leader.p_different,
+                adjusted=leader.adjusted,
+            )
 
 
 # The override ``eosim calibrate`` gives the model's sweep alone, so that the model takes the
@@ -277,33 +446,98 @@ def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
             raise CalibrationError(
                 f"{model_dir} and {kafka_dir} are not the same sweep ({key} differs)"
             )
+    mf, model_invalid = _valid(mf)
+    kf, kafka_invalid = _valid(kf)
     names = {int(v["variant"]): json.dumps(v["params"], sort_keys=True) for v in mm["variants"]}
     cal = Calibration(
         mm["scenario"],
         {"model": len(mf), "kafka": len(kf)},
         {"model": mm.get("command", ""), "kafka": km.get("command", "")},
+        invalid={"model": model_invalid, "kafka": kafka_invalid},
     )
     for variant in sorted(names):
         m = mf[mf["variant"] == variant]
         k = kf[kf["variant"] == variant]
         if len(m) == 0 or len(k) == 0:
             continue
-        cal.rows.extend(_variant_rows(variant, names[variant], m, k))
-    holm(cal.rows)
+        cal.rows.extend(_anomaly_rows(variant, names[variant], m, k))
+        cal.rows.extend(_timing_rows(variant, names[variant], m, k))
+    adjust(cal.rows)
     return cal
 
 
+# -- the report ------------------------------------------------------------------------------
 def _p(p: float | None) -> str:
     return "-" if p is None else (f"{p:.3f}" if p >= 0.001 else "<0.001")
+
+
+def _number(value: float | None, scale: str) -> str:
+    if value is None:
+        return "?"
+    if math.isinf(value):
+        return "∞"
+    if scale == "difference":
+        return f"{100 * value:+.0f}"
+    return f"{value:.3g}"
+
+
+def estimate_text(result: Equivalence | None) -> str:
+    """The comparison's estimate and interval: ``0.52 [0.31–0.87]`` (model over Kafka) or
+    ``-25 [-43–-8] points`` (model minus Kafka)."""
+    if result is None or result.estimate is None:
+        return "-"
+    scale = result.margin.scale
+    text = (
+        f"{_number(result.estimate, scale)} "
+        f"[{_number(result.low, scale)}–{_number(result.high, scale)}]"
+    )
+    return text + (" points" if scale == "difference" else "")
+
+
+def verdict_text(row: Row) -> str:
+    if row.result is None:
+        return ""
+    text = {"agree": "agree", "disagree": "**disagree**", "inconclusive": "inconclusive"}[
+        row.verdict
+    ]
+    if row.verdict == "inconclusive" and row.result.runs_to_settle is not None:
+        text += f" (~{row.result.runs_to_settle:,} runs)"
+    return text
+
+
+def summary(cal: Calibration) -> str:
+    """The report's opening line: rows per verdict, all and primary."""
+    c, p = cal.counts(), cal.counts(primary=True)
+    return (
+        f"**{c['agree']} row(s) agree, {c['disagree']} disagree, {c['inconclusive']} "
+        f"inconclusive** (primary rows, Holm-adjusted together: {p['agree']} agree, "
+        f"{p['disagree']} disagree, {p['inconclusive']} inconclusive)."
+    )
+
+
+def _invalid_text(cal: Calibration, side: str) -> str:
+    n = cal.invalid_runs(side)
+    if not n:
+        return ""
+    reasons = ", ".join(f"{reason} ({count})" for reason, count in cal.invalid[side].items())
+    return f", {n} invalid and left out: {reasons}"
 
 
 def markdown(cal: Calibration) -> str:
     lines = [
         f"# Calibration: {cal.scenario}",
         "",
-        f"Model: {cal.runs['model']} runs (`{cal.commands['model']}`); "
-        f"Kafka: {cal.runs['kafka']} runs (`{cal.commands['kafka']}`). A row **disagrees** when "
-        f"its Holm-adjusted p-value is below {ALPHA}.",
+        summary(cal),
+        "",
+        f"Model: {cal.runs['model']} valid runs{_invalid_text(cal, 'model')} "
+        f"(`{cal.commands['model']}`); Kafka: {cal.runs['kafka']} valid "
+        f"runs{_invalid_text(cal, 'kafka')} (`{cal.commands['kafka']}`).",
+        "",
+        f"Margins: per-record rates {RATE_MARGIN.describe()}, latencies and failover times "
+        f"{LATENCY_MARGIN.describe()}, shares of runs {SHARE_MARGIN.describe()}; two one-sided "
+        f"tests at α = {ALPHA} (intervals at {100 * (1 - 2 * ALPHA):.0f}%). The estimate is the "
+        "model's figure over Kafka's (a difference in points for shares). Primary rows (†) are "
+        "Holm-adjusted together; the others are judged alone.",
         "",
     ]
     variants = sorted({r.variant for r in cal.rows})
@@ -311,18 +545,17 @@ def markdown(cal: Calibration) -> str:
         rows = [r for r in cal.rows if r.variant == variant]
         lines += [f"## Variant {variant}: {rows[0].params}", ""]
         lines += [
-            "| measure | model | Kafka | test | p | adjusted | |",
+            "| measure | model | Kafka | model/Kafka | p equivalent | p different | verdict |",
             "|---|---|---|---|---|---|---|",
         ]
         for r in rows:
-            flag = "**disagree**" if r.disagree else ""
+            res = r.result
             lines.append(
-                f"| {r.measure} | {r.model.text} | {r.kafka.text} | {r.test} | {_p(r.p)} "
-                f"| {_p(r.p_adjusted)} | {flag} |"
+                f"| {r.measure}{' †' if r.primary else ''} | {r.model.text} | {r.kafka.text} "
+                f"| {estimate_text(res)} | {_p(res.p_equivalent if res else None)} "
+                f"| {_p(res.p_different if res else None)} | {verdict_text(r)} |"
             )
         lines.append("")
-    n = len(cal.disagreements)
-    lines.append(f"{n} row(s) disagree." if n else "No row disagrees.")
     return "\n".join(lines) + "\n"
 
 
@@ -338,7 +571,21 @@ def html(cal: Calibration) -> str:
     for variant in sorted({r.variant for r in cal.rows}):
         rows = [r for r in cal.rows if r.variant == variant]
         variants.append({"variant": variant, "params": rows[0].params, "rows": rows})
-    return template.render(cal=cal, variants=variants, alpha=ALPHA, p=_p)
+    return template.render(
+        cal=cal,
+        variants=variants,
+        alpha=ALPHA,
+        p=_p,
+        estimate=estimate_text,
+        counts=cal.counts(),
+        primary=cal.counts(primary=True),
+        margins={
+            "rate": RATE_MARGIN.describe(),
+            "latency": LATENCY_MARGIN.describe(),
+            "share": SHARE_MARGIN.describe(),
+        },
+        invalid={side: _invalid_text(cal, side) for side in SIDES},
+    )
 
 
 def write(cal: Calibration, out: str | Path) -> list[Path]:
@@ -357,3 +604,19 @@ def write(cal: Calibration, out: str | Path) -> list[Path]:
         tmp.replace(path)
         paths.append(path)
     return paths
+
+
+__all__ = [
+    "HEADLINE",
+    "LATENCY_ROWS",
+    "VERSION_SET",
+    "Calibration",
+    "CalibrationError",
+    "Figure",
+    "Row",
+    "adjust",
+    "compare",
+    "markdown",
+    "summary",
+    "write",
+]

@@ -31,6 +31,7 @@ from eosim.analysis.history import History, history_from_recorder
 from eosim.analysis.timeline import Timeline
 from eosim.real.target import MODEL, Target
 from eosim.simulation import RunResult, Scenario, ScenarioError, load_scenario
+from eosim.simulation.limits import bearing
 from eosim.simulation.runner import Progress
 from eosim.simulation.scenario import parse_scenario
 from eosim.simulation.trace import state_change_records, trace_records
@@ -132,6 +133,9 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
+        if self.run.invalid:
+            n = len(self.run.invalid)
+            return f"INVALID: the run did not prove what it claims ({n} reason(s) above)"
         if self.check.unknown is not None:
             return unknown_verdict(self.check.unknown)
         return "expectations met" if self.expect.met else "EXPECTATIONS NOT MET"
@@ -141,6 +145,14 @@ class Outcome:
         """The scenario's configuration warnings (``Scenario.warnings``: the clients' and the
         scenario's own, as ``eosim validate`` prints them), then the run's, without repeats."""
         return list(dict.fromkeys([*self.scenario.warnings(), *self.run.warnings]))
+
+    @property
+    def limits(self) -> list[str]:
+        """The model's known biases that bear on this scenario
+        (:func:`eosim.simulation.limits.bearing`); none for a real cluster's run."""
+        if self.run.history.meta.get("target") is not None:
+            return []
+        return bearing(self.scenario)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -162,6 +174,8 @@ class Outcome:
                 {FAULT_TIME_KEYS.get(k, k): v for k, v in f.to_dict().items()} for f in r.faults
             ],
             "warnings": self.warnings,
+            "invalid": list(r.invalid),
+            "limits": self.limits,
             "stats": r.stats,
             "history_sha256": r.history.digest(),
             "replay": self.command,

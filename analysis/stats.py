@@ -159,6 +159,17 @@ class RatioSums:
         return cls(n, x, y, xx, xy, yy)
 
 
+def ratio_standard_error(sums: RatioSums) -> float:
+    """The delta-method standard error of sum(y) / sum(x) with runs as clusters (see the
+    module docstring); infinite with fewer than two runs. ``sums.x`` must be positive."""
+    if sums.n < 2:
+        return math.inf
+    # sum((y - r x)^2) * X^2 = yy X^2 - 2 Y X xy + Y^2 xx, exactly in integers.
+    residual = sums.yy * sums.x**2 - 2 * sums.y * sums.x * sums.xy + sums.y**2 * sums.xx
+    variance = sums.n / (sums.n - 1) * (residual / sums.x**2) / sums.x**2
+    return math.sqrt(max(variance, 0.0))
+
+
 def clustered_ratio_interval(sums: RatioSums) -> tuple[float, float, float]:
     """The ratio sum(y) / sum(x) and its 95% delta-method interval with runs as clusters
     (see the module docstring), clipped at 0: (estimate, low, high). ``sums.x`` must be
@@ -166,11 +177,26 @@ def clustered_ratio_interval(sums: RatioSums) -> tuple[float, float, float]:
     r = sums.y / sums.x
     if sums.n < 2:
         return (r, 0.0, math.inf)
-    # sum((y - r x)^2) * X^2 = yy X^2 - 2 Y X xy + Y^2 xx, exactly in integers.
-    residual = sums.yy * sums.x**2 - 2 * sums.y * sums.x * sums.xy + sums.y**2 * sums.xx
-    variance = sums.n / (sums.n - 1) * (residual / sums.x**2) / sums.x**2
-    se = math.sqrt(max(variance, 0.0))
+    se = ratio_standard_error(sums)
     return (r, max(r - Z95 * se, 0.0), r + Z95 * se)
+
+
+def zero_count_upper(runs: int, records: int, cluster_size: float, level: float = 0.025) -> float:
+    """A one-sided upper bound (at ``level``) on the per-record rate of a side that saw no
+    anomalous record in ``runs`` runs of ``records`` records in all, clustered by run.
+
+    Anomalous records come in clusters (a leader's death loses a burst of writes in one run),
+    so a count of zero says first that few *runs* have the anomaly: at most
+    1 - level ** (1 / runs) of them (the exact binomial bound for 0 of ``runs``). Each such run
+    would carry ``cluster_size`` anomalous records (taken from where the anomaly was seen: the
+    other side of a comparison), out of records / runs. The bound is that share of runs times
+    the cluster over a run's records, and never below the Poisson bound for independent records,
+    -ln(level) / records, which it equals for clusters of one."""
+    if runs <= 0 or records <= 0:
+        return math.inf
+    share = 1.0 - level ** (1.0 / runs)
+    clustered = share * max(cluster_size, 1.0) / (records / runs)
+    return max(clustered, -math.log(level) / records)
 
 
 def poisson_rate_interval(events: int, exposure: int) -> tuple[float, float]:

@@ -15,28 +15,35 @@ They are what sets the rates eosim reports, and what ``eosim calibrate`` compare
   the record, so with acks=1 (acknowledged on the leader's append) this is the replication lag
   plus the consumer's own fetch; with acks=all (acknowledged once the high watermark passed
   it) it is about the consumer's fetch alone, and can be negative;
-* failover time (:func:`failover_times`): after each broker fault (crash, power loss, pause)
-  starts, how long until every partition that was being written just before it has an
-  acknowledged write again. A partition the faulty broker did not lead answers at once, so the
-  slowest partition measures the time the cluster took to give the led ones a new leader and
-  the producer to find it. A partition with no acknowledged write after the fault (the run
-  ended first) is left out.
+* failover (:func:`failovers`): after each broker fault of a kind that stops a broker (those
+  whose :class:`~eosim.simulation.faults.FaultKindSpec` says ``failover``: crash, power loss,
+  pause; a ``crash_at`` is recorded as a crash) starts, how long until every partition that was
+  being written just before it has an acknowledged write again. A partition the faulty broker
+  did not lead answers at once, so the slowest partition measures the time the cluster took to
+  give the led ones a new leader and the producer to find it. A partition that never takes an
+  acknowledged write again while the workload goes on (sends invoked at least
+  :data:`ACTIVE_WINDOW_MS` after the fault) makes the fault one that **never recovered** (its
+  time is None); a fault that came so near the end of the workload that this cannot be told is
+  left out.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
 from eosim.analysis.columns import NO_PARTITION, SendColumns, send_columns
 from eosim.analysis.history import History
+from eosim.simulation.faults import KINDS
 
 # A partition counts as being written before a fault when it had an acknowledged write in this
 # window (ms) before the fault started.
 ACTIVE_WINDOW_MS = 2_000.0
-BROKER_FAULTS = ("crash", "power_loss", "pause")
+# The fault kinds after which failover is measured (as their fault lines name them).
+FAILOVER_FAULTS: tuple[str, ...] = tuple(k.name for k in KINDS.values() if k.failover)
 # How long after its first send a run counts as warm (see the module docstring). Kafka 4.1.1 on
 # this project's 2-core machine: a fresh producer's median latency is 20-30 times its steady
 # one for about 2 s (docs/calibration.md, case 5).
@@ -116,14 +123,30 @@ def commit_latencies(history: History) -> list[float]:
     return latencies
 
 
-def failover_times(history: History) -> list[float]:
-    """One time (ms) per broker fault after which writes resumed on every partition that was
-    being written before it (see the module docstring)."""
+@dataclass(frozen=True, slots=True)
+class Failover:
+    """One broker fault and how long writes took to resume everywhere after it: ``time_ms``
+    None when some partition never took an acknowledged write again while the workload went
+    on (see the module docstring)."""
+
+    kind: str
+    targets: tuple[str, ...]
+    start: float
+    time_ms: float | None
+
+    @property
+    def recovered(self) -> bool:
+        return self.time_ms is not None
+
+
+def failovers(history: History) -> list[Failover]:
+    """One :class:`Failover` per broker fault of a :data:`FAILOVER_FAULTS` kind, in the order
+    of the history's fault lines (see the module docstring)."""
     faults = [
         fault
         for fault in history.faults
         if fault.get("phase") == "start"
-        and fault.get("fault") in BROKER_FAULTS
+        and fault.get("fault") in FAILOVER_FAULTS
         and any(str(t).startswith("broker-") for t in fault.get("targets") or [])
     ]
     if not faults:
@@ -140,18 +163,32 @@ def failover_times(history: History) -> list[float]:
         acks[topic, partition].append(completed)
     for times in acks.values():
         times.sort()
-    out: list[float] = []
+    last_invoke = float(sends.invoke_time.max()) if len(sends.invoke_time) else -np.inf
+    out: list[Failover] = []
     for fault in faults:
         start = float(fault["time"])
         waits: list[float] = []
+        never = False
         for tp in sorted(acks):
             times = acks[tp]
             before = bisect_right(times, start)
             if before == 0 or times[before - 1] < start - ACTIVE_WINDOW_MS:
                 continue  # not being written when the fault started
             if before == len(times):
-                continue  # no acknowledged write after it
+                never = True  # no acknowledged write after it
+                continue
             waits.append(times[before] - start)
-        if waits:
-            out.append(max(waits))
+        kind = str(fault["fault"])
+        targets = tuple(str(t) for t in fault.get("targets") or [])
+        if never:
+            if last_invoke >= start + ACTIVE_WINDOW_MS:
+                out.append(Failover(kind, targets, start, None))
+            # else: the workload ended too soon after the fault to tell; left out.
+        elif waits:
+            out.append(Failover(kind, targets, start, max(waits)))
     return out
+
+
+def failover_times(history: History) -> list[float]:
+    """The times (ms) of the :func:`failovers` that recovered."""
+    return [f.time_ms for f in failovers(history) if f.time_ms is not None]

@@ -190,6 +190,8 @@ def run(
         _print_summary(outcome, history_path)
     if trace:
         _emit_timelines(api.timelines(outcome), svg_dir, f"seed-{outcome.run.seed}", as_json)
+    if outcome.run.invalid:
+        sys.exit(EXIT_REAL_FAILED)  # a real run whose faults or drain were not proven
     sys.exit(_exit_code(outcome.check.unknown, outcome.expect.met))
 
 
@@ -714,6 +716,10 @@ def _print_summary(outcome: api.Outcome, history_path: str | None) -> None:
     _print_notes(outcome.check.notes, outcome.history)
     for w in outcome.warnings:
         click.echo(f"warning    {w}")
+    for reason in r.invalid:
+        click.echo(f"invalid    {reason}")
+    for limit in outcome.limits:
+        click.echo(f"limit      {limit}")
     _print_anomalies(outcome.check.anomalies, outcome.history)
     if outcome.expect.checked:
         _print_expect(outcome.expect)
@@ -787,7 +793,9 @@ def calibrate(
 ) -> None:
     """Run each variant N times on the model and N times on a real Kafka, with the same
     seeds' fault schedules, and write a calibration report: the anomalies, per-record rates
-    and timings side by side, a two-sample test per row, disagreements flagged.
+    and timings side by side, each row agreeing, disagreeing or inconclusive under an
+    equivalence test with a stated margin; real runs that proved nothing are left out and
+    counted.
 
     Exit 0 when no row disagrees, 1 when some do, 2 on bad input, 4 when the real cluster
     failed. Both sweeps resume like any sweep: the same command carries on."""
@@ -838,15 +846,21 @@ def calibrate(
     finally:
         where.close()
     for row in cal.rows:
-        flag = "  DISAGREE" if row.disagree else ""
         click.echo(
-            f"{row.variant:<3} {row.measure:<34} model {row.model.text:<34} "
-            f"kafka {row.kafka.text}{flag}"
+            f"{row.variant:<3} {row.measure:<38} model {row.model.text:<34} "
+            f"kafka {row.kafka.text:<34} {row.verdict}"
         )
+    for side in ("model", "kafka"):
+        if n := cal.invalid_runs(side):
+            reasons = ", ".join(f"{r} ({k})" for r, k in cal.invalid[side].items())
+            click.echo(f"invalid    {side}: {n} run(s) left out: {reasons}")
     click.echo(f"report     {written[1]}")
-    n = len(cal.disagreements)
-    click.echo(f"verdict    {f'{n} row(s) disagree' if n else 'no row disagrees'}")
-    sys.exit(EXIT_FAILED if n else EXIT_OK)
+    counts = cal.counts()
+    click.echo(
+        f"verdict    {counts['agree']} agree, {counts['disagree']} disagree, "
+        f"{counts['inconclusive']} inconclusive"
+    )
+    sys.exit(EXIT_FAILED if counts["disagree"] else EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -175,7 +175,7 @@ def note_history(plan: AppPlan, lines: list[dict[str, Any]]) -> None:
 
 
 def spec_for(
-    plan: AppPlan, bootstrap: str, history: Path, epoch_ms: int, seed: int
+    plan: AppPlan, bootstrap: str, history: Path, epoch_ms: float, seed: int
 ) -> dict[str, Any]:
     """The driver's spec for the next incarnation of ``plan`` (see real/driver)."""
     spec: dict[str, Any] = {

@@ -10,11 +10,20 @@ writes the application's history lines. Its modes and the Kafka client classes b
 - ``drain``: two ``KafkaConsumer`` reads of every partition (read_uncommitted to the high
   watermark, read_committed to the last stable offset) and
   ``org.apache.kafka.clients.admin.Admin.describeProducers`` for the open transactions;
-- ``admin``: ``Admin`` (deleteTopics, createTopics, describeTopics, deleteRecords).
+- ``admin``: ``Admin`` (deleteTopics, createTopics, describeTopics, deleteRecords);
+- ``warmup``: a producer, a consumer and optionally transactions on a warm-up topic, to warm a
+  freshly started cluster (nothing reaches a history);
+- ``jmx``: a snapshot of the MBeans of running JVMs by pid (the attach API), for eosim's
+  measurements of the brokers (:mod:`eosim.real.measure`);
+- ``clock``: prints the JVM's ``System.nanoTime()`` (the tests check it is the runner's
+  ``time.monotonic_ns()``).
 
 Spec keys (one JSON object): ``mode``, ``name``, ``incarnation``, ``bootstrap``, ``history``
-(path of the JSON Lines file, appended to; ``-`` for stdout), ``epoch_ms`` (the wall-clock
-millisecond that is time 0), ``seed``, ``config`` (client properties, as strings),
+(path of the JSON Lines file, appended to; ``-`` for stdout), ``epoch_monotonic_ns`` (time 0
+on the machine's monotonic clock, which every process reads alike), ``epoch_ms`` (time 0 on
+the wall clock, a float: what a broker's LogAppendTime is taken against), ``seed``, ``config``
+(client properties, as strings), ``warmup`` (``{topic, records}``: warm the client's code on
+that topic before the epoch),
 ``workload`` (the scenario's workload block, durations in ms) and per mode: ``first_index``
 and ``resend`` (``[[value, key], ...]``) for ``produce``; ``first_index``, ``first_txn`` and
 ``max_restarts`` for ``txn``; ``stop_file`` for ``consume``; ``action`` for ``admin``.
@@ -33,7 +42,7 @@ from typing import IO, Any
 from eosim.real import RealError
 from eosim.real.install import KafkaInstall
 
-MODES = ("produce", "txn", "consume", "process", "drain", "admin")
+MODES = ("produce", "txn", "consume", "process", "drain", "admin", "warmup", "jmx", "clock")
 
 
 class DriverError(RealError):
@@ -47,7 +56,8 @@ def write_spec(
     bootstrap: str,
     *,
     history: Path | str | None = None,
-    epoch_ms: int | None = None,
+    epoch_ms: float | None = None,
+    epoch_monotonic_ns: int | None = None,
     incarnation: int = 0,
     seed: int = 0,
     config: dict[str, Any] | None = None,
@@ -73,7 +83,9 @@ def write_spec(
         "workload": workload or {},
     }
     if epoch_ms is not None:
-        spec["epoch_ms"] = int(epoch_ms)
+        spec["epoch_ms"] = float(epoch_ms)
+    if epoch_monotonic_ns is not None:
+        spec["epoch_monotonic_ns"] = int(epoch_monotonic_ns)
     spec.update(extra)
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
@@ -90,24 +102,43 @@ def _property(value: Any) -> str:
     return str(value)
 
 
+def _thread_states(pid: int) -> list[str] | None:
+    """The scheduler state of every thread of process ``pid`` (``/proc/PID/task/*/stat``);
+    None when ``/proc`` cannot tell (the process is gone)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        return [
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
+        ]
+    except (OSError, IndexError):
+        return None
+
+
+def _wait_states(pid: int, stopped: bool, timeout: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        states = _thread_states(pid)
+        if states is None:
+            return False
+        if states and all((s in ("T", "t")) == stopped for s in states):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
+
+
 def wait_stopped(pid: int, timeout: float = 2.0) -> bool:
     """Wait until every thread of process ``pid`` is stopped (state T in ``/proc``); False
     when that did not happen within ``timeout`` s or ``/proc`` cannot tell."""
-    import time
+    return _wait_states(pid, True, timeout)
 
-    tasks = Path(f"/proc/{pid}/task")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            states = [
-                (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
-            ]
-        except (OSError, IndexError):
-            return False
-        if states and all(s in ("T", "t") for s in states):
-            return True
-        time.sleep(0.005)
-    return False
+
+def wait_running(pid: int, timeout: float = 2.0) -> bool:
+    """Wait until no thread of process ``pid`` is stopped any more (after a SIGCONT); False
+    when that did not happen within ``timeout`` s or ``/proc`` cannot tell."""
+    return _wait_states(pid, False, timeout)
 
 
 class DriverProcess:
@@ -160,13 +191,23 @@ class DriverProcess:
     def pause(self) -> None:
         """Freeze the JVM (SIGSTOP): a paused client process, as a long GC pause. Returns once
         every thread has stopped: a signal is delivered asynchronously, and a thread inside a
-        write finishes it first."""
+        write finishes it first. A process whose threads do not all stop is let go again
+        and :class:`DriverError` raised: the pause did not happen."""
+        if self.proc.poll() is not None:
+            return
         self._signal(signal.SIGSTOP)
-        wait_stopped(self.proc.pid)
+        if not wait_stopped(self.proc.pid):
+            self._signal(signal.SIGCONT)
+            raise DriverError(f"pid {self.proc.pid}: not every thread stopped within 2 s")
 
     def resume(self) -> None:
-        """Let a paused JVM run on (SIGCONT)."""
+        """Let a paused JVM run on (SIGCONT); returns once no thread is stopped, else raises
+        :class:`DriverError`."""
+        if self.proc.poll() is not None:
+            return
         self._signal(signal.SIGCONT)
+        if not wait_running(self.proc.pid) and self.proc.poll() is None:
+            raise DriverError(f"pid {self.proc.pid}: still stopped 2 s after SIGCONT")
 
     def kill(self) -> None:
         """Crash the process (SIGKILL): its open operations stay without a completion."""
@@ -327,5 +368,7 @@ __all__ = [
     "merge_histories",
     "read_history_lines",
     "run_driver",
+    "wait_running",
+    "wait_stopped",
     "write_spec",
 ]

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from eosim.real import RealError
-from eosim.real.clients import wait_stopped
+from eosim.real.clients import wait_running, wait_stopped
 from eosim.simulation.config import BROKER_KEYS, TOPIC_KEYS
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS
 from eosim.simulation.metadata import ClusterMetadata as ModelMetadata
@@ -392,6 +392,8 @@ class _Node:
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
     log_offset: int = 0  # where this incarnation's lines start in server.log
+    # Started since the last warm-up load (eosim.real.runner warms such a cluster first).
+    cold: bool = True
 
     @property
     def config(self) -> Path:
@@ -690,6 +692,7 @@ class RealCluster:
                 start_new_session=True,
             )
         node.paused = False
+        node.cold = True
         (node.dir / "pid").write_text(str(node.process.pid))
 
     def _stop_node(self, node: _Node, graceful: bool) -> None:
@@ -790,13 +793,17 @@ class RealCluster:
         return self.nodes[name]
 
     def crash(self, node: str) -> None:
-        """kill -9: the process dies at once, its log dirs stay as the OS has them."""
+        """kill -9: the process dies at once, its log dirs stay as the OS has them. Returns
+        once the process is reaped; :class:`ClusterError` if it is not within 10 s."""
         with self._lock:
             n = self._node(node)
             if n.alive():
                 assert n.process is not None
                 os.kill(n.process.pid, signal.SIGKILL)
-                n.process.wait(10)
+                try:
+                    n.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    raise ClusterError(f"{node}: still alive 10 s after SIGKILL") from None
             n.paused = False
 
     def power_loss(self, node: str) -> None:
@@ -807,7 +814,9 @@ class RealCluster:
     def restart(self, node: str, wait: bool = False) -> None:
         """Start ``node`` again with the same node id and dirs if it is down. Returns once the
         JVM is spawned (non-blocking, so a wall-clock schedule is not held up by the ~5-10 s a
-        JVM takes); ``wait=True`` returns once it serves (:meth:`wait_ready`)."""
+        JVM takes); ``wait=True`` returns once it serves (:meth:`wait_ready`). The real run's
+        nemesis confirms it serves before it counts as back (:meth:`wait_ready`, from a
+        thread of its own)."""
         with self._lock:
             n = self._node(node)
             if n.alive():
@@ -819,21 +828,28 @@ class RealCluster:
     def pause(self, node: str) -> None:
         """SIGSTOP: the process keeps its sockets but answers nothing. Returns once every
         thread has stopped (a signal is delivered asynchronously), so the fault is in effect
-        when the schedule records it."""
+        when the schedule records it; a process whose threads do not all stop within 2 s is
+        let go again (SIGCONT) and :class:`ClusterError` raised."""
         with self._lock:
             n = self._node(node)
             if n.alive() and not n.paused:
                 assert n.process is not None
                 os.kill(n.process.pid, signal.SIGSTOP)
-                wait_stopped(n.process.pid)
+                if not wait_stopped(n.process.pid) and n.alive():
+                    os.kill(n.process.pid, signal.SIGCONT)
+                    raise ClusterError(f"{node}: not every thread stopped within 2 s")
                 n.paused = True
 
     def resume(self, node: str) -> None:
+        """SIGCONT; returns once no thread of the process is stopped (:class:`ClusterError`
+        if one still is 2 s later)."""
         with self._lock:
             n = self._node(node)
             if n.alive() and n.paused:
                 assert n.process is not None
                 os.kill(n.process.pid, signal.SIGCONT)
+                if not wait_running(n.process.pid) and n.alive():
+                    raise ClusterError(f"{node}: still stopped 2 s after SIGCONT")
             n.paused = False
 
     def partition(self, groups: Sequence[Sequence[str]]) -> Any:
@@ -1012,6 +1028,49 @@ class RealCluster:
         return {
             key: names.get(state.leader) for key, state in self.metadata(topics).partitions.items()
         }
+
+    def cold_nodes(self) -> list[str]:
+        """The nodes started (or restarted) since the last :meth:`mark_warm`."""
+        return [name for name, n in self.nodes.items() if n.cold]
+
+    def mark_warm(self) -> None:
+        """A warm-up load has run: every node's JIT has seen the request paths."""
+        for n in self.nodes.values():
+            n.cold = False
+
+    def delayer_deaths(self) -> list[str]:
+        """Delayers found dead while they held a delay fault, one line each (since the last
+        call)."""
+        return [] if self.net is None else self.net.take_deaths()
+
+    def unconverged(self, topics: Sequence[str]) -> list[str]:
+        """Why the cluster is not at rest, one reason each (empty: it is): a broker down,
+        paused or not serving, or a partition of ``topics`` without a leader or with a
+        replica out of its ISR (the model's ``Cluster.unconverged``)."""
+        reasons = [
+            f"{b} is not serving"
+            for b in self.broker_names
+            if not self._answers(b) or not self._serves_quietly(b)
+        ]
+        try:
+            meta = self.metadata(list(topics))
+        except ClusterError as exc:
+            return [*reasons, str(exc)]
+        for (topic, partition), state in sorted(meta.partitions.items()):
+            if state.leader < 0:
+                reasons.append(f"{topic}-{partition} has no leader")
+            elif set(state.isr) != set(state.replicas):
+                reasons.append(
+                    f"{topic}-{partition}: ISR {sorted(state.isr)} of replicas "
+                    f"{sorted(state.replicas)}"
+                )
+        return reasons
+
+    def _serves_quietly(self, broker: str) -> bool:
+        try:
+            return self._serves(broker)
+        except (OSError, ClusterError):
+            return False
 
     def pid(self, node: str) -> int | None:
         n = self._node(node)

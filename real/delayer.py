@@ -28,7 +28,9 @@ input (``{"add": handle, "extra_ms": ..., "out": ..., "in_except": ...}``,
 ``{"remove": handle}``) and inserts the two queue rules while the node has a fault. When the
 node's last delay fault is healed and the packets held have left, it deletes the rules; the
 delayer idles until its input closes, then lets go of what it still holds and exits. Rules
-use ``--queue-bypass``: with no delayer bound, a packet passes as if the rule were not there.
+do not use ``--queue-bypass``: with no delayer bound, a queued packet is dropped, so a delayer
+that died cannot let a delay fault pass unnoticed as no delay (the main process watches its
+delayers and a run in which one died while holding a fault is invalid).
 """
 
 from __future__ import annotations
@@ -330,8 +332,8 @@ class PacketQueue:
 def serve(queue: PacketQueue, control: int, table: DelayTable) -> None:
     """Hold and release ``queue``'s packets by ``table`` until ``control`` (a file
     descriptor of JSON lines) closes. Then no fault holds a packet any more (the main process
-    may have died with its faults still in), and once every packet held has left, it returns:
-    the queue rules pass packets by while nothing is bound (``--queue-bypass``)."""
+    may have died with its faults still in), and once every packet held has left, it returns
+    (queue rules still in then drop the node's packets until its namespace is torn down)."""
     sel = selectors.DefaultSelector()
     sel.register(queue.fileno(), selectors.EVENT_READ, "packets")
     sel.register(control, selectors.EVENT_READ, "control")

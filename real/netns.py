@@ -7,7 +7,10 @@ the order they are first asked for, and the host side of the bridge ``.254`` (th
 which probes the brokers; no fault cuts it).
 
 A fault is one nftables table (``inet eosim_<handle>``) in each namespace it touches, so
-:meth:`Network.heal` deletes exactly that fault's rules and nothing else:
+:meth:`Network.heal` deletes exactly that fault's rules and nothing else. Each table is read
+back after it is loaded (its input and output drop rules counted, ``nft -j list table``) and
+checked gone after a heal; either failing raises :class:`NetnsError`, which the real run's
+referee turns into an invalid run (:mod:`eosim.real.referee`):
 
 - ``partition(groups)``: in every node of a group, drop input from and output to the other
   groups' addresses (one group: cut it off from every other node the network knows);
@@ -20,8 +23,10 @@ and nft's own ``queue`` statement is not built, so
 
 - ``delay(nodes, links, extra_ms)``: the packets ``loss`` would select (host traffic aside)
   are held ``extra_ms`` longer by a small process per delayed node
-  (:mod:`eosim.real.delayer`), to which two ``iptables-nft ... -j NFQUEUE --queue-bypass``
-  rules in the node's namespace hand them (xtables through nftables' compat layer). The
+  (:mod:`eosim.real.delayer`), to which two ``iptables-nft ... -j NFQUEUE`` rules in the
+  node's namespace hand them (xtables through nftables' compat layer), without
+  ``--queue-bypass``: a delayer that dies does not let packets through undelayed, and a
+  watcher notes the death (:meth:`Network.take_deaths`), which makes the run invalid. The
   delayer knows each fault by its handle: faults that touch one packet add up, and a pair's
   packets keep their order. After a node's last delay fault is healed, the rules go once the
   packets held have left (a timer: the longest delay it gave plus ``RETIRE_MARGIN_S``); the
@@ -123,7 +128,7 @@ def _queue_rule(tool: str, op: str, chain: str, queue: int, host: str | None) ->
     skip = ["!", peer, host] if host else []
     return [
         tool, "-w", op, chain, way, "eth0", *skip,
-        "-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass",
+        "-j", "NFQUEUE", "--queue-num", str(queue),
     ]  # fmt: skip
 
 
@@ -195,6 +200,10 @@ class Network:
     _delayers: dict[str, _Delayer] = field(default_factory=dict)
     _queues: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    # Delayers found dead while holding a delay fault, one line each (take_deaths()).
+    _deaths: list[str] = field(default_factory=list)
+    _watch: threading.Thread | None = None
+    _closed: threading.Event = field(default_factory=threading.Event)
 
     @property
     def bridge(self) -> str:
@@ -268,6 +277,7 @@ class Network:
     def teardown(self) -> None:
         """Stop the delayers, delete every namespace of this prefix (their veths go with them)
         and the bridge."""
+        self._closed.set()
         with self._lock:
             for delayer in self._delayers.values():
                 if delayer.retire is not None:
@@ -306,13 +316,39 @@ class Network:
                     + "".join(f"    {r}\n" for r in out)
                     + "  }\n}\n"
                 )
-                _run([*self.prefix_cmd(node), "nft", "-f", "-"], stdin=script)
                 touched.append(self.namespace(node))
+                _run([*self.prefix_cmd(node), "nft", "-f", "-"], stdin=script)
+                self._read_back(node, handle, len(inp), len(out))
         except BaseException:
-            self._remove(handle, touched)
+            with contextlib.suppress(NetnsError):
+                self._remove(handle, touched)
             raise
         self.faults[handle] = touched
         return handle
+
+    def _read_back(self, node: str, handle: str, inp: int, out: int) -> None:
+        """Check that ``node``'s namespace holds the fault's table with ``inp`` input and
+        ``out`` output rules, each ending in a drop (``nft -j list table``): a rule the kernel
+        did not take would leave the fault not in effect."""
+        listing = _run(
+            [*self.prefix_cmd(node), "nft", "-j", "list", "table", "inet", f"eosim_{handle}"]
+        )
+        counts = {"in": 0, "out": 0}
+        try:
+            for item in json.loads(listing).get("nftables", []):
+                rule = item.get("rule")
+                if rule is None:
+                    continue
+                drops = any("drop" in expr for expr in rule.get("expr", []))
+                if drops and rule.get("chain") in counts:
+                    counts[rule["chain"]] += 1
+        except (ValueError, AttributeError) as exc:
+            raise NetnsError(f"{node}: cannot read back table eosim_{handle} ({exc})") from None
+        if counts != {"in": inp, "out": out}:
+            raise NetnsError(
+                f"{node}: table eosim_{handle} holds {counts['in']} input and {counts['out']} "
+                f"output drop rules, not {inp} and {out}"
+            )
 
     def partition(self, groups: Sequence[Sequence[str]]) -> str:
         """Cut every link between two groups; one group is cut off from every other node."""
@@ -379,6 +415,39 @@ class Network:
                 raise
             return handle
 
+    def take_deaths(self) -> list[str]:
+        """The delayers found dead while they held a delay fault since the last call."""
+        with self._lock:
+            deaths, self._deaths = self._deaths, []
+        return deaths
+
+    def _note_death(self, delayer: _Delayer) -> None:
+        """Record that ``delayer`` died holding faults (once)."""
+        line = (
+            f"the delayer of {delayer.node} (pid {delayer.process.pid}) died, exit "
+            f"{delayer.process.returncode}, holding {', '.join(sorted(delayer.rules))}"
+        )
+        if line not in self._deaths:
+            self._deaths.append(line)
+
+    def _watch_delayers(self) -> None:
+        """Every 50 ms while the network is up: a delayer that holds a fault must be alive
+        (its rules hand every packet of the node to its queue; with nobody reading it they
+        are dropped)."""
+        while not self._closed.wait(0.05):
+            with self._lock:
+                for delayer in self._delayers.values():
+                    if delayer.rules and delayer.process.poll() is not None:
+                        self._note_death(delayer)
+
+    def _start_watch(self) -> None:
+        if self._watch is None or not self._watch.is_alive():
+            self._closed.clear()
+            self._watch = threading.Thread(
+                target=self._watch_delayers, name="eosim-delayer-watch", daemon=True
+            )
+            self._watch.start()
+
     def prepare_delays(self, nodes: Sequence[str]) -> None:
         """Start the delayers of ``nodes`` now (one takes a few hundred ms to start on a busy
         machine), so that delay faults on them start on time. Idle, a delayer holds nothing:
@@ -396,7 +465,10 @@ class Network:
                 old.retire = None
             if old.process.poll() is None:
                 return old
-            # It died (killed by hand?): its rules go, a new one takes its faults over.
+            # It died (killed by hand?): its rules go, a new one takes its faults over, and a
+            # run in which it held a fault is told (the fault was not in effect throughout).
+            if old.rules:
+                self._note_death(old)
             del self._delayers[node]
             self._unqueue(old)
             _close(old.process)
@@ -430,6 +502,15 @@ class Network:
         delayer.queued = True
         for chain in ("OUTPUT", "INPUT"):
             _run([*prefix, *_queue_rule(tool, "-I", chain, delayer.queue, self.host)])
+        # Read back: both rules in, handing packets to this delayer's queue, and no bypass.
+        rules = _run([*prefix, tool, "-w", "-S"]).splitlines()
+        mine = [r for r in rules if "NFQUEUE" in r and f"--queue-num {delayer.queue}" in r]
+        if len(mine) != 2 or any("bypass" in r for r in mine):
+            raise NetnsError(
+                f"{delayer.node}: the queue rules of its delayer did not read back "
+                f"({len(mine)} of 2: {mine})"
+            )
+        self._start_watch()
 
     def _unqueue(self, delayer: _Delayer) -> None:
         """Take the queue rules out (and iptables' table, when nothing else is in it)."""
@@ -460,6 +541,8 @@ class Network:
                 delayer = self._delayers.get(node)
                 if delayer is None or handle not in delayer.rules:
                     continue
+                if delayer.process.poll() is not None:
+                    self._note_death(delayer)
                 del delayer.rules[handle]
                 with contextlib.suppress(NetnsError):
                     delayer.send({"remove": handle})
@@ -476,11 +559,23 @@ class Network:
             return {node: sorted(d.rules) for node, d in self._delayers.items()}
 
     def _remove(self, handle: str, namespaces: Sequence[str]) -> None:
+        """Delete the fault's table from each namespace and check that it is gone; a table
+        left behind (its rules still cutting) raises :class:`NetnsError` once every namespace
+        was tried."""
+        failed: list[str] = []
+        table = "eosim_" + handle
         for ns in namespaces:
             with contextlib.suppress(NetnsError):
-                _run(
-                    ["ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "eosim_" + handle]
-                )
+                _run(["ip", "netns", "exec", ns, "nft", "delete", "table", "inet", table])
+            try:
+                listed = _run(["ip", "netns", "exec", ns, "nft", "list", "tables"])
+            except NetnsError as exc:
+                failed.append(f"{ns} ({exc})")
+                continue
+            if any(line.strip() == f"table inet {table}" for line in listed.splitlines()):
+                failed.append(f"{ns} still has table {table}")
+        if failed:
+            raise NetnsError(f"heal {handle}: {'; '.join(failed)}")
 
 
 def _await_ready(delayer: _Delayer) -> None:

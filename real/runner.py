@@ -3,17 +3,27 @@
 
 1. **refuse**: a fault kind or application kind the real cluster cannot do stops the run
    before anything starts, with one line per reason (:func:`refusals`);
-2. **prepare**: a cluster that fits the scenario (started, or restarted when its broker
-   configuration differs), the scenario's topics recreated empty;
-3. **schedule**: the fault schedule the model realises for the same seed;
-4. **workload**: one driver process per application, started together against a common epoch
-   a little in the future, the nemesis playing the schedule on the wall clock, until every
-   source application has exited or the scenario's ``duration`` has passed;
-5. **heal**: the last scheduled fault ends (a crashed broker restarts) and ``settle`` passes;
-6. **drain**: observers stop, and a fresh driver reads every partition of the scenario's topics
+2. **prepare**: the scenario's topics recreated empty with the model's placement and configs,
+   the internal topics its applications use on the model's leaders;
+3. **warm up**: a cluster whose brokers were started (or restarted by an earlier run) since the
+   last warm-up gets a warm-up load first (:data:`WARMUP_S` seconds, the driver's ``warmup``
+   mode), left out of every history: the model has no cold JIT;
+4. **schedule**: the fault schedule the model realises for the same seed;
+5. **workload**: one driver process per application, started against a common epoch a little
+   in the future on the machine's monotonic clock (every process reads the same clock), each
+   producing one warmed and ready at its start time; the nemesis plays the schedule, each
+   fault confirmed in effect before it is recorded; until every source application has exited
+   or the scenario's ``duration`` has passed;
+6. **heal**: the last scheduled fault ends (a crashed broker restarts and serves); then, as in
+   the model, **settle** (when the workload finished), **recover** (the scenario's recovery
+   time: transactions left open are aborted) and **converge** (until every broker serves and
+   every partition is led with its whole ISR, or ``converge_timeout``);
+7. **drain**: observers stop, and a fresh driver reads every partition of the scenario's topics
    to its end and to its LSO;
-7. **collect**: the drivers' histories are merged into one, in time order, with the fault
-   lines and the final logs: the same format the model writes.
+8. **collect**: the drivers' histories are merged into one, in time order, with the fault
+   lines and the final logs: the same format the model writes. The run's
+   :class:`~eosim.real.referee.Referee` says whether it proves anything
+   (``RunResult.invalid``).
 """
 
 from __future__ import annotations
@@ -27,9 +37,19 @@ from typing import Any
 from eosim.real import RealError
 from eosim.real import applications as apps
 from eosim.real.clients import DriverProcess, merge_histories, read_history_lines, write_spec
-from eosim.real.cluster import CONTROLLER, RealCluster, topic_configs
+from eosim.real.cluster import CONTROLLER, RealCluster, node_id, topic_configs
 from eosim.real.install import KafkaInstall
 from eosim.real.nemesis import WallClockNemesis
+from eosim.real.referee import (
+    BACK_TIMEOUT_S,
+    CLOCK,
+    DELAYER_DIED,
+    DRAIN_INCOMPLETE,
+    DRIVER_DIED,
+    LATE_BOUND_MS,
+    WORKLOAD_LATE,
+    Referee,
+)
 from eosim.simulation.applications import workload_horizon
 from eosim.simulation.coordinator.directory import (
     CONSUMER_OFFSETS_TOPIC,
@@ -40,15 +60,26 @@ from eosim.simulation.faults import refusals as fault_refusals
 from eosim.simulation.history import HistoryRecorder
 from eosim.simulation.nemesis import FaultEvent, realize_faults
 from eosim.simulation.rng import RandomStreams
-from eosim.simulation.runner import Progress, RunResult
+from eosim.simulation.runner import CONVERGE_STEP_MS, Progress, RunResult
 from eosim.simulation.scenario import Scenario
 
 TARGET = "a real Kafka cluster"
-# How long before the common epoch the drivers are started (their JVMs take ~1 s to start).
-START_LEAD_MS = 3000.0
+# How long before the common epoch the drivers are started: a JVM takes about 1 s to start
+# here, a producing driver's warm-up (WARMUP_RECORDS records) and its first metadata up to
+# 2 s more on a loaded machine.
+START_LEAD_MS = 5000.0
 # Extra wall time a run may take beyond its scenario's duration before it is cut.
 GRACE_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
+# The warm-up load of a cluster whose brokers were (re)started since the last one: its topic
+# (one partition led by each broker), its length and its rate. Kafka 4.1.1 here: a fresh
+# broker's produce latency falls from 200 ms to its steady 5-8 ms over about 10 s of load
+# (docs/calibration.md, case 5).
+WARMUP_TOPIC = "eosim-warmup"
+WARMUP_S = 10.0
+WARMUP_RATE = 2000.0
+# Records a producing driver writes to the warm-up topic before its epoch (its own JIT).
+WARMUP_RECORDS = 2000
 
 
 # Driver modes that stop when their stop file appears, with how long (s) they may take then
@@ -81,6 +112,10 @@ class _Running:
     plan: apps.AppPlan
     process: DriverProcess
     history: Path
+    # The run's time (ms) just before the process was started (its clock check).
+    spawned_ms: float = 0.0
+    # Stopped on purpose: crashed by a fault, or killed at the run's end.
+    killed: bool = False
 
 
 class RealFaults:
@@ -159,9 +194,14 @@ class RealRun:
         self.running: dict[str, _Running] = {}
         self.finished: list[_Running] = []
         self.warnings: list[str] = []
+        self.referee = Referee()
         self.fault_lines: list[tuple[float, str, str, list[str], dict[str, Any]]] = []
+        # Time 0 of the run, on the wall clock (ms, for LogAppendTime) and on the machine's
+        # monotonic clock (ns, which the drivers and the fault lines read).
         self.epoch_ms = 0.0
+        self.epoch_ns = 0
         self.cut_by_duration = False
+        self.end_ms = 0.0
         self.schedule: list[FaultEvent] = []
         self.crashed: set[str] = set()
         self.network_faults = any(f.kind in NETWORK_FAULTS for f in scenario.faults)
@@ -180,16 +220,66 @@ class RealRun:
         ``__consumer_offsets`` for consumer groups) on the model's leaders."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cluster.recreate_topics(topic_configs(self.scenario))
-        transactional = self.scenario.transactional_producers or any(
-            p.transactional for p in self.scenario.processors
-        )
-        internal = [TRANSACTION_STATE_TOPIC] if transactional else []
+        internal = [TRANSACTION_STATE_TOPIC] if self._transactional() else []
         if any(p.input.subscribe for p in self.scenario.processors):
             # Created up front, as the model's exists from the start: otherwise the group's
             # first FindCoordinator creates its 50 partitions and the members' first join
             # waits seconds for it.
             internal.append(CONSUMER_OFFSETS_TOPIC)
         self.cluster.place_internal(internal)
+
+    def warm_up(self) -> None:
+        """A warm-up load when any broker was (re)started since the last one (a cluster's
+        first run, or brokers an earlier run crashed): JIT and caches warm on every broker's
+        produce, fetch and, for a transactional scenario, transaction paths. Nothing of it
+        reaches the run's history."""
+        if not any(n != CONTROLLER for n in self.cluster.cold_nodes()):
+            return
+        self.ensure_warmup_topic(self.cluster)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        spec = write_spec(
+            self.workdir / "warmup.spec.json",
+            "warmup",
+            "warmup",
+            self.cluster.bootstrap(),
+            workload={
+                "topic": WARMUP_TOPIC,
+                "seconds": WARMUP_S,
+                "rate": WARMUP_RATE,
+                "transactional": self._transactional(),
+            },
+        )
+        process = DriverProcess(self.install, spec)
+        code = process.wait(WARMUP_S + 120.0)
+        if code != 0:
+            process.kill()
+            raise RealRunError(f"the warm-up load failed ({process.error() or code})")
+        self.cluster.mark_warm()
+
+    @staticmethod
+    def ensure_warmup_topic(cluster: RealCluster) -> None:
+        """The warm-up topic, one partition per broker (each led by its own), replicated as
+        the internal topics are; created once per cluster."""
+        if getattr(cluster, "_warmup_topic", False):
+            return
+        rf = min(3, len(cluster.broker_names))
+        cluster.recreate_topics(
+            [
+                {
+                    "name": WARMUP_TOPIC,
+                    "partitions": len(cluster.broker_names),
+                    "replication_factor": rf,
+                    "config": {"min.insync.replicas": str(min(2, rf))},
+                }
+            ]
+        )
+        cluster._warmup_topic = True  # type: ignore[attr-defined]
+
+    def _transactional(self) -> bool:
+        return bool(
+            self.scenario.transactional_producers
+            or any(p.transactional for p in self.scenario.processors)
+        )
 
     def realise_schedule(self) -> None:
         """The model's fault schedule for this seed; the delayers its delay faults will need
@@ -203,15 +293,22 @@ class RealRun:
             self.cluster.prepare_delays(nodes)
 
     def clock(self) -> float:
-        """Milliseconds since the run's epoch (negative before it)."""
-        return time.time() * 1000.0 - self.epoch_ms
+        """Milliseconds since the run's epoch (negative before it), on the machine's
+        monotonic clock: the one every driver reads (real/driver/History.java)."""
+        return (time.monotonic_ns() - self.epoch_ns) / 1e6
 
     def run_workload(self) -> None:
+        self.epoch_ns = time.monotonic_ns() + int(START_LEAD_MS * 1e6)
         self.epoch_ms = time.time() * 1000.0 + START_LEAD_MS
         for plan in self.plans.values():
             self._start_app(plan)
         self.nemesis = WallClockNemesis(
-            self.schedule, RealFaults(self), self.clock, self._record_fault
+            self.schedule,
+            RealFaults(self),
+            self.clock,
+            self._record_fault,
+            self.referee,
+            self._await_back,
         )
         self.nemesis.start()
         limit = self.scenario.duration
@@ -222,17 +319,63 @@ class RealRun:
             time.sleep(0.2)
         else:
             self.cut_by_duration = True
+        self.end_ms = min(self.clock(), limit)
+
+    def _await_back(self, event: FaultEvent) -> Any:
+        """For the end of a crash of brokers or the controller: a call that waits until they
+        serve again and returns that moment."""
+        if event.kind not in ("crash", "power_loss"):
+            return None
+        nodes = [n for n in event.targets if n in self.cluster.nodes]
+        if not nodes:
+            return None
+
+        def served() -> float:
+            self.cluster.wait_ready(nodes, BACK_TIMEOUT_S)
+            return self.clock()
+
+        return served
 
     def heal(self) -> None:
+        """The schedule plays out (when the workload finished first), then every fault still
+        in force ends; the settle, recovery and converge phases follow, as in the model."""
         faults_end = max((e.end for e in self.schedule), default=0.0)
         if not self.cut_by_duration and faults_end > self.clock():
             wait_s = (min(faults_end, self.scenario.duration) - self.clock()) / 1000.0 + GRACE_S
             if not self.nemesis.finish(max(wait_s, 0.0)):
                 self.warnings.append("the fault schedule had not played out when the run ended")
-        self.nemesis.abort()
-        self.warnings.extend(f"fault not applied: {e}" for e in self.nemesis.errors)
-        if self.scenario.settle > 0:
+        until = self.end_ms if self.cut_by_duration else min(faults_end, self.scenario.duration)
+        self.nemesis.abort(until_ms=until)
+        self.referee.extend(DELAYER_DIED, self.cluster.delayer_deaths())
+
+    def settle(self) -> None:
+        """Let requests still on the wire land (the model's settle: when the workload
+        finished)."""
+        if not self.cut_by_duration and self.scenario.settle > 0:
             time.sleep(self.scenario.settle / 1000.0)
+
+    def recover(self) -> None:
+        """Fault-free time for transactions left open to be aborted (the model's recovery)."""
+        if (recovery := self.scenario.recovery_ms()) > 0:
+            time.sleep(recovery / 1000.0)
+
+    def converge(self) -> None:
+        """Wait (up to ``converge_timeout``) until every broker serves and every partition of
+        the scenario's topics is led with its whole ISR, as the model's converge phase; a run
+        that does not get there says why in a warning. A run cut by its duration is judged as
+        it stands."""
+        if self.cut_by_duration:
+            return
+        topics = [t.name for t in self.scenario.cluster.topics]
+        deadline = time.monotonic() + self.scenario.converge_timeout / 1000.0
+        while (reasons := self.cluster.unconverged(topics)) and time.monotonic() < deadline:
+            time.sleep(CONVERGE_STEP_MS / 1000.0)
+        if reasons:
+            more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+            self.warnings.append(
+                f"the cluster had not come to rest {self.scenario.converge_timeout / 1000:g} s "
+                f"after the workload: {'; '.join(reasons[:3])}{more}"
+            )
 
     def stop_applications(self) -> None:
         """Sources that are still running (a run cut by its duration) and observers stop."""
@@ -249,9 +392,21 @@ class RealRun:
                 left_s = 0.0
                 if mode == "process":
                     left_s = (self.scenario.duration - self.clock()) / 1000.0
-                if running.process.wait(max(STOPPED_BY_FILE[mode], left_s)) is None:
+                wait_s = max(STOPPED_BY_FILE[mode], left_s)
+                code = running.process.wait(wait_s)
+                if code is None:
                     running.process.kill()
+                    running.killed = True
+                    self.referee.invalid(
+                        DRIVER_DIED, f"{name} did not stop within {wait_s:.0f} s; killed"
+                    )
+                elif code != 0:
+                    self.referee.invalid(
+                        DRIVER_DIED, f"{name} exited with {code} ({running.process.error()})"
+                    )
             else:
+                # A source still running when the run was cut by its duration.
+                running.killed = True
                 running.process.terminate()
                 if running.process.wait(10.0) is None:
                     running.process.kill()
@@ -259,7 +414,10 @@ class RealRun:
 
     def drain(self) -> Path:
         """A fresh driver reads every partition of the scenario's topics to its end
-        (read_uncommitted: the ``log`` lines) and to its LSO (read_committed)."""
+        (read_uncommitted: the ``log`` lines, each replicated partition's with its leader and
+        high watermark) and to its LSO (read_committed). A drain that fails or does not reach
+        the end of every partition makes the run invalid: a partition without its ``log``
+        line would hide its losses."""
         path = self.workdir / "drain.jsonl"
         spec_path = write_spec(
             self.workdir / "drain.spec.json",
@@ -267,19 +425,50 @@ class RealRun:
             "drain",
             self.cluster.bootstrap(),
             history=path,
-            epoch_ms=int(self.epoch_ms),
+            epoch_ms=self.epoch_ms,
+            epoch_monotonic_ns=self.epoch_ns,
             seed=self.seed,
-            workload={"topics": [t.name for t in self.scenario.cluster.topics]},
+            workload={
+                "topics": [t.name for t in self.scenario.cluster.topics],
+                "timeout_ms": DRAIN_TIMEOUT_S * 1000 / 2,
+            },
+            node_names={str(node_id(b)): b for b in self.cluster.broker_names},
         )
         process = DriverProcess(self.install, spec_path)
         code = process.wait(DRAIN_TIMEOUT_S)
         if code != 0:
             process.kill()
-            raise RealRunError(f"the final drain failed ({process.error()})")
+            path.unlink(missing_ok=True)
+            path.touch()
+            self.referee.invalid(DRAIN_INCOMPLETE, f"the drain failed ({process.error() or code})")
+            return path
         result = process.result() or {}
-        if result.get("incomplete"):
-            self.warnings.append(f"the final drain did not reach the end of {result['incomplete']}")
+        if missing := result.get("incomplete"):
+            names = ", ".join(f"{m['topic']}-{m['partition']}" for m in missing)
+            self.referee.invalid(DRAIN_INCOMPLETE, f"not read to its end: {names}")
         return path
+
+    def check_drivers(self) -> None:
+        """Each driver's clock was the runner's, and each first incarnation of a source
+        started its workload on time."""
+        for running in self.finished:
+            result = running.process.result() or {}
+            name = running.plan.name
+            clock = result.get("clock_ms")
+            if isinstance(clock, int | float) and not (
+                running.spawned_ms - 1.0 <= clock <= running.spawned_ms + 120_000.0
+            ):
+                self.referee.invalid(
+                    CLOCK,
+                    f"{name}'s clock read {clock:.3f} ms on opening its history, started at "
+                    f"{running.spawned_ms:.3f} ms",
+                )
+            late = result.get("late_ms")
+            first = running.history.name.endswith(".0.jsonl")
+            if first and isinstance(late, int | float) and late > LATE_BOUND_MS:
+                self.referee.invalid(
+                    WORKLOAD_LATE, f"{name} began {late:.0f} ms after its start time"
+                )
 
     def collect(self, drain_path: Path, wall_time_s: float) -> RunResult:
         configs = {n: dict(p.config) for n, p in self.plans.items() if p.mode != "consume"}
@@ -313,6 +502,7 @@ class RealRun:
                     "duration": self.scenario.duration,
                 }
             )
+        lateness = self.nemesis.lateness_ms
         return RunResult(
             scenario=self.scenario.name,
             seed=self.seed,
@@ -325,10 +515,15 @@ class RealRun:
                 for running, lines in zip(self.finished, parts, strict=True)
                 if running.plan.mode != "consume"
             ),
-            faults=list(self.schedule),
+            faults=sorted(self.nemesis.applied, key=lambda e: (e.start, e.end, e.kind, e.targets)),
             configs=configs,
             warnings=self.warnings,
-            stats={"driver_processes": len(self.finished)},
+            stats={
+                "driver_processes": len(self.finished),
+                "faults_scheduled": len(self.schedule),
+                "fault_lateness_max_us": round(1000 * max(lateness, default=0.0)),
+            },
+            invalid=self.referee.reasons,
         )
 
     # -- applications -----------------------------------------------------------------------
@@ -336,9 +531,14 @@ class RealRun:
         plan.incarnation += 1
         stem = f"{plan.name}.{plan.incarnation}"
         history = self.workdir / f"{stem}.jsonl"
-        spec = apps.spec_for(plan, self.cluster.bootstrap(), history, int(self.epoch_ms), self.seed)
+        spec = apps.spec_for(plan, self.cluster.bootstrap(), history, self.epoch_ms, self.seed)
+        spec["epoch_monotonic_ns"] = self.epoch_ns
         if plan.mode in STOPPED_BY_FILE:
             spec["stop_file"] = str(self.workdir / f"{stem}.stop")
+        if plan.source and plan.incarnation == 0:
+            # Warm the client's code before the epoch; a restarted incarnation starts cold,
+            # as a restarted process does.
+            spec["warmup"] = {"topic": WARMUP_TOPIC, "records": WARMUP_RECORDS}
         fixed = ("mode", "name", "bootstrap")
         spec_path = write_spec(
             self.workdir / f"{stem}.spec.json",
@@ -347,12 +547,13 @@ class RealRun:
             spec["bootstrap"],
             **{k: v for k, v in spec.items() if k not in fixed},
         )
+        spawned = self.clock()
         process = DriverProcess(
             self.install,
             spec_path,
             prefix=self.cluster.client_prefix(plan.name) if self.network_faults else (),
         )
-        self.running[plan.name] = _Running(plan, process, history)
+        self.running[plan.name] = _Running(plan, process, history, spawned)
 
     def _alive_source(self, name: str) -> bool:
         running = self.running.get(name)
@@ -365,8 +566,8 @@ class RealRun:
         self.finished.append(running)
         code = running.process.returncode
         if code not in (0, None):
-            self.warnings.append(
-                f"{name}: the driver exited with {code} ({running.process.error()})"
+            self.referee.invalid(
+                DRIVER_DIED, f"{name} exited with {code} ({running.process.error()})"
             )
         return False
 
@@ -375,6 +576,7 @@ class RealRun:
         if running is None:
             return
         running.process.kill()
+        running.killed = True
         self.finished.append(running)
         self.crashed.add(name)
         apps.note_history(running.plan, read_history_lines(running.history))
@@ -435,14 +637,27 @@ def run_real(
     )
     run.refuse()
     run.prepare()
+    run.warm_up()
     run.realise_schedule()
     try:
         run.run_workload()
         run.heal()
+        run.settle()
+        run.recover()
+        run.converge()
     finally:
         run.stop_applications()
     drained = run.drain()
+    run.check_drivers()
     return run.collect(drained, time.perf_counter() - started)
 
 
-__all__ = ["RealRun", "RealRunError", "delayed_nodes", "refusals", "run_real"]
+__all__ = [
+    "START_LEAD_MS",
+    "WARMUP_TOPIC",
+    "RealRun",
+    "RealRunError",
+    "delayed_nodes",
+    "refusals",
+    "run_real",
+]

@@ -35,6 +35,7 @@ To add a fault kind:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
@@ -205,7 +206,9 @@ class FaultKindSpec:
     of the nodes its ``nodes`` may name. A timed kind has ``start``, an instant one
     ``carry_out``; a point kind ``acts_as`` the timed node kind it performs when its point is
     passed (and is recorded as). ``network``: realised on the network (healed by ``heal``).
-    ``effect`` is its row of docs/model.md's fault table.
+    ``failover``: it stops a broker, and the time writes take to resume after it is measured
+    (:func:`eosim.analysis.timings.failovers`). ``effect`` is its row of docs/model.md's fault
+    table.
     """
 
     name: str
@@ -218,6 +221,7 @@ class FaultKindSpec:
     carry_out: CarryOut | None = None
     acts_as: str | None = None
     network: bool = False
+    failover: bool = False
 
     def __post_init__(self) -> None:
         assert self.keys <= set(KIND_KEYS), f"{self.name}: unknown keys {self.keys}"
@@ -239,12 +243,23 @@ def register(kind: FaultKindSpec) -> FaultKindSpec:
 
 # -- realisations ---------------------------------------------------------------------------
 def _node_fault(do: str, undo: str) -> Start:
-    """A fault that calls ``cluster.<do>(node)`` on each target, ended by ``<undo>``."""
+    """A fault that calls ``cluster.<do>(node)`` on each target, ended by ``<undo>``. If
+    ``<do>`` fails on a target (a real cluster could not confirm it), the targets done so far
+    and that one are undone (each operation is idempotent) before the error goes on: a fault
+    is in force on all its targets or on none."""
 
     def start(cluster: FaultableCluster, event: FaultEvent) -> Callable[[], None]:
         act, end = getattr(cluster, do), getattr(cluster, undo)
+        done: list[str] = []
         for node in event.targets:
-            act(node)
+            done.append(node)
+            try:
+                act(node)
+            except BaseException:
+                for hit in reversed(done):
+                    with contextlib.suppress(Exception):
+                        end(hit)
+                raise
         nodes = tuple(event.targets)
 
         def end_node_fault() -> None:
@@ -306,6 +321,7 @@ register(
         targets=PROCESSES,
         needs=_needs_nodes,
         start=_node_fault("crash", "restart"),
+        failover=True,
     )
 )
 register(
@@ -323,6 +339,7 @@ register(
         targets=PROCESSES,
         needs=_needs_nodes,
         start=_node_fault("pause", "resume"),
+        failover=True,
     )
 )
 register(
@@ -397,6 +414,7 @@ register(
         targets=("broker",),
         needs=_needs_nodes,
         start=_node_fault("power_loss", "restart"),
+        failover=True,
     )
 )
 register(

@@ -141,6 +141,9 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     trace: list[TraceEvent] | None = None
+    # Why the run proves nothing, one reason each (a real run whose fault was not verifiably
+    # applied, whose drain did not finish...: eosim.real.referee); empty for a model run.
+    invalid: list[str] = field(default_factory=list)
     # Broker and partition state changes (traced runs only).
     state_changes: list[StateChange] | None = None
 

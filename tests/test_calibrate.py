@@ -1,6 +1,8 @@
 """The calibration report (eosim.analysis.calibrate) on run tables written here: agreeing sides
-flag nothing, a side that loses writes in every run where the other never does is flagged, and
-the timing rows come from the runs' sketches and failover times."""
+flag nothing, a side that loses writes in every run where the other never does disagrees, the
+timing rows come from the runs' sketches and failover times (per fault kind, with faults after
+which writes never resumed), invalid runs are left out and counted, and the report opens with
+the rows per verdict."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eosim.analysis.calibrate import CalibrationError, Figure, Row, compare, holm, write
+from eosim.analysis.calibrate import CalibrationError, compare, write
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.history import history_from_records
 from eosim.analysis.stats import sketch
 from eosim.analysis.timings import (
     WARM_UP_MS,
+    Failover,
     failover_times,
+    failovers,
     read_after_ack_latencies,
     warm_ack_latencies,
 )
@@ -40,35 +44,46 @@ def sweep(
     root: Path,
     lost: list[int],
     latency_ms: float,
-    failover: float,
+    failover: float | None,
     cold_ms: float | None = None,
     warm: bool = True,
+    invalid: dict[int, str] | None = None,
+    latency: bool = True,
 ) -> Path:
     """A finished-looking sweep of 20 runs with ``lost[i]`` lost writes in run i. Each run's
     warm sends take about ``latency_ms``; with ``cold_ms`` a tenth of its sends (its cold
-    start) take that long instead. ``warm=False`` writes no warm column, as sweeps made before
-    it existed."""
+    start) take that long instead. Each run has two crashes, whose writes resume after
+    ``failover + i`` ms (None: never). ``warm=False`` writes no warm column, as sweeps made
+    before it existed; ``invalid`` marks runs invalid with a reason; ``latency=False`` gives
+    no run an acknowledged send."""
     (root / "runs" / "chunk=00000" / "variant=0").mkdir(parents=True)
     (root / "manifest.json").write_text(json.dumps(MANIFEST))
     rows = []
     for i, n in enumerate(lost):
         row = {name: 0 for name in ALL_ANOMALIES}
+        times = [cold_ms if cold_ms and j % 10 == 0 else latency_ms + j % 5 for j in range(50)]
         row |= {
             "run": i,
             "seed": 100 + i,
             "sent": 1000,
             "lost_write": n,
-            "ack_latency_sketch": sketch(
-                [cold_ms if cold_ms and j % 10 == 0 else latency_ms + j % 5 for j in range(50)]
-            ),
+            "ack_latency_sketch": sketch(times) if latency else None,
             "commit_latency_sketch": None,
-            "failover_ms": [failover + i],
+            "failover_ms": [None if failover is None else failover + i + d for d in (0, 50)],
+            "failover_kind": ["crash", "crash"],
+            "valid": i not in (invalid or {}),
+            "invalid_reason": (invalid or {}).get(i),
         }
         if warm:
-            row["warm_ack_latency_sketch"] = sketch([latency_ms + j % 5 for j in range(50)])
+            warm_times = [latency_ms + j % 5 for j in range(50)]
+            row["warm_ack_latency_sketch"] = sketch(warm_times) if latency else None
         rows.append(row)
     pq.write_table(pa.Table.from_pylist(rows), root / "runs/chunk=00000/variant=0/part.parquet")
     return root
+
+
+def _row(cal, measure):
+    return next(r for r in cal.rows if r.measure == measure)
 
 
 def test_agreeing_sides_flag_nothing(tmp_path):
@@ -76,10 +91,24 @@ def test_agreeing_sides_flag_nothing(tmp_path):
     kafka = sweep(tmp_path / "kafka", [0] * 19 + [1], 5.0, 6000.0)
     cal = compare(model, kafka)
     assert cal.disagreements == []
-    measures = [r.measure for r in cal.rows]
-    assert "lost_write: runs with" in measures and "failover time" in measures
-    lost = next(r for r in cal.rows if r.measure == "lost_write: runs with")
+    lost = _row(cal, "lost_write: runs with")
     assert lost.model.text.startswith("0/20") and lost.kafka.text.startswith("1/20")
+    assert not lost.primary and lost.verdict == "inconclusive"  # 0/20 against 1/20
+    assert _row(cal, "lost_write: per record").primary
+    assert _row(cal, "duplicate: runs with").verdict == "agree"  # none on either side
+    assert _row(cal, "failover after crash: time").verdict == "agree"
+    assert _row(cal, "produce latency p50, warm").verdict == "agree"
+
+
+def test_none_on_either_side_per_record_follows_its_runs_with_row(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0)
+    cal = compare(model, kafka)
+    per_record = _row(cal, "duplicate: per record")
+    runs_with = _row(cal, "duplicate: runs with")
+    assert per_record.follows == "duplicate: runs with" and not per_record.primary
+    assert per_record.verdict == runs_with.verdict
+    assert per_record.result.p_equivalent == runs_with.result.p_equivalent
 
 
 def test_losses_on_one_side_only_disagree(tmp_path):
@@ -88,6 +117,16 @@ def test_losses_on_one_side_only_disagree(tmp_path):
     cal = compare(model, kafka)
     flagged = {r.measure for r in cal.disagreements}
     assert flagged == {"lost_write: runs with", "lost_write: per record"}
+    # The model's zero carries a bound clustered by run with Kafka's 30-record clusters.
+    assert _row(cal, "lost_write: per record").model.text.startswith("0 [0–")
+
+
+def test_a_tenfold_rate_disagrees_where_a_difference_test_would_also_see_it(tmp_path):
+    model = sweep(tmp_path / "model", [3] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [30 + i % 3 for i in range(20)], 5.0, 6000.0)
+    cal = compare(model, kafka)
+    per_record = _row(cal, "lost_write: per record")
+    assert per_record.verdict == "disagree" and per_record.result.high < 0.5
 
 
 def test_slower_failover_and_latency_disagree(tmp_path):
@@ -100,12 +139,67 @@ def test_slower_failover_and_latency_disagree(tmp_path):
         "produce latency p99",
         "produce latency p50, warm",
         "produce latency p99, warm",
-        "failover time",
+        "failover after crash: time",
     }
     paths = write(cal, tmp_path / "out")
     text = paths[0].read_text()
-    assert "**disagree**" in text and "failover time" in text
+    assert "**disagree**" in text and "failover after crash: time" in text
     assert "disagree" in paths[1].read_text()
+
+
+def test_failovers_that_never_resume_are_counted_not_dropped(tmp_path):
+    """Case 2 variant 2's failover: the model's writes resumed after 15 s in every run,
+    Kafka's never in 7 of 20; they were dropped and the row passed."""
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 15_000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, None)
+    cal = compare(model, kafka)
+    never = _row(cal, "failover after crash: never resumed")
+    assert never.model.text.startswith("0/20") and never.kafka.text.startswith("20/20")
+    assert never.verdict == "disagree"
+    time = _row(cal, "failover after crash: time")
+    assert time.kafka.text == "never (40)" and time.verdict == "disagree"
+    assert "model side only" in time.result.method
+
+
+def test_latency_on_one_side_only_disagrees(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0, latency=False)
+    cal = compare(model, kafka)
+    p50 = _row(cal, "produce latency p50")
+    assert p50.kafka.text == "-" and p50.verdict == "disagree"
+
+
+def test_invalid_runs_are_left_out_and_counted(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    bad = {
+        3: "fault not applied: pause [broker-0]: not every thread stopped",
+        7: "drain incomplete",
+    }
+    kafka = sweep(tmp_path / "kafka", [0] * 3 + [500] + [0] * 16, 5.0, 6000.0, invalid=bad)
+    cal = compare(model, kafka)
+    assert cal.runs == {"model": 20, "kafka": 18}
+    assert cal.invalid["kafka"] == {"drain incomplete": 1, "fault not applied": 1}
+    # Run 3's 500 lost writes are not counted: it did not prove its pause.
+    assert _row(cal, "lost_write: runs with").kafka.text.startswith("0/18")
+    report = write(cal, tmp_path / "out")[0].read_text()
+    assert "18 valid runs, 2 invalid and left out: drain incomplete (1)" in report
+
+
+def test_the_report_opens_with_the_rows_per_verdict(tmp_path):
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [30] * 20, 50.0, 6000.0)
+    cal = compare(model, kafka)
+    counts = cal.counts()
+    assert sum(counts.values()) == sum(1 for r in cal.rows if r.result is not None)
+    lines = write(cal, tmp_path / "out")[0].read_text().splitlines()
+    assert lines[2] == (
+        f"**{counts['agree']} row(s) agree, {counts['disagree']} disagree, "
+        f"{counts['inconclusive']} inconclusive** (primary rows, Holm-adjusted together: "
+        f"{cal.counts(primary=True)['agree']} agree, {cal.counts(primary=True)['disagree']} "
+        f"disagree, {cal.counts(primary=True)['inconclusive']} inconclusive)."
+    )
+    data = json.loads((tmp_path / "out" / "calibration.json").read_text())
+    assert data["counts"] == counts
 
 
 def test_different_sweeps_are_refused(tmp_path):
@@ -137,21 +231,6 @@ def test_the_model_side_may_take_the_clusters_version_and_nothing_else(tmp_path)
 def test_a_release_maps_to_the_preset_of_its_line():
     assert [preset_for(r) for r in ("4.1.1", "4.0.0", "3.9.1")] == ["4.1", "4.0", "3.9"]
     assert preset_for("3.7.2") is None and preset_for("trunk") is None
-
-
-def test_holm_adjusts_by_rank():
-    rows = [
-        Row(0, "{}", f"m{i}", Figure("a"), Figure("b"), "t", p)
-        for i, p in enumerate([0.01, 0.02, 0.03, None])
-    ]
-    holm(rows)
-    assert [r.p_adjusted for r in rows] == [
-        pytest.approx(0.03),
-        pytest.approx(0.04),
-        pytest.approx(0.04),
-        None,
-    ]
-    assert [r.disagree for r in rows] == [True, True, True, False]
 
 
 def _send(i: int, partition: int, invoke: float, complete: float) -> list[dict]:
@@ -239,26 +318,40 @@ def test_ack_to_first_read_takes_each_records_first_read_by_a_consumer_not_the_d
     assert read_after_ack_latencies(history_from_records(_send(0, 0, 1, 2))) == []
 
 
-def test_failover_time_is_the_slowest_partition_to_take_writes_again():
+def _written_then_faulted(kind: str, target: str) -> tuple[list[dict], int]:
+    """Both partitions written every 100 ms up to 1 s, then a ``kind`` fault of ``target`` at
+    1 s: the records, and the next op id."""
     records: list[dict] = []
     i = 0
-    for t in range(0, 1000, 100):  # both partitions written before the crash at 1000
+    for t in range(0, 1000, 100):
         for p in (0, 1):
             records += _send(i, p, t, t + 2)
             i += 1
-    records.append(
-        {
-            "kind": "fault",
-            "time": 1000.0,
-            "phase": "start",
-            "fault": "crash",
-            "targets": ["broker-0"],
-        }
-    )
+    fault = {"kind": "fault", "time": 1000.0, "phase": "start", "fault": kind}
+    records.append(fault | {"targets": [target]})
+    return records, i
+
+
+def test_failover_time_is_the_slowest_partition_to_take_writes_again():
+    records, i = _written_then_faulted("crash", "broker-0")
     records += _send(i, 0, 1001, 1010)  # partition 0 answers at once
     records += _send(i + 1, 1, 990, 7500)  # partition 1 waits for its new leader
     history = history_from_records(records)
     assert failover_times(history) == [6500.0]
+    assert failovers(history) == [Failover("crash", ("broker-0",), 1000.0, 6500.0)]
+
+
+def test_a_partition_that_never_takes_writes_again_is_a_failover_that_never_resumed():
+    records, i = _written_then_faulted("pause", "broker-1")
+    for t in range(1000, 5000, 100):  # the workload goes on; partition 1 never answers
+        records += _send(i, 0, t, t + 2)
+        i += 1
+    history = history_from_records(records)
+    assert failovers(history) == [Failover("pause", ("broker-1",), 1000.0, None)]
+    assert failover_times(history) == []
+    # A fault so near the workload's end that nothing could tell is left out.
+    late = [r for r in records if r.get("kind") != "op" or r["time"] < 2500.0]
+    assert failovers(history_from_records(late)) == []
 
 
 def test_no_broker_fault_no_failover_time():

@@ -3,7 +3,7 @@ them (simulation/limits.py, summarising docs/model.md's departures)."""
 
 from __future__ import annotations
 
-from eosim.simulation.limits import DEPARTURES, departures, features
+from eosim.simulation.limits import BIASES, DEPARTURES, bearing, departures, features
 from eosim.simulation.scenario import load_scenario
 
 TXN_LIMIT = "The transaction version is one rule for the whole run"
@@ -38,3 +38,32 @@ def test_every_departure_is_one_short_line():
     for lines in DEPARTURES.values():
         for line in lines:
             assert "\n" not in line and len(line) < 200 and line.endswith(".")
+
+
+def test_every_bias_is_one_line_naming_its_departure():
+    for bias in BIASES:
+        assert "\n" not in bias.text and bias.text.endswith(".") and "departure" in bias.text
+
+
+def test_the_acks_1_bias_bears_on_leader_crashes_with_acks_1_only():
+    case = "scenarios/calibration/acks-leader-kill.yaml"
+    acks_1 = load_scenario(case, ["producers.0.config.acks=1"])
+    assert BIASES[0].text in bearing(acks_1)
+    assert BIASES[0].text not in bearing(load_scenario(case))  # acks=all
+    no_faults = load_scenario(case, ["producers.0.config.acks=1", "faults=[]"])
+    assert BIASES[0].text not in bearing(no_faults)
+    unreplicated = load_scenario("scenarios/at-most-once.yaml")
+    assert BIASES[0].text not in bearing(unreplicated)
+
+
+def test_the_reordering_bias_bears_on_plain_pipelined_producers_under_broker_faults():
+    case = "scenarios/calibration/idempotence-restarts.yaml"
+    assert bearing(load_scenario(case)) == []  # idempotent
+    plain = load_scenario(case, ["producers.0.config.enable.idempotence=false"])
+    assert BIASES[1].text in bearing(plain)
+    assert bearing(load_scenario("scenarios/at-least-once.yaml")) == []  # no broker fault
+
+
+def test_the_limits_no_longer_claim_the_last_known_leader_is_missing():
+    """KIP-966's last-known-leader election is modelled (docs/calibration.md, case 4)."""
+    assert not any("last-known-leader" in line for lines in DEPARTURES.values() for line in lines)

@@ -338,15 +338,15 @@ producers:
 def test_the_model_limits_listed_are_those_of_the_features_used():
     txn = table(["network.request_loss"], [{"network.request_loss": 0}])
     txn.manifest["scenario_yaml"] = TXN_YAML
-    used, limits, note = scenario_limits(txn)
-    assert note == "" and "transactions" in used
+    used, limits, note, biases = scenario_limits(txn)
+    assert note == "" and "transactions" in used and biases == []
     assert any(f == "transactions" for f, _lines in limits)
     html = render_html(Content(txn))
     assert DEPARTURES["transactions"][1] in html
 
     plain = table(["network.response_loss"], [{"network.response_loss": 0.01}])
     plain.manifest["scenario_yaml"] = PLAIN_YAML
-    used, limits, note = scenario_limits(plain)
+    used, limits, note, _biases = scenario_limits(plain)
     assert note == "" and "transactions" not in used and "idempotence" not in used
     assert "network loss" in used  # from the variant's grid value
     assert DEPARTURES["transactions"][1] not in render_html(Content(plain))
@@ -362,3 +362,40 @@ def test_wide_tables_are_transposed_or_wrapped():
     assert long_table.css == "wide" and len(long_table.head) == 12
     narrow = Table(head[:4], [])
     assert fit(narrow) is narrow
+
+
+ACKS1_YAML = """
+name: acks1
+cluster:
+  brokers: 3
+  topics: [{name: t, partitions: 3, replication_factor: 3}]
+producers:
+  - name: p
+    config: {acks: all, enable.idempotence: false, max.in.flight.requests.per.connection: 1}
+    workload: {topic: t, records: 5}
+faults:
+  - {kind: crash, nodes: [broker-0], at: 1s, duration: 1s}
+"""
+
+
+def test_the_known_biases_bearing_on_a_variant_come_first():
+    """The acks=1 variant of a sweep with leader crashes carries the lower-bound line; the
+    acks=all one alone does not."""
+    from eosim.simulation.limits import BIASES
+
+    sweep = table(["producers.0.config.acks"], [{"producers.0.config.acks": "all"}])
+    sweep.manifest["scenario_yaml"] = ACKS1_YAML
+    assert scenario_limits(sweep)[3] == []
+    both = table(
+        ["producers.0.config.acks"],
+        [{"producers.0.config.acks": "all"}, {"producers.0.config.acks": 1}],
+    )
+    both.manifest["scenario_yaml"] = ACKS1_YAML
+    assert scenario_limits(both)[3] == [BIASES[0].text]
+    from markupsafe import escape
+
+    assert str(escape(BIASES[0].text)) in render_html(Content(both))
+    real = table(["producers.0.config.acks"], [{"producers.0.config.acks": 1}])
+    real.manifest["scenario_yaml"] = ACKS1_YAML
+    real.manifest["target"] = "kafka"  # Kafka's own figures carry no model bias
+    assert scenario_limits(real)[3] == []

@@ -28,7 +28,7 @@ from eosim.analysis.report.data import GUARANTEES, DataError, SweepData, load, s
 from eosim.analysis.stats import format_duration, format_ppm
 from eosim.analysis.sweep.aggregate import MUST_HOLD
 from eosim.analysis.sweep.task import FAULT_KINDS
-from eosim.simulation.limits import DEPARTURES, features
+from eosim.simulation.limits import DEPARTURES, bearing, features
 from eosim.simulation.scenario import ScenarioError, apply_override, parse_scenario
 
 
@@ -523,11 +523,14 @@ FEATURE_NAMES = {
 }
 
 
-def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[str]]], str]:
+def scenario_limits(
+    data: SweepData,
+) -> tuple[list[str], list[tuple[str, list[str]]], str, list[str]]:
     """The features the sweep's scenario uses in any variant (with the sweep's overrides, each
     variant's grid values and each --vary parameter at a sample value), and the model's
-    departures from Kafka for them (``eosim.simulation.limits``); and a note when the scenario could
-    not be read."""
+    departures from Kafka for them (``eosim.simulation.limits``); a note when the scenario could
+    not be read; and the model's known biases that bear on any variant
+    (:func:`eosim.simulation.limits.bearing`), in order."""
     from eosim.analysis.sweep.plan import PlanError, VarySpec
 
     m = data.manifest
@@ -540,14 +543,19 @@ def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[st
             continue
         drawn.append(f"{v.path}={show(v.sample())}")
     used: set[str] = set()
+    biases: dict[str, None] = {}
     note = ""
     for params_text in data.table["params"]:
         params = json.loads(params_text)
         sets = [*m.get("set", []), *(f"{p}={show(v)}" for p, v in params.items()), *drawn]
         try:
-            used.update(features(parse_scenario(text, m.get("scenario", "scenario"), sets)))
+            scenario = parse_scenario(text, m.get("scenario", "scenario"), sets)
         except (ScenarioError, ValueError) as exc:
             note = f"The scenario could not be read ({exc}); the general limits are listed."
+            continue
+        used.update(features(scenario))
+        if m.get("target") in (None, "model"):
+            biases.update(dict.fromkeys(bearing(scenario)))
     if not used:
         used = {"producers"}
     names = [f for f in DEPARTURES if f in used]
@@ -555,6 +563,7 @@ def scenario_limits(data: SweepData) -> tuple[list[str], list[tuple[str, list[st
         [FEATURE_NAMES.get(f, f) for f in names],
         [(FEATURE_NAMES.get(f, f), list(DEPARTURES[f])) for f in names],
         note,
+        list(biases),
     )
 
 
@@ -573,7 +582,7 @@ def render_html(content: Content) -> str:
     d = content.data
     m = dict(d.manifest)
     met, sentence = banner(d)
-    used, limits, note = scenario_limits(d)
+    used, limits, note, biases = scenario_limits(d)
     faults = fault_table(d)
     fault_kinds_none = (
         faults is not None
@@ -620,6 +629,7 @@ def render_html(content: Content) -> str:
         features=used,
         limits=limits,
         limits_note=note,
+        biases=biases,
         latency=_latency_cells(d),
         figures=figures,
         stories=stories,
@@ -684,10 +694,14 @@ def render_markdown(content: Content, files_dir: Path) -> str:
         out.append("Not recorded: the sweep was made before eosim recorded each run's faults.")
     else:
         out += _md_table(faults)
-    used, limits, note = scenario_limits(d)
+    used, limits, note, biases = scenario_limits(d)
     out += ["", "## The model's limits for this scenario", ""]
     if note:
         out += [f"> {_md(note)}", ""]
+    if biases:
+        out += ["Known biases of the rates above, measured beside a real Kafka:", ""]
+        out += [f"- **{_md(b)}**" for b in biases]
+        out.append("")
     out += [f"Features used: {', '.join(used)}.", ""]
     out += [f"- **{feature}**: {' '.join(lines)}" for feature, lines in limits]
     head, rows = latency_table(d)

@@ -6,7 +6,9 @@ DDSketches. It returns that one small object with its chunk numbers; the driver 
 tasks' sums (:meth:`Sums.merge`) and turns them into the table (:func:`table`) without
 reading any run row back. What reaches the driver grows with tasks and variants, not runs.
 
-For each variant: runs, runs with each anomaly (delivery and transactional) and its rate with
+For each variant: runs (the valid ones: a real run that proves nothing, ``valid`` false in the
+run table, is counted in ``invalid_runs`` and left out of every other figure), runs with each
+anomaly (delivery and transactional) and its rate with
 a Wilson 95% interval, the anomaly's records per million records (``ppm_A``, with
 ``ppm_A_low`` / ``ppm_A_high``: the run-clustered ratio interval of
 :func:`eosim.analysis.stats.ratio_interval`) over ``sent``, the records the run's applications sent
@@ -56,7 +58,17 @@ LATENCIES = ("ack", "commit")
 HISTOGRAMS = tuple(f"{p}_latency_hist" for p in LATENCIES)
 SKETCHES = tuple(f"{p}_latency_sketch" for p in LATENCIES)
 # The run table's columns the sums read, besides the keys of ``expect:``.
-COLUMNS = ("variant", "run", *ALL_ANOMALIES, "sent", "acked", "txns", *HISTOGRAMS, *SKETCHES)
+COLUMNS = (
+    "variant",
+    "run",
+    "valid",
+    *ALL_ANOMALIES,
+    "sent",
+    "acked",
+    "txns",
+    *HISTOGRAMS,
+    *SKETCHES,
+)
 
 
 class AccountingError(ValueError):
@@ -135,6 +147,11 @@ class Sums:
             if runs is None or (variant == runs[0] and runs[1] <= run < runs[2]):
                 distinct.add((variant, run))
             held.add("runs", 1)
+            if row.get("valid") is False:
+                # A real run that proves nothing (eosim.real.referee): counted, and left out of
+                # every figure.
+                held.add("invalid", 1)
+                continue
             sent = row["sent"]
             for a in ALL_ANOMALIES:
                 count = row[a]
@@ -233,12 +250,14 @@ def table(
     for variant in sorted(sums.variants):
         held = sums.variants[variant]
         row = held.ints
-        runs = row["runs"]
+        invalid = row.get("invalid", 0)
+        runs = row["runs"] - invalid
         out: dict[str, Any] = {
             "variant": variant,
             "params": json.dumps(variants[variant], sort_keys=True),
             **(variant_columns[variant] if variant_columns is not None else {}),
             "runs": runs,
+            "invalid_runs": invalid,
             "txns": row.get("txns", 0),
             "sent": row.get("sent", 0),
         }
@@ -246,7 +265,7 @@ def table(
             k = row.get(f"runs_{a}", 0)
             low, high = wilson_interval(k, runs)
             out[f"runs_{a}"] = k
-            out[f"rate_{a}"] = k / runs
+            out[f"rate_{a}"] = k / runs if runs else None
             out[f"ci_low_{a}"] = low
             out[f"ci_high_{a}"] = high
             out[f"total_{a}"] = row.get(f"total_{a}", 0)

@@ -395,6 +395,8 @@ def _run_pending(
 
     plan, store = sweep.plan, sweep.store
     pending = sweep.pending
+    if options.local and options.target is not None:
+        pending = interleaved(pending, plan)
     committed = plan.total_runs - sum(e - s for _, s, e in pending)
     timings = _Timings()
     bar = _progress(plan.total_runs, options.quiet)
@@ -458,6 +460,13 @@ def _run_pending(
         if own_session and spark is not None:
             _stop(spark, interrupted)
     return timings
+
+
+def interleaved(chunks: list[tuple[int, int, int]], plan: SweepPlan) -> list[tuple[int, int, int]]:
+    """A real cluster's chunks in the order that interleaves the variants (run 0 of each
+    variant, then run 1 of each, ...): a real cluster drifts over a sweep (warmer, older
+    logs), and a variant run last would meet another cluster than one run first."""
+    return sorted(chunks, key=lambda c: (plan.locate(c[1])[1], plan.locate(c[1])[0], c[0]))
 
 
 def _start_spark(sweep: _Sweep, master: str | None, bar: Any) -> tuple[Any, float]:

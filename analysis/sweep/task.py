@@ -32,7 +32,7 @@ from eosim.analysis.sweep.store import chunk_file, commit_chunk, staging_file
 from eosim.analysis.timings import (
     ack_latencies,
     commit_latencies,
-    failover_times,
+    failovers,
     read_after_ack_latencies,
     warm_ack_latencies,
 )
@@ -42,10 +42,13 @@ from eosim.simulation.scenario import FaultKind
 # report: a file replaced costs a few milliseconds on some filesystems, a run about 100 ms,
 # and the driver polls every 0.25 s.
 REPORT_INTERVAL_S = 0.2
-# The fault load a run actually had: per fault kind, the occurrences of its realised schedule
-# (`RunResult.faults`: scheduled, random and periodic faults and every crash_at that fired, as a
-# crash), in `faults_<kind>` columns; and `messages_lost`, every message the network lost or
-# dropped (ambient loss, loss faults, dead connections).
+# The fault load a run actually had: per fault kind, the occurrences applied (`RunResult.faults`:
+# on the model the realised schedule, scheduled, random and periodic faults and every crash_at
+# that fired, as a crash; on a real cluster the faults confirmed in effect), in `faults_<kind>`
+# columns; and `messages_lost`, every message the network lost or dropped (ambient loss, loss
+# faults, dead connections). A run that proves nothing (`RunResult.invalid`: a real fault not
+# applied, a drain that did not finish...) has `valid` false and its reasons in
+# `invalid_reason`; its warnings are kept in `warnings`.
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
 SCHEMA = pa.schema(
@@ -64,6 +67,9 @@ SCHEMA = pa.schema(
         *((f"faults_{kind}", pa.int64()) for kind in FAULT_KINDS),
         ("messages_lost", pa.int64()),
         ("history_sha256", pa.string()),
+        ("valid", pa.bool_()),
+        ("invalid_reason", pa.string()),
+        ("warnings", pa.list_(pa.string())),
         ("expect_met", pa.bool_()),
         ("ack_latency_hist", pa.list_(pa.int64())),
         ("commit_latency_hist", pa.list_(pa.int64())),
@@ -71,7 +77,10 @@ SCHEMA = pa.schema(
         ("commit_latency_sketch", pa.binary()),
         ("warm_ack_latency_sketch", pa.binary()),
         ("read_after_ack_sketch", pa.binary()),
+        # One entry per broker fault (eosim.analysis.timings.failovers): its kind, and the
+        # time writes took to resume after it (null: they never did).
         ("failover_ms", pa.list_(pa.float64())),
+        ("failover_kind", pa.list_(pa.string())),
         ("eosim_version", pa.string()),
         ("scenario_sha256", pa.string()),
         ("replay", pa.string()),
@@ -124,6 +133,8 @@ def execute_run(
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
     outcome = checked.run(scenario, seed, target=target)
     acks, commits = ack_latencies(outcome.history), commit_latencies(outcome.history)
+    resumed = failovers(outcome.history)
+    invalid = outcome.run.invalid
     anomalies = {name: a.count for name, a in outcome.check.anomalies.items()}
     failing = not outcome.expect.met or any(anomalies.values())
     return {
@@ -142,6 +153,9 @@ def execute_run(
         **fault_counts(outcome.run.faults),
         "messages_lost": outcome.run.stats.get("messages_lost", 0),
         "history_sha256": outcome.run.history.digest(),
+        "valid": not invalid,
+        "invalid_reason": "; ".join(invalid) if invalid else None,
+        "warnings": list(outcome.run.warnings),
         "expect_met": outcome.expect.met,
         "ack_latency_hist": histogram(acks),
         "commit_latency_hist": histogram(commits),
@@ -149,7 +163,8 @@ def execute_run(
         "commit_latency_sketch": sketch(commits),
         "warm_ack_latency_sketch": sketch(warm_ack_latencies(outcome.history)),
         "read_after_ack_sketch": sketch(read_after_ack_latencies(outcome.history)),
-        "failover_ms": [round(t, 3) for t in failover_times(outcome.history)],
+        "failover_ms": [None if f.time_ms is None else round(f.time_ms, 3) for f in resumed],
+        "failover_kind": [f.kind for f in resumed],
         "eosim_version": version,
         "scenario_sha256": outcome.run.history.meta["scenario_sha256"],
         "replay": replay_command(plan, seed, params) if failing else None,

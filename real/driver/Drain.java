@@ -52,14 +52,14 @@ final class Drain {
     private final JsonNode spec;
     private final JsonNode workload;
     private final History history;
-    private final long epochMs;
+    private final double epochMs;
 
     Drain(JsonNode spec) {
         this.spec = spec;
         this.workload = EosimDriver.required(spec, "workload", "");
         EosimDriver.required(workload, "topics", "workload.");
         this.history = new History(spec);
-        this.epochMs = spec.path("epoch_ms").asLong(0);
+        this.epochMs = spec.path("epoch_ms").asDouble(0);
     }
 
     ObjectNode run() throws Exception {
@@ -94,7 +94,7 @@ final class Drain {
                     rec.put("offset", r.offset());
                     rec.put("value", new String(r.value(), StandardCharsets.UTF_8));
                     if (r.timestampType() == TimestampType.LOG_APPEND_TIME) {
-                        rec.put("time", (double) (r.timestamp() - epochMs));
+                        rec.put("time", r.timestamp() - epochMs);
                     }
                 }
             });

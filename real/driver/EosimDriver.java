@@ -20,8 +20,11 @@ import java.util.concurrent.ExecutionException;
  * valid prefix.
  *
  * <p>Modes: {@code produce} ({@link Produce}), {@code txn} ({@link Txn}), {@code consume}
- * ({@link Consume}), {@code process} ({@link Processor}), {@code drain} ({@link Drain}) and
- * {@code admin} ({@link AdminMode}).
+ * ({@link Consume}), {@code process} ({@link Processor}), {@code drain} ({@link Drain}),
+ * {@code admin} ({@link AdminMode}), {@code warmup} ({@link Warmup}: a load that warms a freshly
+ * started cluster, left out of every history), {@code jmx} ({@link JmxMode}: the MBeans of
+ * running JVMs, for eosim's measurements of the brokers) and {@code clock} (prints
+ * {@code System.nanoTime()}: eosim's tests check it is the clock its fault lines read).
  *
  * <p>Exit codes: 0 done, 1 the work failed (one line on stderr), 2 a bad spec.
  */
@@ -55,12 +58,21 @@ public final class EosimDriver {
                 case "drain" -> result = new Drain(spec).run();
                 case "admin" -> result = new AdminMode(spec).run();
                 case "process" -> result = new Processor(spec).run();
+                case "warmup" -> result = new Warmup(spec).run();
+                case "jmx" -> result = new JmxMode(spec).run();
+                case "clock" -> {
+                    result = JSON.createObjectNode();
+                    result.put("nano_time", System.nanoTime());
+                }
                 default -> {
-                    fail(2, args[0] + ": mode: expected produce, txn, consume, process, drain or "
-                            + "admin, got '"
-                            + mode + "'");
+                    fail(2, args[0] + ": mode: expected produce, txn, consume, process, drain, "
+                            + "admin, warmup, jmx or clock, got '" + mode + "'");
                     return;
                 }
+            }
+            if (!Double.isNaN(History.firstStartMs)) {
+                // When this process's clock read its first run time (eosim checks it).
+                result.put("clock_ms", History.firstStartMs);
             }
             System.out.println(JSON.writeValueAsString(result));
             System.out.flush();

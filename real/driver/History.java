@@ -10,21 +10,35 @@ import java.io.UncheckedIOException;
 /**
  * The history file: one JSON object per line, each written with one unbuffered write so that a
  * process killed at any moment leaves whole lines (and at worst a torn last one, which eosim's
- * reader drops). Times are milliseconds since the run's {@code epoch_ms} (wall clock), read
- * from the monotonic clock after one wall-clock reading at start. Op ids count from 0 in this
- * process; eosim renumbers them when it merges the processes' histories.
+ * reader drops). Times are milliseconds since the run's epoch on the machine's monotonic clock:
+ * the spec's {@code epoch_monotonic_ns} is the epoch on Linux's CLOCK_MONOTONIC, which is what
+ * both {@link System#nanoTime()} (HotSpot on Linux) and Python's {@code time.monotonic_ns()}
+ * read, so every driver and eosim's fault lines share one clock to the microsecond, whatever
+ * namespace they run in. Without it (an older spec) the float {@code epoch_ms} (wall clock) is
+ * taken once against {@code currentTimeMillis()}. Op ids count from 0 in this process; eosim
+ * renumbers them when it merges the processes' histories.
  */
 final class History implements AutoCloseable {
     private final OutputStream out;
     private final boolean owned;
-    private final double offsetMs;
-    private final long startNanos;
+    private final long epochNanos;
+    private final double startMs;
     private long nextId;
+    /** The {@link #startMs()} of the first history this process opened (NaN: none yet). */
+    static volatile double firstStartMs = Double.NaN;
 
     History(JsonNode spec) {
-        long epochMs = spec.path("epoch_ms").asLong(System.currentTimeMillis());
-        this.startNanos = System.nanoTime();
-        this.offsetMs = System.currentTimeMillis() - epochMs;
+        if (spec.hasNonNull("epoch_monotonic_ns")) {
+            this.epochNanos = spec.get("epoch_monotonic_ns").asLong();
+        } else {
+            double epochMs = spec.path("epoch_ms").asDouble(System.currentTimeMillis());
+            long nowNanos = System.nanoTime();
+            this.epochNanos = nowNanos - (long) ((System.currentTimeMillis() - epochMs) * 1e6);
+        }
+        this.startMs = now();
+        if (Double.isNaN(firstStartMs)) {
+            firstStartMs = startMs;
+        }
         String path = spec.path("history").asText("-");
         try {
             if (path.equals("-")) {
@@ -39,9 +53,17 @@ final class History implements AutoCloseable {
         }
     }
 
+    /**
+     * When this process opened its history, in the run's time: eosim checks it against the
+     * moment it started the process (a clock that is not the runner's makes the run invalid).
+     */
+    double startMs() {
+        return startMs;
+    }
+
     /** Milliseconds since the run's epoch, to the microsecond. */
     double now() {
-        double ms = offsetMs + (System.nanoTime() - startNanos) / 1e6;
+        double ms = (System.nanoTime() - epochNanos) / 1e6;
         return Math.round(ms * 1000.0) / 1000.0;
     }
 

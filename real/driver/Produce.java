@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Properties;
 import java.util.Random;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.producer.Callback;
@@ -13,6 +14,10 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 /**
  * The {@code produce} mode: the scenario's producer application (eosim's ProducerApp) on a
  * {@link KafkaProducer}.
+ *
+ * <p>Before the run's epoch the client is warmed ({@link Warmup#client}), the producer built
+ * and the topic's metadata fetched; the result's {@code late_ms} says how far past its start
+ * time the first send went (eosim holds a run whose workload started late invalid).
  *
  * <p>Values are {@code <name>-<n>} from {@code first_index}, after the {@code resend} list
  * ({@code [value, key]} pairs a restarted application sends again first). Keys are {@code k<i>}
@@ -65,9 +70,15 @@ final class Produce {
         }
         double interval = 1000.0 / rate;
         long sent = 0;
-        Workloads.sleepUntilRunTime(history, start);
-        try (KafkaProducer<String, byte[]> producer =
-                new KafkaProducer<>(Workloads.producerProperties(spec))) {
+        double late;
+        // Before the epoch: the client's code warmed, the producer built and the topic's
+        // metadata fetched, so that the first send goes at the run's start time as the model's
+        // does (a first send that blocked would shift every later one).
+        Properties props = Workloads.producerProperties(spec);
+        Warmup.client(spec, props);
+        try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(props)) {
+            producer.partitionsFor(topic);
+            late = Workloads.sleepUntilRunTime(history, start);
             long due = System.nanoTime();
             while (!resend.isEmpty() || next < records) {
                 Workloads.parkUntil(due);
@@ -95,6 +106,7 @@ final class Produce {
         history.close();
         ObjectNode result = EosimDriver.JSON.createObjectNode();
         result.put("process", process);
+        result.put("late_ms", late);
         result.put("next_index", next);
         result.put("sent", sent);
         result.put("acked", acked.get());

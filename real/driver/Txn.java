@@ -50,6 +50,7 @@ final class Txn {
     private long committed;
     private long aborted;
     private long unknown;
+    private double late;
 
     Txn(JsonNode spec) {
         this.spec = spec;
@@ -74,15 +75,30 @@ final class Txn {
         String transactionalId = props.getProperty("transactional.id");
         long intervalNanos = (long) (1e9 / rate);
         int restarts = 0;
-        Workloads.sleepUntilRunTime(history, start);
+        // Before the epoch: the client's code warmed and the first producer built and
+        // initialised, so that the first transaction begins at the run's start time.
+        Warmup.client(spec, props);
+        KafkaProducer<String, byte[]> first = new KafkaProducer<>(props);
+        boolean firstFailed = false;
+        try {
+            first.initTransactions();
+        } catch (RuntimeException e) {
+            firstFailed = true;
+        }
+        late = Workloads.sleepUntilRunTime(history, start);
         while (nextTxn < transactions) {
-            KafkaProducer<String, byte[]> producer = new KafkaProducer<>(props);
-            boolean restart = false;
-            try {
-                producer.initTransactions();
-            } catch (RuntimeException e) {
-                restart = true;
+            KafkaProducer<String, byte[]> producer = first;
+            boolean restart = firstFailed;
+            if (producer == null) {
+                producer = new KafkaProducer<>(props);
+                try {
+                    producer.initTransactions();
+                } catch (RuntimeException e) {
+                    restart = true;
+                }
             }
+            first = null;
+            firstFailed = false;
             while (!restart && nextTxn < transactions) {
                 restart = transaction(producer, transactionalId);
                 if (!restart) {
@@ -99,9 +115,13 @@ final class Txn {
                 throw new IllegalStateException("gave up after " + maxRestarts + " restarts");
             }
         }
+        if (first != null) {
+            first.close();
+        }
         history.close();
         ObjectNode result = EosimDriver.JSON.createObjectNode();
         result.put("process", EosimDriver.process(spec, incarnation));
+        result.put("late_ms", late);
         result.put("incarnation", incarnation);
         result.put("next_txn", nextTxn);
         result.put("next_index", nextValue);

@@ -39,12 +39,17 @@ final class Workloads {
         return props;
     }
 
-    /** Sleep until the wall-clock time {@code epochMs + atMs}, if it is still ahead. */
-    static void sleepUntilRunTime(History history, double atMs) {
+    /**
+     * Sleep until the run's time {@code atMs}, if it is still ahead; how late (ms) it already
+     * was when called (0 when on time).
+     */
+    static double sleepUntilRunTime(History history, double atMs) {
         double wait = atMs - history.now();
         if (wait > 0) {
             parkUntil(System.nanoTime() + (long) (wait * 1e6));
+            return 0.0;
         }
+        return -wait;
     }
 
     /** Park until {@code System.nanoTime()} reaches {@code deadline}. */
