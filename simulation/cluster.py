@@ -118,7 +118,8 @@ class ClusterSettings:
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ClusterSettings:
         c = scenario.cluster
-        config = c.broker_config()
+        # The defaults of the scenario's Kafka version (group.consumer.assignment.interval.ms).
+        config = c.broker_config(scenario.protocol_rules())
         topics = {
             topic.name: TopicSettings.of(topic.replication_factor, c.topic_config(topic))
             for topic in c.topics
@@ -147,6 +148,7 @@ class ClusterSettings:
                     initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                     consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
                     consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                    consumer_assignment_interval_ms=config.group_consumer_assignment_interval_ms,
                 ),
             ),
             ReplicationSettings(

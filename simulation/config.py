@@ -564,6 +564,24 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             15_000,
             "GroupCoordinatorConfig",
         ),
+        # KIP-1263 (Kafka 4.3+; 1000 there): the least time between two target assignments of
+        # a consumer group. Its default depends on the Kafka version, so it is a rule
+        # (ProtocolRules.consumer_assignment_interval_ms_default), as linger.ms's is for the
+        # producer: the registry holds the default preset's value, 0 (Kafka up to 4.2 has no
+        # such config and assigns at once), so that BrokerConfig, GroupConfig and the tests of
+        # both agree on one default, and a scenario's broker configs start from its version's
+        # (broker_config_for, read by ClusterSettings.from_scenario: 1000 on the 4.4 preset);
+        # a value under cluster.config wins on any version. The range is Kafka's default
+        # bounds (group.consumer.min/max.assignment.interval.ms, 0 and 15000, which also bound
+        # the per-group override; neither is modelled).
+        ConfigKey(
+            "group.consumer.assignment.interval.ms",
+            "group_consumer_assignment_interval_ms",
+            _int(0, 15_000),
+            0,
+            "GroupCoordinatorConfig (Kafka 4.3+)",
+            ("coordinator.group_config:GroupConfig.consumer_assignment_interval_ms",),
+        ),
         # Kafka's default for the three is Long.MAX_VALUE: never (None here).
         ConfigKey(
             "log.flush.interval.messages",
@@ -793,7 +811,9 @@ TOPIC_KEYS: dict[str, ConfigKey] = {
 
 @dataclass(slots=True)
 class BrokerConfig:
-    """Broker configs, Kafka's defaults (:data:`BROKER_KEYS`; ``log.flush.*``: never, None here)."""
+    """Broker configs, Kafka's defaults (:data:`BROKER_KEYS`; ``log.flush.*``: never, None here);
+    ``group.consumer.assignment.interval.ms``'s depends on the Kafka version
+    (:func:`broker_config_for` starts from it)."""
 
     replica_lag_time_max_ms: int = kafka_default("replica.lag.time.max.ms")
     replica_fetch_wait_max_ms: int = kafka_default("replica.fetch.wait.max.ms")
@@ -854,6 +874,21 @@ class BrokerConfig:
     )
     group_consumer_max_heartbeat_interval_ms: int = kafka_default(
         "group.consumer.max.heartbeat.interval.ms"
+    )
+    # KIP-1263: the least time between a consumer group's target assignments; its default
+    # is the Kafka version's (broker_config_for).
+    group_consumer_assignment_interval_ms: int = kafka_default(
+        "group.consumer.assignment.interval.ms"
+    )
+
+
+def broker_config_for(rules: ProtocolRules) -> BrokerConfig:
+    """Kafka's broker defaults in the version ``rules`` model: :class:`BrokerConfig`'s, but
+    for a config whose default changed between the modelled versions, which is a rule, as
+    ``linger.ms``'s is for the producer (:func:`parse_producer_config`):
+    ``group.consumer.assignment.interval.ms`` (KIP-1263, Kafka 4.3)."""
+    return BrokerConfig(
+        group_consumer_assignment_interval_ms=rules.consumer_assignment_interval_ms_default
     )
 
 

@@ -80,6 +80,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "An application's empty poll waits poll_interval with no fetch in flight; Kafka's "
         "poll(timeout) keeps one held at each leader (fetch.max.wait.ms).",
         "The consumer reconnects at once after a disconnection, without Kafka's reconnect backoff.",
+        "The group coordinator writes each change at once; Kafka 4.0 and 4.1 hold a "
+        "non-transactional write up to 5 ms (group.coordinator.append.linger.ms).",
         "Processors that do not subscribe split their group's partitions statically (no "
         "rebalance); subscribed ones are group members.",
         "Every replica rolls segments at the same batches; DeleteRecords is applied at the "

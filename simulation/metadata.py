@@ -21,7 +21,7 @@ layer sends at its next chance (an exponential backoff from ``retry.backoff.ms``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS, INTERNAL_TOPICS
@@ -101,6 +101,7 @@ class ClientMetadata:
         "last_successful_refresh",
         "leaders",
         "max_age_ms",
+        "on_update",
         "refresh_backoff",
         "topics",
         "update_requested",
@@ -137,6 +138,8 @@ class ClientMetadata:
         self.equivalent_responses = 0
         self._factor = 1.0
         self.update_requested = now > 0.0
+        # Called once, each, by the next metadata answer (a producer waiting for one).
+        self.on_update: list[Callable[[], None]] = []
 
     def leader(self, tp: TopicPartition) -> str | None:
         known = self.leaders.get(tp)
@@ -154,6 +157,13 @@ class ClientMetadata:
         """Kafka's ``requestUpdate(false)``: every caller eosim models (the Sender, the fetcher,
         a disconnection) keeps the backoff for equivalent responses."""
         self.update_requested = True
+
+    def request_update_for_new_topics(self) -> None:
+        """Kafka's ``requestUpdateForNewTopics``: a topic the client did not use before needs
+        metadata; the update goes out at once, whatever the backoff (``lastRefreshMs`` 0)."""
+        self.update_requested = True
+        self.last_refresh = float("-inf")
+        self.equivalent_responses = 0
 
     def _backoff(self, n: int) -> float:
         return self.refresh_backoff.with_factor(n, self._factor)
@@ -195,6 +205,10 @@ class ClientMetadata:
         self.attempts = 0
         self.update_requested = False
         self._draw()
+        if self.on_update:
+            waiting, self.on_update = self.on_update, []
+            for then in waiting:
+                then()
 
     def _draw(self) -> None:
         if self.jitter is not None:

@@ -113,6 +113,57 @@ class ProtocolRules:
     # given to a second member while the first still owns them. True is 3.8's fix: the
     # member finishes revoking first, and an inconsistent update is refused.
     consumer_partition_epochs: bool = True
+    # KIP-1228 (Kafka 4.2.0, with KAFKA-19999's retry case): WriteTxnMarkers v2 carries the
+    # transaction version, and a partition leader takes a transaction-version-2 marker only
+    # at an epoch above the producer's current one there (the coordinator bumps the epoch at
+    # every end), so a late marker of an ended transaction cannot end the producer's next
+    # one. A marker at the current epoch is still written when the producer has no
+    # transaction open on the partition: a retry of one already written (ProducerAppendInfo.
+    # checkProducerEpoch; followers keep the older check). A refused marker is answered
+    # INVALID_PRODUCER_EPOCH, which makes the coordinator drop the transaction's markers
+    # (TransactionMarkerRequestCompletionHandler). Applies only under transaction version 2.
+    # False is Kafka 4.1 and before: any marker epoch not below the producer's is taken.
+    tv2_marker_requires_newer_epoch: bool = False
+    # Default of the broker config group.consumer.assignment.interval.ms (KIP-1263, Kafka
+    # 4.3.0: 1000): a consumer group (KIP-848) computes a new target assignment only once
+    # this long has passed since its last one; until then its group epoch still moves but
+    # its members reconcile towards the old target, and the next heartbeat of any member
+    # after the interval computes it (GroupMetadataManager.maybeUpdateTargetAssignment; no
+    # timer). 0, Kafka 4.2 and before (which have no such config), computes it at once.
+    consumer_assignment_interval_ms_default: int = 0
+    # KAFKA-20268 (Kafka 4.3.0): a new consumer group starts at group epoch 1 with an empty
+    # target assignment, so its first real assignment, and its first member, are at epoch 2.
+    # False is 4.2 and before: a new group starts at epoch 0 and its first member gets 1.
+    consumer_group_starts_at_epoch_1: bool = False
+    # KIP-1251 (Kafka 4.3.0): a consumer group member's OffsetCommit or TxnOffsetCommit at
+    # an older member epoch than its current one is accepted when every partition it commits
+    # is still assigned to it, or pending revocation from it, at an assignment epoch (the
+    # member epoch at which the member got the partition) not above the commit's epoch
+    # (ConsumerGroup.validateOffsetCommit's per-partition validator); otherwise
+    # STALE_MEMBER_EPOCH. False is 4.2 and before: any epoch but the current one is
+    # STALE_MEMBER_EPOCH. (For a TxnOffsetCommit of version 5 or less the broker answers
+    # ILLEGAL_GENERATION instead; see txn_offset_commit_v6.)
+    consumer_commit_assignment_epochs: bool = False
+    # KAFKA-20106 (PR #21495) and KAFKA-20332 (PR #21897), Kafka 4.3.0: the consumer
+    # protocol's AsyncKafkaConsumer reconciles only from the application thread's poll (the
+    # commit, the callbacks and the new assignment; checked on every pass of poll's loop),
+    # so the network thread never marks partitions for revocation, nor changes the
+    # assignment, while the application holds records; and partitions lost (fenced, or left
+    # on the poll timeout) stop being fetched, and their fetched records returned, at once.
+    # False is 4.2 and before: without
+    # auto-commit a reconciliation starts on the network thread as soon as an assignment
+    # arrives, and lost partitions stay fetchable until the next poll runs onPartitionsLost.
+    consumer_reconciles_in_poll: bool = False
+    # KIP-1319 (KAFKA-20444, Kafka 4.4.0): TxnOffsetCommit v6, which a client uses under
+    # transaction version 2 only (version 5 and later need it). The group coordinator answers
+    # GROUP_ID_NOT_FOUND for a group it does not have and STALE_MEMBER_EPOCH for a stale
+    # member epoch of a consumer group (version 5 and before: ILLEGAL_GENERATION for both,
+    # OffsetMetadataManager.validateTransactionalOffsetCommit), and the producer treats both
+    # as ILLEGAL_GENERATION: an abortable CommitFailedException. v6 names topics by id, so
+    # sendOffsetsToTransaction first waits, at most max.block.ms, for the metadata of consumed
+    # topics the producer has not used (one metadata round trip per topic, its first call).
+    # False is 4.3 and before.
+    txn_offset_commit_v6: bool = False
 
     def with_overrides(self, overrides: dict[str, object]) -> ProtocolRules:
         return replace(self, **overrides)
@@ -159,6 +210,8 @@ def _line(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+_KAFKA_41 = ProtocolRules(eligible_leader_replicas=True)
+
 VERSIONS: dict[str, ProtocolRules] = {
     "3.9": ProtocolRules(
         linger_ms_default=0,
@@ -168,7 +221,20 @@ VERSIONS: dict[str, ProtocolRules] = {
         consumer_auto_commit_app_thread=False,
     ),
     "4.0": ProtocolRules(),
-    "4.1": ProtocolRules(eligible_leader_replicas=True),
+    "4.1": _KAFKA_41,
+    # Kafka 4.4.0: 4.1's rules and the changes of 4.2, 4.3 and 4.4 that the model covers
+    # (docs/model.md, "Departures from Kafka", the version rules). A new 4.4 cluster has the
+    # feature levels of a new 4.1.1 one (transaction.version 2, group.version 1,
+    # eligible.leader.replicas.version 1).
+    "4.4": replace(
+        _KAFKA_41,
+        tv2_marker_requires_newer_epoch=True,
+        consumer_assignment_interval_ms_default=1_000,
+        consumer_group_starts_at_epoch_1=True,
+        consumer_commit_assignment_epochs=True,
+        consumer_reconciles_in_poll=True,
+        txn_offset_commit_v6=True,
+    ),
 }
 DEFAULT_VERSION = "4.0"
 

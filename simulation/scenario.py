@@ -43,6 +43,7 @@ from eosim.simulation.config import (
     ConfigException,
     ProducerConfig,
     Unsafe,
+    broker_config_for,
     parse_producer_config,
 )
 from eosim.simulation.consumer.consumer_coordinator import GroupRebalanceConfig
@@ -254,9 +255,10 @@ class Cluster(_Model):
         relation = "above" if strict else "at least"
         raise _PathError(("cluster", "config", other), f"{high} must be {relation} {key} ({value})")
 
-    def broker_config(self) -> BrokerConfig:
-        """The broker configs, Kafka's defaults where the scenario says nothing."""
-        config = BrokerConfig()
+    def broker_config(self, rules: ProtocolRules | None = None) -> BrokerConfig:
+        """The broker configs, Kafka's defaults where the scenario says nothing: those of the
+        Kafka version ``rules`` model (:func:`broker_config_for`; None: the registry's)."""
+        config = BrokerConfig() if rules is None else broker_config_for(rules)
         for key, value in self.config.items():
             setattr(config, BROKER_KEYS[key].attr, BROKER_KEYS[key].parse(key, value))
         return config
@@ -558,6 +560,8 @@ _RULE_RANGES: dict[str, tuple[int, int]] = {
     "producer_state_cached_batches": (1, 1_000),
     "transaction_version": (0, 2),
     "transaction_max_timeout_ms": (1, MAX_INT),
+    # group.consumer.assignment.interval.ms's range (BROKER_KEYS).
+    "consumer_assignment_interval_ms_default": (0, 15_000),
 }
 
 
@@ -568,7 +572,7 @@ _RULE_CHOICES: dict[str, tuple[str, ...]] = {
 
 
 class Kafka(_Model):
-    version: Literal["3.9", "4.0", "4.1"] = DEFAULT_VERSION  # type: ignore[assignment]
+    version: Literal["3.9", "4.0", "4.1", "4.4"] = DEFAULT_VERSION  # type: ignore[assignment]
     rules: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("version", mode="before")
@@ -1129,6 +1133,7 @@ def _rebalance_config(
             join_prepare_waits_for_commit=rules.consumer_join_prepare_waits_for_commit,
             group_protocol=spec.group_protocol,
             auto_commit_app_thread=rules.consumer_auto_commit_app_thread,
+            reconciles_in_poll=rules.consumer_reconciles_in_poll,
         )
     except ValueError as exc:
         raise _PathError(path, str(exc)) from None

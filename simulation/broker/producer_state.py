@@ -20,7 +20,10 @@ A transaction marker (``appendEndTxnMarker``) is refused if its producer epoch i
 the producer's (INVALID_PRODUCER_EPOCH) or its coordinator epoch is older than the last one
 seen (TRANSACTION_COORDINATOR_FENCED, ``checkCoordinatorEpoch``). Otherwise it sets the
 producer's epoch (a new one clears the cached batches; the same one keeps them) and coordinator
-epoch.
+epoch. Since KIP-1228 (Kafka 4.2) a leader judges a transaction-version-2 marker more strictly
+(``strict``, rule ``tv2_marker_requires_newer_epoch``): its epoch must be above the producer's,
+or equal to it with no transaction of the producer open on the partition (a retry of a marker
+already written, KAFKA-19999).
 
 Producer ids expire (``removeExpiredProducers``): a producer whose last write here is at least
 ``producer.id.expiration.ms`` old and that has no transaction open on the partition is
@@ -209,13 +212,26 @@ class ProducerStateManager:
             entry.batches.popleft()
         entry.last_timestamp = timestamp  # ProducerStateEntry.addBatch
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
+    def check_marker(
+        self,
+        producer_id: int,
+        epoch: int,
+        coordinator_epoch: int,
+        strict: bool = False,
+        transaction_open: bool = False,
+    ) -> Verdict:
         """May a COMMIT/ABORT marker of ``epoch`` from coordinator epoch ``coordinator_epoch``
-        be appended? APPEND, INVALID_PRODUCER_EPOCH or COORDINATOR_FENCED."""
+        be appended? APPEND, INVALID_PRODUCER_EPOCH or COORDINATOR_FENCED. ``strict``: the
+        leader's check of a transaction-version-2 marker since KIP-1228
+        (``ProducerAppendInfo.checkProducerEpoch``): the epoch must be above the producer's,
+        or equal to it while the producer has no transaction open here
+        (``transaction_open``), which is a retry of a marker already written."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return Verdict.APPEND
         if epoch < entry.epoch:
+            return Verdict.INVALID_PRODUCER_EPOCH
+        if strict and epoch == entry.epoch and transaction_open:
             return Verdict.INVALID_PRODUCER_EPOCH
         if entry.coordinator_epoch > coordinator_epoch:
             return Verdict.COORDINATOR_FENCED
@@ -287,10 +303,17 @@ class ProducerStateManager:
         return entry.epoch if entry is not None else NO_PRODUCER_EPOCH
 
     def mark(
-        self, producer_id: int, epoch: int, coordinator_epoch: int, timestamp: float = NO_TIMESTAMP
+        self,
+        producer_id: int,
+        epoch: int,
+        coordinator_epoch: int,
+        timestamp: float = NO_TIMESTAMP,
+        strict: bool = False,
+        transaction_open: bool = False,
     ) -> Verdict:
-        """Check a marker and, if it may be appended, record it (written at ``timestamp``)."""
-        verdict = self.check_marker(producer_id, epoch, coordinator_epoch)
+        """Check a marker and, if it may be appended, record it (written at ``timestamp``;
+        ``strict`` and ``transaction_open``: :meth:`check_marker`)."""
+        verdict = self.check_marker(producer_id, epoch, coordinator_epoch, strict, transaction_open)
         if verdict is Verdict.APPEND:
             self.update_marker(producer_id, epoch, coordinator_epoch, timestamp)
         return verdict

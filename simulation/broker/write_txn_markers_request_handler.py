@@ -1,7 +1,9 @@
 """The WriteTxnMarkers path of a broker: Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``,
 the leader's side of a transaction's end. Each partition's COMMIT or ABORT marker is checked
 by the producer state (``ProducerAppendInfo.appendEndTxnMarker``: producer epoch, then
-coordinator epoch), appended with acks=all (refused below min.insync.replicas), and answered
+coordinator epoch; under transaction version 2 since KIP-1228, rule
+``tv2_marker_requires_newer_epoch``, a marker must raise the epoch unless it retries one already
+written), appended with acks=all (refused below min.insync.replicas), and answered
 once replicated (:func:`eosim.simulation.broker.produce_request_handler.
 answer_when_replicated`). A ``__consumer_offsets`` partition's marker is written by the group
 coordinator of this broker, which applies it once it is written; its errors are reported as
@@ -63,6 +65,11 @@ class WriteTxnMarkersRequestHandler:
         results: list[tuple[TopicPartition, Errors]] = []
         waits: list[tuple[TopicPartition, int]] = []
         rm = self.replica_manager
+        # KIP-1228 (Kafka 4.2): WriteTxnMarkers v2 tells the leader the transaction version,
+        # and a version-2 marker must raise the producer's epoch there (a marker at the same
+        # epoch only as a retry, with no transaction of the producer open). The model's
+        # transaction version is the run's (a rule), so every marker has it.
+        strict = rm.rules.tv2_marker_requires_newer_epoch and rm.rules.transaction_version >= 2
         offsets: list[TopicPartition] = []
         for tp in request.partitions:
             if tp[0] == CONSUMER_OFFSETS_TOPIC:
@@ -91,7 +98,14 @@ class WriteTxnMarkersRequestHandler:
                 results.append((tp, refused))
                 continue
             # ProducerAppendInfo.appendEndTxnMarker: checkProducerEpoch, checkCoordinatorEpoch.
-            verdict = part.producer_state.mark(pid, epoch, request.coordinator_epoch, self.env.now)
+            verdict = part.producer_state.mark(
+                pid,
+                epoch,
+                request.coordinator_epoch,
+                self.env.now,
+                strict,
+                strict and pid in part.log.ongoing,
+            )
             if verdict is not Verdict.APPEND:
                 results.append((tp, VERDICT_ERRORS[verdict]))
                 continue

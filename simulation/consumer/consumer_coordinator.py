@@ -149,6 +149,9 @@ class GroupRebalanceConfig:
     group_protocol: str = "classic"
     # The rule consumer_auto_commit_app_thread (KAFKA-18641's fix, consumer protocol only).
     auto_commit_app_thread: bool = True
+    # The rule consumer_reconciles_in_poll (KAFKA-20106, KAFKA-20332: Kafka 4.3, consumer
+    # protocol only): reconciliations run from poll() only, lost partitions stop at once.
+    reconciles_in_poll: bool = False
 
     def __post_init__(self) -> None:
         if self.group_protocol not in ("classic", "consumer"):

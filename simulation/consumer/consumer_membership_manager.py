@@ -37,6 +37,14 @@ auto-commit runs on the application's poll, of the positions of then. False is 3
 network thread auto-commits on its own timer the positions of records the last ``poll()``
 returned, which the application may still be processing.
 
+The rule ``consumer_reconciles_in_poll`` (KAFKA-20106 and KAFKA-20332, Kafka 4.3.0): every
+reconciliation, with or without auto-commit, starts from the application thread's ``poll()``
+(``maybeReconcile(invokedByPoll)``), at its start or on any pass of its loop, so the network
+thread neither marks partitions for revocation nor changes the assignment between two polls;
+and partitions lost (fenced, or left on the poll timeout) stop being fetched, and their fetched
+records returned, at once, before ``onPartitionsLost`` runs in the next ``poll()``. False is
+4.2 and before (above).
+
 A heartbeat carries the owned partitions only when they changed since the last one (or in a
 full heartbeat: joining, or after an error), as Kafka's ``SentFields`` does; the coordinator
 reads a heartbeat without them as still owning the partitions it waits for.
@@ -151,6 +159,9 @@ class ConsumerMembershipManager(GroupMembership):
         self._poll_timer_expired = False
         # Callbacks queued for the application thread: (name, partitions, then).
         self._callbacks: list[tuple[str, list[TopicPartition], Callable[[], None]]] = []
+        # Rule consumer_reconciles_in_poll: what a poll() waiting on a reconciliation it
+        # started wakes on (the reconciliation's next callback queued).
+        self._step_ready: simpy.Event | None = None
         self.joined_generation = Generation(-1, "", None)
         self.failure: GroupException | None = None
         # Heartbeats: when the next is due, how many failed in a row, the interval the
@@ -203,6 +214,10 @@ class ConsumerMembershipManager(GroupMembership):
         and note the group metadata; returns the event that wakes the poll for more."""
         if self.failure is not None:
             raise self.failure
+        if self.config.reconciles_in_poll:
+            # KAFKA-20106: every pass of poll()'s loop (Kafka's poll event) may start the
+            # reconciliation the network thread no longer starts itself.
+            self._maybe_reconcile(can_commit=True)
         while self._callbacks:
             name, partitions, then = self._callbacks.pop(0)
             if self.listener is not None:
@@ -219,10 +234,15 @@ class ConsumerMembershipManager(GroupMembership):
         # The application thread is not woken for a callback the network thread queues: it
         # runs it when its wait for fetched data ends, at most the heartbeat manager's
         # maximumTimeToWait later (the next heartbeat, or half the poll timer left).
-        wait = self.env.timeout(self._maximum_time_to_wait())
+        events = [self.env.timeout(self._maximum_time_to_wait())]
+        if self.config.reconciles_in_poll and self._reconciling:
+            # KAFKA-20106: the application thread goes on with the reconciliation it started
+            # (its callbacks, the new assignment) as soon as its next step is ready.
+            self._step_ready = self.env.event()
+            events.append(self._step_ready)
         if self.consumer.coordinator is None:
-            return [wait, self.lookup_coordinator()]
-        return [wait]
+            events.append(self.lookup_coordinator())
+        return events
 
     def _maximum_time_to_wait(self) -> float:
         """``AbstractHeartbeatRequestManager.maximumTimeToWait`` (at least 1 ms here, so
@@ -236,21 +256,35 @@ class ConsumerMembershipManager(GroupMembership):
             heartbeat = self.heartbeat_interval_ms
         return max(1.0, min(poll_left, heartbeat))
 
-    def _queue(self, name: str, partitions: list[TopicPartition], then: Callable[[], None]) -> None:
+    def _queue(
+        self,
+        name: str,
+        partitions: list[TopicPartition],
+        then: Callable[[], None],
+        step: bool = False,
+    ) -> None:
         """A callback for the application thread. ``onPartitionsRevoked`` and ``Lost`` are not
-        called for no partitions; ``onPartitionsAssigned`` always is."""
+        called for no partitions; ``onPartitionsAssigned`` always is. ``step``: a step of a
+        reconciliation, which wakes a poll() that started it (rule
+        ``consumer_reconciles_in_poll``)."""
         if name != "assigned" and not partitions:
             then()
             return
         self._callbacks.append((name, partitions, then))
+        ready = self._step_ready
+        if step and ready is not None and not ready.triggered:
+            ready.succeed()
 
     # -- reconciliation -----------------------------------------------------------------------
     def _maybe_reconcile(self, can_commit: bool) -> None:
+        """``can_commit``: called by the application thread's ``poll()``."""
         if self.state is not MemberState.RECONCILING or self.target is None:
             return
         if (self.target == self.current and not self._none) or self._reconciling:
             return
-        if self.consumer.auto_commit and not can_commit:
+        if (self.consumer.auto_commit or self.config.reconciles_in_poll) and not can_commit:
+            # Without auto-commit, 4.2 and before start it on the network thread at once;
+            # KAFKA-20106 (4.3) waits for the poll in every case.
             return
         self._reconciling = True
         self._rejoined_while_reconciling = False
@@ -280,9 +314,9 @@ class ConsumerMembershipManager(GroupMembership):
                 done.succeed(False)
                 return
             self.consumer.assign_from_subscribed(sorted(kept + added))
-            self._queue("assigned", added, lambda: done.succeed(True))
+            self._queue("assigned", added, lambda: done.succeed(True), step=True)
 
-        self._queue("revoked", revoked, after_revoke)
+        self._queue("revoked", revoked, after_revoke, step=True)
         applied = yield done
         if applied and not self._aborted():
             self._set_current(target)
@@ -317,6 +351,10 @@ class ConsumerMembershipManager(GroupMembership):
     def _release(self, then: Callable[[], None]) -> None:
         """``signalPartitionsLost`` then ``clearAssignment``."""
         lost = sorted(self.current | frozenset(self.consumer.assignment))
+        if self.config.reconciles_in_poll:
+            # KAFKA-20332 (4.3): lost partitions are no longer fetched, nor their fetched
+            # records returned, from now on; onPartitionsLost waits for the next poll().
+            self.consumer.mark_pending_revocation(lost)
 
         def cleared() -> None:
             self.consumer.assign_from_subscribed([])

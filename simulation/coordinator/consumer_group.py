@@ -21,6 +21,9 @@ Kafka 4.1.1's ``modern/consumer/ConsumerGroup``, ``ConsumerGroupMember``,
 * **Group state** (``ConsumerGroup.updateGroupState``): EMPTY without members, ASSIGNING while
   the group epoch is ahead of the assignment epoch, RECONCILING while some member is not at
   the assignment epoch in STABLE, else STABLE.
+* **Assignment epochs** (KIP-1251, Kafka 4.3): each partition a member holds remembers the
+  member epoch at which the member got it (``assignment_epochs``), which a commit at an older
+  member epoch is checked against when the rule ``consumer_commit_assignment_epochs`` is on.
 
 Departures (docs/model.md): topics are known by name (Kafka assigns by topic id); members are
 visited in member-id order by the assignor (Kafka's ``memberIds()`` is a hash set); racks,
@@ -33,6 +36,7 @@ read back by :meth:`ConsumerGroup.replay`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -80,9 +84,20 @@ class ConsumerGroupMember:
     assigned: Partitions = NO_PARTITIONS
     pending_revocation: Partitions = NO_PARTITIONS
     client_id: str = ""
+    # KIP-1251: (partition, the member epoch at which the member got it) of every partition
+    # assigned or pending revocation, in partition order (Kafka's assignedPartitions and
+    # partitionsPendingRevocation with their epochs).
+    assignment_epochs: tuple[tuple[TopicPartition, int], ...] = ()
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+    def assignment_epoch(self, tp: TopicPartition) -> int | None:
+        """The member epoch at which the member got ``tp``, while it holds it (assigned or
+        pending revocation); None otherwise."""
+        if tp not in self.assigned and tp not in self.pending_revocation:
+            return None
+        return next((epoch for held, epoch in self.assignment_epochs if held == tp), None)
 
     def with_epoch(self, epoch: int) -> ConsumerGroupMember:
         """``Builder.updateMemberEpoch``: the previous epoch is the one left, also when the
@@ -103,6 +118,9 @@ class ConsumerGroupRecord:
     assignment_epoch: int
     members: tuple[ConsumerGroupMember, ...]
     target: tuple[tuple[str, tuple[TopicPartition, ...]], ...]
+    # KIP-1263: when the target assignment was last computed (Kafka's AssignmentTimestamp of
+    # the target assignment metadata record), None if never.
+    assignment_time_ms: float | None = None
 
 
 @dataclass(slots=True)
@@ -117,6 +135,9 @@ class ConsumerGroup:
     # KAFKA-16147: False keeps 3.7's bookkeeping (the rule consumer_partition_epochs).
     strict_partition_epochs: bool = True
     dead: bool = False
+    # When the target assignment was last computed (KIP-1263's interval runs from it); None:
+    # never.
+    assignment_time_ms: float | None = None
 
     # -- state --------------------------------------------------------------------------
     @property
@@ -209,19 +230,37 @@ class ConsumerGroup:
 
     # -- offsets --------------------------------------------------------------------------
     def validate_offset_commit(
-        self, member_id: str, instance_id: str | None, member_epoch: int, transactional: bool
+        self,
+        member_id: str,
+        instance_id: str | None,
+        member_epoch: int,
+        transactional: bool,
+        partitions: Iterable[TopicPartition] = (),
+        assignment_epochs: bool = False,
     ) -> None:
         """``ConsumerGroup.validateOffsetCommit`` (``ConsumerGroup.java:646-672``): a commit
         without an epoch is accepted only while the group has no member; a transactional one
         naming nobody is accepted; otherwise the member must exist and the epoch must equal
-        its current one (STALE_MEMBER_EPOCH; there is no check of which partitions it owns)."""
+        its current one (STALE_MEMBER_EPOCH; there is no check of which partitions it owns).
+
+        ``assignment_epochs`` (KIP-1251, Kafka 4.3, the rule
+        ``consumer_commit_assignment_epochs``): an older epoch is accepted if the member still
+        holds every partition of the commit (``partitions``), assigned or pending revocation,
+        at an assignment epoch not above it (``createAssignmentEpochValidator``); a newer
+        one is still STALE_MEMBER_EPOCH."""
         if member_epoch < 0 and not self.members:
             return
         if transactional and member_epoch < 0 and not member_id and instance_id is None:
             return
         member = self.member(member_id)
-        if member_epoch != member.member_epoch:
+        if member_epoch == member.member_epoch:
+            return
+        if not assignment_epochs or member_epoch > member.member_epoch:
             raise GroupError(Errors.STALE_MEMBER_EPOCH)
+        for tp in partitions:
+            epoch = member.assignment_epoch(tp)
+            if epoch is None or member_epoch < epoch:
+                raise GroupError(Errors.STALE_MEMBER_EPOCH)
 
     # -- records ---------------------------------------------------------------------------
     def record(self) -> ConsumerGroupRecord:
@@ -231,6 +270,7 @@ class ConsumerGroup:
             self.assignment_epoch,
             tuple(self.members[m] for m in sorted(self.members)),
             tuple((m, tuple(sorted(self.target[m]))) for m in sorted(self.target)),
+            self.assignment_time_ms,
         )
 
     @classmethod
@@ -240,6 +280,7 @@ class ConsumerGroup:
             record.group_epoch,
             record.assignment_epoch,
             strict_partition_epochs=strict,
+            assignment_time_ms=record.assignment_time_ms,
         )
         for member in record.members:
             group.update_member(member)
@@ -257,6 +298,7 @@ class ConsumerGroup:
             dict(self.partition_epochs),
             self.strict_partition_epochs,
             self.dead,
+            self.assignment_time_ms,
         )
 
 
@@ -328,6 +370,7 @@ def _next_assignment(
             state=MemberState.UNREVOKED_PARTITIONS,
             assigned=kept,
             pending_revocation=revoking,
+            assignment_epochs=_assignment_epochs(member, member.assigned, NO_PARTITIONS, 0),
         )
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     return replace(
@@ -335,7 +378,19 @@ def _next_assignment(
         state=state,
         assigned=kept | free,
         pending_revocation=NO_PARTITIONS,
+        assignment_epochs=_assignment_epochs(member, kept, free, target_epoch),
     )
+
+
+def _assignment_epochs(
+    member: ConsumerGroupMember, kept: Partitions, new: Partitions, epoch: int
+) -> tuple[tuple[TopicPartition, int], ...]:
+    """KIP-1251's epochs after a step: the partitions ``kept`` (assigned, or now pending
+    revocation) keep theirs, the ``new`` ones are the target epoch's (``epoch``;
+    ``computeNextAssignment``)."""
+    epochs = {tp: e for tp, e in member.assignment_epochs if tp in kept}
+    epochs.update(dict.fromkeys(new, epoch))
+    return tuple(sorted(epochs.items()))
 
 
 # -- the server-side assignor (UniformHomogeneousAssignmentBuilder) -------------------------

@@ -6,13 +6,18 @@ Kafka 4.1.1's ``GroupMetadataManager.consumerGroupHeartbeat`` (``:2185-2319``),
 ``consumerGroupFenceMembers`` (``:4071-4130``) and the session and rebalance timeouts
 (``:4452-4540``). One heartbeat, in order:
 
-1. the group (created by a join, epoch 0) and the member (created by a join; otherwise its
-   epoch is validated: a greater epoch, or a smaller one that is not the previous epoch with
-   owned partitions inside the assignment, is FENCED_MEMBER_EPOCH; an unknown member is
-   UNKNOWN_MEMBER_ID);
+1. the group (created by a join, epoch 0; since KAFKA-20268, Kafka 4.3, epoch 1 with an empty
+   target assignment, the rule ``consumer_group_starts_at_epoch_1``) and the member (created
+   by a join; otherwise its epoch is validated: a greater epoch, or a smaller one that is not
+   the previous epoch with owned partitions inside the assignment, is FENCED_MEMBER_EPOCH; an
+   unknown member is UNKNOWN_MEMBER_ID);
 2. the member's subscription and rebalance timeout; a new member or a changed subscription
    bumps the group epoch;
-3. the target assignment, recomputed by the uniform assignor when the group epoch is ahead;
+3. the target assignment, recomputed by the uniform assignor when the group epoch is ahead,
+   and since KIP-1263 (Kafka 4.3) only once ``group.consumer.assignment.interval.ms`` has
+   passed since the last one (``maybeUpdateTargetAssignment``: no timer, the first heartbeat
+   of any member after the interval computes it; meanwhile members reconcile towards the old
+   target at the old assignment epoch);
 4. the member's reconciliation (:func:`consumer_group.reconcile`); entering
    UNREVOKED_PARTITIONS starts its rebalance timeout (the member's max.poll.interval.ms),
    leaving it cancels the timeout;
@@ -59,7 +64,7 @@ from eosim.simulation.coordinator.coordinator_result import CoordinatorResult
 from eosim.simulation.protocol import ConsumerGroupHeartbeatRequest, Errors, TopicPartition
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from eosim.simulation.coordinator.coordinator_timer import CoordinatorTimer
     from eosim.simulation.coordinator.group_config import GroupConfig
@@ -95,6 +100,8 @@ class ConsumerGroupHeartbeats:
     consumer_groups: dict[str, ConsumerGroup]
     # topic -> its partition count, as the broker's metadata image has it
     partition_count: Callable[[str], int]
+    # the shard's time, in milliseconds
+    clock: Callable[[], float]
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------
     def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> CoordinatorResult:
@@ -118,7 +125,12 @@ class ConsumerGroupHeartbeats:
         if not create:
             raise GroupError(Errors.GROUP_ID_NOT_FOUND)
         self.groups.pop(group_id, None)
-        group = ConsumerGroup(group_id, strict_partition_epochs=self.config.strict_partition_epochs)
+        # KAFKA-20268 (Kafka 4.3): a new group starts at epoch 1 with an empty target
+        # assignment (at the same epoch), so its first real assignment is epoch 2.
+        epoch = 1 if self.config.starts_at_epoch_1 else 0
+        group = ConsumerGroup(
+            group_id, epoch, epoch, strict_partition_epochs=self.config.strict_partition_epochs
+        )
         self.consumer_groups[group_id] = group
         return group
 
@@ -165,7 +177,7 @@ class ConsumerGroupHeartbeats:
             group.update_member(updated)
         if bump:
             group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
+        if group.group_epoch > group.assignment_epoch and self._assignment_due(group):
             self._update_target_assignment(group)
             changed = True
         target = group.target.get(updated.member_id, frozenset())
@@ -205,6 +217,14 @@ class ConsumerGroupHeartbeats:
 
         return CoordinatorResult([group.record()], answer, on_written)
 
+    def _assignment_due(self, group: ConsumerGroup) -> bool:
+        """KIP-1263 (``canComputeNextTargetAssignment``): a new target assignment may be
+        computed when the interval is 0, the group has none computed yet, or the interval
+        has passed since the last one."""
+        interval = self.config.consumer_assignment_interval_ms
+        last = group.assignment_time_ms
+        return interval <= 0 or last is None or self.clock() - last >= interval
+
     def _update_target_assignment(self, group: ConsumerGroup) -> None:
         """``updateTargetAssignment``: the uniform assignor over the members (in member-id
         order) and the subscribed topics' partitions, sticky to the previous target."""
@@ -213,6 +233,7 @@ class ConsumerGroupHeartbeats:
         counts = {t: self.partition_count(t) for t in topics}
         group.target = uniform_assign(members, topics, counts, group.target)
         group.assignment_epoch = group.group_epoch
+        group.assignment_time_ms = self.clock()
 
     def _maybe_reconcile(
         self,
@@ -296,13 +317,28 @@ class ConsumerGroupHeartbeats:
         instance_id: str | None,
         member_epoch: int,
         transactional: bool,
+        partitions: Iterable[TopicPartition] = (),
     ) -> Errors:
-        """``ConsumerGroup.validateOffsetCommit``; a TxnOffsetCommit's STALE_MEMBER_EPOCH is
-        ILLEGAL_GENERATION (``OffsetMetadataManager.validateTransactionalOffsetCommit``)."""
+        """``ConsumerGroup.validateOffsetCommit`` of the committed ``partitions`` (their
+        assignment epochs since KIP-1251, the config's ``commit_assignment_epochs``); a
+        TxnOffsetCommit's STALE_MEMBER_EPOCH is ILLEGAL_GENERATION
+        (``OffsetMetadataManager.validateTransactionalOffsetCommit``) up to its version 5,
+        STALE_MEMBER_EPOCH from version 6 (KIP-1319, ``txn_offset_commit_v6``)."""
         try:
-            group.validate_offset_commit(member_id, instance_id, member_epoch, transactional)
+            group.validate_offset_commit(
+                member_id,
+                instance_id,
+                member_epoch,
+                transactional,
+                partitions,
+                self.config.commit_assignment_epochs,
+            )
         except GroupError as e:
-            if transactional and e.error is Errors.STALE_MEMBER_EPOCH:
+            if (
+                transactional
+                and e.error is Errors.STALE_MEMBER_EPOCH
+                and not self.config.txn_offset_commit_v6
+            ):
                 return Errors.ILLEGAL_GENERATION
             return e.error
         return Errors.NONE

@@ -93,11 +93,13 @@ class GroupCoordinator:
         generation: int,
         transactional: bool,
         checks_generation: bool = True,
+        partitions: Iterable[TopicPartition] = (),
     ) -> Errors:
         """``OffsetMetadataManager.validateOffsetCommit`` / ``validateTransactionalOffsetCommit``
-        (``OffsetMetadataManager.java:302-379``) for ``group``'s shard."""
+        (``OffsetMetadataManager.java:302-379``) for ``group``'s shard; ``partitions``: the
+        committed ones."""
         return self.shard(offsets_partition(group)[1]).validate_offset_commit(
-            group, member_id, instance_id, generation, transactional, checks_generation
+            group, member_id, instance_id, generation, transactional, checks_generation, partitions
         )
 
     def drop_shards(self, partition: int | None = None) -> list[GroupMetadataManager]:

@@ -254,6 +254,7 @@ class GroupCoordinatorService:
                         request.generation,
                         True,
                         self.rules.offset_commit_checks_generation,
+                        [tp for tp, _offset in request.offsets],
                     )
                 if error is Errors.NONE:
                     error = self.groups.check_txn_commit(request.producer_id, request.epoch)
@@ -328,6 +329,7 @@ class GroupCoordinatorService:
                 request.generation,
                 False,
                 self.rules.offset_commit_checks_generation,
+                [tp for tp, _offset in request.offsets],
             )
             if error is Errors.NONE:
                 shard = self.groups.shards.get(partition[1])

@@ -30,7 +30,7 @@ To extend: a new request is a method ``classic_group_<name>(request, ...)`` retu
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from eosim.simulation.coordinator.classic_group import (
@@ -58,6 +58,7 @@ from eosim.simulation.protocol import (
     JoinGroupRequest,
     LeaveGroupRequest,
     SyncGroupRequest,
+    TopicPartition,
 )
 
 S = ClassicGroupState
@@ -129,8 +130,12 @@ class GroupMetadataManager(ConsumerGroupHeartbeats):
         config: GroupConfig | None = None,
         member_ids: MemberIdGenerator | None = None,
         partition_count: Callable[[str], int] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.timer = timer
+        # The shard's time (Kafka's ``time``), read by the consumer groups' assignment
+        # interval; by default a ManualTimer's ``now`` (tests), else 0.
+        self.clock = clock if clock is not None else _clock_of(timer)
         self.config = config if config is not None else GroupConfig()
         self._member_ids = member_ids if member_ids is not None else _counting_member_ids()
         self.groups: dict[str, ClassicGroup] = {}
@@ -780,24 +785,28 @@ class GroupMetadataManager(ConsumerGroupHeartbeats):
         generation: int,
         transactional: bool,
         checks_generation: bool = True,
+        partitions: Iterable[TopicPartition] = (),
     ) -> Errors:
         """``OffsetMetadataManager.validateOffsetCommit`` / ``validateTransactionalOffsetCommit``
         (``OffsetMetadataManager.java:302-379``): an unknown group is created (Empty) for a
         commit without a generation; with one, an OffsetCommit is GROUP_ID_NOT_FOUND (version
         9, the one a 4.x client sends; ILLEGAL_GENERATION before) and a TxnOffsetCommit
-        ILLEGAL_GENERATION. Then the group's own check
-        (:meth:`ClassicGroup.validate_offset_commit`)."""
+        ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND from version 6, KIP-1319). Then the group's own
+        check (:meth:`ClassicGroup.validate_offset_commit`; a consumer group's checks
+        ``partitions``, the committed ones, since KIP-1251)."""
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if not checks_generation:
                 return Errors.NONE
             return self.validate_consumer_group_commit(
-                consumer_group, member_id, instance_id, generation, transactional
+                consumer_group, member_id, instance_id, generation, transactional, partitions
             )
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0 and checks_generation:
-                return Errors.ILLEGAL_GENERATION if transactional else Errors.GROUP_ID_NOT_FOUND
+                if transactional and not self.config.txn_offset_commit_v6:
+                    return Errors.ILLEGAL_GENERATION
+                return Errors.GROUP_ID_NOT_FOUND
             group = self.get_or_create(group_id)
         try:
             group.validate_offset_commit(
@@ -867,6 +876,11 @@ class GroupMetadataManager(ConsumerGroupHeartbeats):
 
 def _no_topics(_topic: str) -> int:
     return 0
+
+
+def _clock_of(timer: CoordinatorTimer) -> Callable[[], float]:
+    """The time of a timer that keeps one (a ManualTimer's ``now``), else always 0."""
+    return lambda: float(getattr(timer, "now", 0.0))
 
 
 def _names(request: JoinGroupRequest) -> tuple[str, ...]:

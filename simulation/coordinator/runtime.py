@@ -555,13 +555,21 @@ class CoordinatorRuntime:
             self.env, lambda result: self.apply_group_result(partition, result, None)
         )
         self._timers[partition] = timer
+        rules = self.rules
         return GroupMetadataManager(
             timer,
             replace(
-                self.settings.groups, strict_partition_epochs=self.rules.consumer_partition_epochs
+                self.settings.groups,
+                strict_partition_epochs=rules.consumer_partition_epochs,
+                starts_at_epoch_1=rules.consumer_group_starts_at_epoch_1,
+                commit_assignment_epochs=rules.consumer_commit_assignment_epochs,
+                # TxnOffsetCommit v6 needs v5, which a client sends under transaction
+                # version 2 only.
+                txn_offset_commit_v6=rules.txn_offset_commit_v6 and rules.transaction_version >= 2,
             ),
             uuid_member_ids(self._member_id_bits),
             self._partition_count,
+            lambda: self.env.now,
         )
 
     def _partition_count(self, topic: str) -> int:

@@ -82,6 +82,7 @@ class KafkaProducer:
                 config.retry_backoff_ms,
                 self.transaction_manager,
                 rules.transaction_version,
+                rules.txn_offset_commit_v6,
             )
             self.transaction_manager.txn = self.transactions
         self.partitioner = Partitioner(rng, config.batch_size, config.partitioner_ignore_keys)
@@ -104,6 +105,9 @@ class KafkaProducer:
         self._memory_waiters: deque[simpy.Event] = deque()
         self._topic_partitions: dict[str, list[TopicPartition]] = {}
         self._flush_waiters: list[simpy.Event] = []
+        # KIP-1319 (TxnOffsetCommit v6 names topics by id): the consumed topics whose
+        # metadata sendOffsetsToTransaction has waited for.
+        self._offset_topics: set[str] = set()
 
     def send(
         self,
@@ -223,7 +227,38 @@ class KafkaProducer:
         offsets: tuple[tuple[TopicPartition, int], ...],
         group_metadata: ConsumerGroupMetadata | str,
     ) -> simpy.Event:
-        return self._txn().send_offsets_to_transaction(offsets, group_metadata)
+        """The event's value is None or the error. Under TxnOffsetCommit v6 (KIP-1319, Kafka
+        4.4: rule ``txn_offset_commit_v6``, transaction version 2) the producer first waits,
+        at most ``max.block.ms``, for the metadata of consumed topics it has not used yet."""
+        txn = self._txn()
+        if txn.txn_offset_commit_v6:
+            topics = sorted({tp[0] for tp, _offset in offsets} - self._offset_topics)
+            if topics:
+                return self.env.process(
+                    self._send_offsets_after_metadata(topics, offsets, group_metadata)
+                )
+        return txn.send_offsets_to_transaction(offsets, group_metadata)
+
+    def _send_offsets_after_metadata(  # type: ignore[no-untyped-def]
+        self,
+        topics: list[str],
+        offsets: tuple[tuple[TopicPartition, int], ...],
+        group_metadata: ConsumerGroupMetadata | str,
+    ):
+        """KIP-1319: the producer's metadata must know the consumed ``topics`` (their ids go
+        into TxnOffsetCommit v6) before the offsets join the transaction: one metadata round
+        trip on a producer's first call for a topic, or a TimeoutException after
+        ``max.block.ms`` (the transaction is left as it was)."""
+        updated = self.env.event()
+        self.sender.await_metadata(lambda: None if updated.triggered else updated.succeed())
+        yield self.env.any_of([updated, self.env.timeout(self.config.max_block_ms)])
+        if not updated.triggered:
+            return (
+                f"TimeoutException: Topic {topics[0]} not present in metadata after "
+                f"{self.config.max_block_ms} ms."
+            )
+        self._offset_topics.update(topics)
+        return (yield self._txn().send_offsets_to_transaction(offsets, group_metadata))
 
     def commit_transaction(self) -> simpy.Event:
         """Flush, then end the transaction with a commit. The event's value is None or the

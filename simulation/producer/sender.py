@@ -127,6 +127,27 @@ class Sender:
         if not self._wakeup.triggered:
             self._wakeup.succeed()
 
+    def await_metadata(self, then: Callable[[], None]) -> None:
+        """Kafka's ``requestUpdateForNewTopics`` and ``awaitUpdate`` for topics the producer
+        has not used: ``then`` runs when the answer to a metadata request sent from now on
+        arrives (the model's answers name every topic; one already in flight was asked
+        before the new topics were added, so its answer does not count, as in Kafka)."""
+        metadata = self.metadata
+        skip = [self.client.metadata_in_flight]
+
+        def updated() -> None:
+            if skip[0]:
+                skip[0] = False
+                metadata.request_update_for_new_topics()
+                metadata.on_update.append(updated)
+                self.wakeup()
+                return
+            then()
+
+        metadata.request_update_for_new_topics()
+        metadata.on_update.append(updated)
+        self.wakeup()
+
     def _loop(self):  # type: ignore[no-untyped-def]
         env = self.env
         while self.running:

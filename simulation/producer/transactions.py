@@ -120,6 +120,7 @@ class Transactions:
         retry_backoff_ms: float,
         tm: TransactionManager,
         transaction_version: int,
+        txn_offset_commit_v6: bool = False,
     ) -> None:
         self.env = env
         self.transactional_id = transactional_id
@@ -127,6 +128,9 @@ class Transactions:
         self.retry_backoff_ms = retry_backoff_ms
         self.tm = tm
         self.transaction_version = transaction_version
+        # KIP-1319 (Kafka 4.4, the rule txn_offset_commit_v6): TxnOffsetCommit v6, which the
+        # client sends only under transaction version 2 (v5 and later need it).
+        self.txn_offset_commit_v6 = txn_offset_commit_v6 and transaction_version >= 2
         self.state = ClientTransactionState(transactional_id)
         self.coordinators: dict[tuple[str, str], str] = {}  # (type, key) -> node
         self.pending: list[TxnRequest] = []
@@ -491,8 +495,13 @@ class Transactions:
             finish(self.last_error)
 
         def offset_commit_failed(error: Errors) -> None:
-            """``TxnOffsetCommitHandler``: the group's refusals are abortable."""
-            if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
+            """``TxnOffsetCommitHandler``: the group's refusals are abortable (since v6,
+            KIP-1319, GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH too, which the coordinator
+            answered as ILLEGAL_GENERATION before)."""
+            if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION) or (
+                self.txn_offset_commit_v6
+                and error in (Errors.GROUP_ID_NOT_FOUND, Errors.STALE_MEMBER_EPOCH)
+            ):
                 self.abortable(
                     "CommitFailedException: Transaction offset Commit failed due to consumer "
                     f"group metadata mismatch: {error.name}",
