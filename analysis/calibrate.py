@@ -428,9 +428,12 @@ def adjust(rows: list[Row], alpha: float = ALPHA) -> None:
             )
 
 
-# The override ``eosim calibrate`` gives the model's sweep alone, so that the model takes the
-# rules of the Kafka release it is compared with (``kafka.version=4.1`` for Kafka 4.1.1).
+# The overrides ``eosim calibrate`` gives the model's sweep alone: the rules of the Kafka release
+# it is compared with (``kafka.version=4.1`` for Kafka 4.1.1), and the resource model of the
+# machine the real cluster runs on (``cluster.resources.preset=calibration-host``).
 VERSION_SET = "kafka.version="
+RESOURCES_SET = "cluster.resources.preset="
+MODEL_ONLY = (VERSION_SET, RESOURCES_SET)
 
 
 def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
@@ -440,8 +443,8 @@ def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
     km, kf = _runs(Path(kafka_dir))
     for key in ("scenario_yaml", "seed", "runs_per_variant", "grid", "set"):
         mine, theirs = mm.get(key), km.get(key)
-        if key == "set":  # the model side may take the real cluster's version's rules
-            mine = [s for s in mine or [] if not s.startswith(VERSION_SET)]
+        if key == "set":  # the model side may take the real cluster's version and machine
+            mine = [s for s in mine or [] if not s.startswith(MODEL_ONLY)]
         if mine != theirs:
             raise CalibrationError(
                 f"{model_dir} and {kafka_dir} are not the same sweep ({key} differs)"
@@ -609,6 +612,8 @@ def write(cal: Calibration, out: str | Path) -> list[Path]:
 __all__ = [
     "HEADLINE",
     "LATENCY_ROWS",
+    "MODEL_ONLY",
+    "RESOURCES_SET",
     "VERSION_SET",
     "Calibration",
     "CalibrationError",

@@ -779,6 +779,14 @@ def kafka_install(kafka_version: str | None, kafka_home: str | None) -> None:
 @click.option(
     "--kafka-home", envvar="KAFKA_HOME", type=click.Path(file_okay=False), help="A Kafka to use."
 )
+@click.option(
+    "--resources",
+    default="calibration-host",
+    show_default=True,
+    metavar="PRESET|none",
+    help="The resource model the model side runs with (the machine the real cluster runs on), "
+    "unless the scenario sets cluster.resources; none: the unbounded model.",
+)
 def calibrate(
     scenario: str,
     runs: int,
@@ -790,6 +798,7 @@ def calibrate(
     quiet: bool,
     kafka_version: str | None,
     kafka_home: str | None,
+    resources: str,
 ) -> None:
     """Run each variant N times on the model and N times on a real Kafka, with the same
     seeds' fault schedules, and write a calibration report: the anomalies, per-record rates
@@ -799,12 +808,24 @@ def calibrate(
 
     Exit 0 when no row disagrees, 1 when some do, 2 on bad input, 4 when the real cluster
     failed. Both sweeps resume like any sweep: the same command carries on."""
-    from eosim.analysis.calibrate import VERSION_SET, CalibrationError, compare, write
+    from eosim.analysis.calibrate import (
+        RESOURCES_SET,
+        VERSION_SET,
+        CalibrationError,
+        compare,
+        write,
+    )
     from eosim.analysis.sweep import SweepError, run_sweep
+    from eosim.simulation.resources import preset_names
     from eosim.simulation.rules import preset_for
 
     path = _scenario_file(scenario)
     s = _load(path, overrides)
+    if resources != "none" and resources not in preset_names():
+        raise BadInput(
+            f"--resources {resources}: no such preset "
+            f"(shipped: {', '.join(preset_names()) or 'none'}, or none)"
+        )
     root = Path(out) if out is not None else Path("results") / s.name / "calibration"
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     common: dict[str, Any] = {
@@ -829,9 +850,17 @@ def calibrate(
                     f"{release}: a calibration compares the model of the cluster's version "
                     f'(set kafka.version: "{preset}" or leave it out)'
                 )
-            model["overrides"] = (*overrides, f"{VERSION_SET}{preset}")
+            model["overrides"] = (*model.get("overrides", overrides), f"{VERSION_SET}{preset}")
+        if s.cluster.resources is not None:
+            machine = "the scenario's resources"
+        elif resources == "none":
+            machine = "unbounded"
+        else:
+            machine = f"resources {resources}"
+            model["overrides"] = (*model.get("overrides", overrides), f"{RESOURCES_SET}{resources}")
         click.echo(
-            f"model      {runs} run(s) per variant, Kafka {preset}'s rules -> {root / 'model'}",
+            f"model      {runs} run(s) per variant, Kafka {preset}'s rules, {machine} -> "
+            f"{root / 'model'}",
             err=True,
         )
         run_sweep(path, runs, master=master, out=root / "model", **model)

@@ -54,6 +54,7 @@ from eosim.simulation.broker.log_manager import LogManagerSettings
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator
 from eosim.simulation.broker.replica_manager import ReplicationSettings
+from eosim.simulation.broker.request_handler_pool import BrokerThreads, ThreadSettings
 from eosim.simulation.config import kafka_default
 from eosim.simulation.controller.partition_change import NO_LEADER, PartitionRegistration
 from eosim.simulation.controller.quorum_controller import (
@@ -86,6 +87,7 @@ from eosim.simulation.nemesis import FaultTarget
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
 from eosim.simulation.protocol import Errors, TopicPartition
+from eosim.simulation.resources import Machines
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
 from eosim.simulation.state_change import StateChangeLog
@@ -114,6 +116,9 @@ class ClusterSettings:
     offsets_min_isr: int = kafka_default("min.insync.replicas")
     # Retention and producer-id expiry (the brokers' LogManagers).
     log: LogManagerSettings = field(default_factory=LogManagerSettings)
+    # The brokers' threads (num.network.threads, num.io.threads, queued.max.requests,
+    # num.replica.fetchers), read by the resource model only.
+    threads: ThreadSettings = field(default_factory=ThreadSettings)
 
     @classmethod
     def from_scenario(cls, scenario: Scenario) -> ClusterSettings:
@@ -176,6 +181,12 @@ class ClusterSettings:
                 float(config.producer_id_expiration_ms),
                 float(config.producer_id_expiration_check_interval_ms),
             ),
+            ThreadSettings(
+                config.num_network_threads,
+                config.num_io_threads,
+                config.queued_max_requests,
+                config.num_replica_fetchers,
+            ),
         )
 
 
@@ -208,6 +219,7 @@ class Cluster:
         on_fence: FenceListener | None = None,
         streams: RandomStreams | None = None,
         state_log: StateChangeLog | None = None,
+        machines: Machines | None = None,
     ) -> None:
         settings = settings if settings is not None else ClusterSettings()
         metadata = metadata.with_internal_topics(
@@ -265,6 +277,11 @@ class Cluster:
                 coordinator=partial(self._runtimes.get, name),
                 hostable=self._hostable,
                 state_log=self.state_log,
+                threads=(
+                    BrokerThreads(env, machines.jvms[name], machines.service, settings.threads)
+                    if machines is not None
+                    else None
+                ),
             )
         registrations = {}
         for tp in metadata.all_partitions():
@@ -322,9 +339,11 @@ class Cluster:
         probe: Probe,
         streams: RandomStreams | None = None,
         state_log: StateChangeLog | None = None,
+        machines: Machines | None = None,
     ) -> Cluster:
         """The cluster a scenario describes; every fencing is recorded in ``history``, and
-        state changes in ``state_log`` (when it is enabled: traced runs)."""
+        state changes in ``state_log`` (when it is enabled: traced runs). ``machines``: the
+        run's hosts and processes, when the scenario has the resource model."""
         return cls(
             env,
             network,
@@ -339,6 +358,7 @@ class Cluster:
             lambda txn_id, pid, epoch, t: history.fence(t, txn_id, pid, epoch),
             streams,
             state_log,
+            machines,
         )
 
     # -- lookups ---------------------------------------------------------------------------
@@ -472,6 +492,11 @@ class Cluster:
 
     def _process(self, node: str) -> FaultTarget:
         return self.controller if node == CONTROLLER else self.brokers[node]
+
+    def process_running(self, node: str) -> bool:
+        """Whether broker ``node``'s (or the controller's) process runs: alive, not paused."""
+        process = self._process(node)
+        return bool(process.alive and not process.paused)  # type: ignore[attr-defined]
 
     def crash(self, node: str) -> None:
         """The process of broker ``node`` (or of the controller) dies at once."""

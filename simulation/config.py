@@ -469,6 +469,38 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             ("broker.replica_manager:ReplicationSettings.replica_fetch_backoff_ms",),
         ),
         ConfigKey(
+            "num.network.threads",
+            "num_network_threads",
+            _int(1),
+            3,
+            "SocketServerConfigs",
+            ("broker.request_handler_pool:ThreadSettings.network_threads",),
+        ),
+        ConfigKey(
+            "num.io.threads",
+            "num_io_threads",
+            _int(1),
+            8,
+            "ServerConfigs",
+            ("broker.request_handler_pool:ThreadSettings.io_threads",),
+        ),
+        ConfigKey(
+            "queued.max.requests",
+            "queued_max_requests",
+            _int(1),
+            500,
+            "ServerConfigs",
+            ("broker.request_handler_pool:ThreadSettings.queued_max_requests",),
+        ),
+        ConfigKey(
+            "num.replica.fetchers",
+            "num_replica_fetchers",
+            _int(1),
+            1,
+            "ReplicationConfigs",
+            ("broker.request_handler_pool:ThreadSettings.replica_fetchers",),
+        ),
+        ConfigKey(
             "replica.socket.timeout.ms",
             "replica_socket_timeout_ms",
             _int(1),
@@ -819,6 +851,11 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = kafka_default("replica.fetch.wait.max.ms")
     replica_fetch_backoff_ms: int = kafka_default("replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = kafka_default("replica.socket.timeout.ms")
+    # The broker's threads (read by the resource model, cluster.resources).
+    num_network_threads: int = kafka_default("num.network.threads")
+    num_io_threads: int = kafka_default("num.io.threads")
+    queued_max_requests: int = kafka_default("queued.max.requests")
+    num_replica_fetchers: int = kafka_default("num.replica.fetchers")
     broker_session_timeout_ms: int = kafka_default("broker.session.timeout.ms")
     broker_heartbeat_interval_ms: int = kafka_default("broker.heartbeat.interval.ms")
     log_flush_interval_messages: int | None = kafka_default("log.flush.interval.messages")

@@ -224,6 +224,11 @@ class Network:
         self.packet_loss_rng = packet_loss_rng or self.loss_rng
         self.internal_packet_loss_rng = internal_packet_loss_rng or self.packet_loss_rng
         self.trace: list[TraceEvent] | None = None
+        # The resource model: what a message costs its sender, and what an answer costs the
+        # client it reaches, by application (a node's host; None: nobody pays anything, the
+        # unbounded model).
+        self.loads: dict[str, Callable[[float, Any], None]] | None = None
+        self.receive_loads: dict[str, Callable[[float, Any], None]] | None = None
         self._handlers: dict[str, Handler] = {}
         self._host: dict[str, str] = {}
         self._paused: dict[str, list[Message]] = {}
@@ -275,6 +280,8 @@ class Network:
         scenario's ambient ``request_loss``/``response_loss``, which describe client
         connections, only to faults (cuts, delay and loss windows, crashes)."""
         self.messages_sent += 1
+        if self.loads is not None and (load := self.loads.get(self.host(src))) is not None:
+            load(self.env.now, payload)  # the sender's CPU (the resource model)
         msg = Message(src, dst, payload, conn, self.env.now, self.messages_sent, internal)
         trace = self.trace
         if trace is not None:
@@ -412,6 +419,10 @@ class Network:
             # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
+        if self.receive_loads is not None and (
+            load := self.receive_loads.get(self.host(msg.dst))
+        ):
+            load(self.env.now, msg.payload)  # the receiver's CPU (the resource model)
         self._hand_over(msg)
 
     def _hand_over(self, msg: Message) -> None:

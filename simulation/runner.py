@@ -48,6 +48,8 @@ from eosim.simulation.nemesis import (
 )
 from eosim.simulation.network import LatencyModel, Network, NetworkSettings, TraceEvent
 from eosim.simulation.probe import Probe
+from eosim.simulation.protocol import CONTROLLER
+from eosim.simulation.resources import Machines
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.scenario import Scenario
 from eosim.simulation.state_change import StateChange, StateChangeLog
@@ -185,6 +187,16 @@ def _run(scenario: Scenario, seed: int, trace: bool, progress: Progress | None) 
     return run.collect(time.perf_counter() - started)
 
 
+def build_machines(scenario: Scenario, streams: RandomStreams) -> Machines | None:
+    """The run's hosts and processes when the scenario has the resource model
+    (``cluster.resources``); None without it."""
+    resources = scenario.cluster.resources
+    if resources is None:
+        return None
+    processes = [CONTROLLER, *scenario.broker_names(), *scenario.application_names()]
+    return Machines(resources, processes, streams.stream)
+
+
 def build_network(
     scenario: Scenario, env: simpy.Environment, streams: RandomStreams, trace: bool
 ) -> Network:
@@ -245,18 +257,33 @@ class Run:
             }
         )
         self.state_log = StateChangeLog(env, enabled=trace)
+        self.machines = machines = build_machines(scenario, streams)
         self.cluster = cluster = Cluster.from_scenario(
-            scenario, env, network, history, probe, streams, self.state_log
+            scenario, env, network, history, probe, streams, self.state_log, machines
         )
         context = BuildContext(
             env, network, cluster.metadata, cluster.rules, probe, history, streams, clients
         )
         self.apps = Applications(scenario, context)
+        app_targets = self.apps.fault_targets()
+        if machines is not None:
+            app_targets = machines.freeze_on_gc(env, app_targets)
+            network.loads = {
+                name: load
+                for name in app_targets
+                if (load := machines.client_load(name)) is not None
+            } or None
+            network.receive_loads = {
+                name: load
+                for name in app_targets
+                if (load := machines.client_load(name, receive=True)) is not None
+            } or None
+            machines.start_background(env, cluster.process_running, streams.stream)
         self.schedule = realize_faults(
             scenario.faults, workload_horizon(scenario), streams.stream("nemesis")
         )
         # What the nemeses hit: the cluster's fault operations, and the applications.
-        self.faults = RunFaults(cluster, list(cluster.fault_targets()), self.apps.fault_targets())
+        self.faults = RunFaults(cluster, list(cluster.fault_targets()), app_targets)
         Nemesis(env, self.schedule, self.faults, history)
         self.crash_at = CrashAtNemesis(
             env, scenario.faults, probe, self.faults, history, streams.stream("nemesis-points")

@@ -49,6 +49,7 @@ from eosim.simulation.config import (
 from eosim.simulation.consumer.consumer_coordinator import GroupRebalanceConfig
 from eosim.simulation.faults import KIND_NAMES, shape_error, target_error
 from eosim.simulation.protocol import CONTROLLER, TopicPartition
+from eosim.simulation.resources import Resources
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
 
@@ -153,6 +154,10 @@ class Cluster(_Model):
     transactional_id_cleanup_interval: Duration = Field(default=3_600_000.0, ge=1.0, le=MAX_INT)
     transaction_abort_check_interval: Duration = Field(default=10_000.0, ge=1.0, le=MAX_INT)
     topics: list[Topic] = Field(min_length=1)
+    # The resource model (hosts and cores, threads, service times, GC, warm-up:
+    # eosim.simulation.resources); None: unbounded, one request at a time per broker at
+    # request_time_ms.
+    resources: Resources | None = None
 
     @field_validator("topics")
     @classmethod
@@ -889,6 +894,17 @@ class Scenario(_Model):
     def broker_names(self) -> list[str]:
         return [f"broker-{i}" for i in range(self.cluster.brokers)]
 
+    def application_names(self) -> list[str]:
+        """Every application's name: producers, transactional producers, processors and
+        consumers, in that order."""
+        apps = [
+            *self.producers,
+            *self.transactional_producers,
+            *self.processors,
+            *self.consumers,
+        ]
+        return [a.name for a in apps]
+
     def protocol_rules(self) -> ProtocolRules:
         return self.kafka.protocol_rules()
 
@@ -915,6 +931,8 @@ class Scenario(_Model):
             del data["max_records"]
         if data["cluster"]["broker_startup"] == 2_000.0:
             del data["cluster"]["broker_startup"]
+        if data["cluster"]["resources"] is None:
+            del data["cluster"]["resources"]
         defaults = ProcessorInput(topic="-").model_dump(mode="json")
         for proc in data["processors"]:
             if proc["processing"] == 0.0:

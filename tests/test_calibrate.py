@@ -223,6 +223,9 @@ def test_the_model_side_may_take_the_clusters_version_and_nothing_else(tmp_path)
     kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0)
     _set(model, ["kafka.version=4.1"])
     assert compare(model, kafka).rows  # the model of Kafka 4.1 against Kafka 4.1.1
+    # ... and the resource model of the machine the real cluster runs on.
+    _set(model, ["kafka.version=4.1", "cluster.resources.preset=calibration-host"])
+    assert compare(model, kafka).rows
     _set(model, ["kafka.version=4.1", "network.request_loss=0.1"])
     with pytest.raises(CalibrationError, match="set differs"):
         compare(model, kafka)

@@ -54,6 +54,8 @@ def test_the_acks_1_bias_bears_on_leader_crashes_with_acks_1_only():
     assert BIASES[0].text not in bearing(no_faults)
     unreplicated = load_scenario("scenarios/at-most-once.yaml")
     assert BIASES[0].text not in bearing(unreplicated)
+    modelled = load_scenario(case, ["producers.0.config.acks=1", "cluster.resources={}"])
+    assert BIASES[0].text not in bearing(modelled)  # the resource model gives the tail
 
 
 def test_the_reordering_bias_bears_on_plain_pipelined_producers_under_broker_faults():

@@ -201,6 +201,19 @@ def test_calibrate_refuses_a_scenario_pinned_to_another_version(capsys):
     assert "kafka.version is 3.9, the cluster is Kafka 4.1" in err and len(err.splitlines()) == 1
 
 
+def test_calibrate_refuses_an_unknown_resources_preset(tmp_path, capsys):
+    from eosim.cli import main
+
+    path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
+    out = tmp_path / "calibration"
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", path, "--runs", "1", "--resources", "laptop", "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--resources laptop: no such preset (shipped: calibration-host, or none)" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
 CALIBRATION = sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
 
 

@@ -52,6 +52,7 @@ from eosim.simulation.broker.produce_request_handler import (
 from eosim.simulation.broker.producer_id_manager import ProducerIdBlockAllocator, ProducerIdManager
 from eosim.simulation.broker.producer_state import ProducerStateManager
 from eosim.simulation.broker.replica_manager import ReplicaManager, ReplicationSettings
+from eosim.simulation.broker.request_handler_pool import BrokerThreads
 from eosim.simulation.broker.socket_server import KafkaRequestHandler, SocketServer
 from eosim.simulation.broker.write_txn_markers_request_handler import (
     WriteTxnMarkersRequestHandler,
@@ -134,6 +135,7 @@ class Broker:
         coordinator: Callable[[], CoordinatorRuntime | None] | None = None,
         hostable: Callable[[TopicPartition], bool] | None = None,
         state_log: StateChangeLog = DISABLED,
+        threads: BrokerThreads | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -143,7 +145,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(allocator)
         self.alive = True
         self.paused = False
-        self.socket_server = SocketServer(env, name, network, self, settings.request_time_ms)
+        # The resource model's threads on this broker's host (None: unbounded, one request at
+        # a time at settings.request_time_ms).
+        self.threads = threads
+        self.socket_server = SocketServer(
+            env, name, network, self, settings.request_time_ms, threads
+        )
         self.probe = probe or Probe()
         self._coordinator: Callable[[], CoordinatorRuntime | None] = (
             coordinator if coordinator is not None else _no_coordinator
@@ -216,7 +223,7 @@ class Broker:
             BrokerMetadataPublisher(rm, self.lifecycle),
         )
         network.register(name, self.receive, client=False)
-        self.request_handler = KafkaRequestHandler(env, self, server, self.apis, rm)
+        self.request_handler = KafkaRequestHandler(env, self, server, self.apis, rm, threads)
         # The log flusher, retention and producer-id expiry (Kafka's LogManager and UnifiedLog
         # schedulers).
         self.log_manager = LogManager(
@@ -327,6 +334,8 @@ class Broker:
         self.powered = True
         self.incarnation += 1
         self.state_log.record(self.name, "restart", incarnation=self.incarnation)
+        if self.threads is not None:
+            self.threads.jvm.restarted(self.env.now)  # a new, cold JVM
         self.producer_ids.reset()
         rm = self.replica_manager
         led = sorted(tp for tp, p in rm.partitions.items() if p.leader == self.name)
@@ -343,9 +352,13 @@ class Broker:
 
     def pause(self) -> None:
         self.paused = True
+        if self.threads is not None:
+            self.threads.jvm.paused(self.env.now)
 
     def resume(self) -> None:
         self.paused = False
+        if self.threads is not None:
+            self.threads.jvm.resumed(self.env.now)
         self.replica_manager.resumed()
         self.request_handler.handle_own_threads()
         if self.lifecycle is not None:

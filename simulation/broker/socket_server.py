@@ -25,6 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
 
+from eosim.simulation.broker.request_handler_pool import (
+    BrokerThreads,
+    ReplicaFetcherThreads,
+    TimedRequestChannel,
+)
 from eosim.simulation.network import Connection, Message, Network
 from eosim.simulation.protocol import (
     AlterPartitionResponse,
@@ -77,11 +82,18 @@ class SocketServer:
         network: Network,
         process: BrokerProcess,
         request_time_ms: float,
+        threads: BrokerThreads | None = None,
     ) -> None:
         self.name = name
         self.network = network
         self.process = process
-        self.requests = RequestChannel(env, process, request_time_ms)
+        # Without the resource model one request at a time at a fixed cost; with it, the
+        # broker's threads on its host's cores (request_handler_pool).
+        self.requests: RequestChannel | TimedRequestChannel = (
+            RequestChannel(env, process, request_time_ms)
+            if threads is None
+            else TimedRequestChannel(env, process, threads)
+        )
         # Connections with a request being handled (or held), and what waits behind it.
         self._muted: set[int] = set()
         self._stalled: dict[int, deque[Message]] = {}
@@ -225,6 +237,7 @@ class KafkaRequestHandler:
         server: SocketServer,
         apis: RequestApis,
         replica_manager: ReplicaManager,
+        threads: BrokerThreads | None = None,
     ) -> None:
         self.process = process
         self.server = server
@@ -232,6 +245,17 @@ class KafkaRequestHandler:
         self.replica_manager = replica_manager
         self.requests_handled = 0
         self._own: deque[Message] = deque()
+        # With the resource model, answers to the broker's fetches are processed by its
+        # replica fetcher threads, at a cost, before they are handled; one processed while
+        # the process was paused waits in _processed for its resume.
+        self._processed: deque[Message] = deque()
+        self.fetchers = (
+            None
+            if threads is None
+            else ReplicaFetcherThreads(
+                env, process, threads, self._handle_own, self._processed.append
+            )
+        )
         env.process(self._run())
 
     def _run(self) -> Generator[simpy.Event, Any, None]:
@@ -261,7 +285,10 @@ class KafkaRequestHandler:
 
     def own_thread(self, msg: Message) -> None:
         """An answer to one of the broker's own requests, or the controller's metadata: handled
-        now, or when the paused process resumes."""
+        now, or when the paused process resumes (with the resource model, a fetch answer goes
+        to its fetcher thread first)."""
+        if self.fetchers is not None and not self.process.paused and self.fetchers.accept(msg):
+            return
         self._own.append(msg)
         if not self.process.paused:
             self.handle_own_threads()
@@ -269,14 +296,23 @@ class KafkaRequestHandler:
     def handle_own_threads(self) -> None:
         """Handle what the broker's own threads have waiting (they stop with the process)."""
         process = self.process
+        fetchers = self.fetchers
+        while self._processed and process.alive and not process.paused:
+            self._handle_own(self._processed.popleft())
         while self._own and process.alive and not process.paused:
             msg = self._own.popleft()
-            self.server.current = msg
-            self.apis.handlers[type(msg.payload)](msg.payload)
+            if fetchers is not None and fetchers.accept(msg):
+                continue
+            self._handle_own(msg)
+
+    def _handle_own(self, msg: Message) -> None:
+        self.server.current = msg
+        self.apis.handlers[type(msg.payload)](msg.payload)
 
     def clear(self) -> None:
         """The process died: what its own threads had waiting is gone."""
         self._own.clear()
+        self._processed.clear()
 
 
 OWN_THREADS = frozenset(

@@ -1,0 +1,352 @@
+"""A broker's threads on its host's cores: the resource model's request path
+(``cluster.resources``; without it a broker takes requests one at a time at a fixed cost,
+:class:`eosim.simulation.request_channel.RequestChannel`).
+
+Kafka's request path (``SocketServer``, ``RequestChannel``, ``KafkaRequestHandlerPool``):
+
+1. one of ``num.network.threads`` network threads (``SocketServer.Processor``; a connection
+   stays on one, chosen when it is accepted) reads the request: :attr:`ServiceTimes.network`;
+2. it waits in the request queue (``queued.max.requests``: when that many wait, the network
+   threads stop reading until one is taken);
+3. one of ``num.io.threads`` request handler threads handles it: its kind's cost
+   (:attr:`ServiceTimes.produce` per record appended, :attr:`ServiceTimes.fetch`,
+   :attr:`ServiceTimes.replica_fetch`, :attr:`ServiceTimes.other`);
+
+each step holding a thread and a core of the broker's host (:class:`eosim.simulation.host.
+Host`), stretched by the broker JVM's pauses (:meth:`eosim.simulation.host.Jvm.finish`). The answer
+is written by the network thread at once (its cost is counted with the read). Answers to the
+broker's own fetches are processed by its replica fetcher threads (``num.replica.fetchers``
+per source broker, ``ReplicaFetcherThread``): :attr:`ServiceTimes.replica_append` per record,
+the follower's append, before the next fetch goes out.
+
+Each request's end is computed when it is read (a calendar, :meth:`Host.book`): one
+simulation event per request, as without the resource model. :class:`TimedRequestChannel`
+hands requests to the broker's handler loop in the order they end.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import simpy
+
+from eosim.simulation.config import kafka_default
+from eosim.simulation.host import Jvm
+from eosim.simulation.network import Message
+from eosim.simulation.protocol import (
+    FetchRequest,
+    FetchResponse,
+    ProduceRequest,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Warm CPU milliseconds of one piece of work: a fixed part and a part per record; and what
+    it allocates, in MB (a fixed part and a part per record)."""
+
+    fixed_ms: float = 0.0
+    per_record_ms: float = 0.0
+    alloc_mb: float = 0.0
+    alloc_per_record_mb: float = 0.0
+
+    def ms(self, records: int) -> float:
+        return self.fixed_ms + self.per_record_ms * records
+
+    def mb(self, records: int) -> float:
+        return self.alloc_mb + self.alloc_per_record_mb * records
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTimes:
+    """What each kind of work costs a broker (warm), and an application per request it sends
+    (``client_send``: per record a produce carries) and per answer it receives
+    (``client_receive``: per record a fetch brings)."""
+
+    network: Cost = field(default_factory=Cost)
+    produce: Cost = field(default_factory=Cost)
+    fetch: Cost = field(default_factory=Cost)
+    replica_fetch: Cost = field(default_factory=Cost)
+    replica_append: Cost = field(default_factory=Cost)
+    other: Cost = field(default_factory=Cost)
+    client_send: Cost = field(default_factory=Cost)
+    client_receive: Cost = field(default_factory=Cost)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSettings:
+    """Kafka's broker configs for its threads (their defaults are Kafka's)."""
+
+    network_threads: int = kafka_default("num.network.threads")
+    io_threads: int = kafka_default("num.io.threads")
+    queued_max_requests: int = kafka_default("queued.max.requests")
+    replica_fetchers: int = kafka_default("num.replica.fetchers")
+
+
+def records_of(payload: object) -> int:
+    """The records a request carries (a produce) or an answer brings (a follower's or a
+    consumer's fetch)."""
+    kind = type(payload)
+    if kind is ProduceRequest:
+        return sum(len(batch.values) for _tp, batch in payload.partitions)  # type: ignore[attr-defined]
+    if kind is ReplicaFetchResponse or kind is FetchResponse:
+        return sum(
+            len(b.values)
+            for _tp, data in payload.partitions  # type: ignore[attr-defined]
+            for b in data.batches
+        )
+    return 0
+
+
+class BrokerProcess(Protocol):
+    alive: bool
+    paused: bool
+    incarnation: int
+
+
+class BrokerThreads:
+    """One broker's network, request handler and replica fetcher threads, on its
+    :class:`Jvm`."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        jvm: Jvm,
+        service: ServiceTimes,
+        threads: ThreadSettings,
+    ) -> None:
+        self.env = env
+        self.jvm = jvm
+        self.service = service
+        self.threads = threads
+        self._network = [0.0] * threads.network_threads
+        self._io = [0.0] * threads.io_threads  # a heap
+        self._fetchers: dict[tuple[str, int], float] = {}
+        self._processor_of: dict[int, int] = {}
+        self._next_processor = itertools.count()
+
+    def reset(self) -> None:
+        """A new process: its threads free, its connections gone."""
+        self._network = [0.0] * self.threads.network_threads
+        self._io = [0.0] * self.threads.io_threads
+        self._fetchers.clear()
+        self._processor_of.clear()
+
+    def _processor(self, msg: Message) -> int:
+        """The network thread of ``msg``'s connection (round robin as connections come)."""
+        key = id(msg.conn) if msg.conn is not None else -1
+        index = self._processor_of.get(key)
+        if index is None:
+            index = self._processor_of[key] = next(self._next_processor) % len(self._network)
+        return index
+
+    def cost(self, payload: object) -> tuple[Cost, int]:
+        kind = type(payload)
+        s = self.service
+        if kind is ProduceRequest:
+            return s.produce, records_of(payload)
+        if kind is FetchRequest:
+            return s.fetch, 0
+        if kind is ReplicaFetchRequest:
+            return s.replica_fetch, 0
+        return s.other, 0
+
+    def book_request(self, msg: Message, now: float) -> tuple[float, float]:
+        """Read ``msg`` on its network thread and handle it on an io thread, from ``now``:
+        (when its handling starts, when it ends), before pauses."""
+        jvm = self.jvm
+        net = self.service.network
+        p = self._processor(msg)
+        ready = self._network[p] if self._network[p] > now else now
+        cost, records = self.cost(msg.payload)
+        io = self._io
+        read_ms, handle_ms = net.fixed_ms, cost.ms(records)
+        slow = jvm.slowdown(ready)
+        core = jvm.host.earliest()
+        starts = core if core > ready else ready
+        if io[0] <= starts + read_ms * slow:
+            # A handler thread is free when the read ends: one piece of work on one core,
+            # read then handled (booked as one, so that it is not booked ahead of work that
+            # is ready before its second part).
+            end = jvm.book(ready, read_ms + handle_ms)
+            begin = end - (read_ms + handle_ms) * slow
+            self._network[p] = begin + read_ms * slow
+            start = self._network[p]
+        else:  # every handler thread is busy past the read: it waits for one
+            read = jvm.book(ready, read_ms)
+            self._network[p] = read
+            start = io[0] if io[0] > read else read
+            end = jvm.book(start, handle_ms)
+        heapq.heapreplace(io, end)
+        jvm.allocate(now, net.alloc_mb + cost.mb(records))
+        return start, end
+
+    def book_fetcher(self, source: str, msg: Message, now: float) -> tuple[float, float]:
+        """A replica fetcher thread of ``source``'s processes the answer ``msg`` from ``now``:
+        (start, end), before pauses."""
+        cost = self.service.replica_append
+        records = records_of(msg.payload)
+        key = (source, hash(source) % max(1, self.threads.replica_fetchers))
+        free = self._fetchers.get(key, 0.0)
+        start = free if free > now else now
+        end = self.jvm.book(start, cost.ms(records))
+        self._fetchers[key] = end
+        self.jvm.allocate(now, cost.mb(records))
+        return start, end
+
+    def queue_full(self, waiting: int) -> bool:
+        return waiting >= self.threads.queued_max_requests + self.threads.io_threads
+
+
+class TimedRequestChannel:
+    """The request queue of a broker with :class:`BrokerThreads`: the same interface as
+    :class:`~eosim.simulation.request_channel.RequestChannel` (``put``, ``kick``, ``clear``,
+    ``take``), handing each request over when its threads are done with it."""
+
+    __slots__ = ("_deferred", "_heap", "_seq", "_timer_at", "_wakeup", "env", "node", "threads")
+
+    def __init__(self, env: simpy.Environment, node: BrokerProcess, threads: BrokerThreads) -> None:
+        self.env = env
+        self.node = node
+        self.threads = threads
+        # (end, seq, start, duration, msg): booked requests, by when their handling ends.
+        self._heap: list[tuple[float, int, float, float, Message]] = []
+        # Requests read while the process is stopped (paused): booked when it runs again.
+        self._deferred: list[Message] = []
+        self._seq = itertools.count()
+        self._wakeup = env.event()
+        self._timer_at = -1.0
+
+    def put(self, msg: Message) -> None:
+        node = self.node
+        if node.paused or not node.alive:
+            self._deferred.append(msg)
+            return
+        self._book(msg)
+        self.kick()
+
+    def _book(self, msg: Message) -> None:
+        now = self.env.now
+        if self.threads.queue_full(len(self._heap)):
+            # queued.max.requests: the network threads read no more until one is taken; the
+            # request is read when the earliest queued one ends.
+            now = self._heap[0][0]
+        start, end = self.threads.book_request(msg, now)
+        heapq.heappush(self._heap, (end, next(self._seq), start, end - start, msg))
+
+    def kick(self) -> None:
+        """Wake the handler loop (a new request, or the process runs again)."""
+        node = self.node
+        if self._deferred and node.alive and not node.paused:
+            deferred, self._deferred = self._deferred, []
+            for msg in deferred:
+                self._book(msg)
+        if not self._wakeup.triggered:
+            self._wakeup.succeed()
+
+    def clear(self) -> None:
+        """The process died: what was queued or being handled is gone."""
+        self._heap.clear()
+        self._deferred.clear()
+        self.threads.reset()
+
+    def _wake_at(self, at: float) -> None:
+        """A timer that kicks the handler loop at ``at`` (one at a time: the earliest)."""
+        if self._timer_at == at:
+            return
+        self._timer_at = at
+        timer = self.env.timeout(at - self.env.now)
+        timer.callbacks.append(self._timer_fired)
+
+    def _timer_fired(self, _event: object) -> None:
+        self._timer_at = -1.0
+        self.kick()
+
+    def take(self) -> Generator[simpy.Event, Any, Message]:
+        """The next request whose handling has ended, once the process runs; its end pushed
+        past the process's pauses (a stopped JVM makes no progress)."""
+        jvm = self.threads.jvm
+        while True:
+            node = self.node
+            heap = self._heap
+            now = self.env.now
+            if heap and node.alive and not node.paused:
+                end, seq, start, duration, msg = heap[0]
+                if end <= now:
+                    finish = jvm.finish(start, duration)
+                    if finish > end:
+                        heapq.heapreplace(heap, (finish, seq, start, duration, msg))
+                        continue
+                    heapq.heappop(heap)
+                    return msg
+                self._wake_at(end)
+            self._wakeup = self.env.event()
+            yield self._wakeup
+
+
+OwnHandler = Callable[[Message], None]
+
+
+class ReplicaFetcherThreads:
+    """The follower side of replication with the resource model: an answer to one of this
+    broker's fetches is processed on the fetcher thread of its source (its cost booked there),
+    then handed to ``handle`` when that ends, in order per thread; a process that died or
+    restarted meanwhile drops it, a paused one handles it on resume (``on_paused``)."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        node: BrokerProcess,
+        threads: BrokerThreads,
+        handle: OwnHandler,
+        on_paused: OwnHandler,
+    ) -> None:
+        self.env = env
+        self.node = node
+        self.threads = threads
+        self.handle = handle
+        self.on_paused = on_paused
+
+    def accept(self, msg: Message) -> bool:
+        """Take ``msg`` if it is work for a fetcher thread (True: it will be handled later)."""
+        if type(msg.payload) is not ReplicaFetchResponse:
+            return False
+        start, end = self.threads.book_fetcher(msg.src, msg, self.env.now)
+        self._at(start, end - start, end, msg, self.node.incarnation)
+        return True
+
+    def _at(
+        self, start: float, duration: float, end: float, msg: Message, incarnation: int
+    ) -> None:
+        timer = self.env.timeout(end - self.env.now)
+
+        def done(_event: object) -> None:
+            node = self.node
+            if not node.alive or node.incarnation != incarnation:
+                return
+            finish = self.threads.jvm.finish(start, duration)
+            if finish > end:
+                self._at(start, duration, finish, msg, incarnation)
+            elif node.paused:
+                self.on_paused(msg)
+            else:
+                self.handle(msg)
+
+        timer.callbacks.append(done)
+
+
+__all__ = [
+    "BrokerThreads",
+    "Cost",
+    "ReplicaFetcherThreads",
+    "ServiceTimes",
+    "ThreadSettings",
+    "TimedRequestChannel",
+    "records_of",
+]

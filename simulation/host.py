@@ -1,0 +1,242 @@
+"""Hosts and the processes on them: the CPU side of the resource model (``cluster.resources``).
+
+Kafka's replication lag and its latency tails come from what the unbounded model leaves out:
+request handler and network threads, the cores the processes of a machine share, garbage
+collection and a JVM's warm-up (docs/calibration.md). With ``cluster.resources`` set, every
+process the resource model knows (brokers; the applications, as load) runs on a
+:class:`Host`, and each is a :class:`Jvm`:
+
+* a :class:`Host` has ``cores``, shared by the processes placed on it. CPU work is *booked*
+  on a calendar: a piece of work ready at time ``t`` with a cost of ``c`` ms starts on the core
+  that frees first (or at ``t``) and holds it for ``c``; since the simulation books work in
+  time order, this is first-come first-served over the cores, a non-preemptive stand-in for
+  the operating system's scheduler (whose time slices, 3-4 ms under CFS on a loaded machine,
+  are longer than most of this work). Booking costs no simulation event: the caller waits once,
+  until the work's end;
+* a :class:`Jvm` is one process's common fate: **stop-the-world pauses** (young garbage
+  collections, driven by allocation: each request allocates, and every ``young_mb`` allocated
+  stops every thread of the process for a pause drawn from a lognormal; and a ``pause``
+  fault's SIGSTOP), which stretch every piece of work in progress (:meth:`Jvm.finish`), and
+  **warm-up**: for ``warmup.seconds`` after the process starts, its work costs up to
+  ``warmup.factor`` times more, decaying exponentially (a cold JIT and cold caches).
+
+To give another kind of process CPU, a host and pauses: give it a :class:`Jvm` on its host
+(:meth:`HostPlan.jvm`), book its work with :meth:`Jvm.book` and wait until the returned end,
+call :meth:`Jvm.allocate` for what the work allocates, and ask :meth:`Jvm.finish` for the end
+past the pauses before acting on it (see :mod:`eosim.simulation.broker.request_handler_pool`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from eosim.simulation.rng import RandomStream
+
+
+class Host:
+    """A machine's cores, booked first-come first-served (see the module docstring)."""
+
+    __slots__ = ("_free", "busy_ms", "cores", "name")
+
+    def __init__(self, name: str, cores: int) -> None:
+        if cores < 1:
+            raise ValueError(f"host {name}: a host has at least one core, not {cores}")
+        self.name = name
+        self.cores = cores
+        self._free = [0.0] * cores  # a heap of the moments each core frees
+        self.busy_ms = 0.0
+
+    def book(self, ready: float, cost: float) -> float:
+        """Run ``cost`` ms of work ready at ``ready`` on the core that frees first; the
+        moment it ends."""
+        free = self._free
+        start = free[0] if free[0] > ready else ready
+        end = start + cost
+        heapq.heapreplace(free, end)
+        self.busy_ms += cost
+        return end
+
+    def earliest(self) -> float:
+        """When the next core frees."""
+        return self._free[0]
+
+
+@dataclass(frozen=True, slots=True)
+class GcSettings:
+    """Young collections of a JVM: one every ``young_mb`` allocated, each stopping the
+    process for a lognormal pause (median ``pause_ms``, log-sd ``pause_sigma``); ``young_mb``
+    0: none."""
+
+    young_mb: float = 0.0
+    pause_ms: float = 0.0
+    pause_sigma: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class WarmupSettings:
+    """A fresh process's work costs ``1 + (factor - 1) * exp(-age / seconds)`` times its warm
+    cost; ``factor`` 1: no warm-up."""
+
+    factor: float = 1.0
+    seconds: float = 1.0
+
+
+class Jvm:
+    """One process: where its work runs (``host``), its pauses and its warm-up (see the
+    module docstring). ``rng`` draws its pauses."""
+
+    __slots__ = (
+        "_allocated",
+        "_stops",
+        "gc",
+        "gc_pauses",
+        "host",
+        "name",
+        "rng",
+        "started",
+        "stopped_since",
+        "waited_ms",
+        "warmup",
+        "worked_ms",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        host: Host,
+        gc: GcSettings,
+        warmup: WarmupSettings,
+        rng: RandomStream,
+        started: float = -math.inf,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.gc = gc
+        self.warmup = warmup
+        self.rng = rng
+        # Warm at the run's start (the real side warms its cluster before each run).
+        self.started = started
+        # MB allocated since the last young collection: a process that has been running is at
+        # some point of its cycle, drawn (processes' collections do not fall together).
+        self._allocated = rng.uniform(0.0, gc.young_mb) if gc.young_mb > 0 else 0.0
+        # Stop-the-world intervals still of use, (begin, end), in order; a SIGSTOP in force
+        # has begun at ``stopped_since``.
+        self._stops: deque[tuple[float, float]] = deque()
+        self.stopped_since: float | None = None
+        self.gc_pauses = 0
+        # What its booked work spent waiting for a core and on one (ms): its run-queue wait.
+        self.waited_ms = 0.0
+        self.worked_ms = 0.0
+
+    # -- warm-up ---------------------------------------------------------------------------
+    def restarted(self, now: float) -> None:
+        """A new process: cold again, nothing allocated, no pause in force."""
+        self.started = now
+        self._allocated = 0.0
+        self._stops.clear()
+        self.stopped_since = None
+
+    def slowdown(self, now: float) -> float:
+        """How many times its warm cost the process's work costs now."""
+        w = self.warmup
+        if w.factor == 1.0:
+            return 1.0
+        age_s = (now - self.started) / 1000.0
+        if age_s > 20 * w.seconds:
+            return 1.0
+        return 1.0 + (w.factor - 1.0) * math.exp(-age_s / w.seconds)
+
+    # -- work ------------------------------------------------------------------------------
+    def book(self, ready: float, cost: float) -> float:
+        """Book ``cost`` warm ms of this process's work, ready at ``ready``, on its host; the
+        moment it ends (before any pause stretches it)."""
+        work = cost * self.slowdown(ready)
+        end = self.host.book(ready, work)
+        self.waited_ms += end - work - ready
+        self.worked_ms += work
+        return end
+
+    def allocate(self, now: float, megabytes: float) -> float:
+        """The process allocated ``megabytes``; past ``young_mb`` a young collection stops it
+        now for a drawn pause. How long the pauses it started now last (0: none)."""
+        gc = self.gc
+        if gc.young_mb <= 0:
+            return 0.0
+        self._allocated += megabytes
+        stopped = 0.0
+        while self._allocated >= gc.young_mb:
+            self._allocated -= gc.young_mb
+            pause = self.rng.lognormal(gc.pause_ms, gc.pause_sigma)
+            self.gc_pauses += 1
+            self._stop(now + stopped, now + stopped + pause)
+            # The collector's one thread (SerialGC) works on a core for the whole pause.
+            self.host.book(now + stopped, pause)
+            stopped += pause
+        return stopped
+
+    # -- pauses ----------------------------------------------------------------------------
+    def _stop(self, begin: float, end: float) -> None:
+        stops = self._stops
+        if stops and begin <= stops[-1][1]:
+            last = stops.pop()
+            stops.append((last[0], max(last[1], end)))
+        else:
+            stops.append((begin, end))
+        while len(stops) > 64:
+            stops.popleft()
+
+    def paused(self, now: float) -> None:
+        """A SIGSTOP (a ``pause`` fault): every thread stops until :meth:`resumed`."""
+        if self.stopped_since is None:
+            self.stopped_since = now
+
+    def resumed(self, now: float) -> None:
+        if self.stopped_since is not None:
+            self._stop(self.stopped_since, now)
+            self.stopped_since = None
+
+    def stopped_until(self, now: float) -> float | None:
+        """When a collection in force now ends (None: the process runs, or a SIGSTOP holds it,
+        which ends at :meth:`resumed`)."""
+        for begin, end in reversed(self._stops):
+            if begin <= now < end:
+                return end
+            if end <= now:
+                break
+        return None
+
+    def finish(self, start: float, cost: float) -> float:
+        """When work that began at ``start`` and needs ``cost`` ms of running time ends, the
+        process's known pauses taken out (a stopped JVM makes no progress). Pauses begin when
+        they are recorded, so once the returned moment has come every pause that could stretch
+        the work is known: a caller that waits until then and asks again gets the final end."""
+        t, left = start, cost
+        for begin, end in self._stops:
+            if end <= t:
+                continue
+            if begin >= t + left:
+                break
+            if begin > t:
+                left -= begin - t
+            t = end
+        return t + left
+
+
+@dataclass(frozen=True, slots=True)
+class HostPlan:
+    """Where each process runs: host name per process, and each host's cores."""
+
+    cores: dict[str, int]
+    placement: dict[str, str]
+
+    def host_of(self, process: str) -> str | None:
+        return self.placement.get(process)
+
+    def hosts(self) -> dict[str, Host]:
+        return {name: Host(name, cores) for name, cores in self.cores.items()}
+
+
+__all__ = ["GcSettings", "Host", "HostPlan", "Jvm", "WarmupSettings"]

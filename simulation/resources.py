@@ -1,0 +1,432 @@
+"""The resource model's block of a scenario, ``cluster.resources``: hosts and their cores, what
+each kind of work costs, garbage collection and warm-up (docs/model.md, "The resource model").
+
+Without the block the model is unbounded, as it has always been: each broker handles one
+request at a time at ``cluster.request_time_ms`` and nothing else takes time (histories are
+byte for byte what they were). With it, every broker runs Kafka's threads
+(``num.network.threads``, ``num.io.threads``, ``queued.max.requests``,
+``num.replica.fetchers``, set under ``cluster.config`` with Kafka's defaults) on the cores of
+its host, and each process is a JVM with pauses and a warm-up
+(:mod:`eosim.simulation.host`, :mod:`eosim.simulation.broker.request_handler_pool`)::
+
+    cluster:
+      resources:
+        preset: calibration-host        # a shipped set of values; any key below overrides it
+        hosts:                          # where processes run; "*" is every one not placed
+          - {name: machine, cores: 2, processes: ["*"]}
+        cores: 4                        # the cores of the host of a process no host names
+        service:                        # warm CPU ms (and MB allocated) of each kind of work
+          produce: {fixed_ms: 0.05, per_record_ms: 0.004, alloc_per_record_mb: 0.002}
+          ...
+        gc: {young_mb: 136, pause_ms: 4, pause_sigma: 0.5}
+        warmup: {factor: 10, seconds: 3}
+        background: {broker_ms_per_s: 100, controller_ms_per_s: 20}
+
+Without ``hosts`` (and without a preset that has them) every process is on a host of its own
+with ``cores`` cores. Presets live in ``simulation/presets/<name>.yaml``; a preset is a
+``resources`` block itself, written by ``python -m eosim.real.measure`` from measurements of
+a real cluster (docs/calibration.md, "The resource model, fitted").
+
+To add a knob: a field here with its default and its meaning, read where the model builds its
+hosts (:meth:`Resources.host_plan`) or its brokers' threads
+(:meth:`eosim.simulation.cluster.ClusterSettings.from_scenario`), and a line in docs/model.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from importlib import resources as package_files
+from typing import Any
+
+import simpy
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from eosim.simulation.broker.request_handler_pool import Cost, ServiceTimes
+from eosim.simulation.host import GcSettings, HostPlan, Jvm, WarmupSettings
+from eosim.simulation.protocol import CONTROLLER
+from eosim.simulation.rng import RandomStream
+
+EVERY = "*"
+# An application's wait for its host shorter than this does not freeze it (an event saved).
+FREEZE_MIN_MS = 0.05
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class CostSpec(_Spec):
+    """One kind of work: CPU ms (fixed and per record) and MB allocated (fixed and per
+    record)."""
+
+    fixed_ms: float = Field(default=0.0, ge=0.0)
+    per_record_ms: float = Field(default=0.0, ge=0.0)
+    alloc_mb: float = Field(default=0.0, ge=0.0)
+    alloc_per_record_mb: float = Field(default=0.0, ge=0.0)
+
+    def cost(self) -> Cost:
+        return Cost(self.fixed_ms, self.per_record_ms, self.alloc_mb, self.alloc_per_record_mb)
+
+
+class ServiceSpec(_Spec):
+    """The costs of a broker's work by kind (see
+    :class:`eosim.simulation.broker.request_handler_pool.ServiceTimes`), and of an
+    application's requests (``client_send``) and answers (``client_receive``) on its host."""
+
+    network: CostSpec = Field(default_factory=CostSpec)
+    produce: CostSpec = Field(default_factory=CostSpec)
+    fetch: CostSpec = Field(default_factory=CostSpec)
+    replica_fetch: CostSpec = Field(default_factory=CostSpec)
+    replica_append: CostSpec = Field(default_factory=CostSpec)
+    other: CostSpec = Field(default_factory=CostSpec)
+    client_send: CostSpec = Field(default_factory=CostSpec)
+    client_receive: CostSpec = Field(default_factory=CostSpec)
+
+    def times(self) -> ServiceTimes:
+        return ServiceTimes(
+            self.network.cost(),
+            self.produce.cost(),
+            self.fetch.cost(),
+            self.replica_fetch.cost(),
+            self.replica_append.cost(),
+            self.other.cost(),
+            self.client_send.cost(),
+            self.client_receive.cost(),
+        )
+
+
+class GcSpec(_Spec):
+    """Young collections: one per ``young_mb`` allocated (0: none), each a lognormal pause."""
+
+    young_mb: float = Field(default=0.0, ge=0.0)
+    pause_ms: float = Field(default=0.0, ge=0.0)
+    pause_sigma: float = Field(default=0.0, ge=0.0, le=5.0)
+
+    def settings(self) -> GcSettings:
+        return GcSettings(self.young_mb, self.pause_ms, self.pause_sigma)
+
+
+class WarmupSpec(_Spec):
+    """A fresh process's work costs ``1 + (factor - 1) * exp(-age / seconds)`` times more, and
+    it spends ``background_ms_per_s * exp(-age / seconds)`` more CPU per second (its JIT
+    compiling)."""
+
+    factor: float = Field(default=1.0, ge=1.0, le=1000.0)
+    seconds: float = Field(default=1.0, gt=0.0)
+    background_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
+
+    def settings(self) -> WarmupSettings:
+        return WarmupSettings(self.factor, self.seconds)
+
+
+class BackgroundSpec(_Spec):
+    """CPU a process spends whatever it is asked (its timers, the JIT compiling), in ms per
+    second, booked as bursts of ``burst_ms`` on one core at random (Poisson) moments: the JIT
+    compiles a method at a time, holding a core."""
+
+    broker_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
+    controller_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
+    burst_ms: float = Field(default=1.0, gt=0.0, le=1000.0)
+
+
+class HostSpec(_Spec):
+    name: str = Field(min_length=1)
+    cores: int = Field(ge=1, le=4096)
+    # Process names (controller, broker-0, an application's name), or "*": every process no
+    # other host names.
+    processes: list[str] = Field(default_factory=list)
+
+
+class Resources(_Spec):
+    """``cluster.resources`` (see the module docstring)."""
+
+    preset: str | None = None
+    hosts: list[HostSpec] = Field(default_factory=list)
+    cores: int = Field(default=4, ge=1, le=4096)
+    service: ServiceSpec = Field(default_factory=ServiceSpec)
+    # The brokers' JVMs' young collections, and the applications' (allocating per request
+    # and per record they send, service.client; a pause freezes the application).
+    gc: GcSpec = Field(default_factory=GcSpec)
+    client_gc: GcSpec = Field(default_factory=GcSpec)
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    background: BackgroundSpec = Field(default_factory=BackgroundSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        name = data["preset"]
+        preset = load_preset(name)
+        return {**_merge(preset, {k: v for k, v in data.items() if k != "preset"}), "preset": name}
+
+    @model_validator(mode="after")
+    def _hosts_once(self) -> Resources:
+        seen: dict[str, str] = {}
+        names = [h.name for h in self.hosts]
+        for host in self.hosts:
+            if names.count(host.name) > 1:
+                raise ValueError(f"host {host.name!r} is defined twice")
+            for process in host.processes:
+                if process in seen:
+                    raise ValueError(
+                        f"{process!r} is placed on two hosts ({seen[process]} and {host.name})"
+                    )
+                seen[process] = host.name
+        return self
+
+    def host_plan(self, processes: list[str]) -> HostPlan:
+        """Where each of ``processes`` runs: the host naming it, else the ``"*"`` host, else a
+        host of its own (named after it) with :attr:`cores` cores."""
+        cores: dict[str, int] = {h.name: h.cores for h in self.hosts}
+        placement: dict[str, str] = {}
+        every = next((h.name for h in self.hosts if EVERY in h.processes), None)
+        for process in processes:
+            host = next((h.name for h in self.hosts if process in h.processes), None)
+            if host is None:
+                host = every
+            if host is None:
+                host = f"host-{process}"
+                cores[host] = self.cores
+            placement[process] = host
+        return HostPlan(cores, placement)
+
+
+class Machines:
+    """A run's hosts and its processes on them: one :class:`~eosim.simulation.host.Jvm` per
+    process of ``processes`` (the controller, the brokers, the applications), each drawing its
+    pauses from its own stream (``streams(name)``)."""
+
+    def __init__(
+        self,
+        resources: Resources,
+        processes: list[str],
+        stream: Callable[[str], RandomStream],
+    ) -> None:
+        plan = resources.host_plan(processes)
+        self.resources = resources
+        self.hosts = plan.hosts()
+        self.placement = plan.placement
+        gc, client_gc = resources.gc.settings(), resources.client_gc.settings()
+        warmup = resources.warmup.settings()
+        server = {CONTROLLER} | {p for p in processes if p.startswith("broker-")}
+        self.jvms = {
+            p: Jvm(
+                p,
+                self.hosts[plan.placement[p]],
+                gc if p in server else client_gc,
+                warmup,
+                stream(f"gc:{p}"),
+            )
+            for p in processes
+        }
+        self.service = resources.service.times()
+        self.freezers: dict[str, GcFreezer] = {}
+
+    def start_background(
+        self,
+        env: simpy.Environment,
+        running: Callable[[str], bool],
+        stream: Callable[[str], RandomStream],
+    ) -> None:
+        """Book each broker's and the controller's background CPU on its host while
+        ``running(name)`` says the process runs: bursts of ``background.burst_ms`` at Poisson
+        moments at the process's rate (and, after a restart, its JIT's extra rate); each
+        process draws its moments from its own stream (``background:<name>``)."""
+        bg = self.resources.background
+        warmup = self.resources.warmup
+        rates = {p: bg.broker_ms_per_s for p in self.jvms if p.startswith("broker-")}
+        if CONTROLLER in self.jvms:
+            rates[CONTROLLER] = bg.controller_ms_per_s
+        jit = warmup.background_ms_per_s
+        burst = bg.burst_ms
+        for process, base in rates.items():
+            if base <= 0 and jit <= 0:
+                continue
+            jvm = self.jvms[process]
+            # The fastest rate a process can have (its warm-up's extra at its start): moments
+            # are drawn at that rate and kept in proportion to the rate now (thinning).
+            peak = base + max(jit, 0.0)
+            env.process(
+                self._spend(
+                    env,
+                    process,
+                    jvm,
+                    base,
+                    jit,
+                    peak,
+                    burst,
+                    running,
+                    stream(f"background:{process}"),
+                )
+            )
+
+    def _spend(
+        self,
+        env: simpy.Environment,
+        process: str,
+        jvm: Jvm,
+        base: float,
+        jit: float,
+        peak: float,
+        burst: float,
+        running: Callable[[str], bool],
+        rng: RandomStream,
+    ) -> Generator[simpy.Event, Any, None]:
+        warmup = self.resources.warmup
+        mean_gap = 1000.0 * burst / peak
+        while True:
+            yield env.timeout(rng.exponential(mean_gap))
+            if not running(process):
+                continue
+            rate = base
+            if jit > 0:  # a JIT compiling after a (re)start
+                age_s = (env.now - jvm.started) / 1000.0
+                if age_s < 20 * warmup.seconds:
+                    rate += jit * math.exp(-age_s / warmup.seconds)
+            if rate >= peak or rng.random() < rate / peak:
+                jvm.host.book(env.now, burst)
+
+    def freeze_on_gc(self, env: simpy.Environment, targets: dict[str, Any]) -> dict[str, Any]:
+        """The applications' fault targets, each wrapped so that its JVM's collections and
+        its waits for a core freeze it (:class:`GcFreezer`); unchanged when applications
+        neither collect nor cost CPU."""
+        s = self.service
+        costs = (s.client_send, s.client_receive)
+        collects = self.resources.client_gc.young_mb > 0
+        if not collects and all(c.fixed_ms == 0.0 and c.per_record_ms == 0.0 for c in costs):
+            return targets
+        self.freezers = {name: GcFreezer(env, app) for name, app in targets.items()}
+        return dict(self.freezers)
+
+    def client_load(
+        self, process: str, receive: bool = False
+    ) -> Callable[[float, object], None] | None:
+        """What a request ``process`` sends (or, with ``receive``, an answer it receives)
+        costs its host and allocates in its JVM, or None when it costs nothing. The
+        application runs on one hot thread: while its host gives it the core time for the
+        message (waiting for a core, then working), it is frozen, and a collection freezes it
+        for its pause (both through :meth:`freeze_on_gc`); an answer that arrives is read
+        once the freeze ends."""
+        cost = self.service.client_receive if receive else self.service.client_send
+        jvm = self.jvms.get(process)
+        if jvm is None:
+            return None
+        cpu = cost.fixed_ms > 0.0 or cost.per_record_ms > 0.0
+        allocates = jvm.gc.young_mb > 0 and (cost.alloc_mb > 0.0 or cost.alloc_per_record_mb > 0.0)
+        if not cpu and not allocates:
+            return None
+        from eosim.simulation.broker.request_handler_pool import records_of
+
+        freezers = self.freezers
+
+        def load(now: float, payload: object) -> None:
+            records = records_of(payload)
+            freezer = freezers.get(process)
+            if cpu:
+                busy = jvm.book(now, cost.ms(records)) - now
+                if freezer is not None and busy > FREEZE_MIN_MS:
+                    freezer.collect(busy)
+            pause = jvm.allocate(now, cost.mb(records)) if allocates else 0.0
+            if freezer is not None and pause > 0:
+                freezer.collect(pause)
+
+        return load
+
+
+class GcFreezer:
+    """An application as the nemesis sees it, frozen as well by its JVM's collections: a
+    collection pauses it (as a ``pause`` fault would, and as a stop-the-world collection
+    does: its main loop and its producer's Sender stop) and resumes it after the pause, unless
+    a ``pause`` fault holds it then; a fault's resume does not end a collection in force."""
+
+    def __init__(self, env: simpy.Environment, app: Any) -> None:
+        self.env = env
+        self.app = app
+        self.fault_paused = False
+        self.collecting_until = -1.0
+
+    # -- the fault protocol (FaultTarget) ------------------------------------------------------
+    def crash(self) -> None:
+        self.fault_paused = False
+        self.app.crash()
+
+    def restart(self) -> None:
+        self.app.restart()
+
+    def pause(self) -> None:
+        self.fault_paused = True
+        self.app.pause()
+
+    def resume(self) -> None:
+        self.fault_paused = False
+        if self.env.now >= self.collecting_until:
+            self.app.resume()
+
+    # -- collections -----------------------------------------------------------------------
+    def collect(self, pause_ms: float) -> None:
+        now = self.env.now
+        if now < self.collecting_until:
+            self.collecting_until += pause_ms
+            return
+        self.collecting_until = now + pause_ms
+        self.app.pause()
+        self._end_at(self.collecting_until)
+
+    def _end_at(self, at: float) -> None:
+        timer = self.env.timeout(at - self.env.now)
+
+        def end(_event: object) -> None:
+            if self.env.now < self.collecting_until:
+                self._end_at(self.collecting_until)  # extended meanwhile
+            elif not self.fault_paused:
+                self.app.resume()
+
+        timer.callbacks.append(end)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def preset_names() -> list[str]:
+    """The shipped presets' names (``simulation/presets/<name>.yaml``)."""
+    folder = package_files.files("eosim.simulation") / "presets"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The ``resources`` block of the shipped preset ``name``."""
+    if not isinstance(name, str) or name not in preset_names():
+        raise ValueError(
+            f"unknown resources preset {name!r} (shipped: {', '.join(preset_names()) or 'none'})"
+        )
+    path = package_files.files("eosim.simulation") / "presets" / f"{name}.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    block = data.get("resources", data) if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        raise ValueError(f"resources preset {name!r}: not a mapping")
+    return {k: v for k, v in block.items() if k != "preset"}
+
+
+__all__ = [
+    "CostSpec",
+    "GcSpec",
+    "HostSpec",
+    "Machines",
+    "Resources",
+    "ServiceSpec",
+    "WarmupSpec",
+    "load_preset",
+    "preset_names",
+]

@@ -1,0 +1,319 @@
+"""The resource model (cluster.resources): hosts book their cores first-come first-served, a
+JVM's pauses stretch the work in progress and its warm-up slows a fresh process, a broker's
+requests wait for its threads and cores, a follower's append takes its fetcher thread's time,
+and a scenario without the block runs the unbounded model unchanged."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from eosim.simulation import run_scenario
+from eosim.simulation.host import GcSettings, Host, Jvm, WarmupSettings
+from eosim.simulation.resources import Machines, Resources
+from eosim.simulation.rng import RandomStreams
+from eosim.simulation.scenario import ScenarioError, parse_scenario
+
+BASE = """
+name: resources
+seed: 1
+cluster:
+  brokers: 3
+  topics:
+    - {name: events, partitions: 3, replication_factor: 3, config: {min.insync.replicas: 2}}
+producers:
+  - name: producer-0
+    config: {acks: all, enable.idempotence: true}
+    workload: {topic: events, records: 3000, rate: 1000, keys: 30}
+consumers:
+  - {name: reader, topic: events, isolation: read_uncommitted, auto.offset.reset: earliest}
+"""
+
+
+def scenario(resources: str = "", overrides: tuple[str, ...] = ()):
+    text = BASE
+    if resources:
+        text = text.replace("cluster:\n", "cluster:\n  resources: " + resources + "\n", 1)
+    return parse_scenario(text, "resources.yaml", list(overrides))
+
+
+def jvm(cores: int = 1, gc: GcSettings | None = None, warmup: WarmupSettings | None = None):
+    return Jvm(
+        "p",
+        Host("h", cores),
+        gc or GcSettings(),
+        warmup or WarmupSettings(),
+        RandomStreams(1).stream("gc:p"),
+    )
+
+
+# -- hosts and JVMs --------------------------------------------------------------------------
+def test_a_host_books_its_cores_first_come_first_served():
+    host = Host("h", 2)
+    assert [host.book(0.0, 1.0) for _ in range(3)] == [1.0, 1.0, 2.0]
+    assert host.book(5.0, 1.0) == 6.0  # a free core starts the work when it is ready
+    assert host.busy_ms == 4.0
+
+
+def test_a_pause_stretches_the_work_it_overlaps():
+    p = jvm()
+    p._stop(2.0, 4.0)
+    assert p.finish(0.0, 5.0) == 7.0  # 2 ms before the pause, 3 after it
+    assert p.finish(4.0, 1.0) == 5.0  # after it: untouched
+    assert p.finish(0.0, 1.0) == 1.0  # before it: untouched
+    p._stop(8.0, 10.0)
+    assert p.finish(0.0, 7.0) == 11.0  # both pauses
+
+
+def test_a_sigstop_is_a_pause_from_pause_to_resume():
+    p = jvm()
+    p.paused(10.0)
+    p.resumed(30.0)
+    assert p.finish(5.0, 10.0) == 35.0
+
+
+def test_collections_come_with_allocation_and_stop_the_process():
+    p = jvm(gc=GcSettings(young_mb=10.0, pause_ms=4.0, pause_sigma=0.0))
+    p.allocate(1.0, 9.0)
+    assert p.gc_pauses == 0
+    p.allocate(2.0, 2.0)
+    assert p.gc_pauses == 1 and p.stopped_until(3.0) == pytest.approx(6.0)
+    assert p.finish(2.0, 1.0) == pytest.approx(7.0)
+
+
+def test_a_fresh_process_is_slower_and_warms_up():
+    p = jvm(warmup=WarmupSettings(factor=10.0, seconds=2.0))
+    assert p.slowdown(0.0) == 1.0  # warm at the run's start
+    p.restarted(1000.0)
+    assert p.slowdown(1000.0) == pytest.approx(10.0)
+    assert p.slowdown(3000.0) == pytest.approx(1 + 9 * math.exp(-1))
+    assert p.slowdown(100_000.0) == 1.0
+
+
+# -- the block ---------------------------------------------------------------------------------
+def test_processes_go_to_their_host_then_the_star_then_their_own():
+    r = Resources(
+        hosts=[
+            {"name": "a", "cores": 2, "processes": ["broker-0"]},
+            {"name": "b", "cores": 1, "processes": ["*"]},
+        ]
+    )
+    plan = r.host_plan(["broker-0", "broker-1", "producer-0"])
+    assert plan.placement == {"broker-0": "a", "broker-1": "b", "producer-0": "b"}
+    alone = Resources(cores=3).host_plan(["broker-0", "broker-1"])
+    assert alone.placement == {"broker-0": "host-broker-0", "broker-1": "host-broker-1"}
+    assert alone.cores == {"host-broker-0": 3, "host-broker-1": 3}
+
+
+def test_bad_blocks_are_one_line_naming_the_place():
+    with pytest.raises(ScenarioError, match="placed on two hosts"):
+        scenario(
+            "{hosts: [{name: a, cores: 1, processes: [broker-0]},"
+            " {name: b, cores: 1, processes: [broker-0]}]}"
+        )
+    with pytest.raises(ScenarioError, match=r"unknown resources preset 'nope'"):
+        scenario("{preset: nope}")
+    with pytest.raises(ScenarioError, match=r"cluster\.resources\.cores"):
+        scenario("{cores: 0}")
+    with pytest.raises(ScenarioError, match=r"cluster\.resources\.service"):
+        scenario("{service: {produce: {fixed: 1}}}")
+
+
+def test_the_broker_thread_configs_are_kafkas():
+    s = scenario("{}", ("cluster.config.num.io.threads=2",))
+    from eosim.simulation.cluster import ClusterSettings
+
+    threads = ClusterSettings.from_scenario(s).threads
+    assert (threads.network_threads, threads.io_threads, threads.queued_max_requests) == (
+        3,
+        2,
+        500,
+    )
+    assert threads.replica_fetchers == 1
+
+
+# -- runs ----------------------------------------------------------------------------------
+def _latency_p50(run) -> float:
+    from eosim.analysis.history import history_from_recorder
+    from eosim.analysis.timings import ack_latencies
+
+    latencies = sorted(ack_latencies(history_from_recorder(run.history)))
+    return latencies[len(latencies) // 2]
+
+
+def test_without_the_block_the_model_is_unbounded_and_unchanged():
+    s = scenario()
+    assert s.cluster.resources is None
+    a, b = run_scenario(s, 1), run_scenario(s, 1)
+    assert a.history.digest() == b.history.digest()
+    # An empty block is the resource model with every cost 0: another model.
+    with_block = run_scenario(scenario("{}"), 1)
+    assert with_block.history.digest() != a.history.digest()
+
+
+def test_costly_work_on_one_shared_core_slows_every_answer():
+    cheap = run_scenario(scenario("{hosts: [{name: m, cores: 1, processes: ['*']}]}"), 1)
+    costly = run_scenario(
+        scenario(
+            "{hosts: [{name: m, cores: 1, processes: ['*']}],"
+            " service: {produce: {fixed_ms: 0.4}, replica_fetch: {fixed_ms: 0.2},"
+            " replica_append: {fixed_ms: 0.2}, fetch: {fixed_ms: 0.2}}}"
+        ),
+        1,
+    )
+    assert _latency_p50(costly) > _latency_p50(cheap) + 0.5
+
+
+def test_collections_put_a_tail_on_the_latency():
+    def p99(resources: str) -> float:
+        from eosim.analysis.history import history_from_recorder
+        from eosim.analysis.timings import ack_latencies
+
+        run = run_scenario(scenario(resources), 1)
+        lat = sorted(ack_latencies(history_from_recorder(run.history)))
+        return lat[int(len(lat) * 0.99)]
+
+    calm = p99("{service: {produce: {alloc_per_record_mb: 0.05}}}")
+    paused = p99(
+        "{service: {produce: {alloc_per_record_mb: 0.05}},"
+        " gc: {young_mb: 5, pause_ms: 40, pause_sigma: 0.1}}"
+    )
+    assert paused > calm + 20
+
+
+def test_the_same_seed_gives_the_same_history_with_resources():
+    r = "{hosts: [{name: m, cores: 2, processes: ['*']}], gc: {young_mb: 2, pause_ms: 3},"
+    r += " service: {produce: {fixed_ms: 0.1, alloc_per_record_mb: 0.01}}}"
+    assert run_scenario(scenario(r), 4).history.digest() == run_scenario(
+        scenario(r), 4
+    ).history.digest()
+
+
+def test_machines_give_each_process_a_jvm_on_its_host():
+    r = Resources(hosts=[{"name": "m", "cores": 2, "processes": ["*"]}])
+    machines = Machines(r, ["controller", "broker-0", "producer-0"], RandomStreams(1).stream)
+    assert set(machines.jvms) == {"controller", "broker-0", "producer-0"}
+    assert len({id(j.host) for j in machines.jvms.values()}) == 1
+    assert machines.client_load("producer-0") is None  # applications cost nothing here
+
+
+def test_background_cpu_is_booked_while_a_process_runs():
+    import simpy
+
+    r = Resources(
+        hosts=[{"name": "m", "cores": 1, "processes": ["*"]}],
+        background={"broker_ms_per_s": 100.0},
+    )
+    streams = RandomStreams(1)
+    machines = Machines(r, ["controller", "broker-0"], streams.stream)
+    env = simpy.Environment()
+    up = {"broker-0": True, "controller": True}
+    machines.start_background(env, lambda name: up[name], streams.stream)
+    env.run(until=10_000.0)
+    host = machines.hosts["m"]
+    assert 850 < host.busy_ms < 1150  # 10% of a core: about 1,000 bursts of 1 ms in 10 s
+    spent = host.busy_ms
+    up["broker-0"] = False  # crashed: it spends nothing
+    env.run(until=20_000.0)
+    assert host.busy_ms == spent
+
+
+# -- a broker's threads --------------------------------------------------------------------------
+def _threads(cores: int = 1, io: int = 1, net: int = 1, queued: int = 500, **service):
+    import simpy
+
+    from eosim.simulation.broker.request_handler_pool import (
+        BrokerThreads,
+        Cost,
+        ServiceTimes,
+        ThreadSettings,
+    )
+
+    env = simpy.Environment()
+    costs = ServiceTimes(**{k: Cost(fixed_ms=v) for k, v in service.items()})
+    p = jvm(cores)
+    return env, BrokerThreads(env, p, costs, ThreadSettings(net, io, queued, 1))
+
+
+class _Conn:
+    pass
+
+
+def _msg(payload: object, conn: object = None):
+    from eosim.simulation.network import Message
+
+    return Message("client", "broker-0", payload, conn, 0.0, 0, False)
+
+
+def test_requests_wait_for_a_handler_thread_and_a_core():
+    from eosim.simulation.protocol import MetadataRequest
+
+    env, threads = _threads(cores=2, io=1, other=1.0, network=0.5)
+    ends = [threads.book_request(_msg(MetadataRequest(i)), 0.0)[1] for i in range(3)]
+    # One network thread reads them one after another (0.5 ms each), one handler handles
+    # them one after another (1 ms each).
+    assert ends == [1.5, 2.5, 3.5]
+    env2, more = _threads(cores=2, io=2, net=2, other=1.0, network=0.5)
+    conns = [_Conn(), _Conn()]
+    a = more.book_request(_msg(MetadataRequest(1), conns[0]), 0.0)[1]
+    b = more.book_request(_msg(MetadataRequest(2), conns[1]), 0.0)[1]
+    assert (a, b) == (1.5, 1.5)  # two connections, two network threads, two handlers, 2 cores
+
+
+def test_a_full_request_queue_stops_the_network_threads_reading():
+    import simpy
+
+    from eosim.simulation.broker.request_handler_pool import TimedRequestChannel
+    from eosim.simulation.protocol import MetadataRequest
+
+    env, threads = _threads(cores=1, io=1, queued=1, other=10.0)
+
+    class Node:
+        alive, paused, incarnation = True, False, 0
+
+    channel = TimedRequestChannel(env, Node(), threads)
+    for i in range(3):
+        channel.put(_msg(MetadataRequest(i)))
+    taken: list[float] = []
+
+    def handler():
+        while True:
+            yield from channel.take()
+            taken.append(env.now)
+
+    env.process(handler())
+    env.run(until=100)
+    # Two fit (one handled, one queued); the third is read only when the first ends.
+    assert taken == [10.0, 20.0, 30.0]
+    assert isinstance(env, simpy.Environment)
+
+
+def test_a_collection_freezes_an_application_and_a_fault_pause_outlasts_it():
+    import simpy
+
+    from eosim.simulation.resources import GcFreezer
+
+    class App:
+        def __init__(self):
+            self.paused = False
+
+        def pause(self):
+            self.paused = True
+
+        def resume(self):
+            self.paused = False
+
+    env = simpy.Environment()
+    app = App()
+    freezer = GcFreezer(env, app)
+    freezer.collect(5.0)
+    assert app.paused
+    env.run(until=6.0)
+    assert not app.paused  # the collection ended
+    freezer.collect(5.0)
+    freezer.pause()  # a pause fault starts during the collection
+    env.run(until=20.0)
+    assert app.paused  # the collection's end does not end the fault's pause
+    freezer.resume()
+    assert not app.paused
