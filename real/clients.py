@@ -145,7 +145,8 @@ class DriverProcess:
     """One running driver JVM (an application process).
 
     ``prefix`` is put before the java command, to run it elsewhere (for instance inside a
-    network namespace: ``["ip", "netns", "exec", "ns-producer-0"]``). Its stdout (the final
+    network namespace: ``["ip", "netns", "exec", "ns-producer-0"]``); ``gc_log``, a file for
+    the JVM's garbage-collection log. Its stdout (the final
     JSON result) and stderr (the clients' warnings, the driver's error line) go to files beside
     the spec: ``<spec>.out`` and ``<spec>.err``.
     """
@@ -156,9 +157,10 @@ class DriverProcess:
         spec: Path | str,
         prefix: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        gc_log: Path | str | None = None,
     ) -> None:
         self.spec = Path(spec)
-        self.command = [*prefix, *install.driver_command(self.spec)]
+        self.command = [*prefix, *install.driver_command(self.spec, gc_log)]
         self.stdout_path = self.spec.with_name(self.spec.name + ".out")
         self.stderr_path = self.spec.with_name(self.spec.name + ".err")
         self._out: IO[bytes] = open(self.stdout_path, "wb")  # noqa: SIM115

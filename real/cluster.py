@@ -394,6 +394,8 @@ class _Node:
     log_offset: int = 0  # where this incarnation's lines start in server.log
     # Started since the last warm-up load (eosim.real.runner warms such a cluster first).
     cold: bool = True
+    # Sent SIGKILL (a crash), possibly not reaped yet.
+    killed: bool = False
 
     @property
     def config(self) -> Path:
@@ -404,7 +406,9 @@ class _Node:
         return self.dir / "server.log"
 
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        """Running: started, not exited and not killed (a killed process may still be torn
+        down by the kernel for a moment)."""
+        return self.process is not None and not self.killed and self.process.poll() is None
 
     def first_error(self) -> str:
         """This incarnation's first ERROR (or FATAL) log line with the exception under it, one
@@ -669,6 +673,9 @@ class RealCluster:
             f"-Xms{node.heap}",
             "-XX:+UseSerialGC",
             "-XX:CICompilerCount=2",
+            # Every collection, one line each, a file per process (eosim.real.measure reads
+            # them; a few lines a second cost nothing measurable).
+            f"-Xlog:gc,safepoint:file={node.dir / 'gc-%p.log'}:time,uptime,level,tags",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={node.dir}",
@@ -693,6 +700,7 @@ class RealCluster:
             )
         node.paused = False
         node.cold = True
+        node.killed = False
         (node.dir / "pid").write_text(str(node.process.pid))
 
     def _stop_node(self, node: _Node, graceful: bool) -> None:
@@ -793,17 +801,18 @@ class RealCluster:
         return self.nodes[name]
 
     def crash(self, node: str) -> None:
-        """kill -9: the process dies at once, its log dirs stay as the OS has them. Returns
-        once the process is reaped; :class:`ClusterError` if it is not within 10 s."""
+        """kill -9: the process runs no more instruction once the signal is delivered (it is
+        in effect when this returns), its log dirs stay as the OS has them. The kernel then
+        tears the process down, its address space first and its sockets last (their peers
+        see a reset only then): 0.1-0.5 s for a broker on this loaded two-core machine, so
+        it is reaped later, by :meth:`restart` (which raises :class:`ClusterError` if it is
+        not gone within 10 s)."""
         with self._lock:
             n = self._node(node)
             if n.alive():
                 assert n.process is not None
                 os.kill(n.process.pid, signal.SIGKILL)
-                try:
-                    n.process.wait(10)
-                except subprocess.TimeoutExpired:
-                    raise ClusterError(f"{node}: still alive 10 s after SIGKILL") from None
+                n.killed = True
             n.paused = False
 
     def power_loss(self, node: str) -> None:
@@ -821,6 +830,11 @@ class RealCluster:
             n = self._node(node)
             if n.alive():
                 return
+            if n.process is not None and n.process.poll() is None:
+                try:  # killed, and still being torn down: wait for it
+                    n.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    raise ClusterError(f"{node}: still alive 10 s after SIGKILL") from None
             self._spawn(n)
         if wait:
             self.wait_ready([node])
@@ -1071,6 +1085,11 @@ class RealCluster:
             return self._serves(broker)
         except (OSError, ClusterError):
             return False
+
+    def gc_log(self, node: str) -> Path | None:
+        """The garbage-collection log of ``node``'s current process (None: not running)."""
+        pid = self.pid(node)
+        return None if pid is None else self._node(node).dir / f"gc-{pid}.log"
 
     def pid(self, node: str) -> int | None:
         n = self._node(node)

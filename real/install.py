@@ -68,11 +68,14 @@ class KafkaInstall:
             parts.insert(0, str(self.driver))
         return os.pathsep.join(parts)
 
-    def driver_command(self, spec: Path | str) -> list[str]:
-        """The command that runs the driver on a spec file."""
+    def driver_command(self, spec: Path | str, gc_log: Path | str | None = None) -> list[str]:
+        """The command that runs the driver on a spec file (with ``gc_log``, its JVM logs
+        each garbage collection there)."""
+        log = [f"-Xlog:gc,safepoint:file={gc_log}:time,uptime,level,tags"] if gc_log else []
         return [
             self.java,
             *CLIENT_JVM_FLAGS,
+            *log,
             f"-Dlog4j2.configurationFile={config_file('log4j2-client.properties')}",
             "-cp",
             self.classpath(with_driver=True),

@@ -13,13 +13,14 @@ it in the report. Each reason is ``"<rule>: <detail>"``; the report groups by ru
 The rules (:data:`RULES`):
 
 - **fault not applied**: a fault's operation failed or could not be confirmed in effect
-  before its ``start`` line: every thread of a paused process stopped (``/proc``), a crashed
-  process reaped, nftables rules read back from each namespace, the delayer's queue rules
-  read back;
+  before its ``start`` line: every thread of a paused process stopped (``/proc``), nftables
+  rules read back from each namespace, the delayer's queue rules read back (a crash is in
+  effect once its SIGKILL is sent);
 - **fault late**: confirmed in effect more than :data:`LATE_BOUND_MS` after its scheduled
   time (the ``fault`` line carries both, ``scheduled`` and ``time``);
 - **fault not undone**: a fault's end failed or could not be confirmed before its ``stop``
-  line: a resumed process running again, nftables tables gone from every namespace;
+  line: a resumed process running again, nftables tables gone from every namespace, a killed
+  process reaped before its restart;
 - **not back**: a restarted broker (or controller) did not serve again within
   :data:`BACK_TIMEOUT_S` (its ``stop`` line carries ``served``, when it did);
 - **delayer died**: a delayer was found dead while it held a delay fault (its rules hand

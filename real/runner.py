@@ -72,11 +72,11 @@ START_LEAD_MS = 5000.0
 GRACE_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
 # The warm-up load of a cluster whose brokers were (re)started since the last one: its topic
-# (one partition led by each broker), its length and its rate. Kafka 4.1.1 here: a fresh
-# broker's produce latency falls from 200 ms to its steady 5-8 ms over about 10 s of load
-# (docs/calibration.md, case 5).
+# (one partition led by each broker), its length and its rate. Kafka 4.1.1 here: a restarted
+# broker's CPU per second under 3,000 records/s is 3-6 times its warm value for about 35 s of
+# load (the JIT's second tier; python -m eosim.real.measure, docs/calibration.md).
 WARMUP_TOPIC = "eosim-warmup"
-WARMUP_S = 10.0
+WARMUP_S = 30.0
 WARMUP_RATE = 2000.0
 # Records a producing driver writes to the warm-up topic before its epoch (its own JIT).
 WARMUP_RECORDS = 2000
@@ -235,45 +235,8 @@ class RealRun:
         reaches the run's history."""
         if not any(n != CONTROLLER for n in self.cluster.cold_nodes()):
             return
-        self.ensure_warmup_topic(self.cluster)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        spec = write_spec(
-            self.workdir / "warmup.spec.json",
-            "warmup",
-            "warmup",
-            self.cluster.bootstrap(),
-            workload={
-                "topic": WARMUP_TOPIC,
-                "seconds": WARMUP_S,
-                "rate": WARMUP_RATE,
-                "transactional": self._transactional(),
-            },
-        )
-        process = DriverProcess(self.install, spec)
-        code = process.wait(WARMUP_S + 120.0)
-        if code != 0:
-            process.kill()
-            raise RealRunError(f"the warm-up load failed ({process.error() or code})")
-        self.cluster.mark_warm()
-
-    @staticmethod
-    def ensure_warmup_topic(cluster: RealCluster) -> None:
-        """The warm-up topic, one partition per broker (each led by its own), replicated as
-        the internal topics are; created once per cluster."""
-        if getattr(cluster, "_warmup_topic", False):
-            return
-        rf = min(3, len(cluster.broker_names))
-        cluster.recreate_topics(
-            [
-                {
-                    "name": WARMUP_TOPIC,
-                    "partitions": len(cluster.broker_names),
-                    "replication_factor": rf,
-                    "config": {"min.insync.replicas": str(min(2, rf))},
-                }
-            ]
-        )
-        cluster._warmup_topic = True  # type: ignore[attr-defined]
+        warm_up(self.cluster, self.install, self.workdir, self._transactional(), WARMUP_S)
 
     def _transactional(self) -> bool:
         return bool(
@@ -552,6 +515,7 @@ class RealRun:
             self.install,
             spec_path,
             prefix=self.cluster.client_prefix(plan.name) if self.network_faults else (),
+            gc_log=self.workdir / f"{stem}.gc.log",
         )
         self.running[plan.name] = _Running(plan, process, history, spawned)
 
@@ -595,6 +559,55 @@ class RealRun:
     def _report(self) -> None:
         if self.progress is not None:
             self.progress(max(self.clock(), 0.0), {})
+
+
+def ensure_warmup_topic(cluster: RealCluster) -> None:
+    """The warm-up topic, one partition per broker (each led by its own), replicated as the
+    internal topics are; created once per cluster."""
+    if getattr(cluster, "_warmup_topic", False):
+        return
+    rf = min(3, len(cluster.broker_names))
+    cluster.recreate_topics(
+        [
+            {
+                "name": WARMUP_TOPIC,
+                "partitions": len(cluster.broker_names),
+                "replication_factor": rf,
+                "config": {"min.insync.replicas": str(min(2, rf))},
+            }
+        ]
+    )
+    cluster._warmup_topic = True  # type: ignore[attr-defined]
+
+
+def warm_up(
+    cluster: RealCluster,
+    install: KafkaInstall,
+    workdir: Path,
+    transactional: bool,
+    seconds: float,
+) -> None:
+    """Run the driver's ``warmup`` load on ``cluster`` for ``seconds`` (with transactions when
+    ``transactional``), then count its nodes warm."""
+    ensure_warmup_topic(cluster)
+    spec = write_spec(
+        workdir / "warmup.spec.json",
+        "warmup",
+        "warmup",
+        cluster.bootstrap(),
+        workload={
+            "topic": WARMUP_TOPIC,
+            "seconds": seconds,
+            "rate": WARMUP_RATE,
+            "transactional": transactional,
+        },
+    )
+    process = DriverProcess(install, spec)
+    code = process.wait(seconds + 120.0)
+    if code != 0:
+        process.kill()
+        raise RealRunError(f"the warm-up load failed ({process.error() or code})")
+    cluster.mark_warm()
 
 
 def delayed_nodes(schedule: Iterable[FaultEvent], every: list[str]) -> list[str]:
@@ -658,6 +671,8 @@ __all__ = [
     "RealRun",
     "RealRunError",
     "delayed_nodes",
+    "ensure_warmup_topic",
     "refusals",
     "run_real",
+    "warm_up",
 ]

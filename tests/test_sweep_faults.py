@@ -73,3 +73,21 @@ def test_the_replay_command_survives_a_shell(tmp_path):
     from eosim.analysis.sweep.task import replay_command
 
     assert shlex.split(replay_command(plan, 7, {}))[-2:] == ["--set", "expect.duplicate='>0'"]
+
+
+def test_a_run_given_a_folder_keeps_its_history_there(tmp_path):
+    """A real run cannot be replayed, so its sweep keeps each history (``keep_history``): the
+    file holds the run's history line for line, and its digest is the row's."""
+    import hashlib
+
+    from eosim.analysis.history import load_history
+
+    plan, _ = build_plan(CHAOS, 1, (), (), 4, SMALL)
+    row = execute_run(plan, plan.sweep_id(), "test", 1, keep_history=tmp_path)
+    kept = tmp_path / f"variant={row['variant']}" / f"run-{row['run']:06d}.jsonl"
+    assert kept.exists() and not list(tmp_path.rglob("*.tmp"))
+    assert hashlib.sha256(kept.read_bytes()).hexdigest() == row["history_sha256"]
+    assert len(load_history(kept).sends) > 0
+    # Without a folder nothing is written.
+    execute_run(plan, plan.sweep_id(), "test", 2)
+    assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == [kept.name]

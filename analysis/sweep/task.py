@@ -121,9 +121,16 @@ def replay_command(plan: SweepPlan, seed: int, params: dict[str, Any]) -> str:
 
 
 def execute_run(
-    plan: SweepPlan, sweep_id: str, version: str, run_id: int, target: Any = None
+    plan: SweepPlan,
+    sweep_id: str,
+    version: str,
+    run_id: int,
+    target: Any = None,
+    keep_history: Path | None = None,
 ) -> dict[str, Any]:
-    """One run of the sweep, as a result row; ``target`` runs it (default: the model)."""
+    """One run of the sweep, as a result row; ``target`` runs it (default: the model).
+    ``keep_history``: a folder the run's history is written to, as
+    ``variant=V/run-R.jsonl`` (a real run's: it cannot be replayed)."""
     from eosim.analysis import outcome as checked
     from eosim.simulation.scenario import parse_scenario
 
@@ -132,6 +139,13 @@ def execute_run(
     seed = run_seed(plan.seed, variant, run)
     scenario = parse_scenario(plan.scenario_text, plan.scenario_source, plan.overrides(params))
     outcome = checked.run(scenario, seed, target=target)
+    if keep_history is not None:
+        folder = keep_history / f"variant={variant}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"run-{run:06d}.jsonl"
+        staged = path.with_name(path.name + ".tmp")
+        staged.write_text("".join(line + "\n" for line in outcome.run.history.lines()))
+        staged.replace(path)
     acks, commits = ack_latencies(outcome.history), commit_latencies(outcome.history)
     resumed = failovers(outcome.history)
     invalid = outcome.run.invalid
@@ -262,6 +276,8 @@ def make_chunk_runner(
 
     schema = run_schema(plan)
     inject = _INJECTED_FAILURES
+    # A real cluster's runs cannot be replayed: their histories are kept beside the results.
+    kept = Path(root) / "histories" if run_target is not None else None
 
     def run_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -302,7 +318,7 @@ def make_chunk_runner(
                     os._exit(17)
                 rows = []
                 for run_id in range(start, end):
-                    row = execute_run(plan, sweep_id, version, run_id, run_target)
+                    row = execute_run(plan, sweep_id, version, run_id, run_target, kept)
                     rows.append(row)
                     done += 1
                     add_found(found, {name: row[name] for name in ALL_ANOMALIES})

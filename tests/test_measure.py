@@ -1,0 +1,171 @@
+"""The resource model's fit from a real cluster's measurements (eosim.real.measure): each
+step on synthetic measurements with a known answer, and the shipped preset reproduced from the
+measurement it was fitted on (tests/fixtures/measure-kafka-4.1.1.json). No Kafka needed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eosim.real import measure
+
+FIXTURE = Path(__file__).parent / "fixtures" / "measure-kafka-4.1.1.json"
+PRESET = Path(measure.__file__).resolve().parent.parent / "simulation" / "presets"
+
+
+def test_gc_pauses_reads_young_collections_after_an_uptime(tmp_path: Path) -> None:
+    log = tmp_path / "gc.log"
+    log.write_text(
+        "[2026-11-29T02:30:01.000+0000][12.500s][info][gc] GC(3) Pause Young (Normal) "
+        "(G1 Evacuation Pause) 150M->20M(512M) 23.456ms\n"
+        '[2026-11-29T02:30:02.000+0000][13.000s][info][gc,safepoint] Safepoint "G1", '
+        "Time since last: 1 ns\n"
+        "[2026-11-29T02:30:09.000+0000][20.250s][info][gc] GC(4) Pause Young (Normal) "
+        "(G1 Evacuation Pause) 160M->22M(512M) 31.000ms\n"
+    )
+    assert measure.gc_pauses(log) == [
+        {"up": 12.5, "ms": 23.456, "before": 150.0, "after": 20.0},
+        {"up": 20.25, "ms": 31.0, "before": 160.0, "after": 22.0},
+    ]
+    assert [g["up"] for g in measure.gc_pauses(log, since_s=15.0)] == [20.25]
+    assert measure.gc_pauses(tmp_path / "missing.log") == []
+    assert measure.jvm_uptime_s(log) == 20.25
+
+
+def _restart(start_ms: float, tau: float, warm: float) -> list[dict[str, float]]:
+    """A restarted broker's CPU per second: warm plus a decaying excess, sampled every 2 s."""
+    samples = []
+    t = measure.LEAD_S + 1.0
+    while t <= measure.LEAD_S + measure.RESTART_S - 1.0:
+        excess = start_ms * math.exp(-(t - measure.LEAD_S) / tau)
+        samples.append({"t": t, "cpu": warm + excess})
+        t += 2.0
+    return samples
+
+
+def test_warmup_fit_recovers_a_decaying_excess() -> None:
+    fitted = measure._warmup_fit(_restart(400.0, 20.0, 300.0), 300.0)
+    assert fitted["factor"] == 1.0
+    assert fitted["seconds"] == pytest.approx(20.0, rel=0.02)
+    # Matched on the samples' mean (2 s apart), not the curve's integral: within 5%.
+    assert fitted["background_ms_per_s"] == pytest.approx(400.0, rel=0.05)
+
+
+def test_warmup_fit_caps_the_time_constant_and_the_rate() -> None:
+    span = measure.RESTART_S - 2.0
+    # No decay within the window: the time constant is the window.
+    flat = measure._warmup_fit(_restart(200.0, 1e9, 300.0), 300.0)
+    assert flat["seconds"] == pytest.approx(span)
+    # More than a core's worth at the start: one core (the model runs it a burst at a time).
+    assert (
+        measure._warmup_fit(_restart(5000.0, 10.0, 300.0), 300.0)["background_ms_per_s"] == 1000.0
+    )
+
+
+def test_warmup_fit_without_a_usable_restart_is_no_warm_up() -> None:
+    none = {"factor": 1.0, "seconds": 1.0, "background_ms_per_s": 0.0}
+    assert measure._warmup_fit([], 300.0) == none
+    assert measure._warmup_fit(_restart(400.0, 20.0, 300.0), 0.0) == none
+    # A restarted broker no busier than a warm one: nothing to add.
+    assert measure._warmup_fit(_restart(0.0, 20.0, 300.0), 300.0)["background_ms_per_s"] == 0.0
+
+
+def _load(rate: float, seconds: float = 20.0) -> dict:
+    """One load's measurements, built from known costs: Produce 0.2 ms + 0.005 ms a record,
+    FetchFollower 0.1 ms, network 0.15 ms a request, 0.01 MB allocated a record replicated
+    or appended, young collections of 100 MB pausing 20 ms, request threads waiting 60% of
+    their runnable time."""
+    records = rate * seconds
+    produces = records / (rate / 200)  # more records a request at higher loads
+    followers = 2 * produces
+    brokers = {}
+    for name in measure.BROKERS:
+        records_in = records / 3
+        produce_cpu = produces / 3 * (0.2 + 0.005 * records_in / (produces / 3))
+        fetch_cpu = followers / 3 * 0.1
+        handled = produces / 3 + followers / 3
+        freed = 0.01 * (records_in + 2 * records / 3)
+        collections = int(freed // 100)
+        brokers[name] = {
+            "requests": {
+                # LocalTimeMs in proportion to each kind's CPU per request.
+                "Produce": {"count": produces / 3, "LocalTimeMs": produce_cpu / (produces / 3)},
+                "FetchFollower": {"count": followers / 3, "LocalTimeMs": 0.1},
+            },
+            "records_in": records_in,
+            "cpu_ms": produce_cpu
+            + fetch_cpu
+            + 0.15 * handled
+            + 0.2 * followers / 3
+            + 50.0 * seconds,
+            "threads_ms": {
+                "handler": produce_cpu + fetch_cpu,
+                "network": 0.15 * handled,
+                "fetcher": 0.2 * followers / 3,
+            },
+            "sched_groups": {"request": [400.0, 600.0, 10.0], "fetcher": [100.0, 150.0, 5.0]},
+            "gc": [
+                {"up": 1.0 + i, "ms": 20.0, "before": 120.0, "after": 20.0}
+                for i in range(collections)
+            ],
+        }
+    return {
+        "seconds": seconds,
+        "brokers": brokers,
+        "controller_cpu_ms": 10.0 * seconds,
+        "client": {
+            "records_in_window": records,
+            "client_cpu_ms": {"producer": 0.1 * records, "reader": 0.05 * records},
+            "client_gc": {},
+        },
+    }
+
+
+def test_fit_recovers_known_costs() -> None:
+    loads = [_load(r) for r in (3000, 1000, 6000, 2000)]
+    params = measure.fit({}, loads, [], cores=2)
+    service = params["service"]
+    assert service["produce"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
+    assert service["produce"]["per_record_ms"] == pytest.approx(0.005, rel=1e-3)
+    assert service["replica_fetch"]["fixed_ms"] == pytest.approx(0.1, rel=1e-3)
+    assert service["network"]["fixed_ms"] == pytest.approx(0.15, rel=1e-3)
+    assert service["replica_append"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
+    assert service["client_send"]["per_record_ms"] == pytest.approx(0.1)
+    assert service["client_receive"]["per_record_ms"] == pytest.approx(0.05)
+    assert params["gc"] == {"young_mb": 100.0, "pause_ms": 20.0, "pause_sigma": 0.0}
+    assert service["produce"]["alloc_per_record_mb"] == pytest.approx(0.01, rel=0.1)
+    assert params["background"]["broker_ms_per_s"] == pytest.approx(50.0, rel=1e-3)
+    assert params["background"]["controller_ms_per_s"] == pytest.approx(10.0)
+    assert params["hosts"] == [{"name": "machine", "cores": 2, "processes": ["*"]}]
+    assert params["_waiting"] == pytest.approx(0.6)
+
+
+def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
+    """Refitting the measurement of 2026-11-29 gives the preset, key for key (but the
+    background's burst length, which fit_burst finds by running the model)."""
+    data = json.loads(FIXTURE.read_text())
+    params = measure.fit(data["idle"], data["loads"], data["restart"], 2)
+    assert params.pop("_waiting") == pytest.approx(data["waiting_for_a_core"])
+    preset = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
+    assert preset["background"].pop("burst_ms") == data["fit"]["background"]["burst_ms"]
+    assert params == preset
+
+
+def test_refit_without_a_measurement_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "nothing-here"
+    assert measure.main(["--refit", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "measure.json" in err[0]
+    assert not out.exists()  # nothing created
+
+
+def test_bad_loads_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert measure.main(["--loads", "1000,fast"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--loads" in err[0]
