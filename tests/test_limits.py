@@ -55,7 +55,10 @@ def test_the_acks_1_bias_bears_on_leader_crashes_with_acks_1_only():
     unreplicated = load_scenario("scenarios/at-most-once.yaml")
     assert BIASES[0].text not in bearing(unreplicated)
     modelled = load_scenario(case, ["producers.0.config.acks=1", "cluster.resources={}"])
-    assert BIASES[0].text not in bearing(modelled)  # the resource model gives the tail
+    assert BIASES[0].text not in bearing(modelled)  # the resource model gives a tail ...
+    assert BIASES[2].text in bearing(modelled)  # ... shorter than Kafka's
+    assert BIASES[2].text not in bearing(acks_1)
+    assert BIASES[2].text not in bearing(load_scenario(case, ["cluster.resources={}"]))
 
 
 def test_the_reordering_bias_bears_on_plain_pipelined_producers_under_broker_faults():
@@ -69,3 +72,14 @@ def test_the_reordering_bias_bears_on_plain_pipelined_producers_under_broker_fau
 def test_the_limits_no_longer_claim_the_last_known_leader_is_missing():
     """KIP-966's last-known-leader election is modelled (docs/calibration.md, case 4)."""
     assert not any("last-known-leader" in line for lines in DEPARTURES.values() for line in lines)
+
+
+def test_the_resource_model_brings_its_own_limits_in_place_of_the_unbounded_ones():
+    case = "scenarios/calibration/steady-timing.yaml"
+    unbounded = features(load_scenario(case))
+    assert "unbounded" in unbounded and "resources" not in unbounded
+    modelled = features(load_scenario(case, ["cluster.resources.preset=calibration-host"]))
+    assert "resources" in modelled and "unbounded" not in modelled
+    lines = [line for _f, line in departures(load_scenario(case, ["cluster.resources={}"]))]
+    assert any("wake-up cost" in line for line in lines)
+    assert not any("one at a time per broker" in line for line in lines)

@@ -513,6 +513,8 @@ def _latency_cells(data: SweepData) -> Table:
 
 
 FEATURE_NAMES = {
+    "unbounded": "CPU and time (no resource model)",
+    "resources": "CPU and time (the resource model)",
     "producers": "producers and brokers",
     "network_loss": "network loss",
     "packet_loss": "packet loss",
