@@ -419,9 +419,7 @@ class Network:
             # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
-        if self.receive_loads is not None and (
-            load := self.receive_loads.get(self.host(msg.dst))
-        ):
+        if self.receive_loads is not None and (load := self.receive_loads.get(self.host(msg.dst))):
             load(self.env.now, msg.payload)  # the receiver's CPU (the resource model)
         self._hand_over(msg)
 

@@ -185,9 +185,10 @@ def test_collections_put_a_tail_on_the_latency():
 def test_the_same_seed_gives_the_same_history_with_resources():
     r = "{hosts: [{name: m, cores: 2, processes: ['*']}], gc: {young_mb: 2, pause_ms: 3},"
     r += " service: {produce: {fixed_ms: 0.1, alloc_per_record_mb: 0.01}}}"
-    assert run_scenario(scenario(r), 4).history.digest() == run_scenario(
-        scenario(r), 4
-    ).history.digest()
+    assert (
+        run_scenario(scenario(r), 4).history.digest()
+        == run_scenario(scenario(r), 4).history.digest()
+    )
 
 
 def test_machines_give_each_process_a_jvm_on_its_host():
@@ -249,12 +250,12 @@ def _msg(payload: object, conn: object = None):
 def test_requests_wait_for_a_handler_thread_and_a_core():
     from eosim.simulation.protocol import MetadataRequest
 
-    env, threads = _threads(cores=2, io=1, other=1.0, network=0.5)
+    _env, threads = _threads(cores=2, io=1, other=1.0, network=0.5)
     ends = [threads.book_request(_msg(MetadataRequest(i)), 0.0)[1] for i in range(3)]
     # One network thread reads them one after another (0.5 ms each), one handler handles
     # them one after another (1 ms each).
     assert ends == [1.5, 2.5, 3.5]
-    env2, more = _threads(cores=2, io=2, net=2, other=1.0, network=0.5)
+    _env2, more = _threads(cores=2, io=2, net=2, other=1.0, network=0.5)
     conns = [_Conn(), _Conn()]
     a = more.book_request(_msg(MetadataRequest(1), conns[0]), 0.0)[1]
     b = more.book_request(_msg(MetadataRequest(2), conns[1]), 0.0)[1]
@@ -317,3 +318,32 @@ def test_a_collection_freezes_an_application_and_a_fault_pause_outlasts_it():
     assert app.paused  # the collection's end does not end the fault's pause
     freezer.resume()
     assert not app.paused
+
+
+def test_a_restarted_process_spends_its_jit_warm_up_then_settles():
+    """warmup.background_ms_per_s: a restarted broker's extra background CPU starts at that
+    rate and decays with warmup.seconds; a process that never restarts spends none of it."""
+    import math
+
+    import simpy
+
+    r = Resources(
+        hosts=[{"name": "m", "cores": 1, "processes": ["*"]}],
+        warmup={"seconds": 5.0, "background_ms_per_s": 200.0},
+        background={"burst_ms": 1.0},
+    )
+    streams = RandomStreams(1)
+    machines = Machines(r, ["broker-0"], streams.stream)
+    env = simpy.Environment()
+    machines.start_background(env, lambda name: True, streams.stream)
+    env.run(until=10_000.0)
+    host = machines.hosts["m"]
+    assert host.busy_ms == 0.0  # warm from the run's start: no JIT left to compile
+    machines.jvms["broker-0"].restarted(env.now)
+    env.run(until=40_000.0)
+    # 200 ms/s decaying with 5 s over 30 s: 200 * 5 * (1 - e^-6), about 1,000 ms.
+    expected = 200.0 * 5.0 * (1 - math.exp(-6.0))
+    assert 0.85 * expected < host.busy_ms < 1.15 * expected
+    spent = host.busy_ms
+    env.run(until=60_000.0)
+    assert host.busy_ms - spent < 0.01 * expected  # settled
