@@ -35,7 +35,7 @@ def losses_by_fault(history: History) -> dict[int, int]:
         and f.get("fault") in FAILOVER_FAULTS
         and any(str(t).startswith("broker-") for t in f.get("targets") or [])
     )
-    logged = {key: {r.value for r in log.records} for key, log in history.logs.items()}
+    logged = {key: {r.value for r in records} for key, records in history.logs.items()}
     out: dict[int, int] = defaultdict(int)
     for send in history.sends:
         if send.outcome != "ok" or send.partition is None or send.complete_time is None:

@@ -169,3 +169,12 @@ def test_bad_loads_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -
     assert measure.main(["--loads", "1000,fast"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--loads" in err[0]
+
+
+def test_the_measurement_table_in_the_docs_is_what_measure_prints() -> None:
+    data = json.loads(FIXTURE.read_text())
+    table = [line for line in measure.summary(data).splitlines() if line.startswith("|")]
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "calibration.md").read_text()
+    assert len(table) == 2 + len(data["loads"])
+    missing = [line for line in table if line not in docs.splitlines()]
+    assert not missing, f"docs/calibration.md lacks {missing}"
