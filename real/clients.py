@@ -14,7 +14,7 @@ writes the application's history lines. Its modes and the Kafka client classes b
 - ``warmup``: a producer, a consumer and optionally transactions on a warm-up topic, to warm a
   freshly started cluster (nothing reaches a history);
 - ``jmx``: a snapshot of the MBeans of running JVMs by pid (the attach API), for eosim's
-  measurements of the brokers (:mod:`eosim.real.measure`);
+  measurements of the brokers (:mod:`eosim.analysis.measure`);
 - ``clock``: prints the JVM's ``System.nanoTime()`` (the tests check it is the runner's
   ``time.monotonic_ns()``).
 

@@ -673,7 +673,7 @@ class RealCluster:
             f"-Xms{node.heap}",
             "-XX:+UseSerialGC",
             "-XX:CICompilerCount=2",
-            # Every collection, one line each, a file per process (eosim.real.measure reads
+            # Every collection, one line each, a file per process (eosim.analysis.measure reads
             # them; a few lines a second cost nothing measurable).
             f"-Xlog:gc,safepoint:file={node.dir / 'gc-%p.log'}:time,uptime,level,tags",
             "-Djava.awt.headless=true",

@@ -74,7 +74,7 @@ DRAIN_TIMEOUT_S = 120.0
 # The warm-up load of a cluster whose brokers were (re)started since the last one: its topic
 # (one partition led by each broker), its length and its rate. Kafka 4.1.1 here: a restarted
 # broker's CPU per second under 3,000 records/s is 3-6 times its warm value for about 35 s of
-# load (the JIT's second tier; python -m eosim.real.measure, docs/calibration.md).
+# load (the JIT's second tier; python -m eosim.analysis.measure, docs/calibration.md).
 WARMUP_TOPIC = "eosim-warmup"
 WARMUP_S = 30.0
 WARMUP_RATE = 2000.0

@@ -24,7 +24,7 @@ its host, and each process is a JVM with pauses and a warm-up
 
 Without ``hosts`` (and without a preset that has them) every process is on a host of its own
 with ``cores`` cores. Presets live in ``simulation/presets/<name>.yaml``; a preset is a
-``resources`` block itself, written by ``python -m eosim.real.measure`` from measurements of
+``resources`` block itself, written by ``python -m eosim.analysis.measure`` from measurements of
 a real cluster (docs/calibration.md, "The resource model, fitted").
 
 To add a knob: a field here with its default and its meaning, read where the model builds its

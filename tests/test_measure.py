@@ -1,4 +1,4 @@
-"""The resource model's fit from a real cluster's measurements (eosim.real.measure): each
+"""The resource model's fit from a real cluster's measurements (eosim.analysis.measure): each
 step on synthetic measurements with a known answer, and the shipped preset reproduced from the
 measurement it was fitted on (tests/fixtures/measure-kafka-4.1.1.json). No Kafka needed."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eosim.real import measure
+from eosim.analysis import measure
 
 FIXTURE = Path(__file__).parent / "fixtures" / "measure-kafka-4.1.1.json"
 PRESET = Path(measure.__file__).resolve().parent.parent / "simulation" / "presets"

@@ -82,7 +82,7 @@ def test_a_run_given_a_folder_keeps_its_history_there(tmp_path):
 
     from eosim.analysis.history import load_history
 
-    plan, _ = build_plan(CHAOS, 1, (), (), 4, SMALL)
+    plan, _ = build_plan(CHAOS, 3, (), (), 4, SMALL)
     row = execute_run(plan, plan.sweep_id(), "test", 1, keep_history=tmp_path)
     kept = tmp_path / f"variant={row['variant']}" / f"run-{row['run']:06d}.jsonl"
     assert kept.exists() and not list(tmp_path.rglob("*.tmp"))

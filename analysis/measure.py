@@ -1,6 +1,6 @@
 """Measure a real Kafka cluster on this machine and fit the resource model to it.
 
-    python -m eosim.real.measure [--loads 1000,3000,6000] [--seconds 20] [--out DIR]
+    python -m eosim.analysis.measure [--loads 1000,3000,6000] [--seconds 20] [--out DIR]
                                  [--preset NAME] [--kafka-version V]
 
 Starts the calibration set-up (a controller and three brokers, each in its namespace, on this
@@ -911,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     data["fit"] = params
     (out / "measure.json").write_text(json.dumps(data, indent=1) + "\n")
     header = (
-        f"# Fitted by `python -m eosim.real.measure --loads {args.loads} --seconds "
+        f"# Fitted by `python -m eosim.analysis.measure --loads {args.loads} --seconds "
         f"{args.seconds:g}` on {time.strftime('%Y-%m-%d')}: Kafka {version}, {cores} "
         "cores,\n# a controller, three brokers and the clients on this machine "
         '(docs/calibration.md, "The resource model, fitted").\n'
