@@ -31,9 +31,6 @@ from eosim.simulation.coordinator.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
-from eosim.simulation.coordinator.consumer_group_heartbeat import HeartbeatAnswer
-from eosim.simulation.coordinator.coordinator_timer import ManualTimer
-from eosim.simulation.coordinator.group_config import GroupConfig
 from eosim.simulation.coordinator.group_metadata_manager import GroupMetadataManager
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import LatencyModel, Network, NetworkSettings
@@ -43,7 +40,6 @@ from eosim.simulation.producer.transaction_states import State
 from eosim.simulation.producer.transactions import Transactions
 from eosim.simulation.protocol import (
     BatchData,
-    ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupMetadata,
     ErrorResponse,
@@ -230,75 +226,39 @@ def test_the_producer_state_check_of_a_marker():
 
 
 # -- the consumer group coordinator -----------------------------------------------------------
-G, T = "app", "in"
-
-
-def tp(p: int) -> tuple[str, int]:
-    return (T, p)
-
+# The group coordinator's helpers of tests/test_consumer_group.py (a group "app" on topic
+# "in" of four partitions).
+from test_consumer_group import G, T, beat, manager, tp  # noqa: E402
 
 ALL = (tp(0), tp(1), tp(2), tp(3))
-
-
-def _manager(**config: Any) -> tuple[GroupMetadataManager, ManualTimer]:
-    timer = ManualTimer()
-    gmm = GroupMetadataManager(
-        timer, GroupConfig(**config), partition_count=lambda t: 4 if t == T else 0
-    )
-    return gmm, timer
-
-
-def _beat(
-    gmm: GroupMetadataManager,
-    member: str,
-    epoch: int,
-    owned: tuple[tuple[str, int], ...] | None = (),
-) -> HeartbeatAnswer:
-    joining = epoch == 0
-    request = ConsumerGroupHeartbeatRequest(
-        1,
-        G,
-        member,
-        epoch,
-        None,
-        300_000 if joining else -1,
-        (T,) if joining else None,
-        owned,
-    )
-    result = gmm.consumer_group_heartbeat(request)
-    if result.on_written is not None:
-        result.on_written(Errors.NONE)
-    answer = result.response
-    assert isinstance(answer, HeartbeatAnswer)
-    return answer
 
 
 def test_kip_1263_a_join_within_the_interval_waits_for_a_later_heartbeat():
     """With the interval at 0 (4.1) a second member's join computes the new target at once;
     at 1000 (4.4) the group epoch moves but the new member joins at the old assignment epoch
     with nothing, and the first heartbeat of any member after the interval computes it."""
-    gmm, timer = _manager()
-    assert _beat(gmm, "a", 0).assignment == ALL
+    gmm, timer = manager()
+    assert beat(gmm, "a", 0).assignment == ALL
     timer.advance(100)
-    joined = _beat(gmm, "b", 0)
+    joined = beat(gmm, "b", 0)
     group = gmm.consumer_groups[G]
     assert (group.group_epoch, group.assignment_epoch, joined.member_epoch) == (2, 2, 2)
     assert set(group.target["b"])
 
-    gmm, timer = _manager(consumer_assignment_interval_ms=1_000)
-    assert _beat(gmm, "a", 0).assignment == ALL
+    gmm, timer = manager(consumer_assignment_interval_ms=1_000)
+    assert beat(gmm, "a", 0).assignment == ALL
     timer.advance(100)
-    joined = _beat(gmm, "b", 0)
+    joined = beat(gmm, "b", 0)
     group = gmm.consumer_groups[G]
     assert (group.group_epoch, group.assignment_epoch) == (2, 1)
     assert (joined.member_epoch, joined.assignment) == (1, ())
     assert "b" not in group.target
     timer.advance(800)  # 900 ms after the first assignment: a keeps everything
-    kept = _beat(gmm, "a", 1, ALL)
+    kept = beat(gmm, "a", 1, ALL)
     assert group.assignment_epoch == 1 and kept.assignment is None
     assert group.members["a"].state is MemberState.STABLE
     timer.advance(100)  # the interval has passed: this heartbeat computes the target
-    revoking = _beat(gmm, "a", 1, ALL)
+    revoking = beat(gmm, "a", 1, ALL)
     assert group.assignment_epoch == 2 and set(group.target["b"])
     assert group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     assert revoking.assignment is not None and len(revoking.assignment) == 2
@@ -307,9 +267,9 @@ def test_kip_1263_a_join_within_the_interval_waits_for_a_later_heartbeat():
 def test_kip_1263_the_interval_runs_from_the_last_assignment_across_a_reload():
     """The time of the last assignment is in the group's record (Kafka's AssignmentTimestamp),
     so a coordinator that loads the group does not cut the interval short."""
-    gmm, timer = _manager(consumer_assignment_interval_ms=1_000)
+    gmm, timer = manager(consumer_assignment_interval_ms=1_000)
     timer.advance(5_000)
-    _beat(gmm, "a", 0)
+    beat(gmm, "a", 0)
     group = gmm.consumer_groups[G]
     assert group.assignment_time_ms == 5_000
     loaded = ConsumerGroup.replay(group.record())
@@ -317,28 +277,28 @@ def test_kip_1263_the_interval_runs_from_the_last_assignment_across_a_reload():
 
 
 def test_kafka_20268_a_new_group_starts_at_epoch_1():
-    gmm, _ = _manager()
-    first = _beat(gmm, "a", 0)
+    gmm, _ = manager()
+    first = beat(gmm, "a", 0)
     assert first.member_epoch == 1 and gmm.consumer_groups[G].group_epoch == 1
-    gmm, _ = _manager(starts_at_epoch_1=True)
-    first = _beat(gmm, "a", 0)
+    gmm, _ = manager(starts_at_epoch_1=True)
+    first = beat(gmm, "a", 0)
     assert (first.member_epoch, first.assignment) == (2, ALL)
     group = gmm.consumer_groups[G]
     assert (group.group_epoch, group.assignment_epoch) == (2, 2)
-    assert _beat(gmm, "b", 0).member_epoch == 3
+    assert beat(gmm, "b", 0).member_epoch == 3
 
 
 def _revoked_half(**config: Any) -> GroupMetadataManager:
     """a holds every partition from epoch 1; b joins (epoch 2), a gives up half and moves to
     epoch 2, keeping two partitions it got at epoch 1; b takes the other two at epoch 2."""
-    gmm, _ = _manager(**config)
-    _beat(gmm, "a", 0)
-    _beat(gmm, "b", 0)
-    revoking = _beat(gmm, "a", 1, ALL)
+    gmm, _ = manager(**config)
+    beat(gmm, "a", 0)
+    beat(gmm, "b", 0)
+    revoking = beat(gmm, "a", 1, ALL)
     assert revoking.assignment is not None
-    done = _beat(gmm, "a", 1, revoking.assignment)
+    done = beat(gmm, "a", 1, revoking.assignment)
     assert done.member_epoch == 2
-    _beat(gmm, "b", 2, ())
+    beat(gmm, "b", 2, ())
     return gmm
 
 
