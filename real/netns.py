@@ -263,6 +263,12 @@ class Network:
         _run(["ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0"])
         _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        # The delayer holds a node's outgoing packets in the node's own stack, where TCP counts
+        # them as not yet sent; with autocorking a second small write waits for the first
+        # packet's release and is then held in turn, so an answer written in two pieces (a
+        # Kafka fetch answer: header, then the records) would be delayed twice, where a slow
+        # link delays it once. Off in every node's namespace (docs/real-cluster.md).
+        _run(["ip", "netns", "exec", ns, "sh", "-c", "echo 0 > /proc/sys/net/ipv4/tcp_autocorking"])
 
     def _existing(self) -> list[str]:
         out = _run(["ip", "netns", "list"])

@@ -261,8 +261,21 @@ if role == "server":
                 seen.append(int(d[3:]))
             else:
                 u.sendto(d, peer)
+    def halves():
+        # Each message answered in two writes, as Kafka writes a fetch answer: its header,
+        # then the records (sendfile).
+        s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port + 1)); s.listen()
+        while True:
+            c, _ = s.accept()
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            def answer(c=c):
+                for d in iter(lambda: c.recv(65536), b""):
+                    c.sendall(d[:32]); c.sendall(d[32:])
+            threading.Thread(target=answer, daemon=True).start()
     threading.Thread(target=tcp, daemon=True).start()
     threading.Thread(target=udp, daemon=True).start()
+    threading.Thread(target=halves, daemon=True).start()
     print("ready", flush=True)
     for line in sys.stdin:
         print(" ".join(map(str, seen)), flush=True)
@@ -273,15 +286,20 @@ else:
     for line in sys.stdin:
         what, n = line.split()[0], int(line.split()[1])
         rtts = []
-        if what == "tcp":
-            if conn is None:
-                conn = socket.create_connection((host, port), timeout=5)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if what in ("tcp", "halves"):
+            c = conn if what == "tcp" else None
+            if c is None:
+                c = socket.create_connection((host, port + (what == "halves")), timeout=5)
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if what == "tcp":
+                    conn = c
             for _ in range(n):
-                t = time.monotonic(); conn.sendall(b"x" * 64); got = 0
+                t = time.monotonic(); c.sendall(b"x" * 64); got = 0
                 while got < 64:
-                    got += len(conn.recv(4096))
+                    got += len(c.recv(4096))
                 rtts.append((time.monotonic() - t) * 1000); time.sleep(0.01)
+            if what == "halves":
+                c.close()
         elif what == "udp":
             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(1.0)
             for i in range(n):
@@ -390,6 +408,23 @@ def test_a_delay_adds_its_latency_to_a_real_connection_and_a_heal_takes_it_away(
     time.sleep(0.050 + netns.RETIRE_MARGIN_S + 0.3)  # the rules go once the held ones left
     assert _ruleset(net, "broker-0") == ""
     print(f"\nTCP echo p50: {base:.2f} ms, {slowed:.2f} ms with 60 ms on the client's node")
+
+
+def test_an_answer_written_in_two_pieces_is_held_once_not_twice(pair) -> None:
+    """The delayer holds a packet in its sender's own stack, so TCP counts it as not yet sent.
+    With Linux's TCP autocorking a second small write then waits for the first packet's
+    release before it is sent, and is held in turn: two delays for an answer written in two
+    pieces (as Kafka writes a fetch answer), where a slow link gives one. The namespaces turn
+    autocorking off (netns.Network.ensure); this failed before (about 180 ms against 120)."""
+    net, client, _ = pair
+    handle = net.delay(["broker-1"], [], 60.0)  # the answering node
+    try:
+        got, p50 = _rtt(client, "halves")
+    finally:
+        net.heal(handle)
+    assert got == 10
+    assert 120 <= p50 < 120 + 40, f"{p50:.1f} ms: the second piece was held twice"
+    print(f"\nan answer in two pieces, 60 ms on the answering node: p50 {p50:.2f} ms")
 
 
 def test_a_stream_keeps_its_order_across_a_delays_start_and_heal(pair) -> None:
