@@ -433,7 +433,12 @@ def adjust(rows: list[Row], alpha: float = ALPHA) -> None:
 # machine the real cluster runs on (``cluster.resources.preset=calibration-host``).
 VERSION_SET = "kafka.version="
 RESOURCES_SET = "cluster.resources.preset="
-MODEL_ONLY = (VERSION_SET, RESOURCES_SET)
+# ... and how long a killed broker's sockets outlive it on that machine (cluster.crash_reset),
+# measured with benchmarks/real_crash_reset.py (docs/calibration.md, "A crashed broker's
+# sockets").
+CRASH_RESET_SET = "cluster.crash_reset="
+CALIBRATION_CRASH_RESET = "{min: 25ms, max: 120ms}"
+MODEL_ONLY = (VERSION_SET, RESOURCES_SET, CRASH_RESET_SET)
 
 
 def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
@@ -444,7 +449,9 @@ def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
     for key in ("scenario_yaml", "seed", "runs_per_variant", "grid", "set"):
         mine, theirs = mm.get(key), km.get(key)
         if key == "set":  # the model side may take the real cluster's version and machine
+            # (and a user's --set of them, given to both sides, decides nothing on Kafka's)
             mine = [s for s in mine or [] if not s.startswith(MODEL_ONLY)]
+            theirs = [s for s in theirs or [] if not s.startswith(MODEL_ONLY)]
         if mine != theirs:
             raise CalibrationError(
                 f"{model_dir} and {kafka_dir} are not the same sweep ({key} differs)"

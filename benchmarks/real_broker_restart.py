@@ -14,15 +14,10 @@ docs/calibration.md. Run it on an otherwise idle machine; a loaded one slows the
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from eosim.real.cluster import RealCluster
-from eosim.real.install import find_install, requirements_missing
+from real_kafka import loopback_cluster
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,28 +25,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restarts", type=int, default=6)
     parser.add_argument("--down", type=float, default=12.0, help="seconds each broker is down")
     args = parser.parse_args(argv)
-    missing = requirements_missing()
-    install = None if missing else find_install("4.1.1", None, None)
-    if install is None:
-        print(missing or "Kafka 4.1.1 is not fetched: run eosim kafka install", file=sys.stderr)
-        return 2
-    work = Path(tempfile.mkdtemp(prefix="eosim-restart-"))
     times: list[float] = []
-    try:
-        with RealCluster(install.libs, work, 3, network="loopback") as cluster:
-            cluster.start()
-            for i in range(args.restarts):
-                broker = f"broker-{1 + i % 2}"
-                cluster.crash(broker)
-                time.sleep(args.down)
-                start = time.monotonic()
-                cluster.restart(broker)
-                cluster.wait_ready([broker], timeout=60)
-                times.append(time.monotonic() - start)
-                print(f"{broker}: serves {times[-1]:.2f} s after its restart", flush=True)
-                time.sleep(3)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with loopback_cluster("eosim-restart-") as cluster:
+        if cluster is None:
+            return 2
+        for i in range(args.restarts):
+            broker = f"broker-{1 + i % 2}"
+            cluster.crash(broker)
+            time.sleep(args.down)
+            start = time.monotonic()
+            cluster.restart(broker)
+            cluster.wait_ready([broker], timeout=60)
+            times.append(time.monotonic() - start)
+            print(f"{broker}: serves {times[-1]:.2f} s after its restart", flush=True)
+            time.sleep(3)
     print(
         f"restart to serving: median {statistics.median(times):.2f} s, "
         f"range {min(times):.2f}-{max(times):.2f} s over {len(times)} restarts"

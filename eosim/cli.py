@@ -787,6 +787,13 @@ def kafka_install(kafka_version: str | None, kafka_home: str | None) -> None:
     help="The resource model the model side runs with (the machine the real cluster runs on), "
     "unless the scenario sets cluster.resources; none: the unbounded model.",
 )
+@click.option(
+    "--crash-reset",
+    default=None,
+    metavar="DURATION|RANGE|none",
+    help="How long a killed broker's sockets outlive it on the model side, unless the scenario "
+    "sets cluster.crash_reset (default: as measured on the calibration machine; none: at once).",
+)
 def calibrate(
     scenario: str,
     runs: int,
@@ -799,6 +806,7 @@ def calibrate(
     kafka_version: str | None,
     kafka_home: str | None,
     resources: str,
+    crash_reset: str | None,
 ) -> None:
     """Run each variant N times on the model and N times on a real Kafka, with the same
     seeds' fault schedules, and write a calibration report: the anomalies, per-record rates
@@ -809,6 +817,8 @@ def calibrate(
     Exit 0 when no row disagrees, 1 when some do, 2 on bad input, 4 when the real cluster
     failed. Both sweeps resume like any sweep: the same command carries on."""
     from eosim.analysis.calibrate import (
+        CALIBRATION_CRASH_RESET,
+        CRASH_RESET_SET,
         RESOURCES_SET,
         VERSION_SET,
         CalibrationError,
@@ -826,6 +836,16 @@ def calibrate(
             f"--resources {resources}: no such preset "
             f"(shipped: {', '.join(preset_names()) or 'none'}, or none)"
         )
+    sockets: str | None = None  # the model side's cluster.crash_reset, when calibrate sets it
+    if "crash_reset" not in s.cluster.model_fields_set:
+        sockets = CALIBRATION_CRASH_RESET if crash_reset is None else crash_reset
+        if sockets == "none":
+            sockets = None
+        else:
+            try:
+                api.load(path, (*overrides, f"{CRASH_RESET_SET}{sockets}"))
+            except (ScenarioError, ConfigException) as exc:
+                raise BadInput(f"--crash-reset {sockets}: {exc}") from None
     root = Path(out) if out is not None else Path("results") / s.name / "calibration"
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     common: dict[str, Any] = {
@@ -858,6 +878,9 @@ def calibrate(
         else:
             machine = f"resources {resources}"
             model["overrides"] = (*model.get("overrides", overrides), f"{RESOURCES_SET}{resources}")
+        if sockets is not None:
+            model["overrides"] = (*model.get("overrides", overrides), f"{CRASH_RESET_SET}{sockets}")
+            machine += f", crash_reset {sockets}"
         click.echo(
             f"model      {runs} run(s) per variant, Kafka {preset}'s rules, {machine} -> "
             f"{root / 'model'}",

@@ -804,9 +804,10 @@ class RealCluster:
         """kill -9: the process runs no more instruction once the signal is delivered (it is
         in effect when this returns), its log dirs stay as the OS has them. The kernel then
         tears the process down, its address space first and its sockets last (their peers
-        see a reset only then): 0.1-0.5 s for a broker on this loaded two-core machine, so
-        it is reaped later, by :meth:`restart` (which raises :class:`ClusterError` if it is
-        not gone within 10 s)."""
+        see a reset only then): 27-119 ms for a broker here (``benchmarks/
+        real_crash_reset.py``; the model's ``cluster.crash_reset``), so it is reaped later,
+        by :meth:`restart` (which raises :class:`ClusterError` if it is not gone within
+        10 s)."""
         with self._lock:
             n = self._node(node)
             if n.alive():

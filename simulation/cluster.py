@@ -90,6 +90,7 @@ from eosim.simulation.protocol import Errors, TopicPartition
 from eosim.simulation.resources import Machines
 from eosim.simulation.rng import RandomStreams
 from eosim.simulation.rules import ProtocolRules
+from eosim.simulation.scenario import DurationRange
 from eosim.simulation.state_change import StateChangeLog
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class ClusterSettings:
                 heartbeat_interval_ms=float(config.broker_heartbeat_interval_ms),
                 session_timeout_ms=float(config.broker_session_timeout_ms),
                 startup_ms=c.broker_startup,
+                crash_reset_ms=_range_ms(c.crash_reset),
                 add_partitions_retry_backoff_ms=float(
                     config.add_partitions_to_txn_retry_backoff_ms
                 ),
@@ -188,6 +190,13 @@ class ClusterSettings:
                 config.num_replica_fetchers,
             ),
         )
+
+
+def _range_ms(value: float | DurationRange) -> tuple[float, float]:
+    """A scenario's duration or {min, max} range as (low, high) milliseconds."""
+    if isinstance(value, DurationRange):
+        return (value.min, value.max)
+    return (float(value), float(value))
 
 
 def _handled_request(runtime: CoordinatorRuntime) -> None:
@@ -273,6 +282,11 @@ class Cluster:
                 lifecycle_rng=streams.stream(f"lifecycle:{name}") if streams else None,
                 isr_rng=streams.stream(f"isr-expiration:{name}") if streams else None,
                 heartbeat_rng=streams.stream(f"broker-heartbeat:{name}") if streams else None,
+                crash_reset_rng=(
+                    streams.stream(f"crash-reset:{name}")
+                    if streams and settings.broker.crash_reset_ms[1] > 0.0
+                    else None
+                ),
                 log=settings.log,
                 coordinator=partial(self._runtimes.get, name),
                 hostable=self._hostable,

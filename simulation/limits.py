@@ -157,6 +157,14 @@ def _plain_pipelined(scenario: Scenario) -> bool:
     )
 
 
+def _broker_kills(scenario: Scenario) -> bool:
+    """Whether the scenario kills broker processes (crash or crash_at on a broker)."""
+    return any(
+        f.kind in ("crash", "crash_at") and any(n.startswith("broker-") for n in f.nodes)
+        for f in scenario.faults
+    )
+
+
 BIASES: tuple[Bias, ...] = (
     Bias(
         "acks=1 (or 0) loss when a leader dies under load is a lower bound unless "
@@ -186,6 +194,13 @@ BIASES: tuple[Bias, ...] = (
             and _replicated(s)
             and _broker_faults(s)
         ),
+    ),
+    Bias(
+        "A plain producer's reordering when a broker is killed is a lower bound unless "
+        "cluster.crash_reset is set: the model resets a killed broker's connections at once, "
+        "where the kernel closes them only once it has torn the process down, and the producer "
+        "keeps sending into them until then (docs/model.md, departure 17).",
+        lambda s: _plain_pipelined(s) and _broker_kills(s) and s.cluster.crash_reset == 0,
     ),
 )
 

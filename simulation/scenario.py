@@ -96,6 +96,17 @@ class _Model(BaseModel):
 
 
 # -- cluster and network --------------------------------------------------------------------
+class DurationRange(_Model):
+    min: Duration
+    max: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DurationRange:
+        if self.max < self.min:
+            raise ValueError("max must be at least min")
+        return self
+
+
 class Topic(_Model):
     name: str = Field(min_length=1)
     partitions: int = Field(ge=1, le=10_000)
@@ -145,6 +156,13 @@ class Cluster(_Model):
     # A guess until measured against a real Kafka; the session timeout usually matters more:
     # a broker that comes back sooner waits for the controller to fence its previous self.
     broker_startup: Duration = Field(default=2_000.0, ge=0.0)
+    # How long after a broker's process is killed its peers see its connections reset. The
+    # kernel tears a killed process down memory first and sockets last; until then what
+    # clients send on an open connection is taken into its buffer and never answered, and a
+    # connect completes. Drawn per crash ({min, max}: uniform). 0: at once (the model before
+    # 2026-11-29, docs/model.md departure 17); Kafka 4.1.1 on the calibration machine: see
+    # docs/calibration.md, "A crashed broker's sockets".
+    crash_reset: Duration | DurationRange = 0.0
     # transactional.id.expiration.ms (default 7 days), how often expired ids are removed
     # (transaction.remove.expired.transaction.cleanup.interval.ms, 1 hour) and how often open
     # transactions are checked against their timeout
@@ -379,17 +397,6 @@ class TransactionalProducer(_Model):
 # for (and after OFFSET_OUT_OF_RANGE); Kafka's key and default.
 OffsetReset = Literal["latest", "earliest", "none"]
 _AUTO_OFFSET_RESET = "auto.offset.reset"
-
-
-class DurationRange(_Model):
-    min: Duration
-    max: Duration
-
-    @model_validator(mode="after")
-    def _ordered(self) -> DurationRange:
-        if self.max < self.min:
-            raise ValueError("max must be at least min")
-        return self
 
 
 class ProcessorInput(_Model):
@@ -1221,8 +1228,12 @@ def _format_validation_error(
     node: Any,
     overridden: Iterable[tuple[tuple[str | int, ...], str]] = (),
 ) -> str:
-    err = exc.errors()[0]
-    loc: tuple[str | int, ...] = tuple(err["loc"])
+    errors = exc.errors()
+    err = next((e for e in errors if not _other_branch(e)), errors[0])
+    # A union's errors name its branch in the path ("function-after[_ordered(), ...]").
+    loc: tuple[str | int, ...] = tuple(
+        p for p in err["loc"] if not (isinstance(p, str) and "[" in p)
+    )
     ctx = err.get("ctx") or {}
     inner = ctx.get("error")
     if isinstance(inner, _PathError):
@@ -1241,6 +1252,15 @@ def _format_validation_error(
             where = f" (--set {override})"
             break
     return f"{source}{where}: {_dotted(loc) or '(top level)'}: {message}"
+
+
+def _other_branch(err: Any) -> bool:
+    """Whether ``err`` is a union branch's refusal of an input meant for another branch: a
+    mapping given to a scalar duration (``Duration | DurationRange``), or a scalar given to a
+    model, so that the error shown is the one of the branch the input was written for."""
+    if err["type"] in ("model_type", "dict_type"):
+        return True
+    return isinstance(err.get("input"), Mapping) and "parse_duration_ms" in str(err["loc"])
 
 
 def _clean(msg: str) -> str:

@@ -229,6 +229,13 @@ def test_the_model_side_may_take_the_clusters_version_and_nothing_else(tmp_path)
     _set(model, ["kafka.version=4.1", "network.request_loss=0.1"])
     with pytest.raises(CalibrationError, match="set differs"):
         compare(model, kafka)
+    # A scenario that pins another version is set to the cluster's on both sides (Kafka 4.4.0).
+    _set(model, ["kafka.version=4.4", "cluster.crash_reset={min: 20ms, max: 60ms}"])
+    _set(kafka, ["kafka.version=4.4"])
+    assert compare(model, kafka).rows
+    _set(kafka, ["kafka.version=4.4", "network.request_loss=0.1"])
+    with pytest.raises(CalibrationError, match="set differs"):
+        compare(model, kafka)
 
 
 def test_a_release_maps_to_the_preset_of_its_line():

@@ -69,6 +69,20 @@ def test_the_reordering_bias_bears_on_plain_pipelined_producers_under_broker_fau
     assert bearing(load_scenario("scenarios/at-least-once.yaml")) == []  # no broker fault
 
 
+def test_the_crash_reset_bias_bears_on_plain_pipelined_producers_whose_brokers_are_killed():
+    case = "scenarios/calibration/acks-leader-kill.yaml"  # a plain producer, leaders killed
+    assert BIASES[3].text in bearing(load_scenario(case))
+    assert BIASES[3].text not in bearing(load_scenario(case, ["cluster.crash_reset=40ms"]))
+    idempotent = load_scenario(case, ["producers.0.config.enable.idempotence=true"])
+    assert BIASES[3].text not in bearing(idempotent)
+    one_in_flight = load_scenario(
+        case, ["producers.0.config.max.in.flight.requests.per.connection=1"]
+    )
+    assert BIASES[3].text not in bearing(one_in_flight)
+    paused = load_scenario(case, ["faults.0.kind=pause", "faults.1.kind=pause"])
+    assert BIASES[3].text not in bearing(paused)  # a paused broker keeps its sockets
+
+
 def test_the_limits_no_longer_claim_the_last_known_leader_is_missing():
     """KIP-966's last-known-leader election is modelled (docs/calibration.md, case 4)."""
     assert not any("last-known-leader" in line for lines in DEPARTURES.values() for line in lines)

@@ -214,6 +214,20 @@ def test_calibrate_refuses_an_unknown_resources_preset(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
+def test_calibrate_refuses_a_bad_crash_reset(tmp_path, capsys):
+    from eosim.cli import main
+
+    path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
+    out = tmp_path / "calibration"
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", path, "--runs", "1", "--crash-reset", "soon", "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eosim: error: --crash-reset soon: ")
+    assert "cluster.crash_reset: expected a duration" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
 CALIBRATION = sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
 
 

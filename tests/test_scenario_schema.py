@@ -483,6 +483,13 @@ def test_faults_on_the_controller_and_brokers_are_accepted(kind):
             "kafka.rules.hw_advances_under_min_isr: expected true or false",
         ),
         ("cluster.os_writeback=-1", "cluster.os_writeback: a duration cannot be negative"),
+        # A duration or a {min, max} range: the error is the one of the form written.
+        ("cluster.crash_reset=-1", "cluster.crash_reset: a duration cannot be negative"),
+        (
+            "cluster.crash_reset={min: 50ms, max: 20ms}",
+            "cluster.crash_reset: max must be at least min",
+        ),
+        ("cluster.crash_reset={min: 5ms}", "cluster.crash_reset.max: required key is missing"),
         (
             "cluster.coordinator_failover=true",
             "cluster.coordinator_failover: unknown key 'coordinator_failover'",
@@ -491,6 +498,13 @@ def test_faults_on_the_controller_and_brokers_are_accepted(kind):
 )
 def test_replication_rules_and_durations_are_checked(override, expected):
     assert expected in error_for(REPLICATED, override)
+
+
+def test_crash_reset_takes_a_duration_or_a_range():
+    assert parse_scenario(GOOD, "s.yaml", ["cluster.crash_reset=40ms"]).cluster.crash_reset == 40
+    ranged = parse_scenario(GOOD, "s.yaml", ["cluster.crash_reset={min: 20ms, max: 1s}"])
+    assert (ranged.cluster.crash_reset.min, ranged.cluster.crash_reset.max) == (20, 1000)
+    assert parse_scenario(GOOD, "s.yaml").cluster.crash_reset == 0
 
 
 def test_set_overrides_reach_dotted_kafka_keys_of_the_cluster_and_its_topics():

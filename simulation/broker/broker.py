@@ -80,6 +80,9 @@ class BrokerSettings:
     session_timeout_ms: float = float(kafka_default("broker.session.timeout.ms"))
     # How long a restarted broker process takes to start (cluster.broker_startup).
     startup_ms: float = 2_000.0
+    # How long after a crash its peers see its connections reset, drawn uniformly from
+    # (low, high) per crash (cluster.crash_reset); (0, 0): at once.
+    crash_reset_ms: tuple[float, float] = (0.0, 0.0)
     # add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms
     # (AddPartitionsToTxnConfig): a leader's own retries of an implicit add answered
     # CONCURRENT_TRANSACTIONS (rules.add_partitions_server_retry).
@@ -131,6 +134,7 @@ class Broker:
         lifecycle_rng: RandomStream | None = None,
         isr_rng: RandomStream | None = None,
         heartbeat_rng: RandomStream | None = None,
+        crash_reset_rng: RandomStream | None = None,
         log: LogManagerSettings | None = None,
         coordinator: Callable[[], CoordinatorRuntime | None] | None = None,
         hostable: Callable[[TopicPartition], bool] | None = None,
@@ -174,6 +178,7 @@ class Broker:
             on_internal_role=self._internal_role_changed,
         )
         self.controller = controller
+        self._crash_reset_rng = crash_reset_rng
         self.incarnation = 0
         # Whether the machine has power (a crashed process's machine keeps its page cache).
         self.powered = True
@@ -298,7 +303,10 @@ class Broker:
         return self.socket_server.hold_current()
 
     # -- faults ------------------------------------------------------------------------
-    def crash(self) -> None:
+    def crash(self, *, sockets_linger: bool = True) -> None:
+        """The process dies at once (kill -9). Its connections are reset after
+        ``cluster.crash_reset`` (``sockets_linger=False``: at once, as a power loss does in
+        the model, docs/model.md departure 17)."""
         if not self.alive:
             return
         self.alive = False
@@ -311,7 +319,22 @@ class Broker:
             coordinator.crash()
         self.paused = False
         self.request_handler.clear()
-        self.socket_server.reset()
+        delay = self._crash_reset_delay() if sockets_linger else 0.0
+        if delay > 0.0:
+            # The kernel tears the killed process down, its sockets last: until then its
+            # connections stay open and take what is sent without answering it.
+            self.socket_server.close_after(delay)
+        else:
+            self.socket_server.reset()
+
+    def _crash_reset_delay(self) -> float:
+        """How long the killed process's sockets outlive it (cluster.crash_reset)."""
+        low, high = self.settings.crash_reset_ms
+        if high <= 0.0:
+            return 0.0
+        if high == low or self._crash_reset_rng is None:
+            return low
+        return self._crash_reset_rng.uniform(low, high)
 
     def power_loss(self) -> None:
         """The machine loses power: the process dies and the page cache with it, so each log
@@ -322,7 +345,7 @@ class Broker:
         self.powered = False
         cut = self.log_manager.lose_page_cache()
         self.state_log.record(self.name, "power_loss", cut=cut)
-        self.crash()
+        self.crash(sockets_linger=False)
 
     def restart(self) -> None:
         """The machine is up (again) and a new broker process starts: producer state rebuilt
@@ -330,6 +353,7 @@ class Broker:
         :class:`BrokerLifecycleManager` (registration, catch-up, unfencing) before it serves."""
         if self.alive:
             return
+        self.socket_server.reset_lingering()  # the old process is gone by now
         self.alive = True
         self.powered = True
         self.incarnation += 1

@@ -101,6 +101,11 @@ class SocketServer:
         # The request being handled, and whether its handler holds it (answers it later).
         self.current: Message
         self.held = False
+        self.env = env
+        # Between a crash and the kernel closing the dead process's sockets
+        # (cluster.crash_reset): the connections stay open and take what is sent unanswered.
+        self.lingering = False
+        self._linger_generation = 0
 
     # -- arrival -----------------------------------------------------------------------
     def receive(self, msg: Message) -> bool:
@@ -111,6 +116,12 @@ class SocketServer:
             self._accept(msg)
             return False
         process = self.process
+        if self.lingering:
+            # The process is dead but its sockets are not closed yet: the kernel takes the
+            # bytes into the socket's buffer and nobody reads them. Reset at the close.
+            if msg.conn is not None and msg.conn.broker == self.name:
+                self._connections[id(msg.conn)] = msg.conn
+            return False
         if not process.alive or (kind not in OUTBOUND_ANSWERS and not process.serving):
             # Connection refused (no process, or one that does not listen yet): the client
             # learns after one hop.
@@ -142,6 +153,12 @@ class SocketServer:
         process may be paused), refused when none does (crashed, or not serving yet)."""
         conn = msg.conn
         if conn is None:
+            return
+        if self.lingering:
+            # The dead process's listening socket is still open: the kernel completes the
+            # handshake, and the connection is reset with the others.
+            self._connections[id(conn)] = conn
+            self.network.send(self.name, msg.src, TcpAccepted(self.name, conn.generation), conn)
             return
         if not self.process.serving:
             conn.destroy()
@@ -207,6 +224,28 @@ class SocketServer:
         self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
 
     # -- the process ---------------------------------------------------------------------
+    def close_after(self, delay_ms: float) -> None:
+        """The process died; its sockets close ``delay_ms`` later (the kernel's teardown).
+        Queued requests are dropped now: nobody will read them."""
+        self.requests.clear()
+        self._muted.clear()
+        self._stalled.clear()
+        self.lingering = True
+        self._linger_generation += 1
+        generation = self._linger_generation
+        self.env.process(self._close_later(delay_ms, generation))
+
+    def _close_later(self, delay_ms: float, generation: int) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(delay_ms)
+        if self.lingering and generation == self._linger_generation:
+            self.reset_lingering()
+
+    def reset_lingering(self) -> None:
+        """Close the dead process's sockets now, if they still linger."""
+        if self.lingering:
+            self.lingering = False
+            self.reset()
+
     def reset(self) -> None:
         """The process died: queued requests are dropped and every open connection is reset
         (clients are told after one network hop, as a TCP reset would tell them)."""
