@@ -229,6 +229,9 @@ class Network:
         # unbounded model).
         self.loads: dict[str, Callable[[float, Any], None]] | None = None
         self.receive_loads: dict[str, Callable[[float, Any], None]] | None = None
+        # What each record a client's application hands its producer costs its host (the
+        # resource model; read by the producer once, when it binds its send).
+        self.record_loads: dict[str, Callable[[float], None]] | None = None
         self._handlers: dict[str, Handler] = {}
         self._host: dict[str, str] = {}
         self._paused: dict[str, list[Message]] = {}

@@ -73,7 +73,8 @@ class CostSpec(_Spec):
 class ServiceSpec(_Spec):
     """The costs of a broker's work by kind (see
     :class:`eosim.simulation.broker.request_handler_pool.ServiceTimes`), and of an
-    application's requests (``client_send``) and answers (``client_receive``) on its host."""
+    application's requests (``client_send``: its fixed part per request, its per-record part
+    when a record is handed to the producer) and answers (``client_receive``) on its host."""
 
     network: CostSpec = Field(default_factory=CostSpec)
     produce: CostSpec = Field(default_factory=CostSpec)
@@ -305,6 +306,11 @@ class Machines:
         for its pause (both through :meth:`freeze_on_gc`); an answer that arrives is read
         once the freeze ends."""
         cost = self.service.client_receive if receive else self.service.client_send
+        if not receive:
+            # A record's own work is done by the application's thread when it hands the
+            # record to its producer (client_record_load), not by the Sender with the request
+            # that carries it: here only the request's fixed part.
+            cost = Cost(fixed_ms=cost.fixed_ms, alloc_mb=cost.alloc_mb)
         jvm = self.jvms.get(process)
         if jvm is None:
             return None
@@ -328,6 +334,33 @@ class Machines:
                 freezer.collect(pause)
 
         return load
+
+    def client_record_load(self, process: str) -> Callable[[float], None] | None:
+        """What one record an application hands to its producer (``send()``) costs its host
+        and allocates in its JVM (``client_send``'s per-record parts), or None when nothing.
+        The work is the application thread's (building, serialising and appending the record,
+        and the real driver's history line): it takes core time from the host's other
+        processes but does not freeze the producer's Sender, which is another thread; a
+        collection it triggers stops the whole process (:meth:`freeze_on_gc`)."""
+        cost = self.service.client_send
+        jvm = self.jvms.get(process)
+        if jvm is None:
+            return None
+        ms = cost.per_record_ms
+        mb = cost.alloc_per_record_mb if jvm.gc.young_mb > 0 else 0.0
+        if ms == 0.0 and mb == 0.0:
+            return None
+        freezers = self.freezers
+
+        def record(now: float) -> None:
+            if ms:
+                jvm.book(now, ms)
+            if mb:
+                pause = jvm.allocate(now, mb)
+                if pause > 0 and (freezer := freezers.get(process)) is not None:
+                    freezer.collect(pause)
+
+        return record
 
 
 class GcFreezer:

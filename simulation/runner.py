@@ -278,6 +278,11 @@ class Run:
                 for name in app_targets
                 if (load := machines.client_load(name, receive=True)) is not None
             } or None
+            network.record_loads = {
+                name: record
+                for name in app_targets
+                if (record := machines.client_record_load(name)) is not None
+            } or None
             machines.start_background(env, cluster.process_running, streams.stream)
         self.schedule = realize_faults(
             scenario.faults, workload_horizon(scenario), streams.stream("nemesis")

@@ -144,6 +144,9 @@ class KafkaProducer:
         tps = self._topic_partitions.get(topic)
         if tps is None:
             tps = self._topic_partitions[topic] = [(topic, p) for p in range(partitions)]
+        # With the resource model, the application thread's work on each record it sends.
+        loads = self.network.record_loads
+        record_load = loads.get(self.network.host(self.node)) if loads is not None else None
 
         def bound_send(key: str | None, value: str, waited: bool = False) -> simpy.Event | None:
             size = base_size + len(key) if key else base_size
@@ -158,6 +161,8 @@ class KafkaProducer:
             tp = fixed if fixed is not None else tps[choose(topic, key, partitions, size)]
             if transactions is not None:
                 transactions.maybe_add_partition(tp)
+            if record_load is not None:
+                record_load(env.now)
             if append(tp, value, size, callback, env.now):
                 wakeup()
             return None
