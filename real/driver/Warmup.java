@@ -106,9 +106,16 @@ final class Warmup {
     /**
      * Warm a producing driver's client code before its epoch: with the spec's {@code warmup}
      * ({@code {topic, records}}), a producer of {@code props} (a transactional one on
-     * {@code <transactional.id>-warmup}, in transactions of five records) writes
-     * {@code records} records to the warm-up topic and closes. Nothing reaches the history.
+     * {@code <transactional.id>-warmup}, in transactions of {@link #WARMUP_TXN_SIZE} records)
+     * writes {@code records} records to the warm-up topic and closes. Nothing reaches the
+     * history. The transactions are few enough (100 for 2,000 records, about 1.5 s here) to end
+     * well within the runner's lead before the epoch; in transactions of five (400 commits)
+     * the warm-up outlasted the lead, met the run's first broker kill and timed out in
+     * EndTxn, and the driver died before its first operation.
      */
+    /** Records per transaction of a transactional producer's client warm-up. */
+    static final int WARMUP_TXN_SIZE = 20;
+
     static void client(JsonNode spec, Properties props) {
         JsonNode warm = spec.get("warmup");
         if (warm == null || !warm.isObject()) {
@@ -126,9 +133,9 @@ final class Warmup {
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p)) {
             if (transactionalId != null) {
                 producer.initTransactions();
-                for (int i = 0; i < records; i += 5) {
+                for (int i = 0; i < records; i += WARMUP_TXN_SIZE) {
                     producer.beginTransaction();
-                    for (int j = 0; j < 5; j++) {
+                    for (int j = 0; j < WARMUP_TXN_SIZE; j++) {
                         producer.send(Workloads.record(topic, null, "k" + j, "warmup", 100));
                     }
                     producer.commitTransaction();
