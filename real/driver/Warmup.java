@@ -108,13 +108,17 @@ final class Warmup {
      * ({@code {topic, records}}), a producer of {@code props} (a transactional one on
      * {@code <transactional.id>-warmup}, in transactions of {@link #WARMUP_TXN_SIZE} records)
      * writes {@code records} records to the warm-up topic and closes. Nothing reaches the
-     * history. The transactions are few enough (100 for 2,000 records, about 1.5 s here) to end
-     * well within the runner's lead before the epoch; in transactions of five (400 commits)
-     * the warm-up outlasted the lead, met the run's first broker kill and timed out in
-     * EndTxn, and the driver died before its first operation.
+     * history. The transactions are few (four for 2,000 records) so that the warm-up ends
+     * within the runner's lead before the epoch. On the calibration cluster (three brokers,
+     * two cores) back-to-back transactions took about 45 ms each, the next one's first
+     * produce answered CONCURRENT_TRANSACTIONS while the last one's markers were written: in
+     * transactions of five (400 commits) the warm-up ended 4.1 s after the epoch even on one
+     * broker (tests/test_real_driver.py), and in transactions of 20 (100 commits) it still met
+     * calibration case 4's first broker kill at 2 s; its EndTxn timed out and the driver died
+     * before its first operation.
      */
     /** Records per transaction of a transactional producer's client warm-up. */
-    static final int WARMUP_TXN_SIZE = 20;
+    static final int WARMUP_TXN_SIZE = 500;
 
     static void client(JsonNode spec, Properties props) {
         JsonNode warm = spec.get("warmup");
