@@ -940,6 +940,8 @@ class Scenario(_Model):
             del data["cluster"]["broker_startup"]
         if data["cluster"]["resources"] is None:
             del data["cluster"]["resources"]
+        if data["cluster"]["crash_reset"] == 0.0:
+            del data["cluster"]["crash_reset"]
         defaults = ProcessorInput(topic="-").model_dump(mode="json")
         for proc in data["processors"]:
             if proc["processing"] == 0.0:

@@ -505,6 +505,10 @@ def test_crash_reset_takes_a_duration_or_a_range():
     ranged = parse_scenario(GOOD, "s.yaml", ["cluster.crash_reset={min: 20ms, max: 1s}"])
     assert (ranged.cluster.crash_reset.min, ranged.cluster.crash_reset.max) == (20, 1000)
     assert parse_scenario(GOOD, "s.yaml").cluster.crash_reset == 0
+    # At its default the key is left out of the scenario's digest (and so of every history's).
+    plain = parse_scenario(GOOD, "s.yaml").digest()
+    assert parse_scenario(GOOD, "s.yaml", ["cluster.crash_reset=0"]).digest() == plain
+    assert parse_scenario(GOOD, "s.yaml", ["cluster.crash_reset=40ms"]).digest() != plain
 
 
 def test_set_overrides_reach_dotted_kafka_keys_of_the_cluster_and_its_topics():
