@@ -313,7 +313,9 @@ register(
         "crash",
         "timed",
         "a broker: the process dies at once (kill -9), queued requests dropped, open "
-        "connections reset; after `duration` a new process starts with the logs (a process "
+        "connections reset `cluster.crash_reset` later (default at once; until then the dead "
+        "process's sockets take what is sent and answer nothing, and a connect completes, "
+        "departure 17); after `duration` a new process starts with the logs (a process "
         "crash keeps the page cache) and goes through a broker's start-up (below: registration, "
         "catch-up, unfencing) before it accepts a connection. The controller (`nodes: "
         "[controller]`): stops fencing, electing and publishing until it restarts. A producer: "
