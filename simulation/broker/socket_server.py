@@ -103,9 +103,9 @@ class SocketServer:
         self.held = False
         self.env = env
         # Between a crash and the kernel closing the dead process's sockets
-        # (cluster.crash_reset): the connections stay open and take what is sent unanswered.
-        self.lingering = False
-        self._linger_generation = 0
+        # (cluster.crash_reset): the timeout that closes them. Meanwhile the connections stay
+        # open and take what is sent unanswered.
+        self._linger: simpy.Event | None = None
 
     # -- arrival -----------------------------------------------------------------------
     def receive(self, msg: Message) -> bool:
@@ -224,34 +224,34 @@ class SocketServer:
         self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
 
     # -- the process ---------------------------------------------------------------------
+    @property
+    def lingering(self) -> bool:
+        """Whether a dead process's sockets are still open (see :meth:`close_after`)."""
+        return self._linger is not None
+
     def close_after(self, delay_ms: float) -> None:
         """The process died; its sockets close ``delay_ms`` later (the kernel's teardown).
         Queued requests are dropped now: nobody will read them."""
-        self.requests.clear()
-        self._muted.clear()
-        self._stalled.clear()
-        self.lingering = True
-        self._linger_generation += 1
-        generation = self._linger_generation
-        self.env.process(self._close_later(delay_ms, generation))
-
-    def _close_later(self, delay_ms: float, generation: int) -> Generator[simpy.Event, Any, None]:
-        yield self.env.timeout(delay_ms)
-        if self.lingering and generation == self._linger_generation:
-            self.reset_lingering()
+        self._drop_requests()
+        linger = self._linger = self.env.timeout(delay_ms)
+        # A restart closes them sooner (reset_lingering); this timeout then finds another.
+        linger.callbacks.append(lambda ev: self.reset_lingering() if self._linger is ev else None)
 
     def reset_lingering(self) -> None:
         """Close the dead process's sockets now, if they still linger."""
-        if self.lingering:
-            self.lingering = False
+        if self._linger is not None:
+            self._linger = None
             self.reset()
+
+    def _drop_requests(self) -> None:
+        self.requests.clear()
+        self._muted.clear()
+        self._stalled.clear()
 
     def reset(self) -> None:
         """The process died: queued requests are dropped and every open connection is reset
         (clients are told after one network hop, as a TCP reset would tell them)."""
-        self.requests.clear()
-        self._muted.clear()
-        self._stalled.clear()
+        self._drop_requests()
         for conn in self._connections.values():
             was_open = not conn.closed
             conn.destroy()
