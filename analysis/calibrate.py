@@ -50,12 +50,15 @@ import pyarrow.dataset as ds
 from eosim.analysis.checks import ALL_ANOMALIES
 from eosim.analysis.equivalence import (
     ALPHA,
+    LAG_MARGIN,
     LATENCY_MARGIN,
     RATE_MARGIN,
     SHARE_MARGIN,
     VERDICTS,
     Equivalence,
+    Margin,
     RateSide,
+    difference_welch,
     holm,
     log_ratio_welch,
     one_side_only,
@@ -152,6 +155,7 @@ class Calibration:
                 "rate": RATE_MARGIN.describe(),
                 "latency": LATENCY_MARGIN.describe(),
                 "share": SHARE_MARGIN.describe(),
+                "lag": LAG_MARGIN.describe(),
             },
             "counts": self.counts(),
             "primary_counts": self.counts(primary=True),
@@ -276,18 +280,19 @@ def _anomaly_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -
 
 
 # -- timing rows -----------------------------------------------------------------------------
-# The latency rows: (label, run-table column, quantile). Pooled quantiles are shown; the test
-# compares the runs' own quantiles. The warm rows leave out each run's first WARM_UP_MS
+# The latency rows: (label, run-table column, quantile, margin). Pooled quantiles are shown; the
+# test compares the runs' own quantiles. The warm rows leave out each run's first WARM_UP_MS
 # (eosim.analysis.timings), where a real client is a cold JVM and the model has no such thing.
-LATENCY_ROWS: tuple[tuple[str, str, float], ...] = (
-    ("produce latency p50", "ack_latency_sketch", 0.5),
-    ("produce latency p99", "ack_latency_sketch", 0.99),
-    ("produce latency p50, warm", "warm_ack_latency_sketch", 0.5),
-    ("produce latency p99, warm", "warm_ack_latency_sketch", 0.99),
-    ("transaction latency p50", "commit_latency_sketch", 0.5),
-    # With acks=1, the replication lag plus a consumer's fetch (eosim.analysis.timings).
-    ("ack to first read p50", "read_after_ack_sketch", 0.5),
-    ("ack to first read p99", "read_after_ack_sketch", 0.99),
+LATENCY_ROWS: tuple[tuple[str, str, float, Margin], ...] = (
+    ("produce latency p50", "ack_latency_sketch", 0.5, LATENCY_MARGIN),
+    ("produce latency p99", "ack_latency_sketch", 0.99, LATENCY_MARGIN),
+    ("produce latency p50, warm", "warm_ack_latency_sketch", 0.5, LATENCY_MARGIN),
+    ("produce latency p99, warm", "warm_ack_latency_sketch", 0.99, LATENCY_MARGIN),
+    ("transaction latency p50", "commit_latency_sketch", 0.5, LATENCY_MARGIN),
+    # With acks=1, the replication lag plus a consumer's fetch (eosim.analysis.timings). With
+    # acks=all the median sits at zero, either sign: a difference, not a ratio (LAG_MARGIN).
+    ("ack to first read p50", "read_after_ack_sketch", 0.5, LAG_MARGIN),
+    ("ack to first read p99", "read_after_ack_sketch", 0.99, LATENCY_MARGIN),
 )
 
 
@@ -307,11 +312,13 @@ def _per_run_quantiles(blobs: Sequence[bytes | None], q: float) -> list[float]:
 
 
 def _compare_values(
-    model: list[float], kafka: list[float], margin: Any = LATENCY_MARGIN
+    model: list[float], kafka: list[float], margin: Margin = LATENCY_MARGIN
 ) -> Equivalence | None:
-    """Per-run values on both sides compared (a ratio within ``margin``); one side only
-    disagrees; None when neither has any."""
+    """Per-run values on both sides compared (a ratio or a difference within ``margin``); one
+    side only disagrees; None when neither has any."""
     if model and kafka:
+        if margin.scale == "difference":
+            return difference_welch(model, kafka, margin)
         return log_ratio_welch(model, kafka, margin)
     if model or kafka:
         return one_side_only(margin, "model" if model else "Kafka")
@@ -320,14 +327,14 @@ def _compare_values(
 
 def _timing_rows(variant: int, params: str, m: pd.DataFrame, k: pd.DataFrame) -> list[Row]:
     rows: list[Row] = []
-    for label, column, q in LATENCY_ROWS:
+    for label, column, q, margin in LATENCY_ROWS:
         if column not in m or column not in k:
             continue  # a sweep written before the column existed
         bm, bk = list(m[column]), list(k[column])
         fm, fk = _quantile_figure(bm, q), _quantile_figure(bk, q)
         if fm.value is None and fk.value is None:
             continue
-        result = _compare_values(_per_run_quantiles(bm, q), _per_run_quantiles(bk, q))
+        result = _compare_values(_per_run_quantiles(bm, q), _per_run_quantiles(bk, q), margin)
         rows.append(Row(variant, params, label, fm, fk, result))
     rows.extend(_failover_rows(variant, params, m, k))
     return rows
@@ -481,12 +488,14 @@ def _p(p: float | None) -> str:
     return "-" if p is None else (f"{p:.3f}" if p >= 0.001 else "<0.001")
 
 
-def _number(value: float | None, scale: str) -> str:
+def _number(value: float | None, margin: Margin) -> str:
     if value is None:
         return "?"
     if math.isinf(value):
         return "∞"
-    if scale == "difference":
+    if margin.scale == "difference":
+        if margin.unit == "ms":
+            return f"{value:+.3g}"
         return f"{100 * value:+.0f}"
     return f"{value:.3g}"
 
@@ -496,12 +505,12 @@ def estimate_text(result: Equivalence | None) -> str:
     ``-25 [-43–-8] points`` (model minus Kafka)."""
     if result is None or result.estimate is None:
         return "-"
-    scale = result.margin.scale
+    margin = result.margin
     text = (
-        f"{_number(result.estimate, scale)} "
-        f"[{_number(result.low, scale)}–{_number(result.high, scale)}]"
+        f"{_number(result.estimate, margin)} "
+        f"[{_number(result.low, margin)}–{_number(result.high, margin)}]"
     )
-    return text + (" points" if scale == "difference" else "")
+    return text + (f" {margin.unit}" if margin.scale == "difference" else "")
 
 
 def verdict_text(row: Row) -> str:
@@ -544,10 +553,12 @@ def markdown(cal: Calibration) -> str:
         f"runs{_invalid_text(cal, 'kafka')} (`{cal.commands['kafka']}`).",
         "",
         f"Margins: per-record rates {RATE_MARGIN.describe()}, latencies and failover times "
-        f"{LATENCY_MARGIN.describe()}, shares of runs {SHARE_MARGIN.describe()}; two one-sided "
+        f"{LATENCY_MARGIN.describe()}, shares of runs {SHARE_MARGIN.describe()}, the median "
+        f"ack to first read {LAG_MARGIN.describe()}; two one-sided "
         f"tests at α = {ALPHA} (intervals at {100 * (1 - 2 * ALPHA):.0f}%). The estimate is the "
-        "model's figure over Kafka's (a difference in points for shares). Primary rows (†) are "
-        "Holm-adjusted together; the others are judged alone.",
+        "model's figure over Kafka's (a difference, model minus Kafka, in points for shares and "
+        "in ms for the lag). Primary rows (†) are Holm-adjusted together; the others are judged "
+        "alone.",
         "",
     ]
     variants = sorted({r.variant for r in cal.rows})
@@ -593,6 +604,7 @@ def html(cal: Calibration) -> str:
             "rate": RATE_MARGIN.describe(),
             "latency": LATENCY_MARGIN.describe(),
             "share": SHARE_MARGIN.describe(),
+            "lag": LAG_MARGIN.describe(),
         },
         invalid={side: _invalid_text(cal, side) for side in SIDES},
     )

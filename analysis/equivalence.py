@@ -15,9 +15,10 @@ one-sided tests (TOST; Schuirmann, J. Pharmacokinet. Biopharm. 15, 1987) of a pa
 * **inconclusive**: neither: the interval straddles a margin. ``runs_to_settle`` says how many
   runs per side would settle it if the estimate and the spread per run held.
 
-The margins (:data:`RATE_MARGIN`, :data:`LATENCY_MARGIN`, :data:`SHARE_MARGIN`) are the
-project's, stated in docs/calibration.md: per-record rates within 2x, latency quantiles within
-20%, shares of runs within 15 percentage points.
+The margins (:data:`RATE_MARGIN`, :data:`LATENCY_MARGIN`, :data:`SHARE_MARGIN`,
+:data:`LAG_MARGIN`) are the project's, stated in docs/calibration.md: per-record rates within 2x,
+latency quantiles within 20%, shares of runs within 15 percentage points, and a lag that can be
+negative (the median time from a write's acknowledgement to its first read) within 1 ms.
 
 Three estimators, one per kind of figure:
 
@@ -32,7 +33,10 @@ Three estimators, one per kind of figure:
   difference with Newcombe's hybrid score interval (Newcombe, Stat. Med. 17, 1998, method 10),
   built from Wilson intervals and so well behaved at 0 of n and n of n; its p-values invert it;
 * :func:`log_ratio_welch`: per-run values (a run's latency quantile, a run's failover time)
-  compared on the difference of their mean logs, with Welch's t.
+  compared on the difference of their mean logs, with Welch's t;
+* :func:`difference_welch`: per-run values that may be zero or negative (a lag between two
+  processes' events), where no ratio is defined, compared on the difference of their means,
+  with Welch's t.
 
 :func:`holm` adjusts a family's p-values (Holm's step-down method, both kinds separately) and
 re-derives the verdicts; :mod:`eosim.analysis.calibrate` applies it to the primary rows.
@@ -63,11 +67,13 @@ MAX_RUNS = 10**7
 @dataclass(frozen=True)
 class Margin:
     """How far apart two figures may be and still agree: a ``ratio`` scale (``bound`` 2.0:
-    either side at most twice the other) or a ``difference`` scale (``bound`` 0.15: 15
-    percentage points)."""
+    either side at most twice the other) or a ``difference`` scale, in shares of runs
+    (``unit`` "points", ``bound`` 0.15: 15 percentage points) or in milliseconds (``unit``
+    "ms", ``bound`` 1.0: 1 ms)."""
 
     scale: Literal["ratio", "difference"]
     bound: float
+    unit: Literal["points", "ms"] = "points"
 
     @property
     def delta(self) -> float:
@@ -76,6 +82,8 @@ class Margin:
 
     def describe(self) -> str:
         if self.scale == "difference":
+            if self.unit == "ms":
+                return f"within {self.bound:g} ms"
             return f"within {100 * self.bound:g} points"
         if self.bound >= 1.5:
             return f"within {self.bound:g}x"
@@ -85,6 +93,10 @@ class Margin:
 RATE_MARGIN = Margin("ratio", 2.0)
 LATENCY_MARGIN = Margin("ratio", 1.2)
 SHARE_MARGIN = Margin("difference", 0.15)
+# A lag whose median sits at zero (acks=all: the acknowledgement and the consumer's fetch
+# answer leave on the same high-watermark advance) has no ratio. 1 ms is the grain of Kafka's
+# own request-latency metrics: a gap inside it is one Kafka does not report.
+LAG_MARGIN = Margin("difference", 1.0, unit="ms")
 
 
 @dataclass(frozen=True)
@@ -438,6 +450,26 @@ def log_ratio_welch(
     fewer than two left."""
     a = [math.log(v) for v in model if v is not None and v > 0 and math.isfinite(v)]
     b = [math.log(v) for v in kafka if v is not None and v > 0 and math.isfinite(v)]
+    return _welch("ratio of geometric means, Welch", a, b, margin, alpha)
+
+
+def difference_welch(
+    model: Sequence[float],
+    kafka: Sequence[float],
+    margin: Margin = LAG_MARGIN,
+    alpha: float = ALPHA,
+) -> Equivalence | None:
+    """Per-run values of any sign (a lag between two processes' events) compared on the
+    difference of their means, model minus Kafka, with Welch's t. None when a side has fewer
+    than two finite values."""
+    a = [float(v) for v in model if v is not None and math.isfinite(v)]
+    b = [float(v) for v in kafka if v is not None and math.isfinite(v)]
+    return _welch("difference of means, Welch", a, b, margin, alpha)
+
+
+def _welch(
+    method: str, a: list[float], b: list[float], margin: Margin, alpha: float
+) -> Equivalence | None:
     if len(a) < 2 or len(b) < 2:
         return None
     ma, mb = sum(a) / len(a), sum(b) / len(b)
@@ -451,15 +483,7 @@ def log_ratio_welch(
         )
     else:
         df = float(len(a) + len(b) - 2)
-    return _decide(
-        "ratio of geometric means, Welch",
-        margin,
-        ma - mb,
-        se,
-        min(len(a), len(b)),
-        alpha=alpha,
-        df=df,
-    )
+    return _decide(method, margin, ma - mb, se, min(len(a), len(b)), alpha=alpha, df=df)
 
 
 # -- families --------------------------------------------------------------------------------
@@ -494,6 +518,7 @@ def holm(family: Sequence[Equivalence], alpha: float = ALPHA) -> list[Equivalenc
 
 __all__ = [
     "ALPHA",
+    "LAG_MARGIN",
     "LATENCY_MARGIN",
     "RATE_MARGIN",
     "SHARE_MARGIN",
@@ -502,6 +527,7 @@ __all__ = [
     "Margin",
     "RateSide",
     "Verdict",
+    "difference_welch",
     "holm",
     "holm_adjust",
     "log_ratio_welch",

@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eosim.analysis.calibrate import estimate_text
 from eosim.analysis.equivalence import (
     ALPHA,
+    LAG_MARGIN,
     LATENCY_MARGIN,
     SHARE_MARGIN,
     Equivalence,
     RateSide,
     _newcombe_shares,
+    difference_welch,
     holm,
     holm_adjust,
     log_ratio_welch,
@@ -195,6 +198,37 @@ def test_welch_verdicts_follow_the_interval(model, kafka):
         assert result.verdict == "agree"
     elif result.high * 1.000001 < 1 / bound or result.low > bound * 1.000001:
         assert result.verdict == "disagree"
+
+
+# -- lags of either sign ---------------------------------------------------------------------
+def test_a_median_lag_at_zero_of_either_sign_agrees_within_a_millisecond():
+    """Case 5, acks=all: the median ack to first read is a few µs either side of zero on
+    Kafka (the ack and the fetch answer leave together); the log ratio drops those values."""
+    rng = random.Random(8)
+    model = [0.15 + rng.gauss(0, 0.05) for _ in range(20)]
+    kafka = [rng.gauss(0, 0.01) for _ in range(20)]
+    assert any(v < 0 for v in kafka)
+    result = difference_welch(model, kafka)
+    assert result is not None and result.verdict == "agree"
+    assert result.low < 0.15 < result.high and estimate_text(result).endswith(" ms")
+
+
+def test_a_lag_several_milliseconds_apart_disagrees():
+    rng = random.Random(9)
+    model = [4.0 + rng.gauss(0, 0.5) for _ in range(20)]
+    kafka = [rng.gauss(0, 0.2) for _ in range(20)]
+    result = difference_welch(model, kafka, LAG_MARGIN)
+    assert result is not None and result.verdict == "disagree" and result.low > 1.0
+
+
+def test_a_noisy_lag_from_few_runs_is_inconclusive():
+    rng = random.Random(10)
+    model = [0.8 + rng.gauss(0, 1.0) for _ in range(4)]
+    kafka = [rng.gauss(0, 1.0) for _ in range(4)]
+    result = difference_welch(model, kafka, LAG_MARGIN)
+    assert result is not None and result.verdict == "inconclusive"
+    assert result.runs_to_settle is not None and result.runs_to_settle > 4
+    assert difference_welch([1.0], [0.0, 1.0]) is None
 
 
 def test_too_few_values_and_one_sided_data():
