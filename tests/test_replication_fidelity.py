@@ -185,3 +185,29 @@ def test_a_fetch_answered_from_mid_batch_stops_the_follower_loudly():
     (warning,) = h.cluster.replica_failures()
     assert warning.startswith("broker-1: follower of t-0 stopped fetching: the leader answered")
     assert any("stopped fetching" in reason for reason in h.cluster.unconverged())
+
+
+def test_a_follower_hears_of_the_advance_its_own_fetch_made_one_fetch_later():
+    """Partition.readRecords takes the high watermark before the read and fetchRecords
+    updates the follower's state after it: the answer to the fetch that moves the HW
+    carries the HW from before (the one-fetch lag behind KIP-101's truncation losses)."""
+    h = Harness()
+    h.run(5)
+    h.produce("broker-0", ("a", "b", "c"))
+    h.run(100)
+    rm = h.cluster.brokers["broker-0"].replica_manager
+    part = rm.partitions[TP]
+    state = part.leader_state
+    assert state is not None and part.high_watermark == part.log.log_end_offset == 3
+    part.log.append(7, 0, 3, ("d", "e"), h.env.now)  # the followers have not fetched these
+    for follower in ("broker-1", "broker-2"):
+        state.follower_fetched(follower, 3, 5, h.env.now)  # type: ignore[arg-type]
+    fetch = ReplicaFetchPartition(5, 0, part.leader_epoch)
+    answer = rm._read_for_follower("broker-1", TP, fetch, h.env.now, update=True)
+    assert answer.error is Errors.NONE and answer.high_watermark == 3
+    assert part.high_watermark == 3  # broker-2 still at 3
+    answer = rm._read_for_follower("broker-2", TP, fetch, h.env.now, update=True)
+    assert answer.high_watermark == 3 and part.high_watermark == 5
+    # A held fetch is answered by a fresh read, which sees the advance.
+    held = rm._read_for_follower("broker-1", TP, fetch, h.env.now, update=False)
+    assert held.high_watermark == 5

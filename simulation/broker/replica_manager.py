@@ -536,19 +536,24 @@ class ReplicaManager:
                 fetch_offset=fp.fetch_offset,
                 log_start_offset=log.log_start_offset,
             )
+        # Partition.readRecords takes the high watermark before the read, and fetchRecords
+        # updates the follower's state (which may move it) after: the answer carries the HW
+        # as it was before this fetch, so a follower learns of the advance its own fetch made
+        # one fetch later (from a held fetch, answered by a fresh read, at once).
+        high_watermark = state.high_watermark
+        batches, _aborted = log.fetch(
+            fp.fetch_offset, "replica", self.settings.replica_fetch_max_records
+        )
         if update:
             state.follower_fetched(replica, fp.fetch_offset, leo, now)  # type: ignore[arg-type]
             if state.isr_to_expand(replica):  # type: ignore[arg-type]
                 self.alter_partition_manager.alter_isr(part, state.isr | {replica})  # type: ignore[operator]
             self._log_hw(part)
             self._high_watermark_moved(part)
-        batches, _aborted = log.fetch(
-            fp.fetch_offset, "replica", self.settings.replica_fetch_max_records
-        )
         return ReplicaFetchData(
             Errors.NONE,
             batches,
-            state.high_watermark,
+            high_watermark,
             leo,
             fetch_offset=fp.fetch_offset,
             log_start_offset=log.log_start_offset,
