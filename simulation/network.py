@@ -19,10 +19,12 @@ A client that gives up on a connection (a request timeout) closes it, but bytes 
 sent still reach the broker ahead of its FIN, and the broker handles those requests; only the
 responses are lost. So a request can be written long after its client stopped waiting for it
 (``in_flight_after_close: deliver``, the default). ``drop`` discards them instead, an
-idealisation kept for comparison. A broker crash destroys its side of every connection:
-nothing in flight on one arrives. A broker that closes a client's connection (after a failed
-``acks=0`` produce) destroys its side the same way, and each later message the client sends on it
-is answered with a reset, as TCP answers data sent to a closed socket.
+idealisation kept for comparison. A broker crash destroys its side of every connection (at
+once, or after ``cluster.crash_reset``): what clients send on one no longer arrives, but what
+the broker had sent before is on the wire, ahead of the reset, and still does. A broker that
+closes a client's connection (after a failed ``acks=0`` produce) destroys its side the same
+way, and each later message the client sends on it is answered with a reset, as TCP answers
+data sent to a closed socket.
 
 Packet loss (``packet_loss``, a probability per message, 0 by default) is the loss TCP repairs:
 a lost message is retransmitted, so it is neither dropped nor does it stall its connection; it
@@ -121,6 +123,9 @@ class Connection:
     number: int = 0
     # Closed by the broker, whose host answers what the client still sends with a reset.
     refused: bool = False
+    # When the broker's side went while the client's was open (None: it did not): what the
+    # broker sent before then is on the wire, ahead of the reset, and still arrives.
+    server_gone_at: float | None = None
 
     def close(self) -> None:
         """The client closes the connection."""
@@ -128,15 +133,19 @@ class Connection:
             self.closed = True
             self.client_closed = True
 
-    def destroy(self) -> None:
-        """The broker's side is gone (it crashed or refused): nothing more arrives."""
+    def destroy(self, now: float | None = None) -> None:
+        """The broker's side is gone at ``now`` (it crashed or refused): nothing the client
+        sends arrives any more; what the broker sent before ``now`` still does."""
+        if not self.closed and now is not None:
+            self.server_gone_at = now
         self.closed = True
         self.client_closed = False
 
-    def close_by_server(self) -> None:
-        """The broker closed it (``RequestChannel.closeConnection``): nothing more arrives,
-        and each later message of the client's on it is answered with a reset."""
-        self.destroy()
+    def close_by_server(self, now: float | None = None) -> None:
+        """The broker closed it (``RequestChannel.closeConnection``): nothing more arrives
+        but what it sent before, and each later message of the client's on it is answered
+        with a reset."""
+        self.destroy(now)
         self.refused = True
 
 
@@ -433,9 +442,14 @@ class Network:
         handler(msg)
 
     def _outlives(self, msg: Message) -> bool:
-        """A request sent before its client closed the connection still arrives."""
+        """A request sent before its client closed the connection still arrives; so does
+        what a broker sent before its side went (a crash, a refusal, a close): the bytes
+        are on the wire ahead of the reset or the close."""
         conn = msg.conn
         assert conn is not None
+        if msg.src == conn.broker:
+            gone = conn.server_gone_at
+            return gone is not None and msg.sent_at <= gone
         return (
             conn.client_closed
             and msg.src == conn.client

@@ -211,3 +211,22 @@ def test_a_follower_hears_of_the_advance_its_own_fetch_made_one_fetch_later():
     # A held fetch is answered by a fresh read, which sees the advance.
     held = rm._read_for_follower("broker-1", TP, fetch, h.env.now, update=False)
     assert held.high_watermark == 5
+
+
+def test_an_answer_on_the_wire_when_its_broker_dies_still_arrives():
+    """A SIGKILL's reset follows the bytes the broker had already written: an acks=1 answer
+    sent before the crash reaches the client, then the reset (it was dropped before)."""
+    h = Harness()
+    h.run(5)
+    one = h.produce("broker-0", ("a",), acks=1)
+    broker = h.cluster.brokers["broker-0"]
+    while not h.replica("broker-0").log.records():
+        h.run(0.05)
+    h.run(0.5)  # answered (the request handler's 0.25 ms), not yet arrived (1 ms a hop)
+    assert h.answer(one) is None
+    broker.crash()
+    h.run(20)
+    answered = h.answer(one)
+    assert answered is not None and answered[1].results[0].error is Errors.NONE
+    kinds = [type(p).__name__ for _t, p in h.inbox]
+    assert kinds.index("ProduceResponse") < kinds.index("Disconnected")

@@ -126,7 +126,7 @@ class SocketServer:
             # Connection refused (no process, or one that does not listen yet): the client
             # learns after one hop.
             if msg.conn is not None:
-                msg.conn.destroy()
+                msg.conn.destroy(self.env.now)
                 self.notify_reset(msg.conn)
             return False
         if kind in OWN_THREADS:
@@ -161,7 +161,7 @@ class SocketServer:
             self.network.send(self.name, msg.src, TcpAccepted(self.name, conn.generation), conn)
             return
         if not self.process.serving:
-            conn.destroy()
+            conn.destroy(self.env.now)
             self.notify_reset(conn)
             return
         self._connections[id(conn)] = conn
@@ -216,7 +216,7 @@ class SocketServer:
         self._stalled.pop(key, None)
         self._muted.discard(key)
         self._connections.pop(key, None)
-        conn.close_by_server()
+        conn.close_by_server(self.env.now)
         self.notify_reset(conn)
 
     def notify_reset(self, conn: Connection) -> None:
@@ -254,7 +254,7 @@ class SocketServer:
         self._drop_requests()
         for conn in self._connections.values():
             was_open = not conn.closed
-            conn.destroy()
+            conn.destroy(self.env.now)
             if was_open:
                 self.notify_reset(conn)
         self._connections.clear()
