@@ -133,15 +133,15 @@ class Connection:
             self.closed = True
             self.client_closed = True
 
-    def destroy(self, now: float | None = None) -> None:
+    def destroy(self, now: float) -> None:
         """The broker's side is gone at ``now`` (it crashed or refused): nothing the client
         sends arrives any more; what the broker sent before ``now`` still does."""
-        if not self.closed and now is not None:
+        if not self.closed:
             self.server_gone_at = now
         self.closed = True
         self.client_closed = False
 
-    def close_by_server(self, now: float | None = None) -> None:
+    def close_by_server(self, now: float) -> None:
         """The broker closed it (``RequestChannel.closeConnection``): nothing more arrives
         but what it sent before, and each later message of the client's on it is answered
         with a reset."""

@@ -115,7 +115,7 @@ def test_nothing_in_flight_arrives_once_the_broker_side_is_gone():
     net.send("c", "b", "request", conn)
     env.run(until=5)
     conn.close()
-    conn.destroy()  # the broker crashed: its socket is gone
+    conn.destroy(env.now)  # the broker crashed: its socket is gone
     env.run()
     assert got == []
 
