@@ -777,18 +777,23 @@ def _r(x: float) -> float:
 
 
 # -- the command -----------------------------------------------------------------------------
-def measure(
-    inst: KafkaInstall, loads: list[float], seconds: float, workdir: Path
-) -> dict[str, Any]:
-    cluster = RealCluster(
+def calibration_cluster(inst: KafkaInstall, folder: Path) -> RealCluster:
+    """Calibration's cluster, not started: a controller and :data:`BROKERS`, each in its
+    network namespace, on this machine's cores."""
+    return RealCluster(
         inst.libs,
-        workdir / "cluster",
+        folder,
         len(BROKERS),
         admin=ActionTopicAdmin(partial(clients.admin, inst)),
         java=str(inst.java),
     )
-    with cluster:
-        warm_up(cluster, inst, workdir, False, MEASURE_WARMUP_S)
+
+
+def measure(
+    inst: KafkaInstall, loads: list[float], seconds: float, workdir: Path
+) -> dict[str, Any]:
+    with calibration_cluster(inst, workdir / "cluster") as cluster:
+        warm_up(cluster, inst, workdir, False, MEASURE_WARMUP_S, settle=False)
         cluster.recreate_topics(
             [
                 {

@@ -114,6 +114,31 @@ def _thread_states(pid: int) -> list[str] | None:
         return None
 
 
+# HotSpot's JIT compiler threads by their native names ("C2 CompilerThread0" cut to 15
+# characters by the kernel).
+COMPILER_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def compiler_cpu_ms(pid: int) -> float | None:
+    """Milliseconds on a core that the JIT compiler threads of JVM ``pid`` have spent so far
+    (``/proc/PID/task/*/schedstat``, threads named :data:`COMPILER_THREADS`; a compiler thread
+    HotSpot has retired takes its time with it, so compare readings a few seconds apart);
+    None when ``/proc`` cannot tell (the process is gone)."""
+    total = 0.0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            if not (task / "comm").read_text().startswith(COMPILER_THREADS):
+                continue
+            total += int((task / "schedstat").read_text().split()[0]) / 1e6
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that exited meanwhile
+    return total
+
+
 def _wait_states(pid: int, stopped: bool, timeout: float) -> bool:
     import time
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from eosim.real import RealError
-from eosim.real.clients import wait_running, wait_stopped
+from eosim.real.clients import compiler_cpu_ms, wait_running, wait_stopped
 from eosim.simulation.config import BROKER_KEYS, TOPIC_KEYS
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS
 from eosim.simulation.metadata import ClusterMetadata as ModelMetadata
@@ -1047,6 +1047,15 @@ class RealCluster:
     def cold_nodes(self) -> list[str]:
         """The nodes started (or restarted) since the last :meth:`mark_warm`."""
         return [name for name, n in self.nodes.items() if n.cold]
+
+    def jit_cpu_ms(self, node: str) -> tuple[int, float] | None:
+        """(pid, ms its JIT compiler threads have run) of ``node``'s current process; None
+        when it is not running (:func:`eosim.real.clients.compiler_cpu_ms`)."""
+        pid = self.pid(node)
+        if pid is None:
+            return None
+        ms = compiler_cpu_ms(pid)
+        return None if ms is None else (pid, ms)
 
     def mark_warm(self) -> None:
         """A warm-up load has run: every node's JIT has seen the request paths."""

@@ -27,8 +27,14 @@ The rules (:data:`RULES`):
   packets to a queue nobody reads, and, without ``--queue-bypass``, drop them);
 - **faults skipped**: scheduled faults the run never played (cut before their time);
 - **workload late**: an application's first operation went more than :data:`LATE_BOUND_MS`
-  after its start time (its JVM, warm-up or first metadata took longer than the lead);
+  after its start time (its JVM, warm-up or first metadata took longer than the lead), or a
+  reader's warm-up ended that late (its first poll went then);
 - **driver died**: an application's driver exited with an error;
+- **not warm**: the warm-up load before the run ended with a broker's JIT still compiling
+  (its compiler threads' CPU over the last slice above the bound of
+  :data:`eosim.real.runner.JIT_SETTLED_MS_PER_S`, after
+  :data:`eosim.real.runner.WARMUP_MAX_S`): its request paths are not yet the compiled
+  code the model's costs describe, and the JIT takes cores from them;
 - **clock**: a driver's clock is not the runner's (its first reading of the run's time lies
   outside the window in which eosim started it);
 - **drain incomplete**: the final drain did not read every partition to its end (a partition
@@ -55,6 +61,7 @@ DELAYER_DIED = "delayer died"
 FAULTS_SKIPPED = "faults skipped"
 WORKLOAD_LATE = "workload late"
 DRIVER_DIED = "driver died"
+NOT_WARM = "not warm"
 CLOCK = "clock"
 DRAIN_INCOMPLETE = "drain incomplete"
 
@@ -67,6 +74,7 @@ RULES: tuple[str, ...] = (
     FAULTS_SKIPPED,
     WORKLOAD_LATE,
     DRIVER_DIED,
+    NOT_WARM,
     CLOCK,
     DRAIN_INCOMPLETE,
 )
@@ -113,6 +121,7 @@ __all__ = [
     "FAULT_NOT_UNDONE",
     "LATE_BOUND_MS",
     "NOT_BACK",
+    "NOT_WARM",
     "RULES",
     "WORKLOAD_LATE",
     "Referee",

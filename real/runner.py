@@ -6,8 +6,10 @@
 2. **prepare**: the scenario's topics recreated empty with the model's placement and configs,
    the internal topics its applications use on the model's leaders;
 3. **warm up**: a cluster whose brokers were started (or restarted by an earlier run) since the
-   last warm-up gets a warm-up load first (:data:`WARMUP_S` seconds, the driver's ``warmup``
-   mode), left out of every history: the model has no cold JIT;
+   last warm-up gets a warm-up load first (the driver's ``warmup`` mode, left out of every
+   history: the model's brokers start a run warm), :data:`WARMUP_S` seconds and then more
+   until every broker's JIT has settled (:func:`warm_up`; the run is invalid if it has not by
+   :data:`WARMUP_MAX_S`);
 4. **schedule**: the fault schedule the model realises for the same seed;
 5. **workload**: one driver process per application, started against a common epoch a little
    in the future on the machine's monotonic clock (every process reads the same clock), each
@@ -47,6 +49,7 @@ from eosim.real.referee import (
     DRAIN_INCOMPLETE,
     DRIVER_DIED,
     LATE_BOUND_MS,
+    NOT_WARM,
     WORKLOAD_LATE,
     Referee,
 )
@@ -78,8 +81,25 @@ DRAIN_TIMEOUT_S = 120.0
 WARMUP_TOPIC = "eosim-warmup"
 WARMUP_S = 30.0
 WARMUP_RATE = 2000.0
-# Records a producing driver writes to the warm-up topic before its epoch (its own JIT).
+# ... and it goes on, a slice at a time, until every broker's JIT has settled: its compiler
+# threads ran at most JIT_SETTLED_MS_PER_S over the last slice, or WARMUP_MAX_S have passed
+# (then the run is invalid, referee rule "not warm"). Kafka 4.1.1 here under the warm-up load
+# (python benchmarks/real_jit_settle.py; docs/real-cluster.md, "A warm cluster"): 200-280
+# ms/s for the first 40 s after a cluster start, under 15 over 20 s from about 110 s; a
+# restarted broker (and the others, as leadership moves back) up to 330 ms/s, under 15 from
+# about 150 s; warm brokers 0.4-8 ms/s, with blips to 30 in 10 s.
+WARMUP_SLICE_S = 20.0
+WARMUP_MAX_S = 300.0
+JIT_SETTLED_MS_PER_S = 15.0
+# Records a producing driver writes to the warm-up topic before its epoch (its own JIT), and
+# a reading driver reads from it (at most for 2 s; Warmup.reader): without it a reader's
+# first second is its JIT's (Kafka 4.1.1, calibration case 5: the acknowledged records a
+# cold reader read more than 20 ms late, about 100-400 a run, all came in the run's first
+# 1.6 s).
 WARMUP_RECORDS = 2000
+WARMUP_READ_RECORDS = 10000
+# The driver modes whose client reads with a warm-up before the epoch.
+WARMED_READERS = ("consume",)
 
 
 # Driver modes that stop when their stop file appears, with how long (s) they may take then
@@ -236,7 +256,9 @@ class RealRun:
         if not any(n != CONTROLLER for n in self.cluster.cold_nodes()):
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
-        warm_up(self.cluster, self.install, self.workdir, self._transactional(), WARMUP_S)
+        warmth = warm_up(self.cluster, self.install, self.workdir, self._transactional(), WARMUP_S)
+        if not warmth.settled:
+            self.referee.invalid(NOT_WARM, warmth.describe())
 
     def _transactional(self) -> bool:
         return bool(
@@ -498,10 +520,11 @@ class RealRun:
         spec["epoch_monotonic_ns"] = self.epoch_ns
         if plan.mode in STOPPED_BY_FILE:
             spec["stop_file"] = str(self.workdir / f"{stem}.stop")
-        if plan.source and plan.incarnation == 0:
-            # Warm the client's code before the epoch; a restarted incarnation starts cold,
-            # as a restarted process does.
-            spec["warmup"] = {"topic": WARMUP_TOPIC, "records": WARMUP_RECORDS}
+        if plan.incarnation == 0 and (plan.source or plan.mode in WARMED_READERS):
+            # Warm the client's code before the epoch (a reader's after its start positions
+            # are fixed); a restarted incarnation starts cold, as a restarted process does.
+            records = WARMUP_RECORDS if plan.source else WARMUP_READ_RECORDS
+            spec["warmup"] = {"topic": WARMUP_TOPIC, "records": records}
         fixed = ("mode", "name", "bootstrap")
         spec_path = write_spec(
             self.workdir / f"{stem}.spec.json",
@@ -580,16 +603,69 @@ def ensure_warmup_topic(cluster: RealCluster) -> None:
     cluster._warmup_topic = True  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class Warmth:
+    """How a warm-up load ended: its length (s), and each broker's JIT compiler threads' CPU
+    over its last slice (ms/s; None: not measured, the process changed or ``/proc`` could not
+    tell)."""
+
+    seconds: float
+    jit_ms_per_s: dict[str, float | None]
+    settled: bool
+
+    def describe(self) -> str:
+        still = [
+            f"{b}'s JIT compiled {r:.0f} ms/s" if r is not None else f"{b}'s JIT not measured"
+            for b, r in self.jit_ms_per_s.items()
+            if r is None or r > JIT_SETTLED_MS_PER_S
+        ]
+        return (
+            f"after {self.seconds:.0f} s of warm-up load {', '.join(still)} in its last "
+            f"{WARMUP_SLICE_S:.0f} s (bound {JIT_SETTLED_MS_PER_S:.0f} ms/s)"
+        )
+
+
 def warm_up(
     cluster: RealCluster,
     install: KafkaInstall,
     workdir: Path,
     transactional: bool,
     seconds: float,
-) -> None:
+    settle: bool = True,
+) -> Warmth:
     """Run the driver's ``warmup`` load on ``cluster`` for ``seconds`` (with transactions when
-    ``transactional``), then count its nodes warm."""
+    ``transactional``), then, with ``settle``, :data:`WARMUP_SLICE_S` more at a time until every
+    broker's JIT has settled (:data:`JIT_SETTLED_MS_PER_S`) or :data:`WARMUP_MAX_S` have passed;
+    count its nodes warm either way, and say how it ended."""
     ensure_warmup_topic(cluster)
+    brokers = list(cluster.broker_names)
+    elapsed, length = 0.0, seconds
+    while True:
+        before = {b: cluster.jit_cpu_ms(b) for b in brokers}
+        began = time.monotonic()
+        _warmup_load(cluster, install, workdir, transactional, length)
+        took = max(time.monotonic() - began, 1e-3)
+        rates: dict[str, float | None] = {}
+        for b in brokers:
+            after, first = cluster.jit_cpu_ms(b), before[b]
+            same = after is not None and first is not None and after[0] == first[0]
+            rates[b] = (after[1] - first[1]) / took if same else None  # type: ignore[index]
+        elapsed += length
+        settled = all(r is not None and r <= JIT_SETTLED_MS_PER_S for r in rates.values())
+        if not settle or settled or elapsed >= WARMUP_MAX_S:
+            break
+        length = min(WARMUP_SLICE_S, WARMUP_MAX_S - elapsed)
+    cluster.mark_warm()
+    return Warmth(elapsed, rates, settled)
+
+
+def _warmup_load(
+    cluster: RealCluster,
+    install: KafkaInstall,
+    workdir: Path,
+    transactional: bool,
+    seconds: float,
+) -> None:
     spec = write_spec(
         workdir / "warmup.spec.json",
         "warmup",
@@ -607,7 +683,6 @@ def warm_up(
     if code != 0:
         process.kill()
         raise RealRunError(f"the warm-up load failed ({process.error() or code})")
-    cluster.mark_warm()
 
 
 def delayed_nodes(schedule: Iterable[FaultEvent], every: list[str]) -> list[str]:
@@ -670,6 +745,7 @@ __all__ = [
     "WARMUP_TOPIC",
     "RealRun",
     "RealRunError",
+    "Warmth",
     "delayed_nodes",
     "ensure_warmup_topic",
     "refusals",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -10,6 +11,18 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka: needs Java, Maven and the fetched Kafka")
+
+
+@pytest.fixture(autouse=True)
+def _jit_need_not_settle(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `kafka` test judges behaviour, not latency: a real run's warm-up load stops after
+    its first slice instead of waiting for the brokers' JIT to settle (tests/test_warmth.py
+    and test_real_referee.py judge the wait)."""
+    if request.node.get_closest_marker("kafka") is None:
+        return
+    from eosim.real import runner
+
+    monkeypatch.setattr(runner, "JIT_SETTLED_MS_PER_S", math.inf)
 
 
 @pytest.fixture(scope="session")

@@ -200,6 +200,24 @@ def _topic(
     )
 
 
+def _reader_spec(
+    folder: Path, bootstrap: str, epoch: int, workload: dict[str, Any], **extra: Any
+) -> Path:
+    """The spec of ``reader-0`` (consume mode) writing ``folder/reader.jsonl``, stopped by
+    ``folder/stop``."""
+    return write_spec(
+        folder / "reader.json",
+        "consume",
+        "reader-0",
+        bootstrap,
+        history=folder / "reader.jsonl",
+        epoch_ms=epoch,
+        workload=workload,
+        stop_file=str(folder / "stop"),
+        **extra,
+    )
+
+
 def _producer_spec(
     folder: Path, bootstrap: str, epoch: int, config: dict[str, Any], workload: dict[str, Any]
 ) -> Path:
@@ -328,17 +346,15 @@ def test_transactions_aborted_values_are_not_read_committed(
 ) -> None:
     _topic(kafka, bootstrap, "tx", 2)
     epoch = int(time.time() * 1000)
-    reader_spec = write_spec(
-        tmp_path / "reader.json",
-        "consume",
-        "reader-0",
-        bootstrap,
-        history=tmp_path / "reader.jsonl",
-        epoch_ms=epoch,
-        workload={"topic": "tx", "isolation": "read_committed", "auto.offset.reset": "earliest"},
-        stop_file=str(tmp_path / "stop"),
+    reader = DriverProcess(
+        kafka,
+        _reader_spec(
+            tmp_path,
+            bootstrap,
+            epoch,
+            {"topic": "tx", "isolation": "read_committed", "auto.offset.reset": "earliest"},
+        ),
     )
-    reader = DriverProcess(kafka, reader_spec)
     spec = write_spec(
         tmp_path / "txn.json",
         "txn",
@@ -434,6 +450,68 @@ def test_a_transactional_drivers_warm_up_ends_within_the_runners_lead(
         f"the warm-up ended {result['late_ms']:.0f} ms after the epoch "
         f"({START_LEAD_MS:.0f} ms after the driver started at {started:.0f})"
     )
+
+
+@pytest.mark.kafka
+@needs_kafka
+def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_misses_nothing(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    """A reader with a warm-up fixes where it starts reading (``latest``), then reads the
+    warm-up topic on another consumer; nothing of the warm-up topic reaches its history, it is
+    polling by its start time, and what is written after its positions were fixed is read."""
+    from eosim.real.referee import LATE_BOUND_MS
+    from eosim.real.runner import START_LEAD_MS, WARMUP_READ_RECORDS
+
+    _topic(kafka, bootstrap, "rwarm", 3)
+    _topic(kafka, bootstrap, "rrun", 2)
+    fill = tmp_path / "fill"
+    fill.mkdir()
+    now = int(time.time() * 1000)
+    filled = run_driver(
+        kafka,
+        _producer_spec(
+            fill, bootstrap, now, {"acks": 1}, {"topic": "rwarm", "records": 3000, "rate": 20000.0}
+        ),
+        90,
+    )
+    assert filled["acked"] == 3000
+    epoch = int(time.time() * 1000 + START_LEAD_MS)
+    reader = DriverProcess(
+        kafka,
+        _reader_spec(
+            tmp_path,
+            bootstrap,
+            epoch,
+            {"topic": "rrun", "isolation": "read_uncommitted", "auto.offset.reset": "latest"},
+            warmup={"topic": "rwarm", "records": WARMUP_READ_RECORDS},
+        ),
+    )
+    result = run_driver(
+        kafka,
+        _producer_spec(
+            tmp_path,
+            bootstrap,
+            epoch,
+            {"acks": "all"},
+            {"topic": "rrun", "records": 200, "rate": 400.0},
+        ),
+        90,
+    )
+    assert result["acked"] == 200
+    time.sleep(1.0)
+    (tmp_path / "stop").touch()
+    assert reader.wait(30) == 0
+    out = reader.result() or {}
+    assert 0.0 <= out["late_ms"] < LATE_BOUND_MS
+    lines = read_history_lines(tmp_path / "reader.jsonl")
+    values = [
+        r["value"]
+        for line in lines
+        if line.get("f") == "poll" and line["type"] == "ok"
+        for r in line["value"]["records"]
+    ]
+    assert sorted(values) == sorted(f"producer-0-{i}" for i in range(200))
 
 
 @pytest.mark.kafka

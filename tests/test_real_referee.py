@@ -1,9 +1,10 @@
 """The referee on a real cluster: in each test one of the rules of eosim.real.referee is made to
 fail during a real run (a pause whose threads do not stop, a broker that does not serve again, a
 drain that stops short, a driver that dies, a delayer killed during its fault, nftables rules
-that do not read back, a workload that starts late), and the run is then invalid, with its
-reason, and counted as such by a sweep; the same small run left alone is valid. The rules'
-logic on a fake cluster is in tests/test_referee.py."""
+that do not read back, a workload that starts late, a warm-up whose JIT does not settle), and
+the run is then invalid, with its reason, and counted as such by a sweep; the same small run
+left alone is valid. The rules' logic on a fake cluster is in tests/test_referee.py and
+tests/test_warmth.py."""
 
 from __future__ import annotations
 
@@ -128,6 +129,20 @@ def test_a_workload_that_starts_late_makes_the_run_invalid(kafka, monkeypatch):
     monkeypatch.setattr(runner, "START_LEAD_MS", 0.0)  # no time for the JVM before the epoch
     outcome = checked.run(scenario(), target=kafka)
     assert rules.WORKLOAD_LATE in _rules(outcome)
+
+
+@pytest.mark.kafka
+def test_a_warm_up_whose_jit_does_not_settle_makes_the_run_invalid(kafka, monkeypatch):
+    cluster = kafka.cluster_for(scenario())
+    for node in cluster.nodes.values():
+        node.cold = True  # as after a restart: the run warms the cluster first
+    monkeypatch.setattr(runner, "JIT_SETTLED_MS_PER_S", -1.0)  # never settled
+    monkeypatch.setattr(runner, "WARMUP_SLICE_S", 1.0)
+    monkeypatch.setattr(runner, "WARMUP_MAX_S", 2.0)
+    outcome = checked.run(scenario(), target=kafka)
+    assert _rules(outcome) == [rules.NOT_WARM]
+    assert "after 2 s of warm-up load broker-0's JIT compiled" in outcome.run.invalid[0]
+    assert cluster.cold_nodes() == []  # the next run does not warm again
 
 
 @pytest.mark.kafka

@@ -27,7 +27,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * {@code auto.offset.reset}. Every non-empty poll is a {@code poll} op (invoke and ok at the same
  * time, {@code {records: [{topic, partition, offset, value}], isolation, group: null}}); a poll
  * that throws is a {@code fail} op and ends the reading, as in the model. It polls until SIGTERM
- * or until the spec's {@code stop_file} exists.
+ * or until the spec's {@code stop_file} exists. With the spec's {@code warmup}, its positions
+ * are fixed and its client's record paths warmed ({@link Warmup#reader}) before the first poll.
  */
 final class Consume {
     private final JsonNode spec;
@@ -82,6 +83,15 @@ final class Consume {
     /** A {@code poll} ok op for {@code records}. */
     static void recordPoll(History history, String process, ConsumerRecords<String, byte[]> records,
             String isolation) {
+        ObjectNode value = pollValue(records, isolation);
+        long id = history.nextId();
+        double time = history.now();
+        history.write(history.op(id, "invoke", "poll", process, time, null, null));
+        history.write(history.op(id, "ok", "poll", process, time, value, null));
+    }
+
+    /** The value of a {@code poll} ok op for {@code records}. */
+    static ObjectNode pollValue(ConsumerRecords<String, byte[]> records, String isolation) {
         ObjectNode value = EosimDriver.JSON.createObjectNode();
         ArrayNode polled = value.putArray("records");
         for (ConsumerRecord<String, byte[]> r : records) {
@@ -93,10 +103,7 @@ final class Consume {
         }
         value.put("isolation", isolation);
         value.putNull("group");
-        long id = history.nextId();
-        double time = history.now();
-        history.write(history.op(id, "invoke", "poll", process, time, null, null));
-        history.write(history.op(id, "ok", "poll", process, time, value, null));
+        return value;
     }
 
     ObjectNode run() throws InterruptedException {
@@ -110,6 +117,7 @@ final class Consume {
         String process = EosimDriver.process(spec, spec.path("incarnation").asInt(0));
         long polls = 0;
         long records = 0;
+        double lateMs = -1.0;
         try (KafkaConsumer<String, byte[]> consumer = consumer(spec, isolation, reset)) {
             Thread hook = new Thread(() -> {
                 stop = true;
@@ -122,6 +130,18 @@ final class Consume {
             });
             Runtime.getRuntime().addShutdownHook(hook);
             consumer.assign(partitions(consumer, topic, 60_000));
+            if (spec.has("warmup")) {
+                // Where the reading starts is fixed now, before the epoch; then the client's
+                // record paths are warmed on another consumer (a warm-up that ends late
+                // misses nothing: the first poll reads from these positions).
+                for (TopicPartition tp : consumer.assignment()) {
+                    consumer.position(tp, Duration.ofSeconds(60));
+                }
+                Warmup.reader(spec, isolation);
+                // How far past the epoch (the reader's start) its warm-up ran: its first poll
+                // went that late (the runner's referee bounds it).
+                lateMs = Math.max(0.0, history.now());
+            }
             while (!stop && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
                 ConsumerRecords<String, byte[]> got;
                 try {
@@ -145,6 +165,9 @@ final class Consume {
         result.put("process", process);
         result.put("polls", polls);
         result.put("records", records);
+        if (lateMs >= 0) {
+            result.put("late_ms", lateMs);
+        }
         return result;
     }
 }

@@ -26,7 +26,9 @@ import org.apache.kafka.clients.producer.KafkaProducer;
  *       transactions there too;
  *   <li>{@link #client}, inside a producing driver before the run's epoch: the same client
  *       code paths as the run's producer (its configuration, on another transactional.id),
- *       exercised on the warm-up topic.
+ *       exercised on the warm-up topic; {@link #reader}, inside a reading driver: the run's
+ *       consumer paths, reading the warm-up topic. Both write their history lines, by the
+ *       run's own code, to a history that goes nowhere ({@link #discarding}).
  * </ul>
  */
 final class Warmup {
@@ -117,6 +119,80 @@ final class Warmup {
      * calibration case 4's first broker kill at 2 s; its EndTxn timed out and the driver died
      * before its first operation.
      */
+    /** How long a reading driver's warm-up may read at most. */
+    static final long READER_WARMUP_NS = 2_000_000_000L;
+
+    /**
+     * Warm a reading driver's client code before its epoch: with the spec's {@code warmup}
+     * ({@code {topic, records}}), a consumer of the run's config and {@code isolation} reads
+     * {@code records} records of the warm-up topic from its start (for
+     * {@link #READER_WARMUP_NS} at most), building each poll's history value as the run will,
+     * and closes. Nothing reaches the history.
+     */
+    static void reader(JsonNode spec, String isolation) {
+        JsonNode warm = spec.get("warmup");
+        if (warm == null || !warm.isObject()) {
+            return;
+        }
+        String topic = EosimDriver.required(warm, "topic", "warmup.").asText();
+        int records = Workloads.intField(warm, "records", 1000);
+        long deadline = System.nanoTime() + READER_WARMUP_NS;
+        long read = 0;
+        try (History sink = discarding(spec);
+                KafkaConsumer<String, byte[]> consumer =
+                        Consume.consumer(spec, isolation, "earliest")) {
+            consumer.assign(Consume.partitions(consumer, topic, 10_000));
+            consumer.seekToBeginning(consumer.assignment());
+            while (read < records && System.nanoTime() < deadline) {
+                ConsumerRecords<String, byte[]> got = consumer.poll(Duration.ofMillis(100));
+                if (!got.isEmpty()) {
+                    read += got.count();
+                    Consume.recordPoll(sink, WARMUP_PROCESS, got, isolation);
+                }
+            }
+        } catch (Exception e) {
+            // A warm-up that fails leaves the client cold, not the run broken.
+            System.err.println("eosim: the reader's warm-up failed: " + EosimDriver.describe(e));
+        }
+    }
+
+    /** The process name of a warm-up's history lines (which go nowhere). */
+    static final String WARMUP_PROCESS = "eosim-warmup/0";
+
+    /**
+     * A history that goes nowhere ({@code /dev/null}): a warm-up writes its lines there by the
+     * run's own code, so that building and encoding them is compiled before the run (a
+     * producer's completions are written on its I/O thread: cold, they held every
+     * acknowledgement of a run's first few hundred ms).
+     */
+    static History discarding(JsonNode spec) {
+        ObjectNode copy = spec.deepCopy();
+        copy.put("history", "/dev/null");
+        return new History(copy);
+    }
+
+    /** A warm-up send: its invoke line, and its completion line from its callback. */
+    static void send(KafkaProducer<String, byte[]> producer, History sink, String topic,
+            String key) {
+        long id = sink.nextId();
+        ObjectNode value = EosimDriver.JSON.createObjectNode();
+        value.put("topic", topic);
+        value.putNull("partition");
+        value.put("key", key);
+        value.put("value", "warmup");
+        sink.op(id, "invoke", "send", WARMUP_PROCESS, value, null);
+        producer.send(Workloads.record(topic, null, key, "warmup", 100), (metadata, error) -> {
+            ObjectNode done = value.deepCopy();
+            if (error == null) {
+                done.put("partition", metadata.partition());
+                done.put("offset", metadata.hasOffset() ? metadata.offset() : -1L);
+                sink.op(id, "ok", "send", WARMUP_PROCESS, done, null);
+            } else {
+                sink.op(id, "info", "send", WARMUP_PROCESS, done, EosimDriver.describe(error));
+            }
+        });
+    }
+
     /** Records per transaction of a transactional producer's client warm-up. */
     static final int WARMUP_TXN_SIZE = 500;
 
@@ -134,19 +210,20 @@ final class Warmup {
             p.setProperty("transactional.id", transactionalId + "-warmup");
         }
         p.setProperty("client.id", "eosim-warmup");
-        try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p)) {
+        try (History sink = discarding(spec);
+                KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p)) {
             if (transactionalId != null) {
                 producer.initTransactions();
                 for (int i = 0; i < records; i += WARMUP_TXN_SIZE) {
                     producer.beginTransaction();
                     for (int j = 0; j < WARMUP_TXN_SIZE; j++) {
-                        producer.send(Workloads.record(topic, null, "k" + j, "warmup", 100));
+                        send(producer, sink, topic, "k" + j);
                     }
                     producer.commitTransaction();
                 }
             } else {
                 for (int i = 0; i < records; i++) {
-                    producer.send(Workloads.record(topic, null, "k" + (i % 100), "warmup", 100));
+                    send(producer, sink, topic, "k" + (i % 100));
                 }
                 producer.flush();
             }

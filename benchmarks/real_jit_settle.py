@@ -1,0 +1,81 @@
+"""How long Kafka brokers' JIT takes to settle under the warm-up load: the figures behind the
+real runner's warm-up (``eosim.real.runner.JIT_SETTLED_MS_PER_S``, ``WARMUP_MAX_S``).
+
+    python benchmarks/real_jit_settle.py [--seconds 240] [--slice 10] [--down 12]
+
+Starts calibration's cluster (a controller and three brokers of the fetched Kafka 4.1.1, each
+in its network namespace), runs the runner's warm-up load (the driver's ``warmup`` mode, an
+idempotent acks=all producer and a reader at ``WARMUP_RATE`` records/s) in slices of
+``--slice`` seconds for ``--seconds``, and prints after each slice every broker's JIT compiler
+threads' CPU over it (ms/s, ``/proc/PID/task/*/schedstat`` of the threads named "C1/C2
+CompilerThread"). Then it kills broker-1, leaves it down ``--down`` s, restarts it and follows
+the same way. Not a test: figures go to docs/real-cluster.md ("A warm cluster"). Run it on an
+otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eosim.analysis.measure import BROKERS, calibration_cluster
+from eosim.real.cluster import RealCluster
+from eosim.real.install import find_install, requirements_missing
+from eosim.real.runner import WARMUP_RATE, _warmup_load, ensure_warmup_topic
+
+
+def follow(
+    cluster: RealCluster, inst, work: Path, seconds: float, slice_s: float, label: str
+) -> None:
+    elapsed = 0.0
+    while elapsed < seconds:
+        before = {b: cluster.jit_cpu_ms(b) for b in BROKERS}
+        began = time.monotonic()
+        _warmup_load(cluster, inst, work, False, slice_s)
+        took = time.monotonic() - began
+        elapsed += slice_s
+        cells = []
+        for b in BROKERS:
+            a, f = cluster.jit_cpu_ms(b), before[b]
+            rate = (a[1] - f[1]) / took if a and f and a[0] == f[0] else float("nan")
+            cells.append(f"{rate:7.1f}")
+        print(f"{label:8s} {elapsed:6.0f} s  " + "  ".join(cells), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=240.0)
+    parser.add_argument("--slice", type=float, default=10.0)
+    parser.add_argument("--down", type=float, default=12.0)
+    args = parser.parse_args(argv)
+    missing = requirements_missing()
+    inst = None if missing else find_install("4.1.1", None, None)
+    if inst is None:
+        print(missing or "Kafka 4.1.1 is not fetched: run eosim kafka install", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="eosim-jit-"))
+    try:
+        with calibration_cluster(inst, work / "cluster") as cluster:
+            ensure_warmup_topic(cluster)
+            print(
+                f"JIT compiler CPU, ms/s, per {args.slice:g} s slice of the warm-up load "
+                f"({WARMUP_RATE:g} records/s)"
+            )
+            print(f"{'':8s} {'load':>6s}    " + "  ".join(f"{b:>7s}" for b in BROKERS))
+            follow(cluster, inst, work, args.seconds, args.slice, "start")
+            cluster.crash("broker-1")
+            time.sleep(args.down)
+            cluster.restart("broker-1")
+            cluster.wait_ready(["broker-1"], timeout=60)
+            follow(cluster, inst, work, args.seconds, args.slice, "restart")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""The warm-up load before a real run goes on until every broker's JIT has settled
+(eosim.real.runner.warm_up), on a fake cluster whose compiler threads' CPU readings the test
+gives; the referee's "not warm" rule on a real cluster is in tests/test_real_referee.py."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eosim.real import clients, runner
+from eosim.real import referee as rules
+
+
+class FakeCluster:
+    """Brokers whose compiler threads' CPU (ms) is read from ``readings``: one reading per
+    broker before and after each slice of warm-up load; ``clock`` advances with each slice."""
+
+    broker_names = ("broker-0", "broker-1")
+
+    def __init__(self, rates: list[dict[str, float]], pids: dict[str, int] | None = None):
+        self.rates = iter(rates)  # ms/s of each broker during each slice
+        self.spent = {b: 0.0 for b in self.broker_names}
+        self.pids = dict(pids or {b: 100 + i for i, b in enumerate(self.broker_names)})
+        self.warm_marked = 0
+        self.slices: list[float] = []
+
+    def jit_cpu_ms(self, node: str) -> tuple[int, float] | None:
+        pid = self.pids.get(node)
+        return None if pid is None else (pid, self.spent[node])
+
+    def run_slice(self, seconds: float) -> None:
+        self.slices.append(seconds)
+        for b, rate in next(self.rates).items():
+            self.spent[b] += rate * seconds
+
+    def mark_warm(self) -> None:
+        self.warm_marked += 1
+
+
+@pytest.fixture
+def fake(monkeypatch) -> Iterator[list[FakeCluster]]:
+    """warm_up's load and clock made the fake cluster's: a slice of ``s`` seconds takes ``s``."""
+    now = [0.0]
+    made: list[FakeCluster] = []
+
+    def load(cluster, install, workdir, transactional, seconds):
+        cluster.run_slice(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(runner, "_warmup_load", load)
+    monkeypatch.setattr(runner, "ensure_warmup_topic", lambda cluster: None)
+    monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(runner, "WARMUP_SLICE_S", 10.0)
+    monkeypatch.setattr(runner, "WARMUP_MAX_S", 60.0)
+    monkeypatch.setattr(runner, "JIT_SETTLED_MS_PER_S", 25.0)
+    yield made
+
+
+def _warm_up(cluster: FakeCluster, seconds: float = 30.0) -> runner.Warmth:
+    return runner.warm_up(cluster, None, Path("."), False, seconds)  # type: ignore[arg-type]
+
+
+def test_a_settled_jit_ends_the_warm_up_after_its_first_slice(fake):
+    cluster = FakeCluster([{"broker-0": 12.0, "broker-1": 3.0}])
+    warmth = _warm_up(cluster)
+    assert (warmth.settled, warmth.seconds, cluster.slices) == (True, 30.0, [30.0])
+    assert warmth.jit_ms_per_s == pytest.approx({"broker-0": 12.0, "broker-1": 3.0})
+    assert cluster.warm_marked == 1
+
+
+def test_the_warm_up_goes_on_while_a_broker_still_compiles(fake):
+    rates = [
+        {"broker-0": 5.0, "broker-1": 300.0},
+        {"broker-0": 5.0, "broker-1": 80.0},
+        {"broker-0": 5.0, "broker-1": 20.0},
+    ]
+    cluster = FakeCluster(rates)
+    warmth = _warm_up(cluster)
+    assert (warmth.settled, warmth.seconds, cluster.slices) == (True, 50.0, [30.0, 10.0, 10.0])
+    assert warmth.jit_ms_per_s["broker-1"] == pytest.approx(20.0)
+
+
+def test_a_jit_that_never_settles_ends_the_warm_up_at_its_bound_unsettled(fake):
+    cluster = FakeCluster([{"broker-0": 5.0, "broker-1": 90.0}] * 10)
+    warmth = _warm_up(cluster)
+    assert (warmth.settled, warmth.seconds, cluster.slices) == (
+        False,
+        60.0,
+        [30.0, 10.0, 10.0, 10.0],
+    )
+    assert cluster.warm_marked == 1  # the next run does not warm again from the start
+    assert warmth.describe() == (
+        "after 60 s of warm-up load broker-1's JIT compiled 90 ms/s in its last 10 s "
+        "(bound 25 ms/s)"
+    )
+
+
+def test_a_broker_whose_process_cannot_be_read_is_not_warm(fake):
+    cluster = FakeCluster([{"broker-0": 1.0, "broker-1": 1.0}] * 10, pids={"broker-0": 100})
+    warmth = _warm_up(cluster)
+    assert not warmth.settled and warmth.jit_ms_per_s["broker-1"] is None
+    assert "broker-1's JIT not measured" in warmth.describe()
+
+
+def test_without_settle_the_warm_up_is_one_slice_whatever_the_jit_does(fake):
+    cluster = FakeCluster([{"broker-0": 500.0, "broker-1": 500.0}])
+    warmth = runner.warm_up(cluster, None, Path("."), False, 90.0, settle=False)  # type: ignore[arg-type]
+    assert (warmth.settled, cluster.slices) == (False, [90.0])
+
+
+def test_a_run_whose_warm_up_did_not_settle_is_invalid(fake, monkeypatch):
+    cluster = FakeCluster([{"broker-0": 200.0, "broker-1": 200.0}] * 10)
+    cluster.cold_nodes = lambda: ["broker-0"]  # type: ignore[attr-defined]
+    run = runner.RealRun.__new__(runner.RealRun)
+    run.cluster, run.workdir, run.install = cluster, Path(os.devnull).parent, None
+    run.referee = rules.Referee()
+    monkeypatch.setattr(runner.RealRun, "_transactional", lambda self: False)
+    run.warm_up()
+    assert [r.split(": ")[0] for r in run.referee.reasons] == [rules.NOT_WARM]
+    settled = FakeCluster([{"broker-0": 1.0, "broker-1": 1.0}])
+    settled.cold_nodes = lambda: ["broker-1"]  # type: ignore[attr-defined]
+    run.cluster, run.referee = settled, rules.Referee()
+    run.warm_up()
+    assert run.referee.valid
+
+
+def test_compiler_cpu_reads_nothing_from_a_process_without_a_jit_and_none_when_gone():
+    assert clients.compiler_cpu_ms(os.getpid()) == 0.0
+    assert clients.compiler_cpu_ms(2**22 + 12345) is None
