@@ -80,9 +80,9 @@ GC_LINE = re.compile(
 DEFAULT_PRESET = "calibration-host"
 # How long the load runs after the restart whose warm-up is followed.
 RESTART_S = 60.0
-# The warm-up before the measurements: longer than a run's, so that the JIT's second tier has
-# compiled the request paths (a restarted broker's CPU per record settles after about 35 s of
-# load here, and its JIT keeps compiling for a minute more).
+# The warm-up before the measurements: its first slice, then on until every broker's JIT has
+# settled as before a real run (eosim.real.runner.warm_up: about 110 s after a cluster start
+# here); measure.json records how it ended ("warmth").
 MEASURE_WARMUP_S = 90.0
 
 
@@ -793,7 +793,12 @@ def measure(
     inst: KafkaInstall, loads: list[float], seconds: float, workdir: Path
 ) -> dict[str, Any]:
     with calibration_cluster(inst, workdir / "cluster") as cluster:
-        warm_up(cluster, inst, workdir, False, MEASURE_WARMUP_S, settle=False)
+        warmth = warm_up(cluster, inst, workdir, False, MEASURE_WARMUP_S)
+        print(
+            f"warm-up    {warmth.seconds:g} s"
+            + ("" if warmth.settled else f" (not settled: {warmth.describe()})"),
+            file=sys.stderr,
+        )
         cluster.recreate_topics(
             [
                 {
@@ -822,7 +827,16 @@ def measure(
             )
         finally:
             samplers.close()
-    return {"idle": quiet, "loads": measured, "restart": restart}
+    return {
+        "warmth": {
+            "seconds": warmth.seconds,
+            "settled": warmth.settled,
+            "jit_ms_per_s": warmth.jit_ms_per_s,
+        },
+        "idle": quiet,
+        "loads": measured,
+        "restart": restart,
+    }
 
 
 def summary(data: dict[str, Any]) -> str:

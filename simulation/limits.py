@@ -31,7 +31,9 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     ),
     "resources": (
         "Work holds a whole core first-come first-served, without time slices or the "
-        "scheduler's wake-up cost: waits for a core and latency tails are shorter than Kafka's.",
+        "scheduler's wake-up cost: waits for a core are shorter than Kafka's.",
+        "Clients start at full speed: a real run's first half second is slower, which lengthens "
+        "its whole-run latency tails.",
         "The controller's requests, the disk and the page cache cost nothing; the controller "
         "and brokers spend only a fitted background CPU besides their requests.",
     ),
