@@ -31,6 +31,7 @@ the warm-up's factor and time constant, and the cores. It writes the fit as a pr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -828,11 +829,7 @@ def measure(
         finally:
             samplers.close()
     return {
-        "warmth": {
-            "seconds": warmth.seconds,
-            "settled": warmth.settled,
-            "jit_ms_per_s": warmth.jit_ms_per_s,
-        },
+        "warmth": dataclasses.asdict(warmth),
         "idle": quiet,
         "loads": measured,
         "restart": restart,

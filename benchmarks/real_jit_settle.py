@@ -25,7 +25,7 @@ from pathlib import Path
 from eosim.analysis.measure import BROKERS, calibration_cluster
 from eosim.real.cluster import RealCluster
 from eosim.real.install import find_install, requirements_missing
-from eosim.real.runner import WARMUP_RATE, _warmup_load, ensure_warmup_topic
+from eosim.real.runner import WARMUP_RATE, ensure_warmup_topic, warmup_slice
 
 
 def follow(
@@ -33,16 +33,9 @@ def follow(
 ) -> None:
     elapsed = 0.0
     while elapsed < seconds:
-        before = {b: cluster.jit_cpu_ms(b) for b in BROKERS}
-        began = time.monotonic()
-        _warmup_load(cluster, inst, work, False, slice_s)
-        took = time.monotonic() - began
+        rates = warmup_slice(cluster, inst, work, False, slice_s)
         elapsed += slice_s
-        cells = []
-        for b in BROKERS:
-            a, f = cluster.jit_cpu_ms(b), before[b]
-            rate = (a[1] - f[1]) / took if a and f and a[0] == f[0] else float("nan")
-            cells.append(f"{rate:7.1f}")
+        cells = [f"{float('nan') if r is None else r:7.1f}" for r in rates.values()]
         print(f"{label:8s} {elapsed:6.0f} s  " + "  ".join(cells), flush=True)
 
 

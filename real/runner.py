@@ -612,6 +612,8 @@ class Warmth:
     seconds: float
     jit_ms_per_s: dict[str, float | None]
     settled: bool
+    # The length of its last slice (s), over which ``jit_ms_per_s`` was measured.
+    last_slice_s: float
 
     def describe(self) -> str:
         still = [
@@ -621,7 +623,7 @@ class Warmth:
         ]
         return (
             f"after {self.seconds:.0f} s of warm-up load {', '.join(still)} in its last "
-            f"{WARMUP_SLICE_S:.0f} s (bound {JIT_SETTLED_MS_PER_S:.0f} ms/s)"
+            f"{self.last_slice_s:.0f} s (bound {JIT_SETTLED_MS_PER_S:.0f} ms/s)"
         )
 
 
@@ -638,25 +640,37 @@ def warm_up(
     broker's JIT has settled (:data:`JIT_SETTLED_MS_PER_S`) or :data:`WARMUP_MAX_S` have passed;
     count its nodes warm either way, and say how it ended."""
     ensure_warmup_topic(cluster)
-    brokers = list(cluster.broker_names)
     elapsed, length = 0.0, seconds
     while True:
-        before = {b: cluster.jit_cpu_ms(b) for b in brokers}
-        began = time.monotonic()
-        _warmup_load(cluster, install, workdir, transactional, length)
-        took = max(time.monotonic() - began, 1e-3)
-        rates: dict[str, float | None] = {}
-        for b in brokers:
-            after, first = cluster.jit_cpu_ms(b), before[b]
-            same = after is not None and first is not None and after[0] == first[0]
-            rates[b] = (after[1] - first[1]) / took if same else None  # type: ignore[index]
+        rates = warmup_slice(cluster, install, workdir, transactional, length)
         elapsed += length
         settled = all(r is not None and r <= JIT_SETTLED_MS_PER_S for r in rates.values())
         if not settle or settled or elapsed >= WARMUP_MAX_S:
             break
         length = min(WARMUP_SLICE_S, WARMUP_MAX_S - elapsed)
     cluster.mark_warm()
-    return Warmth(elapsed, rates, settled)
+    return Warmth(elapsed, rates, settled, length)
+
+
+def warmup_slice(
+    cluster: RealCluster,
+    install: KafkaInstall,
+    workdir: Path,
+    transactional: bool,
+    seconds: float,
+) -> dict[str, float | None]:
+    """Run the warm-up load for ``seconds``; each broker's JIT compiler threads' CPU over it,
+    in ms/s (None: its process changed meanwhile, or ``/proc`` could not tell)."""
+    before = {b: cluster.jit_cpu_ms(b) for b in cluster.broker_names}
+    began = time.monotonic()
+    _warmup_load(cluster, install, workdir, transactional, seconds)
+    took = max(time.monotonic() - began, 1e-3)
+    rates: dict[str, float | None] = {}
+    for b, first in before.items():
+        after = cluster.jit_cpu_ms(b)
+        same = after is not None and first is not None and after[0] == first[0]
+        rates[b] = (after[1] - first[1]) / took if same else None  # type: ignore[index]
+    return rates
 
 
 def _warmup_load(
@@ -751,4 +765,5 @@ __all__ = [
     "refusals",
     "run_real",
     "warm_up",
+    "warmup_slice",
 ]

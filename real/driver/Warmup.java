@@ -119,6 +119,43 @@ final class Warmup {
      * calibration case 4's first broker kill at 2 s; its EndTxn timed out and the driver died
      * before its first operation.
      */
+    /** Records per transaction of a transactional producer's client warm-up. */
+    static final int WARMUP_TXN_SIZE = 500;
+
+    static void client(JsonNode spec, Properties props) {
+        JsonNode warm = spec.get("warmup");
+        if (warm == null || !warm.isObject()) {
+            return;
+        }
+        String topic = EosimDriver.required(warm, "topic", "warmup.").asText();
+        int records = Workloads.intField(warm, "records", 1000);
+        Properties p = new Properties();
+        p.putAll(props);
+        String transactionalId = p.getProperty("transactional.id");
+        if (transactionalId != null) {
+            p.setProperty("transactional.id", transactionalId + "-warmup");
+        }
+        p.setProperty("client.id", "eosim-warmup");
+        try (History sink = discarding(spec);
+                KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p)) {
+            if (transactionalId != null) {
+                producer.initTransactions();
+                for (int i = 0; i < records; i += WARMUP_TXN_SIZE) {
+                    producer.beginTransaction();
+                    for (int j = 0; j < WARMUP_TXN_SIZE; j++) {
+                        send(producer, sink, topic, "k" + j);
+                    }
+                    producer.commitTransaction();
+                }
+            } else {
+                for (int i = 0; i < records; i++) {
+                    send(producer, sink, topic, "k" + (i % 100));
+                }
+                producer.flush();
+            }
+        }
+    }
+
     /** How long a reading driver's warm-up may read at most. */
     static final long READER_WARMUP_NS = 2_000_000_000L;
 
@@ -191,42 +228,5 @@ final class Warmup {
                 sink.op(id, "info", "send", WARMUP_PROCESS, done, EosimDriver.describe(error));
             }
         });
-    }
-
-    /** Records per transaction of a transactional producer's client warm-up. */
-    static final int WARMUP_TXN_SIZE = 500;
-
-    static void client(JsonNode spec, Properties props) {
-        JsonNode warm = spec.get("warmup");
-        if (warm == null || !warm.isObject()) {
-            return;
-        }
-        String topic = EosimDriver.required(warm, "topic", "warmup.").asText();
-        int records = Workloads.intField(warm, "records", 1000);
-        Properties p = new Properties();
-        p.putAll(props);
-        String transactionalId = p.getProperty("transactional.id");
-        if (transactionalId != null) {
-            p.setProperty("transactional.id", transactionalId + "-warmup");
-        }
-        p.setProperty("client.id", "eosim-warmup");
-        try (History sink = discarding(spec);
-                KafkaProducer<String, byte[]> producer = new KafkaProducer<>(p)) {
-            if (transactionalId != null) {
-                producer.initTransactions();
-                for (int i = 0; i < records; i += WARMUP_TXN_SIZE) {
-                    producer.beginTransaction();
-                    for (int j = 0; j < WARMUP_TXN_SIZE; j++) {
-                        send(producer, sink, topic, "k" + j);
-                    }
-                    producer.commitTransaction();
-                }
-            } else {
-                for (int i = 0; i < records; i++) {
-                    send(producer, sink, topic, "k" + (i % 100));
-                }
-                producer.flush();
-            }
-        }
     }
 }
