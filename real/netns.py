@@ -42,6 +42,7 @@ compat layer, with verdicts given late (``delay_unavailable_reason`` probes it).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -49,11 +50,13 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eosim.real import RealError
 from eosim.real.delayer import DelayRule, delay_rules
 
 CONTROLLER = "controller"
@@ -66,8 +69,9 @@ _probe: str | bool | None = False  # False: not probed yet; None: available; str
 _delay_probe: str | bool | None = False
 
 
-class NetnsError(RuntimeError):
-    """A namespace, link or nft command failed; the message is one line."""
+class NetnsError(RealError):
+    """A namespace, link or nft command failed, or another cluster holds the namespaces; the
+    message is one line (a :class:`RealError`, which the CLI prints as such)."""
 
 
 def _run(cmd: Sequence[str], stdin: str | None = None) -> str:
@@ -186,6 +190,11 @@ def _probe_scratch_namespace(commands: Sequence[Sequence[str]]) -> str | None:
     return None
 
 
+def lock_path(prefix: str) -> Path:
+    """The machine-wide lock file of the namespaces ``<prefix>-*`` (see :meth:`Network.setup`)."""
+    return Path(tempfile.gettempdir()) / f"eosim-netns-{prefix}.lock"
+
+
 @dataclass
 class Network:
     """The namespaces, veths and bridge of one cluster, and the faults active on them."""
@@ -204,6 +213,8 @@ class Network:
     _deaths: list[str] = field(default_factory=list)
     _watch: threading.Thread | None = None
     _closed: threading.Event = field(default_factory=threading.Event)
+    # The open lock file while this network is set up (claim()).
+    _claim_fd: int | None = None
 
     @property
     def bridge(self) -> str:
@@ -237,9 +248,38 @@ class Network:
 
     # --- set up and tear down -----------------------------------------------------------------
 
+    def claim(self) -> None:
+        """Take the machine's lock on the namespaces ``<prefix>-*`` (a file lock, held until
+        :meth:`teardown`; the kernel lets go of it when the process dies). Two clusters of one
+        prefix share names, addresses and the bridge, and :meth:`setup` deletes what it finds:
+        a second one would tear the first down under its run. NetnsError names the holder."""
+        if self._claim_fd is not None:
+            return
+        path = lock_path(self.prefix)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise NetnsError(
+                f"another eosim real cluster (pid {holder}) uses the network namespaces "
+                f"{self.prefix}-* on this machine: run one at a time (lock {path})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._claim_fd = fd
+
+    def _release(self) -> None:
+        fd, self._claim_fd = self._claim_fd, None
+        if fd is not None:
+            os.close(fd)
+
     def setup(self, nodes: Sequence[str]) -> None:
-        """Remove a previous run's namespaces and bridge, make the bridge and ``nodes``."""
-        self.teardown()
+        """Take the machine's lock (:meth:`claim`), remove a previous run's namespaces and
+        bridge, make the bridge and ``nodes``."""
+        self.claim()
+        self._remove_all()
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
         _run(["ip", "addr", "add", f"{self.subnet}.254/24", "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])
@@ -255,6 +295,9 @@ class Network:
         octet = ip.rsplit(".", 1)[1]
         host, peer = f"{self.prefix[:8]}{octet}h", f"{self.prefix[:8]}{octet}n"
         _run(["ip", "netns", "add", ns])
+        # A host end left by a namespace deleted by name while a process still held it.
+        with contextlib.suppress(NetnsError):
+            _run(["ip", "link", "del", host])
         _run(["ip", "link", "add", host, "type", "veth", "peer", "name", peer])
         _run(["ip", "link", "set", peer, "netns", ns])
         _run(["ip", "link", "set", host, "master", self.bridge])
@@ -282,7 +325,13 @@ class Network:
 
     def teardown(self) -> None:
         """Stop the delayers, delete every namespace of this prefix (their veths go with them)
-        and the bridge."""
+        and the bridge, and let go of the machine's lock."""
+        try:
+            self._remove_all()
+        finally:
+            self._release()
+
+    def _remove_all(self) -> None:
         self._closed.set()
         with self._lock:
             for delayer in self._delayers.values():

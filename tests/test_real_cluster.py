@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eosim.real import netns
+from eosim.real import RealError, netns
 from eosim.real.cluster import (
     CONTROLLER_ID,
     ClusterError,
@@ -313,6 +313,34 @@ def test_delay_runs_with_namespaces_and_is_refused_in_one_line_without_a_delayer
     )
     with pytest.raises(ClusterError, match="delay faults cannot run on this cluster: packets"):
         cluster.disturb(["broker-0"], [], 100.0, 0.0)
+
+
+def test_a_second_network_of_one_prefix_is_refused_before_it_touches_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # setup() deletes the namespaces and bridge of its prefix that it finds: run while a sweep
+    # ran, a real-cluster test once tore the sweep's cluster down. The machine's lock stops it
+    # before any command runs, naming the holder; the kernel's lock goes with its holder.
+    commands: list[list[str]] = []
+    monkeypatch.setattr(netns, "_run", lambda cmd, stdin=None: commands.append(list(cmd)) or "")
+    prefix = f"eoslock{os.getpid()}"
+    first = netns.Network(prefix=prefix, subnet="10.79.0")
+    second = netns.Network(prefix=prefix, subnet="10.79.0")
+    first.setup(["broker-0"])
+    assert commands
+    commands.clear()
+    with pytest.raises(netns.NetnsError) as refused:
+        second.setup(["broker-0"])
+    assert str(refused.value) == (
+        f"another eosim real cluster (pid {os.getpid()}) uses the network namespaces "
+        f"{prefix}-* on this machine: run one at a time (lock {netns.lock_path(prefix)})"
+    )
+    assert commands == []
+    assert isinstance(refused.value, RealError)  # the CLI's one line, not a traceback
+    first.teardown()
+    second.setup(["broker-0"])  # free once the first is torn down
+    second.teardown()
+    netns.lock_path(prefix).unlink()
 
 
 # --- a real cluster -------------------------------------------------------------------------
