@@ -21,8 +21,8 @@ every held fetch (:meth:`DelayedFetchPurgatory.shutdown`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 
 import simpy
 
@@ -53,6 +53,11 @@ class _HeldRead:
     answer: Callable[[], None]
     done: bool = False
 
+
+# How long after a partition is hosted late a fetch sent before may still arrive and be taken
+# to carry it (DelayedFetchPurgatory.include): the followers' request timeout
+# (replica.socket.timeout.ms, 30 s).
+LATE_HOSTING_HORIZON_MS = 30_000.0
 
 # How a leader reads a partition for a follower's fetch: (follower, partition, what it asked,
 # now, whether to update the follower's state).
@@ -93,6 +98,8 @@ class DelayedFetchPurgatory:
         self.parked: list[_ParkedFetch] = []
         self.held_reads: list[_HeldRead] = []
         self.generation = 0  # bumped by a crash: timers of the old incarnation do nothing
+        # Partitions hosted late (include): since when, as what, for which followers.
+        self._late: dict[TopicPartition, tuple[float, ReplicaFetchPartition, frozenset[str]]] = {}
 
     # -- consumer fetches held for data --------------------------------------------
     def hold_read(
@@ -136,6 +143,12 @@ class DelayedFetchPurgatory:
         """Hold a follower's fetch that found no data until one of its partitions is
         appended to (:meth:`complete_parked`) or ``replica.fetch.wait.max.ms``."""
         parked = _ParkedFetch(msg, request)
+        if self._late:
+            # A fetch sent before a late-hosted partition was: it carries it (include); a
+            # fetch still on its way that long after is not expected.
+            horizon = self.env.now - LATE_HOSTING_HORIZON_MS
+            self._late = {tp: late for tp, late in self._late.items() if late[0] >= horizon}
+            self._carry_late(parked)
         self.parked.append(parked)
         generation = self.generation
 
@@ -144,6 +157,30 @@ class DelayedFetchPurgatory:
                 self._answer_parked(parked)
 
         self.env.timeout(self.replica_fetch_wait_max_ms).callbacks.append(timed_out)
+
+    def include(
+        self, tp: TopicPartition, fetch: ReplicaFetchPartition, replicas: Collection[str]
+    ) -> None:
+        """``tp`` is hosted from now on, late (an internal partition nobody used so far). Had
+        it been hosted all along it would be in the fetch sessions of ``replicas``: their
+        fetches sent before now, parked here or still on their way, carry it as ``fetch``, so
+        that an append to it answers them (not ``replica.fetch.wait.max.ms`` later)."""
+        self._late[tp] = (self.env.now, fetch, frozenset(replicas))
+        for parked in self.parked:
+            if not parked.done:
+                self._carry_late(parked)
+
+    def _carry_late(self, parked: _ParkedFetch) -> None:
+        request = parked.request
+        sent = parked.msg.sent_at
+        for tp, (since, fetch, replicas) in self._late.items():
+            if (
+                sent <= since
+                and request.replica in replicas
+                and all(t != tp for t, _fp in request.partitions)
+            ):
+                request = replace(request, partitions=(*request.partitions, (tp, fetch)))
+        parked.request = request
 
     def complete_parked(self, tps: set[TopicPartition]) -> None:
         """Answer the parked fetches of any partition in ``tps``."""

@@ -54,6 +54,7 @@ from eosim.simulation.protocol import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from eosim.simulation.request_channel import CallbackRequest
 
 
 class KafkaApis:
@@ -132,6 +133,7 @@ class KafkaApis:
             BrokerHeartbeatResponse: self._handle_heartbeat_response,
             BrokerRegistrationResponse: self._handle_registration_response,
             Disconnected: fetchers.on_disconnected,
+            CallbackRequest: lambda r: r.run(),
         }
 
     def _handle_init_producer_id(self, request: InitProducerIdRequest) -> object | None:

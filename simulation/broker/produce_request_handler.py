@@ -162,11 +162,17 @@ class ProduceRequestHandler:
             if not reply:
                 now_answer.append(self._produce(request, added, None, msg.conn))
                 return
-            # The append runs as a callback request on a request handler thread
-            # (KafkaRequestHandler.wrapAsyncCallback), which then completes the queued actions.
+            # The answer came later, on another thread (AddPartitionsToTxnManager's): the
+            # append runs as a callback request on a request handler thread
+            # (KafkaRequestHandler.wrapAsyncCallback, RequestChannel.sendCallbackRequest),
+            # after whatever request the answer completed in has been handled (a follower's
+            # fetch that moved the coordinator's high watermark is parked first, and this
+            # append then answers it), and the handler completes the queued actions after it.
+            if self.process.alive and self.process.incarnation == incarnation:
+                self.server.send_callback(lambda: append(added))
+
+        def append(added: dict[TopicPartition, Errors]) -> None:
             response = self._produce(request, added, reply[0], msg.conn)
-            if self.process.alive:
-                self.replica_manager.complete_actions()
             if response is not None:
                 reply[0](response)
             elif request.acks == 0 and self.process.alive:

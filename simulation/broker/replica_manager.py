@@ -278,6 +278,17 @@ class ReplicaManager:
             self._apply_role(tp, state, True)
         finally:
             self._activating = False
+        part = self.partitions.get(tp)
+        if part is not None and part.is_leader and part.leader_state is not None:
+            # Hosted all along, it would be in the fetch sessions of its followers, whose
+            # fetches parked here an append to it would answer at once (not after
+            # replica.fetch.wait.max.ms): they carry it from now on, empty, as those
+            # followers' replicas are.
+            self.delayed_fetch_purgatory.include(
+                tp,
+                ReplicaFetchPartition(0, -1, part.leader_epoch),
+                part.leader_state.followers,
+            )
 
     def _apply_role(self, tp: TopicPartition, state: PartitionState, snapshot: bool) -> None:
         part = self.host(tp)

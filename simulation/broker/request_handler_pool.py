@@ -44,6 +44,7 @@ from eosim.simulation.protocol import (
     ReplicaFetchRequest,
     ReplicaFetchResponse,
 )
+from eosim.simulation.request_channel import CallbackRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +163,17 @@ class BrokerThreads:
         (when its handling starts, when it ends), before pauses."""
         jvm = self.jvm
         net = self.service.network
-        p = self._processor(msg)
-        ready = self._network[p] if self._network[p] > now else now
         cost, records = self.cost(msg.payload)
         io = self._io
+        if type(msg.payload) is CallbackRequest:
+            # Handed back by another thread, not read from a socket: a handler thread only.
+            start = io[0] if io[0] > now else now
+            end = jvm.book(start, cost.ms(records))
+            heapq.heapreplace(io, end)
+            jvm.allocate(now, cost.mb(records))
+            return start, end
+        p = self._processor(msg)
+        ready = self._network[p] if self._network[p] > now else now
         read_ms, handle_ms = net.fixed_ms, cost.ms(records)
         slow = jvm.slowdown(ready)
         core = jvm.host.earliest()

@@ -42,7 +42,7 @@ from eosim.simulation.protocol import (
     TcpConnect,
     WriteTxnMarkersResponse,
 )
-from eosim.simulation.request_channel import RequestChannel
+from eosim.simulation.request_channel import CallbackRequest, RequestChannel
 
 if TYPE_CHECKING:
     from eosim.simulation.broker.replica_manager import ReplicaManager
@@ -199,6 +199,14 @@ class SocketServer:
                 self.respond(msg, response)
 
         return reply
+
+    def send_callback(self, run: Callable[[], None]) -> None:
+        """RequestChannel.sendCallbackRequest: hand ``run`` to the request handler threads,
+        which take it before the requests that wait (a crash drops it with them; a paused
+        process takes it when it resumes)."""
+        self.requests.put(
+            Message(self.name, self.name, CallbackRequest(run), None, self.env.now, internal=True)
+        )
 
     def hold_current(self) -> Callable[[object], None]:
         """Hold the request being handled (its answer comes later, through the returned

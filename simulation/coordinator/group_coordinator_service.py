@@ -297,10 +297,18 @@ class GroupCoordinatorService:
                 # offsets partition to the transaction itself (no AddOffsetsToTxn).
                 def added(error: Errors) -> None:
                     # (PRODUCER_FENCED arrives as INVALID_PRODUCER_EPOCH: the cluster's
-                    # add_partition maps it, as AddPartitionsToTxnManager does.)
-                    if error is Errors.NONE:
-                        error = self.runtime.partition_error(partition)
-                    write(error)
+                    # add_partition maps it, as AddPartitionsToTxnManager does.) The answer
+                    # reaches the coordinator's own thread, which writes after whatever
+                    # request handler the answer completed in has finished (a follower's
+                    # fetch that moved the coordinator's high watermark is parked first,
+                    # and the write then answers it).
+                    def after(_event: object) -> None:
+                        nonlocal error
+                        if error is Errors.NONE:
+                            error = self.runtime.partition_error(partition)
+                        write(error)
+
+                    self.env.timeout(0).callbacks.append(after)
 
                 self.runtime.add_partition(
                     request.transactional_id,
