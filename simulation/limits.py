@@ -189,8 +189,8 @@ BIASES: tuple[Bias, ...] = (
     Bias(
         "acks=1 (or 0) loss per record when a leader dies under load may be low even with "
         "cluster.resources: its replication-lag tail is shorter than Kafka's (docs/model.md, "
-        "departure 16; calibration case 1: 3 runs of 20 lost against Kafka's 7, a tenth the "
-        "records).",
+        "departure 16; calibration case 1 on a warm cluster: 3 runs of 20 lost against "
+        "Kafka's 4, about a quarter of the records).",
         lambda s: (
             s.cluster.resources is not None
             and _acks_below_all(s)
