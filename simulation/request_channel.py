@@ -56,10 +56,12 @@ class RequestChannel:
         self._wakeup = env.event()
 
     def put(self, msg: Message) -> None:
-        if type(msg.payload) is CallbackRequest:
-            self._callbacks.append(msg)
-        else:
-            self._queue.append(msg)
+        self._queue.append(msg)
+        self.kick()
+
+    def put_callback(self, msg: Message) -> None:
+        """Queue a :class:`CallbackRequest`: taken before the requests that wait."""
+        self._callbacks.append(msg)
         self.kick()
 
     def kick(self) -> None:

@@ -239,6 +239,12 @@ class TimedRequestChannel:
         self._book(msg)
         self.kick()
 
+    def put_callback(self, msg: Message) -> None:
+        """A :class:`CallbackRequest`, booked on the next free handler thread as it arrives,
+        like a request read now: unlike Kafka's callback queue it does not go ahead of
+        requests already booked (docs/model.md, "The resource model")."""
+        self.put(msg)
+
     def _book(self, msg: Message) -> None:
         now = self.env.now
         if self.threads.queue_full(len(self._heap)):

@@ -201,10 +201,11 @@ class SocketServer:
         return reply
 
     def send_callback(self, run: Callable[[], None]) -> None:
-        """RequestChannel.sendCallbackRequest: hand ``run`` to the request handler threads,
-        which take it before the requests that wait (a crash drops it with them; a paused
-        process takes it when it resumes)."""
-        self.requests.put(
+        """RequestChannel.sendCallbackRequest: hand ``run`` to the request handler threads
+        (``put_callback``: before the requests that wait; with the resource model, on the
+        next free handler thread); a crash drops it with them, a paused process takes it when
+        it resumes."""
+        self.requests.put_callback(
             Message(self.name, self.name, CallbackRequest(run), None, self.env.now, internal=True)
         )
 

@@ -303,10 +303,8 @@ class GroupCoordinatorService:
                     # fetch that moved the coordinator's high watermark is parked first,
                     # and the write then answers it).
                     def after(_event: object) -> None:
-                        nonlocal error
-                        if error is Errors.NONE:
-                            error = self.runtime.partition_error(partition)
-                        write(error)
+                        ok = error is Errors.NONE
+                        write(self.runtime.partition_error(partition) if ok else error)
 
                     self.env.timeout(0).callbacks.append(after)
 
