@@ -454,6 +454,49 @@ def test_a_transactional_drivers_warm_up_ends_within_the_runners_lead(
 
 @pytest.mark.kafka
 @needs_kafka
+def test_a_producing_drivers_own_producer_is_warmed_before_its_start_and_writes_no_history(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    """With ``warmup.own_ms`` the run's own producer sends to the warm-up topic before its
+    start (its connections open, its request path compiled), ends in time for the first send
+    to go at the start, and none of it reaches the history; without it, it sends nothing."""
+    from eosim.real.runner import OWN_WARMUP_MS, START_LEAD_MS, WARMUP_RECORDS
+
+    _topic(kafka, bootstrap, "owarm", 3)
+    _topic(kafka, bootstrap, "orun", 1)
+    results = {}
+    for own in (True, False):
+        folder = tmp_path / f"own-{own}"
+        folder.mkdir()
+        warmup: dict[str, Any] = {"topic": "owarm", "records": WARMUP_RECORDS}
+        if own:
+            warmup["own_ms"] = OWN_WARMUP_MS
+        spec = write_spec(
+            folder / "producer.json",
+            "produce",
+            "producer-0",
+            bootstrap,
+            history=folder / "producer.jsonl",
+            epoch_ms=int(time.time() * 1000 + START_LEAD_MS),
+            config={"acks": "all"},
+            workload={"topic": "orun", "records": 100, "rate": 500.0},
+            warmup=warmup,
+        )
+        result = run_driver(kafka, spec, 90)
+        assert result["acked"] == 100
+        assert result["late_ms"] < 100
+        values = {
+            line["value"]["value"]
+            for line in read_history_lines(folder / "producer.jsonl")
+            if line.get("f") == "send"
+        }
+        assert values == {f"producer-0-{i}" for i in range(100)}
+        results[own] = result["warm_sent"]
+    assert results[True] > 0 and results[False] == 0
+
+
+@pytest.mark.kafka
+@needs_kafka
 def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_misses_nothing(
     kafka: KafkaInstall, bootstrap: str, tmp_path: Path
 ) -> None:

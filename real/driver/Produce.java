@@ -15,9 +15,12 @@ import org.apache.kafka.clients.producer.RecordMetadata;
  * The {@code produce} mode: the scenario's producer application (eosim's ProducerApp) on a
  * {@link KafkaProducer}.
  *
- * <p>Before the run's epoch the client is warmed ({@link Warmup#client}), the producer built
- * and the topic's metadata fetched; the result's {@code late_ms} says how far past its start
- * time the first send went (eosim holds a run whose workload started late invalid).
+ * <p>Before the run's epoch the client is warmed ({@link Warmup#client}), the producer built,
+ * the topic's metadata fetched and the producer itself warmed on the warm-up topic until
+ * shortly before its start ({@link Warmup#own}: its connections open, its request path
+ * compiled); the result's {@code late_ms} says how far past its start time the first send
+ * went (eosim holds a run whose workload started late invalid), {@code warm_sent} how many
+ * records its own warm-up sent.
  *
  * <p>Values are {@code <name>-<n>} from {@code first_index}, after the {@code resend} list
  * ({@code [value, key]} pairs a restarted application sends again first). Keys are {@code k<i>}
@@ -70,6 +73,7 @@ final class Produce {
         }
         double interval = 1000.0 / rate;
         long sent = 0;
+        long warmSent;
         double late;
         // Before the epoch: the client's code warmed, the producer built and the topic's
         // metadata fetched, so that the first send goes at the run's start time as the model's
@@ -78,6 +82,7 @@ final class Produce {
         Warmup.client(spec, props);
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(props)) {
             producer.partitionsFor(topic);
+            warmSent = Warmup.own(spec, producer, history, start, rate);
             late = Workloads.sleepUntilRunTime(history, start);
             long due = System.nanoTime();
             while (!resend.isEmpty() || next < records) {
@@ -107,6 +112,7 @@ final class Produce {
         ObjectNode result = EosimDriver.JSON.createObjectNode();
         result.put("process", process);
         result.put("late_ms", late);
+        result.put("warm_sent", warmSent);
         result.put("next_index", next);
         result.put("sent", sent);
         result.put("acked", acked.get());

@@ -26,9 +26,11 @@ import org.apache.kafka.clients.producer.KafkaProducer;
  *       transactions there too;
  *   <li>{@link #client}, inside a producing driver before the run's epoch: the same client
  *       code paths as the run's producer (its configuration, on another transactional.id),
- *       exercised on the warm-up topic; {@link #reader}, inside a reading driver: the run's
- *       consumer paths, reading the warm-up topic. Both write their history lines, by the
- *       run's own code, to a history that goes nowhere ({@link #discarding}).
+ *       exercised on the warm-up topic, then {@link #own}: the run's own producer instance
+ *       sends there at the run's rate until shortly before its start; {@link #reader}, inside
+ *       a reading driver: the run's consumer paths, reading the warm-up topic. They write
+ *       their history lines, by the run's own code, to a history that goes nowhere
+ *       ({@link #discarding}).
  * </ul>
  */
 final class Warmup {
@@ -154,6 +156,43 @@ final class Warmup {
                 producer.flush();
             }
         }
+    }
+
+    /** How close to its start a run's own producer stops its warm-up sends (then flushes). */
+    static final double OWN_GAP_MS = 300.0;
+
+    /**
+     * Warm the run's own producer instance before its start: with the spec's
+     * {@code warmup.own_ms}, it sends to the warm-up topic (one partition led by each broker)
+     * at {@code rate} records/s for {@code own_ms} at most and stops {@link #OWN_GAP_MS}
+     * before {@code startMs}, then flushes. Its connections to every broker are then open and
+     * its per-request code compiled, as the model's clients are at the start: a new producer
+     * opens its connections at its first batch, and cold, a run's first acknowledgements came
+     * 46-50 ms after its first sends (docs/calibration.md, "A real run's first half second").
+     * Nothing reaches the history. Returns how many records it sent.
+     */
+    static long own(JsonNode spec, KafkaProducer<String, byte[]> producer, History history,
+            double startMs, double rate) {
+        JsonNode warm = spec.get("warmup");
+        if (warm == null || !warm.isObject() || !warm.has("own_ms")) {
+            return 0;
+        }
+        String topic = EosimDriver.required(warm, "topic", "warmup.").asText();
+        double until = Math.min(history.now() + warm.get("own_ms").asDouble(),
+                startMs - OWN_GAP_MS);
+        long interval = (long) (1e9 / Math.max(rate, 1.0));
+        long sent = 0;
+        try (History sink = discarding(spec)) {
+            long due = System.nanoTime();
+            while (history.now() < until) {
+                send(producer, sink, topic, "k" + (sent % 100));
+                sent++;
+                due += interval;
+                Workloads.parkUntil(due);
+            }
+            producer.flush();
+        }
+        return sent;
     }
 
     /** How long a reading driver's warm-up may read at most. */
