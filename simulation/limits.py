@@ -78,6 +78,9 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "transactions": (
         "KIP-890 verification and the transaction-version-2 implicit add are direct calls to "
         "the coordinator, not requests over the network.",
+        "Transactions commit faster than Kafka's: calibration case 4's median is 9.1 ms "
+        "against Kafka 4.1.1's 26.8 ms (its fast transactions 4-8 ms against 8-14 ms; "
+        "docs/model.md, departure 13).",
         "The transaction version is one rule for the whole run, not recorded per transactional.id.",
         "Transaction markers travel without a connection, each lost or delayed on its own "
         "with the response-loss probability.",
