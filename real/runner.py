@@ -97,11 +97,12 @@ JIT_SETTLED_MS_PER_S = 15.0
 # cold reader read more than 20 ms late, about 100-400 a run, all came in the run's first
 # 1.6 s).
 WARMUP_RECORDS = 2000
-# ... then the run's own producer (not a transactional one) sends to the warm-up topic at the
-# run's rate for at most this long, ending 300 ms before its start (Warmup.own): its
-# connections to every broker open and its per-request code compiled. Without it a new
-# producer opened its connections at its first batch and its first acknowledgements came 46-50
-# ms after its first sends (Kafka 4.1.1, calibration case 5, docs/calibration.md).
+# ... then a plain or idempotent producer's own instance (the produce mode's) sends to the
+# warm-up topic at the run's rate for at most this long, ending Warmup.OWN_GAP_MS before its
+# start (Warmup.own): its connections to every broker open and its per-request code
+# compiled. Without it a new producer opened its connections at its first batch and its first
+# acknowledgements came 46-50 ms after its first sends (Kafka 4.1.1, calibration case 5,
+# docs/calibration.md).
 OWN_WARMUP_MS = 1500.0
 WARMUP_READ_RECORDS = 10000
 # The driver modes whose client reads with a warm-up before the epoch.
@@ -531,7 +532,7 @@ class RealRun:
             # are fixed); a restarted incarnation starts cold, as a restarted process does.
             records = WARMUP_RECORDS if plan.source else WARMUP_READ_RECORDS
             spec["warmup"] = {"topic": WARMUP_TOPIC, "records": records}
-            if plan.source:
+            if plan.mode == "produce":
                 spec["warmup"]["own_ms"] = OWN_WARMUP_MS
         fixed = ("mode", "name", "bootstrap")
         spec_path = write_spec(

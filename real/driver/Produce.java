@@ -75,9 +75,10 @@ final class Produce {
         long sent = 0;
         long warmSent;
         double late;
-        // Before the epoch: the client's code warmed, the producer built and the topic's
-        // metadata fetched, so that the first send goes at the run's start time as the model's
-        // does (a first send that blocked would shift every later one).
+        // Before the epoch: the client's code warmed, the producer built, the topic's metadata
+        // fetched and the producer's own connections opened (Warmup.own), so that the first
+        // send goes at the run's start time as the model's does (a first send that blocked
+        // would shift every later one).
         Properties props = Workloads.producerProperties(spec);
         Warmup.client(spec, props);
         try (KafkaProducer<String, byte[]> producer = new KafkaProducer<>(props)) {
