@@ -559,6 +559,58 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
 
 @pytest.mark.kafka
 @needs_kafka
+def test_a_reading_drivers_own_consumer_reads_the_producers_own_warm_up_until_its_start(
+    kafka: KafkaInstall, bootstrap: str, tmp_path: Path
+) -> None:
+    """With ``warmup.own`` the reader's own consumer reads the warm-up topic beside its run's
+    until its start, so it reads what the producer's own warm-up sends there just before
+    the start; none of it reaches its history, and every record of the run is read."""
+    from eosim.real.runner import OWN_WARMUP_MS, START_LEAD_MS, WARMUP_READ_RECORDS, WARMUP_RECORDS
+
+    _topic(kafka, bootstrap, "mwarm", 3)
+    _topic(kafka, bootstrap, "mrun", 2)
+    epoch = int(time.time() * 1000 + START_LEAD_MS)
+    reader = DriverProcess(
+        kafka,
+        _reader_spec(
+            tmp_path,
+            bootstrap,
+            epoch,
+            {"topic": "mrun", "isolation": "read_uncommitted", "auto.offset.reset": "latest"},
+            warmup={"topic": "mwarm", "records": WARMUP_READ_RECORDS, "own": True},
+        ),
+    )
+    spec = write_spec(
+        tmp_path / "producer.json",
+        "produce",
+        "producer-0",
+        bootstrap,
+        history=tmp_path / "producer.jsonl",
+        epoch_ms=epoch,
+        config={"acks": "all"},
+        workload={"topic": "mrun", "records": 200, "rate": 400.0},
+        warmup={"topic": "mwarm", "records": WARMUP_RECORDS, "own_ms": OWN_WARMUP_MS},
+    )
+    result = run_driver(kafka, spec, 90)
+    assert result["acked"] == 200 and result["warm_sent"] > 0
+    time.sleep(1.0)
+    (tmp_path / "stop").touch()
+    assert reader.wait(30) == 0
+    out = reader.result() or {}
+    assert out["warm_read"] > 0
+    lines = read_history_lines(tmp_path / "reader.jsonl")
+    polled = [
+        r
+        for line in lines
+        if line.get("f") == "poll" and line["type"] == "ok"
+        for r in line["value"]["records"]
+    ]
+    assert {r["topic"] for r in polled} == {"mrun"}
+    assert sorted(r["value"] for r in polled) == sorted(f"producer-0-{i}" for i in range(200))
+
+
+@pytest.mark.kafka
+@needs_kafka
 def test_a_paused_then_killed_producer_leaves_a_checkable_history(
     kafka: KafkaInstall, bootstrap: str, tmp_path: Path
 ) -> None:

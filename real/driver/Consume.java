@@ -28,7 +28,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * time, {@code {records: [{topic, partition, offset, value}], isolation, group: null}}); a poll
  * that throws is a {@code fail} op and ends the reading, as in the model. It polls until SIGTERM
  * or until the spec's {@code stop_file} exists. With the spec's {@code warmup}, its positions
- * are fixed and its client's record paths warmed ({@link Warmup#reader}) before the first poll.
+ * are fixed and its client's record paths warmed ({@link Warmup#reader}) before the first poll,
+ * and with {@code warmup.own} its own consumer reads the warm-up topic until its start.
  */
 final class Consume {
     private final JsonNode spec;
@@ -81,8 +82,8 @@ final class Consume {
     }
 
     /** A {@code poll} ok op for {@code records}. */
-    static void recordPoll(History history, String process, ConsumerRecords<String, byte[]> records,
-            String isolation) {
+    static void recordPoll(History history, String process,
+            Iterable<ConsumerRecord<String, byte[]>> records, String isolation) {
         ObjectNode value = pollValue(records, isolation);
         long id = history.nextId();
         double time = history.now();
@@ -91,7 +92,8 @@ final class Consume {
     }
 
     /** The value of a {@code poll} ok op for {@code records}. */
-    static ObjectNode pollValue(ConsumerRecords<String, byte[]> records, String isolation) {
+    static ObjectNode pollValue(Iterable<ConsumerRecord<String, byte[]>> records,
+            String isolation) {
         ObjectNode value = EosimDriver.JSON.createObjectNode();
         ArrayNode polled = value.putArray("records");
         for (ConsumerRecord<String, byte[]> r : records) {
@@ -117,7 +119,9 @@ final class Consume {
         String process = EosimDriver.process(spec, spec.path("incarnation").asInt(0));
         long polls = 0;
         long records = 0;
+        long warmRead = 0;
         double lateMs = -1.0;
+        History sink = null;  // where the warm-up topic's polls go (nowhere), once there are some
         try (KafkaConsumer<String, byte[]> consumer = consumer(spec, isolation, reset)) {
             Thread hook = new Thread(() -> {
                 stop = true;
@@ -129,11 +133,21 @@ final class Consume {
                 }
             });
             Runtime.getRuntime().addShutdownHook(hook);
-            consumer.assign(partitions(consumer, topic, 60_000));
+            List<TopicPartition> runPartitions = partitions(consumer, topic, 60_000);
+            // With warmup.own, the run's own consumer also reads the warm-up topic from its
+            // end until its start (Warmup.ownPartitions): the run's producers write there at
+            // the run's rate just before it.
+            List<TopicPartition> warm = Warmup.ownPartitions(spec, consumer);
+            List<TopicPartition> assigned = new ArrayList<>(runPartitions);
+            assigned.addAll(warm);
+            consumer.assign(assigned);
             if (spec.has("warmup")) {
                 // Where the reading starts is fixed now, before the epoch; then the client's
                 // record paths are warmed on another consumer (a warm-up that ends late
                 // misses nothing: the first poll reads from these positions).
+                if (!warm.isEmpty()) {
+                    consumer.seekToEnd(warm);  // (an empty list would mean every partition)
+                }
                 for (TopicPartition tp : consumer.assignment()) {
                     consumer.position(tp, Duration.ofSeconds(60));
                 }
@@ -143,6 +157,10 @@ final class Consume {
                 lateMs = Math.max(0.0, history.now());
             }
             while (!stop && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
+                if (!warm.isEmpty() && history.now() >= 0.0) {
+                    consumer.assign(runPartitions);  // the positions read so far are kept
+                    warm = List.of();
+                }
                 ConsumerRecords<String, byte[]> got;
                 try {
                     got = consumer.poll(Duration.ofMillis(Math.max(1, pollMs)));
@@ -152,11 +170,36 @@ final class Consume {
                     history.failedNow("poll", process, EosimDriver.describe(e));
                     break;
                 }
-                if (!got.isEmpty()) {
-                    polls++;
-                    records += got.count();
-                    recordPoll(history, process, got, isolation);
+                if (got.isEmpty()) {
+                    continue;
                 }
+                Iterable<ConsumerRecord<String, byte[]>> read = got;
+                int count = got.count();
+                if (!warm.isEmpty()) {
+                    List<ConsumerRecord<String, byte[]>> warmed = new ArrayList<>();
+                    List<ConsumerRecord<String, byte[]>> ofRun = new ArrayList<>();
+                    for (ConsumerRecord<String, byte[]> r : got) {
+                        (r.topic().equals(topic) ? ofRun : warmed).add(r);
+                    }
+                    if (!warmed.isEmpty()) {
+                        if (sink == null) {
+                            sink = Warmup.discarding(spec);
+                        }
+                        warmRead += warmed.size();
+                        recordPoll(sink, Warmup.WARMUP_PROCESS, warmed, isolation);
+                    }
+                    read = ofRun;
+                    count = ofRun.size();
+                }
+                if (count > 0) {
+                    polls++;
+                    records += count;
+                    recordPoll(history, process, read, isolation);
+                }
+            }
+        } finally {
+            if (sink != null) {
+                sink.close();
             }
         }
         history.close();
@@ -168,6 +211,7 @@ final class Consume {
         if (lateMs >= 0) {
             result.put("late_ms", lateMs);
         }
+        result.put("warm_read", warmRead);
         return result;
     }
 }
