@@ -80,6 +80,12 @@ def warm_ack_latencies(history: History, warm_up_ms: float = WARM_UP_MS) -> list
 def read_after_ack_latencies(history: History) -> list[float]:
     """From each ``ok`` send's completion to the first poll (by a consumer other than the final
     drain) that returned its record, in ms; sends no consumer read are left out."""
+    return [lag for _, lag in read_after_ack(history)]
+
+
+def read_after_ack(history: History) -> list[tuple[float, float]]:
+    """(the send's completion, ack to first read) of each ``ok`` send a consumer read, in ms
+    (see :func:`read_after_ack_latencies`)."""
     first_read: dict[tuple[str, str], float] = {}
     for poll in history.polls:
         if poll.process.startswith(DRAIN_PROCESS):
@@ -98,7 +104,7 @@ def read_after_ack_latencies(history: History) -> list[float]:
     ):
         read = first_read.get((topic, value))
         if read is not None:
-            out.append(read - completed)
+            out.append((completed, read - completed))
     return out
 
 

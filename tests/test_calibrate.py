@@ -22,6 +22,7 @@ from eosim.analysis.timings import (
     Failover,
     failover_times,
     failovers,
+    read_after_ack,
     read_after_ack_latencies,
     warm_ack_latencies,
 )
@@ -326,6 +327,8 @@ def test_ack_to_first_read_takes_each_records_first_read_by_a_consumer_not_the_d
     history = history_from_records(records)
     assert sorted(read_after_ack_latencies(history)) == [-1.0, 5.0]
     assert read_after_ack_latencies(history_from_records(_send(0, 0, 1, 2))) == []
+    # ... each with its send's acknowledgement, which benchmarks/split_read_lag.py splits by
+    assert sorted(read_after_ack(history)) == [(104.0, 5.0), (112.0, -1.0)]
 
 
 def _written_then_faulted(kind: str, target: str) -> tuple[list[dict], int]:
