@@ -459,6 +459,7 @@ logger.state.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
+_REQUEST_LOG_OFF = "logger.request.level = WARN"
 
 
 def find_log_binding(libs: Path) -> Path | None:
@@ -518,6 +519,7 @@ class RealCluster:
         log_binding: Path | None = None,
         start_timeout: float = 90.0,
         stop_grace: float = 10.0,
+        request_log: bool = False,
     ) -> None:
         if brokers < 1 or brokers > 99:
             raise ValueError(f"a RealCluster has 1 to 99 brokers, not {brokers}")
@@ -530,6 +532,9 @@ class RealCluster:
         self.log_binding = log_binding if log_binding is not None else find_log_binding(self.libs)
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
+        # Every node logs each request it completes, with its times (kafka.request.logger at
+        # DEBUG; for tracing, not for runs that are measured: the logging is work of its own).
+        self.request_log = request_log
         self.cluster_id = new_cluster_id()
         self.broker_names = [f"broker-{i}" for i in range(brokers)]
         self.refuses = dict(type(self).refuses)
@@ -598,6 +603,12 @@ class RealCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def log4j(self) -> str:
+        """The nodes' log configuration (with ``request_log``, the request logger at DEBUG)."""
+        if self.request_log:
+            return _LOG4J2.replace(_REQUEST_LOG_OFF, "logger.request.level = DEBUG")
+        return _LOG4J2
+
     def start(self) -> float:
         """Clean up a previous run's leftovers, write the configs, format, start every node and
         wait until every broker serves. Returns the seconds it took."""
@@ -607,7 +618,7 @@ class RealCluster:
         if self.work_dir.exists():
             shutil.rmtree(self.work_dir)
         self.work_dir.mkdir(parents=True)
-        (self.work_dir / "log4j2.properties").write_text(_LOG4J2)
+        (self.work_dir / "log4j2.properties").write_text(self.log4j())
         if self.net is not None:
             self.net.setup([CONTROLLER, *self.broker_names])
         for node in self.nodes.values():

@@ -70,8 +70,11 @@ class KafkaTarget:
         *,
         keep: bool = False,
         network: Any = "auto",
+        request_log: bool = False,
     ) -> None:
         self.install = install
+        # RealCluster's ``request_log``: every node logs each request it completes (tracing).
+        self.request_log = request_log
         # RealCluster's ``network``: "auto", "netns", "loopback", or a Network of its own
         # prefix and subnet (tests beside a cluster that uses the default ones).
         self.network = network
@@ -111,6 +114,7 @@ class KafkaTarget:
                 admin=ActionTopicAdmin(partial(clients.admin, self.install)),
                 java=str(self.install.java),
                 network=self.network,
+                request_log=self.request_log,
             )
             self.cluster.start()
         return self.cluster

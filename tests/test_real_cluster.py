@@ -272,6 +272,16 @@ def test_delete_records_asks_the_admin_for_each_partition_and_reports_each_answe
     assert "delete_records" not in RealCluster.refuses
 
 
+def test_the_request_log_is_at_debug_only_when_asked_for() -> None:
+    """``request_log`` (benchmarks/real_request_log.py) turns Kafka's request logger to DEBUG,
+    which logs every completed request with its times; a measured run keeps it at WARN."""
+    quiet = RealCluster(LIBS, "/tmp/unused", 3, network="loopback").log4j()
+    traced = RealCluster(LIBS, "/tmp/unused", 3, network="loopback", request_log=True).log4j()
+    assert "logger.request.level = WARN" in quiet and "DEBUG" not in quiet
+    assert "logger.request.level = DEBUG" in traced and "logger.request.level = WARN" not in traced
+    assert traced.replace("DEBUG", "WARN") == quiet
+
+
 def test_refused_fault_kinds_give_one_line_each() -> None:
     cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback")
     lines = refusals(
