@@ -50,10 +50,19 @@ def completed(folder: Path) -> list[dict]:
 
 
 def _accepted(request: dict) -> bool:
+    """Whether AddPartitionsToTxn accepted every partition: a broker's batched request
+    (version 4 on, ``resultsByTransaction``) or a client's (``resultsByTopicV3AndBelow``)."""
+    response = request["response"]
+    if response.get("errorCode", 0) != 0:
+        return False
+    topics = [
+        topic
+        for t in response.get("resultsByTransaction", [])
+        for topic in t.get("topicResults", [])
+    ] + list(response.get("resultsByTopicV3AndBelow", []))
     return all(
         p.get("partitionErrorCode", 0) == 0
-        for t in request["response"].get("resultsByTransaction", [])
-        for topic in t.get("topicResults", [])
+        for topic in topics
         for p in topic.get("resultsByPartition", [])
     )
 
@@ -115,7 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args.scenario, args.out, args.seed, args.overrides)
-    splits = {k: float(v) for k, v in (x.split("=", 1) for x in args.split)}
+    splits = {}
+    for split in args.split:
+        kind, _, ms = split.partition("=")
+        try:
+            splits[kind] = float(ms)
+        except ValueError:
+            parser.error(f"--split {split}: KIND=MS, for example PRODUCE=15")
     print("\n".join(summary(args.folder, splits)))
     return 0
 

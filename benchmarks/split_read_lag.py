@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     for results in args.results:
         root = Path(results)
         manifest = json.loads((root / "manifest.json").read_text())
+        params_of = {int(v["variant"]): v["params"] for v in manifest["variants"]}
         for folder in sorted((root / "histories").glob("variant=*")):
             variant = int(folder.name.split("=", 1)[1])
             parts: list[list[tuple[float, float]]] = [[], []]
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 else "-"
                 for part in parts
             ]
-            params = json.dumps(manifest["variants"][variant]["params"], sort_keys=True)
+            params = json.dumps(params_of[variant], sort_keys=True)
             print(f"{results}  {variant}  {params}  {len(paths)}  {cells[0]}  {cells[1]}")
     return 0
 

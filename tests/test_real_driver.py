@@ -547,6 +547,7 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
     assert reader.wait(30) == 0
     out = reader.result() or {}
     assert 0.0 <= out["late_ms"] < LATE_BOUND_MS
+    assert out["warm_read"] == 0 and "own_until_ms" not in out  # no own read without ``own``
     lines = read_history_lines(tmp_path / "reader.jsonl")
     values = [
         r["value"]
@@ -598,6 +599,8 @@ def test_a_reading_drivers_own_consumer_reads_the_producers_own_warm_up_until_it
     assert reader.wait(30) == 0
     out = reader.result() or {}
     assert out["warm_read"] > 0
+    # ... and dropped the warm-up topic at its start (its first poll after it)
+    assert 0.0 <= out["own_until_ms"] < 1000.0
     lines = read_history_lines(tmp_path / "reader.jsonl")
     polled = [
         r

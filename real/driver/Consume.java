@@ -121,6 +121,7 @@ final class Consume {
         long records = 0;
         long warmRead = 0;
         double lateMs = -1.0;
+        double ownUntilMs = -1.0;  // when the own read of the warm-up topic ended
         History sink = null;  // where the warm-up topic's polls go (nowhere), once there are some
         try (KafkaConsumer<String, byte[]> consumer = consumer(spec, isolation, reset)) {
             Thread hook = new Thread(() -> {
@@ -145,21 +146,28 @@ final class Consume {
                 // Where the reading starts is fixed now, before the epoch; then the client's
                 // record paths are warmed on another consumer (a warm-up that ends late
                 // misses nothing: the first poll reads from these positions).
-                if (!warm.isEmpty()) {
-                    consumer.seekToEnd(warm);  // (an empty list would mean every partition)
-                }
-                for (TopicPartition tp : consumer.assignment()) {
+                for (TopicPartition tp : runPartitions) {
                     consumer.position(tp, Duration.ofSeconds(60));
                 }
                 Warmup.reader(spec, isolation);
                 // How far past the epoch (the reader's start) its warm-up ran: its first poll
                 // went that late (the runner's referee bounds it).
                 lateMs = Math.max(0.0, history.now());
+                if (!warm.isEmpty()) {
+                    // From the warm-up topic's end as it is now, so that the own read takes
+                    // the producers' paced sends, not the backlog of their earlier warm-ups
+                    // in a few large polls. (An empty list would mean every partition.)
+                    consumer.seekToEnd(warm);
+                    for (TopicPartition tp : warm) {
+                        consumer.position(tp, Duration.ofSeconds(60));
+                    }
+                }
             }
             while (!stop && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
                 if (!warm.isEmpty() && history.now() >= 0.0) {
                     consumer.assign(runPartitions);  // the positions read so far are kept
                     warm = List.of();
+                    ownUntilMs = history.now();
                 }
                 ConsumerRecords<String, byte[]> got;
                 try {
@@ -212,6 +220,9 @@ final class Consume {
             result.put("late_ms", lateMs);
         }
         result.put("warm_read", warmRead);
+        if (ownUntilMs >= 0) {
+            result.put("own_until_ms", ownUntilMs);
+        }
         return result;
     }
 }
