@@ -146,22 +146,20 @@ final class Consume {
                 // Where the reading starts is fixed now, before the epoch; then the client's
                 // record paths are warmed on another consumer (a warm-up that ends late
                 // misses nothing: the first poll reads from these positions).
-                for (TopicPartition tp : runPartitions) {
+                if (!warm.isEmpty()) {
+                    // The warm-up topic from its end as it is before the bulk read below (which
+                    // can take its 2 s): the own read then takes the backlog the producers'
+                    // client warm-ups wrote meanwhile, and their own paced sends after it.
+                    // (An empty list would mean every partition.)
+                    consumer.seekToEnd(warm);
+                }
+                for (TopicPartition tp : consumer.assignment()) {
                     consumer.position(tp, Duration.ofSeconds(60));
                 }
                 Warmup.reader(spec, isolation);
                 // How far past the epoch (the reader's start) its warm-up ran: its first poll
                 // went that late (the runner's referee bounds it).
                 lateMs = Math.max(0.0, history.now());
-                if (!warm.isEmpty()) {
-                    // From the warm-up topic's end as it is now, so that the own read takes
-                    // the producers' paced sends, not the backlog of their earlier warm-ups
-                    // in a few large polls. (An empty list would mean every partition.)
-                    consumer.seekToEnd(warm);
-                    for (TopicPartition tp : warm) {
-                        consumer.position(tp, Duration.ofSeconds(60));
-                    }
-                }
             }
             while (!stop && (stopFile == null || !Files.exists(Path.of(stopFile)))) {
                 if (!warm.isEmpty() && history.now() >= 0.0) {
