@@ -102,16 +102,22 @@ def _property(value: Any) -> str:
     return str(value)
 
 
-def _thread_states(pid: int) -> list[str] | None:
+def _thread_states(pid: int, proc: Path = Path("/proc")) -> list[str] | None:
     """The scheduler state of every thread of process ``pid`` (``/proc/PID/task/*/stat``);
-    None when ``/proc`` cannot tell (the process is gone)."""
-    tasks = Path(f"/proc/{pid}/task")
+    None when ``/proc`` cannot tell (the process is gone). A thread that ends while they are
+    read is left out: a JVM starts and ends threads all the time, and taking one that
+    vanished for the process being gone made a resume fail at once ("still stopped")."""
     try:
-        return [
-            (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
-        ]
-    except (OSError, IndexError):
+        tasks = list((proc / str(pid) / "task").iterdir())
+    except OSError:
         return None
+    states = []
+    for task in tasks:
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return states
 
 
 # HotSpot's JIT compiler threads by their native names ("C2 CompilerThread0" cut to 15

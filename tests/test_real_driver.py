@@ -695,3 +695,18 @@ def test_wait_stopped_sees_a_stopped_process_and_not_a_running_one() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_thread_that_ends_while_the_states_are_read_is_left_out(tmp_path: Path) -> None:
+    """A JVM starts and ends threads all the time: a thread whose ``stat`` is gone by the time
+    it is read is skipped, not taken for the process being gone (which made a driver's resume
+    fail at once, "still stopped 2 s after SIGCONT", in the full suite of 2026-11-30)."""
+    from eosim.real.clients import _thread_states
+
+    tasks = tmp_path / "77" / "task"
+    for tid, state in (("77", "S"), ("78", "T"), ("79", None)):
+        (tasks / tid).mkdir(parents=True)
+        if state is not None:  # thread 79 ended: its folder is listed, its stat gone
+            (tasks / tid / "stat").write_text(f"{tid} (C2 CompilerThre) {state} 1 2 3\n")
+    assert sorted(_thread_states(77, tmp_path) or []) == ["S", "T"]
+    assert _thread_states(88, tmp_path) is None  # no such process
