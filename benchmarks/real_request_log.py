@@ -95,7 +95,7 @@ def summary(folder: Path, splits: dict[str, float], least: int = 20) -> list[str
 
 
 def run(scenario_path: str, out: Path, seed: int | None, overrides: list[str]) -> int:
-    from eosim.api import kafka_install
+    from eosim.api import kafka_install, write_history
     from eosim.real.target import KafkaTarget
     from eosim.simulation.scenario import load_scenario
 
@@ -103,9 +103,7 @@ def run(scenario_path: str, out: Path, seed: int | None, overrides: list[str]) -
     out.mkdir(parents=True, exist_ok=True)
     with KafkaTarget(kafka_install(None, None), out, request_log=True) as target:
         result = target.run(scenario, scenario.seed if seed is None else seed)
-    with (out / "history.jsonl").open("w") as f:
-        for line in result.history.lines():
-            f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
+    write_history(result, out / "history.jsonl")
     print(f"kept in {out}: {result.counts}, invalid: {result.invalid or 'no'}")
     return 0
 

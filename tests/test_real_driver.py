@@ -219,7 +219,12 @@ def _reader_spec(
 
 
 def _producer_spec(
-    folder: Path, bootstrap: str, epoch: int, config: dict[str, Any], workload: dict[str, Any]
+    folder: Path,
+    bootstrap: str,
+    epoch: int,
+    config: dict[str, Any],
+    workload: dict[str, Any],
+    **extra: Any,
 ) -> Path:
     """The spec of ``producer-0`` (produce mode) writing ``folder/producer.jsonl``."""
     return write_spec(
@@ -231,7 +236,23 @@ def _producer_spec(
         epoch_ms=epoch,
         config=config,
         workload=workload,
+        **extra,
     )
+
+
+def _stop_reader(folder: Path, reader: DriverProcess) -> tuple[dict[str, Any], list[dict]]:
+    """Stop ``reader-0`` (its stop file) a second after the run's writes: its result and
+    the records its polls returned."""
+    time.sleep(1.0)
+    (folder / "stop").touch()
+    assert reader.wait(30) == 0
+    polled = [
+        r
+        for line in read_history_lines(folder / "reader.jsonl")
+        if line.get("f") == "poll" and line["type"] == "ok"
+        for r in line["value"]["records"]
+    ]
+    return reader.result() or {}, polled
 
 
 def _drain(kafka: KafkaInstall, bootstrap: str, folder: Path, epoch: int, topic: str) -> None:
@@ -542,20 +563,10 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
         90,
     )
     assert result["acked"] == 200
-    time.sleep(1.0)
-    (tmp_path / "stop").touch()
-    assert reader.wait(30) == 0
-    out = reader.result() or {}
+    out, polled = _stop_reader(tmp_path, reader)
     assert 0.0 <= out["late_ms"] < LATE_BOUND_MS
     assert out["warm_read"] == 0 and "own_until_ms" not in out  # no own read without ``own``
-    lines = read_history_lines(tmp_path / "reader.jsonl")
-    values = [
-        r["value"]
-        for line in lines
-        if line.get("f") == "poll" and line["type"] == "ok"
-        for r in line["value"]["records"]
-    ]
-    assert sorted(values) == sorted(f"producer-0-{i}" for i in range(200))
+    assert sorted(r["value"] for r in polled) == sorted(f"producer-0-{i}" for i in range(200))
 
 
 @pytest.mark.kafka
@@ -581,33 +592,20 @@ def test_a_reading_drivers_own_consumer_reads_the_producers_own_warm_up_until_it
             warmup={"topic": "mwarm", "records": WARMUP_READ_RECORDS, "own": True},
         ),
     )
-    spec = write_spec(
-        tmp_path / "producer.json",
-        "produce",
-        "producer-0",
+    spec = _producer_spec(
+        tmp_path,
         bootstrap,
-        history=tmp_path / "producer.jsonl",
-        epoch_ms=epoch,
-        config={"acks": "all"},
-        workload={"topic": "mrun", "records": 200, "rate": 400.0},
+        epoch,
+        {"acks": "all"},
+        {"topic": "mrun", "records": 200, "rate": 400.0},
         warmup={"topic": "mwarm", "records": WARMUP_RECORDS, "own_ms": OWN_WARMUP_MS},
     )
     result = run_driver(kafka, spec, 90)
     assert result["acked"] == 200 and result["warm_sent"] > 0
-    time.sleep(1.0)
-    (tmp_path / "stop").touch()
-    assert reader.wait(30) == 0
-    out = reader.result() or {}
+    out, polled = _stop_reader(tmp_path, reader)
     assert out["warm_read"] > 0
     # ... and dropped the warm-up topic at its start (its first poll after it)
     assert 0.0 <= out["own_until_ms"] < 1000.0
-    lines = read_history_lines(tmp_path / "reader.jsonl")
-    polled = [
-        r
-        for line in lines
-        if line.get("f") == "poll" and line["type"] == "ok"
-        for r in line["value"]["records"]
-    ]
     assert {r["topic"] for r in polled} == {"mrun"}
     assert sorted(r["value"] for r in polled) == sorted(f"producer-0-{i}" for i in range(200))
 
