@@ -871,6 +871,23 @@ def summary(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Costs the measurement's loads (a plain producer and a reader) cannot fit: kept from the preset
+# being replaced, with where they came from (its header says).
+NOT_MEASURED = ("transaction",)
+
+
+def keep_unmeasured(params: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
+    """Carry the previous preset's :data:`NOT_MEASURED` service costs into ``params``;
+    the names carried over."""
+    kept: list[str] = []
+    old = ((previous or {}).get("resources") or {}).get("service") or {}
+    for kind in NOT_MEASURED:
+        if kind not in params["service"] and kind in old:
+            params["service"][kind] = old[kind]
+            kept.append(kind)
+    return kept
+
+
 def write_preset(name: str, params: dict[str, Any], header: str) -> Path:
     folder = Path(__file__).resolve().parent.parent / "simulation" / "presets"
     folder.mkdir(parents=True, exist_ok=True)
@@ -932,6 +949,11 @@ def main(argv: list[str] | None = None) -> int:
         "cores,\n# a controller, three brokers and the clients on this machine "
         '(docs/calibration.md, "The resource model, fitted").\n'
     )
+    preset_path = Path(__file__).resolve().parent.parent / "simulation" / "presets"
+    previous_file = preset_path / f"{args.preset}.yaml"
+    previous = yaml.safe_load(previous_file.read_text()) if previous_file.exists() else None
+    for kind in keep_unmeasured(params, previous):
+        header += f"# service.{kind}: not measured by these loads, kept from the preset replaced.\n"
     path = write_preset(args.preset, params, header)
     (out / "measure.md").write_text(summary(data))
     print(summary(data))

@@ -13,9 +13,11 @@ metadata (brokers, topics, each partition's replicas), the protocol rules and it
 * the cluster-wide producer-id block allocator;
 * one :class:`Broker` per broker name, in the metadata's order, each hosting its replicas
   and a :class:`CoordinatorRuntime`;
-* the broker-to-coordinator calls of KIP-890 (:meth:`verify_partition`, part 1, and
-  :meth:`add_partition`, part 2), which a leader makes on a transaction's first produce, to
-  the coordinator its metadata cache names.
+* the broker-to-coordinator questions of KIP-890, which a leader asks on a transaction's
+  first produce of the coordinator its metadata cache names: part 1's verification, a direct
+  call (:meth:`verify_partition`), and part 2's add under transaction version 2, an
+  AddPartitionsToTxn request each broker's ``AddPartitionsToTxnManager`` sends to the broker
+  :meth:`transaction_coordinator` names.
 
 An internal partition is hosted (its replicas created, fetched) only once it is *active*:
 the first FindCoordinator for one of its keys, or a KIP-890 call, activates it, and every
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from eosim.simulation.broker.add_partitions_to_txn_manager import add_partitions_error
 from eosim.simulation.broker.broker import Broker, BrokerSettings, PartitionVerifier
 from eosim.simulation.broker.log import LogConfig, PartitionLog
 from eosim.simulation.broker.log_manager import LogManagerSettings
@@ -73,10 +76,8 @@ from eosim.simulation.coordinator.group_config import GroupConfig
 from eosim.simulation.coordinator.group_coordinator import GroupCoordinator, OffsetStore
 from eosim.simulation.coordinator.group_coordinator_service import GroupCoordinatorService
 from eosim.simulation.coordinator.runtime import (
-    AddPartition,
     CoordinatorRuntime,
     CoordinatorSettings,
-    Done,
     FenceListener,
 )
 from eosim.simulation.coordinator.transaction_coordinator_handlers import (
@@ -207,13 +208,6 @@ def _handled_request(runtime: CoordinatorRuntime) -> None:
         runtime.rm.complete_actions()
 
 
-def add_partitions_error(error: Errors) -> Errors:
-    """How AddPartitionsToTxnManager hands a coordinator's answer to the leader or group
-    coordinator that asked: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH (an abortable
-    error for the client, KIP-588); everything else as it is."""
-    return Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error
-
-
 class Cluster:
     """Brokers, their coordinators and the state they share (see the module docstring)."""
 
@@ -264,7 +258,6 @@ class Cluster:
             verifier = (
                 self._verifier_for(name) if rules.transaction_partition_verification else None
             )
-            adder = self._adder_for(name)
             self.brokers[name] = Broker(
                 env,
                 name,
@@ -275,7 +268,6 @@ class Cluster:
                 settings.broker,
                 self.probe,
                 verifier,
-                adder,
                 replication=settings.replication,
                 topics=topics,
                 controller=CONTROLLER,
@@ -296,6 +288,7 @@ class Cluster:
                     if machines is not None
                     else None
                 ),
+                coordinator_of=partial(self.transaction_coordinator, caller=name) if tv2 else None,
             )
         registrations = {}
         for tp in metadata.all_partitions():
@@ -339,7 +332,11 @@ class Cluster:
                     if streams is not None
                     else None
                 ),
-                add_partition=self._adder_for(name) if tv2 else None,
+                add_partition=(
+                    broker.add_partitions_manager.add
+                    if broker.add_partitions_manager is not None
+                    else None
+                ),
             )
             self._runtimes[name] = runtime
 
@@ -437,17 +434,13 @@ class Cluster:
 
         return verify
 
-    def _adder_for(self, caller: str) -> AddPartition:
-        def add(
-            txn_id: str | None,
-            pid: int,
-            epoch: int,
-            tps: tuple[TopicPartition, ...],
-            on_done: Done,
-        ) -> None:
-            self.add_partition(txn_id, pid, epoch, tps, on_done, caller)
-
-        return add  # type: ignore[return-value]
+    def transaction_coordinator(self, txn_id: str, caller: str) -> str | None:
+        """The broker ``caller``'s metadata cache names coordinator of ``txn_id`` (the leader
+        of its ``__transaction_state`` partition, activated now if it was not): where
+        ``caller``'s AddPartitionsToTxnManager sends its adds."""
+        partition = internal_partition(txn_id, "transaction")
+        self.activate(partition)
+        return self.leader_seen_by(caller, partition)
 
     def verify_partition(
         self,
@@ -469,32 +462,6 @@ class Cluster:
         error = add_partitions_error(runtime.txn_handlers.verify_partition(txn_id, pid, epoch, tp))
         _handled_request(runtime)
         return error
-
-    def add_partition(
-        self,
-        txn_id: str | None,
-        pid: int,
-        epoch: int,
-        tps: tuple[TopicPartition, ...],
-        on_done: Done,
-        caller: str | None = None,
-    ) -> None:
-        """Transaction version 2: a leader (or group coordinator) adds ``tps`` to the
-        producer's transaction (AddPartitionsToTxnManager, operation addPartition: the
-        partitions of one produce request travel in one entry, so the coordinator adds them
-        with one write); ``on_done`` gets the coordinator's answer once its write is
-        replicated."""
-        if txn_id is None:
-            on_done(Errors.INVALID_TXN_STATE)
-            return
-        runtime = self.transaction_runtime(txn_id, caller)
-        if runtime is None:
-            on_done(Errors.COORDINATOR_NOT_AVAILABLE)
-            return
-        runtime.txn_handlers.add_partitions(
-            txn_id, pid, epoch, tps, lambda error: on_done(add_partitions_error(error))
-        )
-        _handled_request(runtime)
 
     # -- faults and the end of a run -----------------------------------------------------
     def fault_targets(self) -> dict[str, FaultTarget]:

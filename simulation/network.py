@@ -304,7 +304,7 @@ class Network:
                 self._record("dropped", msg)
             if conn.refused and src == conn.client and not conn.blackholed:
                 # The client wrote to a socket its broker closed: TCP answers with a reset.
-                self.send(dst, src, Disconnected(dst, conn.generation))
+                self.send(dst, src, Disconnected(dst, conn.generation, conn.number))
             return
         if self._lost(src, dst, request, internal):
             self.messages_lost += 1
@@ -395,7 +395,7 @@ class Network:
             msg = Message(
                 conn.broker,
                 conn.client,
-                Disconnected(conn.broker, conn.generation),
+                Disconnected(conn.broker, conn.generation, conn.number),
                 None,
                 self.env.now,
             )

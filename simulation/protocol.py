@@ -255,10 +255,12 @@ class TcpAccepted:
 
 @dataclass(slots=True)
 class Disconnected:
-    """Delivered to a client when its connection to ``node`` is reset (e.g. the broker died)."""
+    """Delivered to a client when its connection to ``node`` is reset (e.g. the broker died).
+    ``connection``: the connection's number (unique in the run; 0: not said)."""
 
     node: str
     generation: int
+    connection: int = 0
 
 
 # -- transactions and consumer groups -------------------------------------------------------
@@ -586,6 +588,37 @@ class WriteTxnMarkersResponse:
     correlation_id: int
     producer_id: int
     results: list[tuple[TopicPartition, Errors]]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnAddEntry:
+    """One transaction of a broker's AddPartitionsToTxn (v4+, ``AddPartitionsToTxnTransaction``):
+    add ``partitions`` to it (``verify_only``: only ask whether they are in it, KIP-890 part 1)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    partitions: tuple[TopicPartition, ...]
+    verify_only: bool = False
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnBrokerRequest:
+    """AddPartitionsToTxn sent by a broker's AddPartitionsToTxnManager to a transaction
+    coordinator (``AddPartitionsToTxnRequest.Builder.forBroker``): the transactions the leader
+    (or group coordinator) has waiting for that coordinator, one entry each."""
+
+    correlation_id: int
+    transactions: tuple[TxnAddEntry, ...]
+
+
+@dataclass(slots=True)
+class AddPartitionsToTxnBrokerResponse:
+    """The coordinator's answer: one error per transactional id (Kafka answers per partition;
+    the model's entries are added or refused whole)."""
+
+    correlation_id: int
+    results: tuple[tuple[str, Errors], ...]
 
 
 # -- metadata ------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ class ServiceSpec(_Spec):
     replica_fetch: CostSpec = Field(default_factory=CostSpec)
     replica_append: CostSpec = Field(default_factory=CostSpec)
     other: CostSpec = Field(default_factory=CostSpec)
+    transaction: CostSpec = Field(default_factory=CostSpec)
     client_send: CostSpec = Field(default_factory=CostSpec)
     client_receive: CostSpec = Field(default_factory=CostSpec)
 

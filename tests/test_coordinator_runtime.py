@@ -17,6 +17,7 @@ from eosim.simulation.coordinator.transaction_coordinator_handlers import (
 )
 from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
+    AddPartitionsToTxnBrokerRequest,
     AddPartitionsToTxnRequest,
     ConsumerGroupHeartbeatRequest,
     EndTxnRequest,
@@ -34,6 +35,7 @@ from eosim.simulation.protocol import (
 TRANSACTION_REQUESTS = {
     InitProducerIdRequest,
     AddPartitionsToTxnRequest,
+    AddPartitionsToTxnBrokerRequest,
     AddOffsetsToTxnRequest,
     EndTxnRequest,
 }

@@ -146,13 +146,29 @@ def test_fit_recovers_known_costs() -> None:
 
 def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
     """Refitting the measurement of 2026-11-29 gives the preset, key for key (but the
-    background's burst length, which fit_burst finds by running the model)."""
+    background's burst length, which fit_burst finds by running the model, and the costs
+    its loads cannot measure, which a refit keeps from the preset it replaces)."""
     data = json.loads(FIXTURE.read_text())
     params = measure.fit(data["idle"], data["loads"], data["restart"], 2)
     assert params.pop("_waiting") == pytest.approx(data["waiting_for_a_core"])
     preset = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
     assert preset["background"].pop("burst_ms") == data["fit"]["background"]["burst_ms"]
+    assert "transaction" not in params["service"]
+    assert measure.keep_unmeasured(params, {"resources": preset}) == ["transaction"]
     assert params == preset
+
+
+def test_a_refit_keeps_only_what_its_loads_did_not_measure() -> None:
+    previous = {
+        "resources": {"service": {"transaction": {"fixed_ms": 0.3}, "fetch": {"fixed_ms": 9}}}
+    }
+    params: dict = {"service": {"fetch": {"fixed_ms": 0.01}}}
+    assert measure.keep_unmeasured(params, previous) == ["transaction"]
+    assert params["service"] == {"fetch": {"fixed_ms": 0.01}, "transaction": {"fixed_ms": 0.3}}
+    measured: dict = {"service": {"transaction": {"fixed_ms": 0.5}}}
+    assert measure.keep_unmeasured(measured, previous) == []
+    assert measured["service"]["transaction"] == {"fixed_ms": 0.5}
+    assert measure.keep_unmeasured({"service": {}}, None) == []
 
 
 def test_refit_without_a_measurement_is_one_line_and_exit_2(

@@ -38,6 +38,10 @@ from dataclasses import dataclass
 
 import simpy
 
+from eosim.simulation.broker.add_partitions_to_txn_manager import (
+    AddPartitionsToTxnManager,
+    CoordinatorOf,
+)
 from eosim.simulation.broker.fetch_request_handler import FetchRequestHandler
 from eosim.simulation.broker.kafka_apis import KafkaApis
 from eosim.simulation.broker.lifecycle import BrokerLifecycleManager, LifecycleSettings
@@ -46,6 +50,7 @@ from eosim.simulation.broker.log_manager import LogManager, LogManagerSettings
 from eosim.simulation.broker.metadata_publisher import BrokerMetadataPublisher
 from eosim.simulation.broker.partition import Partition, TopicSettings
 from eosim.simulation.broker.produce_request_handler import (
+    BROKER_REQUEST_TIMEOUT_MS,
     PartitionVerifier,
     ProduceRequestHandler,
 )
@@ -113,7 +118,9 @@ class Broker:
     builds the runtimes after the brokers; None, or a provider answering None: none);
     ``hostable``: whether a partition the metadata names this broker a replica of is hosted
     yet (every one by default); ``state_log``: where its state changes are recorded (its
-    life, its replicas' roles)."""
+    life, its replicas' roles); ``coordinator_of``: where a transactional id's coordinator is
+    in this broker's metadata cache, for its :class:`AddPartitionsToTxnManager` (None: the
+    broker sends no AddPartitionsToTxn; ``add_partition``, when given, answers instead)."""
 
     def __init__(
         self,
@@ -140,6 +147,7 @@ class Broker:
         hostable: Callable[[TopicPartition], bool] | None = None,
         state_log: StateChangeLog = DISABLED,
         threads: BrokerThreads | None = None,
+        coordinator_of: CoordinatorOf | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -200,6 +208,14 @@ class Broker:
             )
         for tp in partitions:
             self.replica_manager.lead_alone(tp)
+        # KIP-890's requests to transaction coordinators (transaction version 2's adds), when
+        # the broker knows where coordinators are; unit tests may pass ``add_partition`` instead.
+        self.add_partitions_manager: AddPartitionsToTxnManager | None = None
+        if coordinator_of is not None and add_partition is None:
+            self.add_partitions_manager = AddPartitionsToTxnManager(
+                env, name, network, coordinator_of, BROKER_REQUEST_TIMEOUT_MS
+            )
+            add_partition = self.add_partitions_manager.add  # type: ignore[assignment]
         server = self.socket_server
         rm = self.replica_manager
         self.apis = KafkaApis(
@@ -226,6 +242,7 @@ class Broker:
                 env, name, self, server, rm, self._coordinator, self.probe
             ),
             BrokerMetadataPublisher(rm, self.lifecycle),
+            self.add_partitions_manager,
         )
         network.register(name, self.receive, client=False)
         self.request_handler = KafkaRequestHandler(env, self, server, self.apis, rm, threads)
@@ -314,6 +331,8 @@ class Broker:
         if self.lifecycle is not None:
             self.lifecycle.stopped()
         self.replica_manager.shutdown()
+        if self.add_partitions_manager is not None:
+            self.add_partitions_manager.shutdown()
         coordinator = self.coordinator
         if coordinator is not None:
             coordinator.crash()

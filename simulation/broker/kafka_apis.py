@@ -12,7 +12,8 @@ and ListOffsets) and :mod:`~eosim.simulation.broker.write_txn_markers_request_ha
 follower's fetch answers and AlterPartition answers to the :class:`ReplicaManager`, the
 controller's metadata to the :class:`BrokerMetadataPublisher`, registration and heartbeat
 answers to the :class:`BrokerLifecycleManager`, marker answers to the coordinator's marker
-channel. To add a request, see :meth:`KafkaApis._dispatch_table`.
+channel, AddPartitionsToTxn answers to the broker's :class:`AddPartitionsToTxnManager`. To
+add a request, see :meth:`KafkaApis._dispatch_table`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from eosim.simulation.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from eosim.simulation.broker.fetch_request_handler import FetchRequestHandler
 from eosim.simulation.broker.lifecycle import BrokerLifecycleManager
 from eosim.simulation.broker.metadata_publisher import BrokerMetadataPublisher
@@ -33,6 +35,7 @@ from eosim.simulation.broker.write_txn_markers_request_handler import (
 from eosim.simulation.coordinator.directory import is_internal
 from eosim.simulation.coordinator.runtime import CoordinatorRuntime
 from eosim.simulation.protocol import (
+    AddPartitionsToTxnBrokerResponse,
     AlterPartitionResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -74,6 +77,7 @@ class KafkaApis:
         fetch: FetchRequestHandler,
         markers: WriteTxnMarkersRequestHandler,
         metadata_publisher: BrokerMetadataPublisher,
+        add_partitions: AddPartitionsToTxnManager | None = None,
     ) -> None:
         self.name = name
         self.process = process
@@ -86,6 +90,7 @@ class KafkaApis:
         self.fetch = fetch
         self.markers = markers
         self.metadata_publisher = metadata_publisher
+        self.add_partitions = add_partitions
         self.handlers = self._dispatch_table()
 
     def handle(self, request: object) -> object | None:
@@ -132,7 +137,8 @@ class KafkaApis:
             MetadataDelta: self.metadata_publisher.on_delta,
             BrokerHeartbeatResponse: self._handle_heartbeat_response,
             BrokerRegistrationResponse: self._handle_registration_response,
-            Disconnected: fetchers.on_disconnected,
+            AddPartitionsToTxnBrokerResponse: self._handle_add_partitions_response,
+            Disconnected: self._handle_disconnected,
             CallbackRequest: lambda r: r.run(),
         }
 
@@ -150,6 +156,19 @@ class KafkaApis:
         runtime = self.coordinator()
         if runtime is not None:
             runtime.markers.on_response(response.correlation_id, response.results)
+
+    def _handle_add_partitions_response(self, response: AddPartitionsToTxnBrokerResponse) -> None:
+        """A coordinator's answer to this broker's AddPartitionsToTxn (its sender thread)."""
+        if self.add_partitions is not None:
+            msg = self.server.current
+            self.add_partitions.on_response(msg.src, msg.conn, response)
+
+    def _handle_disconnected(self, payload: Disconnected) -> None:
+        """A connection this broker opened was reset: a replica fetcher's, or its
+        AddPartitionsToTxnManager's."""
+        self.replica_manager.replica_fetcher_manager.on_disconnected(payload)
+        if self.add_partitions is not None:
+            self.add_partitions.on_disconnected(payload)
 
     def _handle_metadata(self, request: MetadataRequest) -> MetadataResponse:
         """A client's metadata request, answered from this broker's metadata cache (which

@@ -10,7 +10,8 @@ Kafka's request path (``SocketServer``, ``RequestChannel``, ``KafkaRequestHandle
    threads stop reading until one is taken);
 3. one of ``num.io.threads`` request handler threads handles it: its kind's cost
    (:attr:`ServiceTimes.produce` per record appended, :attr:`ServiceTimes.fetch`,
-   :attr:`ServiceTimes.replica_fetch`, :attr:`ServiceTimes.other`);
+   :attr:`ServiceTimes.replica_fetch`, :attr:`ServiceTimes.transaction`,
+   :attr:`ServiceTimes.other`);
 
 each step holding a thread and a core of the broker's host (:class:`eosim.simulation.host.
 Host`), stretched by the broker JVM's pauses (:meth:`eosim.simulation.host.Jvm.finish`). The answer
@@ -38,11 +39,17 @@ from eosim.simulation.config import kafka_default
 from eosim.simulation.host import Jvm
 from eosim.simulation.network import Message
 from eosim.simulation.protocol import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnBrokerRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
     FetchRequest,
     FetchResponse,
     ProduceRequest,
     ReplicaFetchRequest,
     ReplicaFetchResponse,
+    TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 )
 from eosim.simulation.request_channel import CallbackRequest
 
@@ -76,6 +83,7 @@ class ServiceTimes:
     replica_fetch: Cost = field(default_factory=Cost)
     replica_append: Cost = field(default_factory=Cost)
     other: Cost = field(default_factory=Cost)
+    transaction: Cost = field(default_factory=Cost)
     client_send: Cost = field(default_factory=Cost)
     client_receive: Cost = field(default_factory=Cost)
 
@@ -103,6 +111,22 @@ def records_of(payload: object) -> int:
             for b in data.batches
         )
     return 0
+
+
+# What costs a handler thread :attr:`ServiceTimes.transaction`: the transaction coordinator's
+# requests, the markers a leader appends, and the append of a transactional produce that waited
+# for its partition's add (a callback request: the first handling paid the produce's cost).
+TRANSACTIONAL_REQUESTS = frozenset(
+    {
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnBrokerRequest,
+        AddOffsetsToTxnRequest,
+        EndTxnRequest,
+        TxnOffsetCommitRequest,
+        WriteTxnMarkersRequest,
+        CallbackRequest,
+    }
+)
 
 
 class BrokerProcess(Protocol):
@@ -156,6 +180,8 @@ class BrokerThreads:
             return s.fetch, 0
         if kind is ReplicaFetchRequest:
             return s.replica_fetch, 0
+        if kind in TRANSACTIONAL_REQUESTS:
+            return s.transaction, 0
         return s.other, 0
 
     def book_request(self, msg: Message, now: float) -> tuple[float, float]:

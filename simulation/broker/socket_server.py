@@ -32,6 +32,7 @@ from eosim.simulation.broker.request_handler_pool import (
 )
 from eosim.simulation.network import Connection, Message, Network
 from eosim.simulation.protocol import (
+    AddPartitionsToTxnBrokerResponse,
     AlterPartitionResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
@@ -230,7 +231,9 @@ class SocketServer:
 
     def notify_reset(self, conn: Connection) -> None:
         # Sent outside the (now closed) connection, so it is not dropped with it.
-        self.network.send(self.name, conn.client, Disconnected(self.name, conn.generation))
+        self.network.send(
+            self.name, conn.client, Disconnected(self.name, conn.generation, conn.number)
+        )
 
     # -- the process ---------------------------------------------------------------------
     @property
@@ -374,6 +377,9 @@ OWN_THREADS = frozenset(
         # The coordinator's TxnMarkerSenderThread (an InterBrokerSendThread) handles the
         # answers to its markers (TransactionMarkerRequestCompletionHandler).
         WriteTxnMarkersResponse,
+        # AddPartitionsToTxnManager's sender thread (an InterBrokerSendThread) handles the
+        # coordinators' answers to the broker's AddPartitionsToTxn.
+        AddPartitionsToTxnBrokerResponse,
     }
 )
 # What reaches a broker on connections it opened itself (to leaders, the controller, the

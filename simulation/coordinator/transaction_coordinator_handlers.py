@@ -10,8 +10,10 @@ scheduled tasks. It holds
   replicated, and the markers of the aborted transaction are written then;
 * AddPartitionsToTxn and AddOffsetsToTxn (``handleAddPartitionsToTransaction``), from a client
   or, under transaction version 2, from a leader or group coordinator (KIP-890 part 2:
-  :meth:`add_partitions`); KIP-890 part 1's verification (:meth:`verify_partition`,
-  ``handleVerifyPartitionsInTransaction``) against the state before a write in flight;
+  :meth:`add_partitions`, asked by a broker's AddPartitionsToTxnManager in a request of its
+  own, :class:`AddPartitionsToTxnBrokerRequest`); KIP-890 part 1's verification
+  (:meth:`verify_partition`, ``handleVerifyPartitionsInTransaction``) against the state before
+  a write in flight;
 * EndTxn (``handleEndTransaction``): once Prepare* is replicated, the markers (through the
   runtime's :class:`TransactionMarkerChannelManager`), then Complete* once every partition
   accepted them, tried again while the log is not available;
@@ -45,6 +47,8 @@ from eosim.simulation.protocol import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     AddOffsetsToTxnRequest,
+    AddPartitionsToTxnBrokerRequest,
+    AddPartitionsToTxnBrokerResponse,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     EndTxnResponse,
@@ -75,12 +79,49 @@ class TransactionCoordinatorHandlers:
         return {
             InitProducerIdRequest: self._init_producer_id,
             AddPartitionsToTxnRequest: self._add_partitions_to_txn,
+            AddPartitionsToTxnBrokerRequest: self._add_partitions_for_broker,
             AddOffsetsToTxnRequest: self._add_offsets_to_txn,
             EndTxnRequest: self._end_txn,
         }
 
     def _add_partitions_to_txn(self, request: AddPartitionsToTxnRequest) -> object | None:
         return self._add_to_txn(request, request.partitions)
+
+    def _add_partitions_for_broker(self, request: AddPartitionsToTxnBrokerRequest) -> object | None:
+        """A broker's AddPartitionsToTxn (v4+, KafkaApis.handleAddPartitionsToTxnRequest):
+        each transaction added (or, ``verify_only``, verified) on its own, and one answer once
+        every one of them has its error."""
+        entries = request.transactions
+        cid = request.correlation_id
+
+        def start(answer: Callable[[object], None]) -> None:
+            errors: dict[str, Errors] = {}
+
+            def answered(txn_id: str) -> Done:
+                def done(error: Errors) -> None:
+                    errors[txn_id] = error
+                    if len(errors) == len(entries):
+                        results = tuple(
+                            (e.transactional_id, errors[e.transactional_id]) for e in entries
+                        )
+                        answer(AddPartitionsToTxnBrokerResponse(cid, results))
+
+                return done
+
+            for e in entries:
+                done = answered(e.transactional_id)
+                if e.verify_only:
+                    verdicts = (
+                        self.verify_partition(e.transactional_id, e.producer_id, e.epoch, tp)
+                        for tp in e.partitions
+                    )
+                    done(next((v for v in verdicts if v is not Errors.NONE), Errors.NONE))
+                else:
+                    self.add_partitions(
+                        e.transactional_id, e.producer_id, e.epoch, e.partitions, done
+                    )
+
+        return self.runtime.answer(start)
 
     def _add_offsets_to_txn(self, request: AddOffsetsToTxnRequest) -> object | None:
         """AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition, as Kafka does."""
