@@ -130,6 +130,8 @@ class Calibration:
     rows: list[Row] = field(default_factory=list)
     # Per side, the runs left out as invalid and why (reason -> runs).
     invalid: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Which runs were compared, when not all of them (compare's ``common``).
+    note: str = ""
 
     @property
     def disagreements(self) -> list[Row]:
@@ -448,11 +450,24 @@ CALIBRATION_CRASH_RESET = "{min: 25ms, max: 120ms}"
 MODEL_ONLY = (VERSION_SET, RESOURCES_SET, CRASH_RESET_SET)
 
 
-def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
+def compare(model_dir: str | Path, kafka_dir: str | Path, common: bool = False) -> Calibration:
     """The calibration of the sweeps in ``model_dir`` and ``kafka_dir`` (same scenario, grid
-    and seeds)."""
+    and seeds). ``common``: only the runs both sides have finished (a side cut short is
+    compared with the same runs of the other), which the report says."""
     mm, mf = _runs(Path(model_dir))
     km, kf = _runs(Path(kafka_dir))
+    note = ""
+    if common:
+        both = set(zip(mf["variant"], mf["run"], strict=True)) & set(
+            zip(kf["variant"], kf["run"], strict=True)
+        )
+        total = int(km.get("total_runs") or len(kf))
+        note = (
+            f"Compared on the {len(both)} runs both sides have finished (the Kafka side has "
+            f"{len(kf)} of {total}, the model side {len(mf)})."
+        )
+        mf = mf[[(v, r) in both for v, r in zip(mf["variant"], mf["run"], strict=True)]]
+        kf = kf[[(v, r) in both for v, r in zip(kf["variant"], kf["run"], strict=True)]]
     for key in ("scenario_yaml", "seed", "runs_per_variant", "grid", "set"):
         mine, theirs = mm.get(key), km.get(key)
         if key == "set":  # the model side may take the real cluster's version and machine
@@ -471,6 +486,7 @@ def compare(model_dir: str | Path, kafka_dir: str | Path) -> Calibration:
         {"model": len(mf), "kafka": len(kf)},
         {"model": mm.get("command", ""), "kafka": km.get("command", "")},
         invalid={"model": model_invalid, "kafka": kafka_invalid},
+        note=note,
     )
     for variant in sorted(names):
         m = mf[mf["variant"] == variant]
@@ -550,7 +566,8 @@ def markdown(cal: Calibration) -> str:
         "",
         f"Model: {cal.runs['model']} valid runs{_invalid_text(cal, 'model')} "
         f"(`{cal.commands['model']}`); Kafka: {cal.runs['kafka']} valid "
-        f"runs{_invalid_text(cal, 'kafka')} (`{cal.commands['kafka']}`).",
+        f"runs{_invalid_text(cal, 'kafka')} (`{cal.commands['kafka']}`)."
+        + (f" {cal.note}" if cal.note else ""),
         "",
         f"Margins: per-record rates {RATE_MARGIN.describe()}, latencies and failover times "
         f"{LATENCY_MARGIN.describe()}, shares of runs {SHARE_MARGIN.describe()}, the median "

@@ -794,6 +794,12 @@ def kafka_install(kafka_version: str | None, kafka_home: str | None) -> None:
     help="How long a killed broker's sockets outlive it on the model side, unless the scenario "
     "sets cluster.crash_reset (default: as measured on the calibration machine; none: at once).",
 )
+@click.option(
+    "--kafka-as-is",
+    is_flag=True,
+    help="Neither run nor resume the Kafka side: compare the runs it has finished with the "
+    "same runs of the model (a Kafka side cut short).",
+)
 def calibrate(
     scenario: str,
     runs: int,
@@ -807,6 +813,7 @@ def calibrate(
     kafka_home: str | None,
     resources: str,
     crash_reset: str | None,
+    kafka_as_is: bool,
 ) -> None:
     """Run each variant N times on the model and N times on a real Kafka, with the same
     seeds' fault schedules, and write a calibration report: the anomalies, per-record rates
@@ -847,6 +854,8 @@ def calibrate(
             except (ScenarioError, ConfigException) as exc:
                 raise BadInput(f"--crash-reset {sockets}: {exc}") from None
     root = Path(out) if out is not None else Path("results") / s.name / "calibration"
+    if kafka_as_is and not (root / "kafka" / "manifest.json").is_file():
+        raise BadInput(f"--kafka-as-is: no Kafka side at {root / 'kafka'}")
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     common: dict[str, Any] = {
         "grid": grid,
@@ -887,9 +896,12 @@ def calibrate(
             err=True,
         )
         run_sweep(path, runs, master=master, out=root / "model", **model)
-        click.echo(f"kafka      {runs} run(s) per variant -> {root / 'kafka'}", err=True)
-        run_sweep(path, runs, master=master, out=root / "kafka", target=where, **common)
-        cal = compare(root / "model", root / "kafka")
+        if kafka_as_is:
+            click.echo(f"kafka      as it is, not run -> {root / 'kafka'}", err=True)
+        else:
+            click.echo(f"kafka      {runs} run(s) per variant -> {root / 'kafka'}", err=True)
+            run_sweep(path, runs, master=master, out=root / "kafka", target=where, **common)
+        cal = compare(root / "model", root / "kafka", common=kafka_as_is)
         written = write(cal, root)
     except (SweepError, CalibrationError) as exc:
         raise BadInput(str(exc)) from None

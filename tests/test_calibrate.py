@@ -186,6 +186,26 @@ def test_invalid_runs_are_left_out_and_counted(tmp_path):
     assert "18 valid runs, 2 invalid and left out: drain incomplete (1)" in report
 
 
+def test_a_side_cut_short_is_compared_on_the_runs_both_sides_have(tmp_path):
+    """The model loses writes in runs 12-19 only, which the Kafka side, cut after 12 runs,
+    never ran: compared on the common runs, both sides agree on none; compared whole, the model's
+    eight runs with losses are counted against Kafka's twelve."""
+    model = sweep(tmp_path / "model", [0] * 12 + [40] * 8, 5.0, 6000.0)
+    kafka = sweep(tmp_path / "kafka", [0] * 12, 5.0, 6000.0, invalid={4: "not warm"})
+    whole = compare(model, kafka)
+    assert _row(whole, "lost_write: runs with").model.text.startswith("8/20")
+    cal = compare(model, kafka, common=True)
+    assert cal.runs == {"model": 12, "kafka": 11}
+    assert _row(cal, "lost_write: runs with").model.text.startswith("0/12")
+    assert _row(cal, "lost_write: runs with").kafka.text.startswith("0/11")
+    report = write(cal, tmp_path / "out")[0].read_text()
+    assert (
+        "Compared on the 12 runs both sides have finished (the Kafka side has 12 of 12, "
+        "the model side 20)." in report
+    )
+    assert "Compared on" not in write(whole, tmp_path / "whole")[0].read_text()
+
+
 def test_the_report_opens_with_the_rows_per_verdict(tmp_path):
     model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
     kafka = sweep(tmp_path / "kafka", [30] * 20, 50.0, 6000.0)

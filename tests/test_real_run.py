@@ -228,6 +228,19 @@ def test_calibrate_refuses_a_bad_crash_reset(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
+def test_calibrate_kafka_as_is_needs_a_kafka_side(tmp_path, capsys):
+    from eosim.cli import main
+
+    path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
+    out = tmp_path / "calibration"
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", path, "--runs", "1", "--kafka-as-is", "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"eosim: error: --kafka-as-is: no Kafka side at {out / 'kafka'}\n"
+    assert not out.exists()
+
+
 CALIBRATION = sorted((ROOT / "scenarios" / "calibration").glob("*.yaml"))
 
 
