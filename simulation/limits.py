@@ -78,8 +78,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "transactions": (
         "KIP-890 verification (part 1) is a direct call to the coordinator, not a request "
         "over the network (transaction version 2's implicit add is a request).",
-        "Transactions commit faster than Kafka's: calibration case 4's median is 9.1 ms "
-        "against Kafka 4.1.1's 26.8 ms (docs/model.md, departure 13).",
+        "Transactions commit faster than Kafka's: calibration case 4's median is 10.9 ms "
+        "against Kafka 4.1.1's 34.8 ms (docs/model.md, departure 13).",
         "The resource model charges one cost for every transactional request on a broker's "
         "threads (service.transaction, 0.26 ms; Kafka: 0.4-0.8 ms local by kind).",
         "The transaction version is one rule for the whole run, not recorded per transactional.id.",
