@@ -458,16 +458,15 @@ def compare(model_dir: str | Path, kafka_dir: str | Path, common: bool = False) 
     km, kf = _runs(Path(kafka_dir))
     note = ""
     if common:
-        both = set(zip(mf["variant"], mf["run"], strict=True)) & set(
-            zip(kf["variant"], kf["run"], strict=True)
-        )
+        mk, kk = (list(zip(f["variant"], f["run"], strict=True)) for f in (mf, kf))
+        both = set(mk) & set(kk)
         total = int(km.get("total_runs") or len(kf))
         note = (
             f"Compared on the {len(both)} runs both sides have finished (the Kafka side has "
             f"{len(kf)} of {total}, the model side {len(mf)})."
         )
-        mf = mf[[(v, r) in both for v, r in zip(mf["variant"], mf["run"], strict=True)]]
-        kf = kf[[(v, r) in both for v, r in zip(kf["variant"], kf["run"], strict=True)]]
+        mf = mf[[key in both for key in mk]]
+        kf = kf[[key in both for key in kk]]
     for key in ("scenario_yaml", "seed", "runs_per_variant", "grid", "set"):
         mine, theirs = mm.get(key), km.get(key)
         if key == "set":  # the model side may take the real cluster's version and machine

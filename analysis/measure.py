@@ -52,6 +52,7 @@ from eosim.real import RealError, clients
 from eosim.real.cluster import ActionTopicAdmin, RealCluster
 from eosim.real.install import DEFAULT_VERSION, KafkaInstall, install
 from eosim.real.runner import warm_up
+from eosim.simulation.resources import load_preset, preset_names
 
 BROKERS = ("broker-0", "broker-1", "broker-2")
 TOPIC = "measure"
@@ -877,10 +878,10 @@ NOT_MEASURED = ("transaction",)
 
 
 def keep_unmeasured(params: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
-    """Carry the previous preset's :data:`NOT_MEASURED` service costs into ``params``;
-    the names carried over."""
+    """Carry the previous preset's (its ``resources`` block, :func:`load_preset`)
+    :data:`NOT_MEASURED` service costs into ``params``; the names carried over."""
     kept: list[str] = []
-    old = ((previous or {}).get("resources") or {}).get("service") or {}
+    old = (previous or {}).get("service") or {}
     for kind in NOT_MEASURED:
         if kind not in params["service"] and kind in old:
             params["service"][kind] = old[kind]
@@ -949,9 +950,7 @@ def main(argv: list[str] | None = None) -> int:
         "cores,\n# a controller, three brokers and the clients on this machine "
         '(docs/calibration.md, "The resource model, fitted").\n'
     )
-    preset_path = Path(__file__).resolve().parent.parent / "simulation" / "presets"
-    previous_file = preset_path / f"{args.preset}.yaml"
-    previous = yaml.safe_load(previous_file.read_text()) if previous_file.exists() else None
+    previous = load_preset(args.preset) if args.preset in preset_names() else None
     for kind in keep_unmeasured(params, previous):
         header += f"# service.{kind}: not measured by these loads, kept from the preset replaced.\n"
     path = write_preset(args.preset, params, header)

@@ -399,14 +399,19 @@ class Cluster:
             if broker.alive:
                 broker.replica_manager.activate(partition)
 
+    def transaction_coordinator(self, txn_id: str, caller: str | None = None) -> str | None:
+        """The broker that ``caller``'s metadata cache (or, with no caller, the controller)
+        names leader of ``txn_id``'s ``__transaction_state`` partition, activated now if it was
+        not (None: none): where ``caller``'s AddPartitionsToTxnManager sends its adds."""
+        partition = internal_partition(txn_id, "transaction")
+        self.activate(partition)
+        return self.leader_seen_by(caller, partition) if caller else self.leader_of(partition)
+
     def transaction_runtime(
         self, txn_id: str, caller: str | None = None
     ) -> CoordinatorRuntime | None:
-        """The coordinator runtime of the broker that ``caller``'s metadata cache (or, with no
-        caller, the controller) names leader of ``txn_id``'s partition, if any."""
-        partition = internal_partition(txn_id, "transaction")
-        self.activate(partition)
-        node = self.leader_seen_by(caller, partition) if caller else self.leader_of(partition)
+        """The coordinator runtime of :meth:`transaction_coordinator`'s broker, if any."""
+        node = self.transaction_coordinator(txn_id, caller)
         return self.brokers[node].coordinator if node is not None else None
 
     def final_replica(self, tp: TopicPartition) -> Partition:
@@ -433,14 +438,6 @@ class Cluster:
             return self.verify_partition(txn_id, pid, epoch, tp, caller)
 
         return verify
-
-    def transaction_coordinator(self, txn_id: str, caller: str) -> str | None:
-        """The broker ``caller``'s metadata cache names coordinator of ``txn_id`` (the leader
-        of its ``__transaction_state`` partition, activated now if it was not): where
-        ``caller``'s AddPartitionsToTxnManager sends its adds."""
-        partition = internal_partition(txn_id, "transaction")
-        self.activate(partition)
-        return self.leader_seen_by(caller, partition)
 
     def verify_partition(
         self,

@@ -154,14 +154,12 @@ def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
     preset = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
     assert preset["background"].pop("burst_ms") == data["fit"]["background"]["burst_ms"]
     assert "transaction" not in params["service"]
-    assert measure.keep_unmeasured(params, {"resources": preset}) == ["transaction"]
+    assert measure.keep_unmeasured(params, preset) == ["transaction"]
     assert params == preset
 
 
 def test_a_refit_keeps_only_what_its_loads_did_not_measure() -> None:
-    previous = {
-        "resources": {"service": {"transaction": {"fixed_ms": 0.3}, "fetch": {"fixed_ms": 9}}}
-    }
+    previous = {"service": {"transaction": {"fixed_ms": 0.3}, "fetch": {"fixed_ms": 9}}}
     params: dict = {"service": {"fetch": {"fixed_ms": 0.01}}}
     assert measure.keep_unmeasured(params, previous) == ["transaction"]
     assert params["service"] == {"fetch": {"fixed_ms": 0.01}, "transaction": {"fixed_ms": 0.3}}

@@ -296,8 +296,8 @@ class GroupCoordinatorService:
                 # Transaction version 2 (TxnOffsetCommit v5): the group coordinator adds the
                 # offsets partition to the transaction itself (no AddOffsetsToTxn).
                 def added(error: Errors) -> None:
-                    # (PRODUCER_FENCED arrives as INVALID_PRODUCER_EPOCH: the cluster's
-                    # add_partition maps it, as AddPartitionsToTxnManager does.) The answer
+                    # (PRODUCER_FENCED arrives as INVALID_PRODUCER_EPOCH: the broker's
+                    # AddPartitionsToTxnManager maps it.) The answer
                     # reaches the coordinator's own thread, which writes after whatever
                     # request handler the answer completed in has finished (a follower's
                     # fetch that moved the coordinator's high watermark is parked first,
