@@ -1000,18 +1000,27 @@ class RealCluster:
         coordinator is on the same broker on both sides."""
         if not topics:
             return
+        factor = internal_replication_factor(len(self.broker_names))
+        self._place(topics, INTERNAL_PARTITIONS, factor, f"internal topics {list(topics)}")
+
+    def lead_preferred(self, topic: str, partitions: int, replication_factor: int) -> None:
+        """Lead every partition of ``topic`` (created with the model's placement) by its
+        preferred replica again. A crash moves leaders; Kafka moves them back only at its
+        controller's next ``leader.imbalance.check.interval.seconds`` tick (300 s), and the
+        brokers that take them back then compile their leader paths anew."""
+        self._place([topic], partitions, replication_factor, f"topic {topic}")
+
+    def _place(self, topics: Sequence[str], partitions: int, factor: int, what: str) -> None:
         place = getattr(self.admin, "place_internal", None)
         if place is None:
-            raise ClusterError("this TopicAdmin cannot place internal topics (no place_internal)")
-        partitions = INTERNAL_PARTITIONS
-        factor = internal_replication_factor(len(self.broker_names))
+            raise ClusterError("this TopicAdmin cannot place topics (no place_internal)")
         specs = [
             {"name": t, "assignment": model_assignment(self.broker_names, t, partitions, factor)}
             for t in topics
         ]
         place(self.bootstrap(), specs)
         wanted = {(s["name"], p): s["assignment"][p][0] for s in specs for p in range(partitions)}
-        self._await_leaders(wanted, f"internal topics {list(topics)}")
+        self._await_leaders(wanted, what)
 
     def _await_leaders(self, wanted: Mapping[tuple[str, int], int], what: str) -> None:
         """Wait up to 30 s until every partition of ``wanted`` is led by the node id given."""

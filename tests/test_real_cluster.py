@@ -220,6 +220,24 @@ def test_topics_are_created_with_the_models_placement_and_configs() -> None:
     assert len(internal["assignment"]) == 50 and internal["assignment"][4] == [2, 3, 1]
 
 
+def test_each_warm_up_leads_the_warm_up_topic_by_its_preferred_replicas_again() -> None:
+    """A restarted broker leads none of the warm-up topic until the controller's 300 s
+    preferred-leader tick, which then lands in the middle of a warm-up: the topic is created
+    once per cluster, and every later warm-up first elects its preferred leaders."""
+    from eosim.real.runner import WARMUP_TOPIC, ensure_warmup_topic
+
+    admin = _RecordingAdmin()
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback", admin=admin)
+    _led_as_asked(cluster, admin)
+    ensure_warmup_topic(cluster)
+    ensure_warmup_topic(cluster)
+    assert [(kind, [t["name"] for t in specs]) for kind, specs in admin.asked] == [
+        ("recreate", [WARMUP_TOPIC]),
+        ("place", [WARMUP_TOPIC]),
+    ]
+    assert admin.asked[1][1][0]["assignment"] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
 def test_a_topic_config_kafka_did_not_take_is_an_error() -> None:
     """The admin once read ``configs`` where eosim wrote ``config``, and every real topic ran on
     the broker's defaults (min ISR 1, no unclean election) whatever the scenario said."""

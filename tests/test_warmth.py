@@ -130,3 +130,14 @@ def test_a_run_whose_warm_up_did_not_settle_is_invalid(fake, monkeypatch):
 def test_compiler_cpu_reads_nothing_from_a_process_without_a_jit_and_none_when_gone():
     assert clients.compiler_cpu_ms(os.getpid()) == 0.0
     assert clients.compiler_cpu_ms(2**22 + 12345) is None
+
+
+def test_the_last_slice_is_a_whole_one_even_past_the_bound(fake, monkeypatch):
+    # JIT_SETTLED_MS_PER_S was set for a whole slice: a warm broker's compiler blips higher
+    # over a shorter one (docs/real-cluster.md, "A warm cluster"), so the slice that crosses
+    # WARMUP_MAX_S is not cut short (55 s here: slices of 30, 10, 10, then 10, not 5).
+    monkeypatch.setattr(runner, "WARMUP_MAX_S", 55.0)
+    cluster = FakeCluster([{"broker-0": 5.0, "broker-1": 90.0}] * 10)
+    warmth = _warm_up(cluster)
+    assert cluster.slices == [30.0, 10.0, 10.0, 10.0]
+    assert (warmth.settled, warmth.seconds, warmth.last_slice_s) == (False, 60.0, 10.0)
