@@ -873,19 +873,27 @@ def summary(data: dict[str, Any]) -> str:
 
 
 # Costs the measurement's loads (a plain producer and a reader) cannot fit: kept from the preset
-# being replaced, with where they came from (its header says).
+# being replaced, with where they came from (its header says). Service costs, and whole blocks
+# (a broker's start: benchmarks/real_startup_cpu.py).
 NOT_MEASURED = ("transaction",)
+NOT_MEASURED_BLOCKS = ("startup",)
 
 
 def keep_unmeasured(params: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
     """Carry the previous preset's (its ``resources`` block, :func:`load_preset`)
-    :data:`NOT_MEASURED` service costs into ``params``; the names carried over."""
+    :data:`NOT_MEASURED` service costs and :data:`NOT_MEASURED_BLOCKS` into ``params``; the
+    keys carried over (``service.transaction``, ``startup``)."""
     kept: list[str] = []
-    old = (previous or {}).get("service") or {}
+    previous = previous or {}
+    old = previous.get("service") or {}
     for kind in NOT_MEASURED:
         if kind not in params["service"] and kind in old:
             params["service"][kind] = old[kind]
-            kept.append(kind)
+            kept.append(f"service.{kind}")
+    for block in NOT_MEASURED_BLOCKS:
+        if block not in params and block in previous:
+            params[block] = previous[block]
+            kept.append(block)
     return kept
 
 
@@ -951,8 +959,8 @@ def main(argv: list[str] | None = None) -> int:
         '(docs/calibration.md, "The resource model, fitted").\n'
     )
     previous = load_preset(args.preset) if args.preset in preset_names() else None
-    for kind in keep_unmeasured(params, previous):
-        header += f"# service.{kind}: not measured by these loads, kept from the preset replaced.\n"
+    for key in keep_unmeasured(params, previous):
+        header += f"# {key}: not measured by these loads, kept from the preset replaced.\n"
     path = write_preset(args.preset, params, header)
     (out / "measure.md").write_text(summary(data))
     print(summary(data))

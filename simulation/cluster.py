@@ -284,7 +284,13 @@ class Cluster:
                 hostable=self._hostable,
                 state_log=self.state_log,
                 threads=(
-                    BrokerThreads(env, machines.jvms[name], machines.service, settings.threads)
+                    BrokerThreads(
+                        env,
+                        machines.jvms[name],
+                        machines.service,
+                        settings.threads,
+                        machines.startup,
+                    )
                     if machines is not None
                     else None
                 ),

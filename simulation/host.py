@@ -18,7 +18,9 @@ process the resource model knows (brokers; the applications, as load) runs on a
   stops every thread of the process for a pause drawn from a lognormal; and a ``pause``
   fault's SIGSTOP), which stretch every piece of work in progress (:meth:`Jvm.finish`), and
   **warm-up**: for ``warmup.seconds`` after the process starts, its work costs up to
-  ``warmup.factor`` times more, decaying exponentially (a cold JIT and cold caches).
+  ``warmup.factor`` times more, decaying exponentially (a cold JIT and cold caches); and its
+  **start** can be CPU work of its own (:meth:`Jvm.run`, ``resources.startup``), handed a core
+  a slice at a time so that a busy host stretches it.
 
 To give another kind of process CPU, a host and pauses: give it a :class:`Jvm` on its host
 (:meth:`HostPlan.jvm`), book its work with :meth:`Jvm.book` and wait until the returned end,
@@ -31,7 +33,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Any
+
+import simpy
 
 from eosim.simulation.rng import RandomStream
 
@@ -82,6 +88,20 @@ class WarmupSettings:
 
     factor: float = 1.0
     seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class StartupSettings:
+    """A broker process's start as CPU work on its host: ``cpu_ms`` from the process's start
+    to its registration with the controller (the JVM, Kafka's start-up, the raft client) and
+    ``publish_cpu_ms`` for its first metadata publish (loading its logs, starting its replicas),
+    each spread over ``threads`` threads that take a core ``slice_ms`` at a time. ``cpu_ms`` 0:
+    the start is the fixed ``cluster.broker_startup`` and the publish is free."""
+
+    cpu_ms: float = 0.0
+    publish_cpu_ms: float = 0.0
+    threads: int = 2
+    slice_ms: float = 4.0
 
 
 class Jvm:
@@ -177,6 +197,45 @@ class Jvm:
             stopped += pause
         return stopped
 
+    def run(
+        self,
+        env: simpy.Environment,
+        cpu_ms: float,
+        threads: int,
+        slice_ms: float,
+        alive: Callable[[], bool],
+    ) -> simpy.Event:
+        """CPU-bound work of ``cpu_ms`` in all (a process's start) on ``threads`` threads,
+        each taking a core ``slice_ms`` at a time and asking for the next slice when its last
+        ended, as the operating system's scheduler hands out time slices: on a busy host each
+        slice waits behind the work booked before it, so the work stretches with the load. An
+        event that fires when every thread is done; the threads stop, and it never fires,
+        once ``alive()`` is false (the process died)."""
+        done = env.event()
+        if cpu_ms <= 0.0:
+            done.succeed()
+            return done
+        left = [threads]
+
+        def thread(share: float) -> Generator[simpy.Event, Any, None]:
+            while share > 0.0:
+                if not alive():
+                    return
+                cost = slice_ms if share > slice_ms else share
+                share -= cost
+                start = env.now
+                end = self.finish(start, self.host.book(start, cost) - start)
+                self.worked_ms += cost
+                self.waited_ms += end - start - cost
+                yield env.timeout(end - start)
+            left[0] -= 1
+            if left[0] == 0 and alive():
+                done.succeed()
+
+        for _ in range(threads):
+            env.process(thread(cpu_ms / threads))
+        return done
+
     # -- pauses ----------------------------------------------------------------------------
     def _stop(self, begin: float, end: float) -> None:
         stops = self._stops
@@ -239,4 +298,4 @@ class HostPlan:
         return {name: Host(name, cores) for name, cores in self.cores.items()}
 
 
-__all__ = ["GcSettings", "Host", "HostPlan", "Jvm", "WarmupSettings"]
+__all__ = ["GcSettings", "Host", "HostPlan", "Jvm", "StartupSettings", "WarmupSettings"]

@@ -60,8 +60,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "replication": (
         "Replicas are placed round robin from a fixed start; no preferred-leader election, "
         "reassignment, controlled shutdown or tiered storage.",
-        "A restarted broker's start-up time is one constant (cluster.broker_startup, 2 s; "
-        "Kafka 4.1.1 here: 2.0-2.55 s), not grown by the size of its logs.",
+        "A restarted broker's start is a constant 2 s (cluster.broker_startup) unless "
+        "cluster.resources.startup makes it CPU work on its host; it never grows with its logs.",
         "The controller is one node, not a quorum.",
         "Consumers do not validate their position after a leader change (KIP-320), and clients "
         "refresh metadata instead of taking the new leader from errors (KIP-951).",

@@ -21,6 +21,7 @@ its host, and each process is a JVM with pauses and a warm-up
         gc: {young_mb: 136, pause_ms: 4, pause_sigma: 0.5}
         warmup: {factor: 10, seconds: 3}
         background: {broker_ms_per_s: 100, controller_ms_per_s: 20}
+        startup: {cpu_ms: 4100, publish_cpu_ms: 2700, threads: 1}   # a broker's start
 
 Without ``hosts`` (and without a preset that has them) every process is on a host of its own
 with ``cores`` cores. Presets live in ``simulation/presets/<name>.yaml``; a preset is a
@@ -44,7 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eosim.simulation.broker.request_handler_pool import Cost, ServiceTimes
-from eosim.simulation.host import GcSettings, HostPlan, Jvm, WarmupSettings
+from eosim.simulation.host import GcSettings, HostPlan, Jvm, StartupSettings, WarmupSettings
 from eosim.simulation.protocol import CONTROLLER
 from eosim.simulation.rng import RandomStream
 
@@ -117,6 +118,21 @@ class WarmupSpec(_Spec):
         return WarmupSettings(self.factor, self.seconds)
 
 
+class StartupSpec(_Spec):
+    """A broker's start as CPU work on its host (:class:`~eosim.simulation.host.
+    StartupSettings`): ``cpu_ms`` to its registration, ``publish_cpu_ms`` for its first
+    metadata publish, on ``threads`` threads in slices of ``slice_ms``. ``cpu_ms`` 0 (the
+    default): the start takes ``cluster.broker_startup`` whatever the host is doing."""
+
+    cpu_ms: float = Field(default=0.0, ge=0.0, le=600_000.0)
+    publish_cpu_ms: float = Field(default=0.0, ge=0.0, le=600_000.0)
+    threads: int = Field(default=2, ge=1, le=64)
+    slice_ms: float = Field(default=4.0, gt=0.0, le=1000.0)
+
+    def settings(self) -> StartupSettings:
+        return StartupSettings(self.cpu_ms, self.publish_cpu_ms, self.threads, self.slice_ms)
+
+
 class BackgroundSpec(_Spec):
     """CPU a process spends whatever it is asked (its timers, the JIT compiling), in ms per
     second, booked as bursts of ``burst_ms`` on one core at random (Poisson) moments: the JIT
@@ -148,6 +164,7 @@ class Resources(_Spec):
     client_gc: GcSpec = Field(default_factory=GcSpec)
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     background: BackgroundSpec = Field(default_factory=BackgroundSpec)
+    startup: StartupSpec = Field(default_factory=StartupSpec)
 
     @model_validator(mode="before")
     @classmethod
@@ -219,6 +236,7 @@ class Machines:
             for p in processes
         }
         self.service = resources.service.times()
+        self.startup = resources.startup.settings()
         self.freezers: dict[str, GcFreezer] = {}
 
     def start_background(

@@ -154,16 +154,22 @@ def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
     preset = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
     assert preset["background"].pop("burst_ms") == data["fit"]["background"]["burst_ms"]
     assert "transaction" not in params["service"]
-    assert measure.keep_unmeasured(params, preset) == ["transaction"]
+    assert "startup" not in params
+    assert measure.keep_unmeasured(params, preset) == ["service.transaction", "startup"]
     assert params == preset
 
 
 def test_a_refit_keeps_only_what_its_loads_did_not_measure() -> None:
-    previous = {"service": {"transaction": {"fixed_ms": 0.3}, "fetch": {"fixed_ms": 9}}}
-    params: dict = {"service": {"fetch": {"fixed_ms": 0.01}}}
-    assert measure.keep_unmeasured(params, previous) == ["transaction"]
+    previous = {
+        "service": {"transaction": {"fixed_ms": 0.3}, "fetch": {"fixed_ms": 9}},
+        "startup": {"cpu_ms": 4000.0},
+        "gc": {"young_mb": 1.0},
+    }
+    params: dict = {"service": {"fetch": {"fixed_ms": 0.01}}, "gc": {"young_mb": 2.0}}
+    assert measure.keep_unmeasured(params, previous) == ["service.transaction", "startup"]
     assert params["service"] == {"fetch": {"fixed_ms": 0.01}, "transaction": {"fixed_ms": 0.3}}
-    measured: dict = {"service": {"transaction": {"fixed_ms": 0.5}}}
+    assert params["startup"] == {"cpu_ms": 4000.0} and params["gc"] == {"young_mb": 2.0}
+    measured: dict = {"service": {"transaction": {"fixed_ms": 0.5}}, "startup": {"cpu_ms": 1.0}}
     assert measure.keep_unmeasured(measured, previous) == []
     assert measured["service"]["transaction"] == {"fixed_ms": 0.5}
     assert measure.keep_unmeasured({"service": {}}, None) == []

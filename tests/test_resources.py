@@ -5,6 +5,7 @@ and a scenario without the block runs the unbounded model unchanged."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -382,3 +383,72 @@ def test_a_records_own_work_is_the_application_threads_not_the_senders():
         counts.append(found.anomalies["duplicate"].count)
     unbounded, modelled = counts
     assert modelled < 2 * unbounded, counts
+
+
+# -- a broker's start as CPU work (resources.startup) ---------------------------------------
+def _ran(p: Jvm, cpu_ms: float, threads: int, alive=lambda: True, until: float = 10_000.0):
+    import simpy
+
+    env = simpy.Environment()
+    done = p.run(env, cpu_ms, threads, 4.0, alive)
+    fired: list[float] = []
+    done.callbacks.append(lambda _ev: fired.append(env.now))
+    env.run(until=until)
+    return fired
+
+
+def test_a_start_takes_its_cpu_on_its_threads_and_stretches_on_a_busy_host():
+    assert _ran(jvm(cores=2), 100.0, 2) == [pytest.approx(50.0)]  # two threads, two cores
+    assert _ran(jvm(cores=2), 100.0, 1) == [pytest.approx(100.0)]  # one thread, one core
+    busy = jvm(cores=2)
+    busy.host.book(0.0, 60.0)  # another process holds a core for 60 ms
+    busy.host.book(0.0, 60.0)  # ... and the other
+    (end,) = _ran(busy, 100.0, 2)
+    assert end == pytest.approx(110.0)
+    assert busy.waited_ms == pytest.approx(120.0)  # both threads' first slices waited 60 ms
+
+
+def test_a_start_whose_process_died_never_finishes_nor_books_more():
+    p = jvm(cores=1)
+    calls = itertools.count()
+    assert _ran(p, 100.0, 1, alive=lambda: next(calls) < 5) == []
+    assert p.host.busy_ms == pytest.approx(20.0)  # five slices of 4 ms, then it stopped
+
+
+def _starts(resources: str) -> dict[str, list[float]]:
+    """Each restarted broker's (restart, process started, first publish, running) times."""
+    sc = parse_scenario(
+        BASE.replace("cluster:\n", "cluster:\n  resources: " + resources + "\n", 1)
+        + "faults:\n  - {kind: crash, nodes: [broker-1], at: 1s, duration: 1s}\n",
+        "resources.yaml",
+    )
+    run = run_scenario(sc, 1, trace=True)
+    seen: dict[str, list[float]] = {}
+    for c in run.state_changes or []:
+        if c.tp is None and c.event in ("restart", "process_started", "metadata_published"):
+            seen.setdefault(c.node, []).append(c.time)
+        if c.tp is None and c.event == "running":
+            seen.setdefault(c.node, []).append(c.time)
+    return seen
+
+
+def test_a_restarted_broker_starts_for_its_startup_cpu_and_a_busy_host_slows_it():
+    """With ``resources.startup`` a restarted broker registers once its start has had
+    ``cpu_ms`` of CPU on its host and unfences after its first publish's ``publish_cpu_ms``;
+    the same start on two cores that the other processes keep busy takes longer. Without it
+    the start is ``cluster.broker_startup`` (2 s) whatever the host."""
+    startup = "startup: {cpu_ms: 3000, publish_cpu_ms: 1000, threads: 2}"
+    wide = _starts("{hosts: [{name: m, cores: 16, processes: ['*']}], " + startup + "}")
+    busy = "background: {broker_ms_per_s: 400, controller_ms_per_s: 200, burst_ms: 4}"
+    narrow = _starts(
+        "{hosts: [{name: m, cores: 2, processes: ['*']}], " + busy + ", " + startup + "}"
+    )
+    fixed = _starts("{hosts: [{name: m, cores: 2, processes: ['*']}]}")
+    restart, started, published, running = wide["broker-1"]
+    assert 1500.0 <= started - restart < 1600.0  # 3 s of CPU on two threads
+    assert 500.0 <= published - started < 700.0  # 1 s more, once registered and caught up
+    assert running > published
+    restart, started, *_ = narrow["broker-1"]
+    assert started - restart > 1600.0
+    restart, started, *_ = fixed["broker-1"]
+    assert started - restart == pytest.approx(2000.0)

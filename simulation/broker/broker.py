@@ -205,6 +205,7 @@ class Broker:
                 lambda: self.alive and not self.paused,
                 heartbeat_rng,
                 state_log=state_log,
+                startup_work=threads,
             )
         for tp in partitions:
             self.replica_manager.lead_alone(tp)

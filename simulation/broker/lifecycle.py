@@ -5,14 +5,17 @@ where its previous process left off. Kafka's ``BrokerServer.startup`` and
 ``BrokerLifecycleManager`` go through these states (``BrokerState``):
 
 * **STARTING.** The process starts (``cluster.broker_startup``: the JVM, the log manager, the
-  raft client). It then, at the same time, registers with the controller
-  (``BrokerRegistrationRequest`` with a new incarnation and, after an unclean shutdown,
-  previous broker epoch -1) and replays the metadata log. The controller refuses the
-  registration while the previous incarnation's session is alive
+  raft client; with the resource model's ``startup`` block, CPU work on the broker's host
+  instead, :class:`StartupWork`, which a busy host stretches). It then, at the same time,
+  registers with the controller (``BrokerRegistrationRequest`` with a new incarnation and,
+  after an unclean shutdown, previous broker epoch -1) and replays the metadata log. The
+  controller refuses the registration while the previous incarnation's session is alive
   (DUPLICATE_BROKER_REGISTRATION); the broker retries after an exponential backoff (100 ms
   doubling up to ``broker.session.timeout.ms``, 2% jitter). Once it has replayed the metadata
   log, its first publish applies it: its replicas take the roles the metadata gives them
-  (followers start fetching) and its coordinators load.
+  (followers start fetching) and its coordinators load. With the ``startup`` block the first
+  publish first takes its own CPU (``BrokerMetadataPublisher.initializeManagers``: the log
+  manager loads the logs), and the latest snapshot heard meanwhile is the one applied.
 * **RECOVERY.** Registered, and the controller says it has replayed the log past its
   registration. It asks to be unfenced (its heartbeats stop asking to stay fenced once the
   first publish is done).
@@ -44,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 import simpy
 
@@ -72,6 +76,17 @@ class BrokerState(Enum):
     STARTING = "STARTING"
     RECOVERY = "RECOVERY"
     RUNNING = "RUNNING"
+
+
+class StartupWork(Protocol):
+    """The CPU a new broker process needs on its host before it goes on (the resource model's
+    :class:`~eosim.simulation.broker.request_handler_pool.BrokerThreads`)."""
+
+    def start_work(self, publish: bool, alive: Callable[[], bool]) -> simpy.Event | None:
+        """An event that fires when the start up to registering (or, ``publish``, the first
+        metadata publish) has had its CPU; None: the start is the fixed ``startup_ms`` and
+        the publish free. Nothing fires once ``alive()`` is false."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +132,14 @@ class BrokerLifecycleManager:
         heartbeat_rng: RandomStream | None = None,
         *,
         state_log: StateChangeLog = DISABLED,
+        startup_work: StartupWork | None = None,
     ) -> None:
         self.env = env
+        self.startup_work = startup_work
+        # The first publish waiting for its CPU (its incarnation), and the snapshot it will
+        # apply then (the latest heard).
+        self._publishing: int | None = None
+        self._held: Callable[[], None] | None = None
         self.broker = broker
         self.network = network
         self.controller = controller
@@ -165,6 +186,8 @@ class BrokerLifecycleManager:
         self.state = BrokerState.NOT_RUNNING
         self.registered = False
         self.published = False
+        self._publishing = None
+        self._held = None
         self._fetch_sent_at = None
         self._in_flight = None
         self._timer.cancel(_COMMUNICATION)  # nothing scheduled survives the process
@@ -187,8 +210,18 @@ class BrokerLifecycleManager:
         self.incarnation = incarnation
         self.broker_epoch = -1
         self._failed_attempts = 0
-        timer = self.env.timeout(self.settings.startup_ms)
+        work = self._work(False, incarnation)
+        timer = work if work is not None else self.env.timeout(self.settings.startup_ms)
         timer.callbacks.append(lambda _ev: self._initialised(incarnation))
+
+    def _work(self, publish: bool, incarnation: int) -> simpy.Event | None:
+        if self.startup_work is None:
+            return None
+
+        def alive() -> bool:
+            return self.incarnation == incarnation and self.state is not BrokerState.NOT_RUNNING
+
+        return self.startup_work.start_work(publish, alive)
 
     def _initialised(self, incarnation: int) -> None:
         if incarnation != self.incarnation or self.state is not BrokerState.STARTING:
@@ -224,6 +257,29 @@ class BrokerLifecycleManager:
         if incarnation == self.incarnation and self._fetch_sent_at is not None:
             self._fetch_sent_at = None
             self.fetch_metadata()
+
+    def hold_first_publish(self, apply: Callable[[], None]) -> bool:
+        """A snapshot came to a broker that has not published yet: whether its first publish
+        waits for its CPU (:class:`StartupWork`). If so, ``apply`` (applying this snapshot)
+        runs once that is done, unless a later snapshot's replaced it meanwhile."""
+        if self._publishing == self.incarnation:
+            self._held = apply
+            return True
+        incarnation = self.incarnation
+        work = self._work(True, incarnation)
+        if work is None:
+            return False
+        self._publishing, self._held = incarnation, apply
+        work.callbacks.append(lambda _ev: self._first_publish_ready(incarnation))
+        return True
+
+    def _first_publish_ready(self, incarnation: int) -> None:
+        if incarnation != self.incarnation or self._publishing != incarnation:
+            return
+        apply, self._held = self._held, None
+        if apply is not None:
+            apply()
+        self._publishing = None
 
     def snapshot_applied(self) -> None:
         """A snapshot of the metadata log was applied (for a starting broker: its first

@@ -1,7 +1,8 @@
 """How a broker takes in the controller's metadata: Kafka's ``BrokerMetadataPublisher`` (with
 the ``MetadataLoader`` in front of it), which replays each metadata delta into the
 ``ReplicaManager`` (``applyDelta``: roles, leaders, ISR) and tells the
-``BrokerLifecycleManager`` when a starting broker has caught up.
+``BrokerLifecycleManager`` when a starting broker has caught up (its first publish may wait
+for its CPU first: :meth:`BrokerLifecycleManager.hold_first_publish`).
 A standalone broker (no controller, no lifecycle) applies every delta it is sent.
 """
 
@@ -33,6 +34,18 @@ class BrokerMetadataPublisher:
             if delta.offset > rm.metadata_offset + 1:
                 lifecycle.fetch_metadata()
                 return
-        rm.apply_metadata(delta.offset, delta.partitions, delta.snapshot, delta.fenced)
-        if lifecycle is not None and delta.snapshot:
-            lifecycle.snapshot_applied()
+        if (
+            lifecycle is not None
+            and delta.snapshot
+            and not lifecycle.published
+            and lifecycle.hold_first_publish(lambda: self._apply(delta))
+        ):
+            return  # the first publish loads the logs first
+        self._apply(delta)
+
+    def _apply(self, delta: MetadataDelta) -> None:
+        self.replica_manager.apply_metadata(
+            delta.offset, delta.partitions, delta.snapshot, delta.fenced
+        )
+        if self.lifecycle is not None and delta.snapshot:
+            self.lifecycle.snapshot_applied()

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import simpy
 
 from eosim.simulation.config import kafka_default
-from eosim.simulation.host import Jvm
+from eosim.simulation.host import Jvm, StartupSettings
 from eosim.simulation.network import Message
 from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
@@ -145,16 +145,28 @@ class BrokerThreads:
         jvm: Jvm,
         service: ServiceTimes,
         threads: ThreadSettings,
+        startup: StartupSettings | None = None,
     ) -> None:
         self.env = env
         self.jvm = jvm
         self.service = service
         self.threads = threads
+        self.startup = startup if startup is not None else StartupSettings()
         self._network = [0.0] * threads.network_threads
         self._io = [0.0] * threads.io_threads  # a heap
         self._fetchers: dict[tuple[str, int], float] = {}
         self._processor_of: dict[int, int] = {}
         self._next_processor = itertools.count()
+
+    def start_work(self, publish: bool, alive: Callable[[], bool]) -> simpy.Event | None:
+        """The CPU of a new process's start on its host (:class:`~eosim.simulation.broker.
+        lifecycle.StartupWork`): up to its registration, or (``publish``) its first metadata
+        publish; None when the start is not CPU work (``resources.startup.cpu_ms`` 0)."""
+        s = self.startup
+        if s.cpu_ms <= 0.0:
+            return None
+        cpu = s.publish_cpu_ms if publish else s.cpu_ms
+        return self.jvm.run(self.env, cpu, s.threads, s.slice_ms, alive)
 
     def reset(self) -> None:
         """A new process: its threads free, its connections gone."""
