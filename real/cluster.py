@@ -779,8 +779,11 @@ class RealCluster:
 
     def _serves(self, broker: str) -> bool:
         """Kafka logged "Kafka Server started" for this incarnation (when a log binding is on
-        the classpath), the broker lists itself among the live brokers, and so does one other
-        live broker (a restarted broker can be ahead of the others' metadata)."""
+        the classpath), the broker lists itself among the live brokers, and so does the first
+        other broker that answers (a restarted broker can be ahead of the others' metadata).
+        When no other answers (each down or still starting: a KRaft broker answers only once
+        unfenced), its own listing stands: waiting for another would date this broker's
+        return to the other's (calibration case 4 restarts all three brokers in turn)."""
         node = self.nodes[broker]
         if self.log_binding is not None:
             try:
@@ -790,14 +793,20 @@ class RealCluster:
                         return False
             except OSError:
                 return False
-        others = [b for b in self.broker_names if b != broker and self._answers(b)]
-        for asked in [broker, *others[:1]]:
+        try:
+            meta = fetch_metadata(self.address(broker), self.ports[broker], (), timeout=1.0)
+        except OSError:
+            return False
+        if node_id(broker) not in meta.brokers:
+            return False
+        for other in self.broker_names:
+            if other == broker or not self._answers(other):
+                continue
             try:
-                meta = fetch_metadata(self.address(asked), self.ports[asked], (), timeout=1.0)
+                meta = fetch_metadata(self.address(other), self.ports[other], (), timeout=1.0)
             except OSError:
-                return False
-            if node_id(broker) not in meta.brokers:
-                return False
+                continue
+            return node_id(broker) in meta.brokers
         return True
 
     def _answers(self, broker: str) -> bool:

@@ -238,6 +238,39 @@ def test_each_warm_up_leads_the_warm_up_topic_by_its_preferred_replicas_again() 
     assert admin.asked[1][1][0]["assignment"] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 
 
+def test_a_restarted_broker_serves_once_it_and_the_first_other_that_answers_list_it(
+    monkeypatch,
+) -> None:
+    """A restarted broker counted as back only when the first live *process* among the others
+    answered: in calibration case 4 broker-1 is still starting when broker-0 serves, so
+    broker-0's ``served`` waited for broker-1's (both 26.5-36.8 s into the run, 10-26 s after
+    broker-0's restart). Now the first other broker that answers decides, and with none
+    answering the broker's own listing stands."""
+    import eosim.real.cluster as real_cluster
+
+    cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback")
+    cluster.log_binding = None
+    alive = {"broker-0": True, "broker-1": True, "broker-2": False}
+    listings: dict[str, tuple[int, ...] | None] = {"broker-0": (1,), "broker-1": None}
+    monkeypatch.setattr(cluster, "_answers", lambda b: alive[b])
+
+    def fetch(host, port, topics, timeout=None):
+        asked = next(b for b in cluster.broker_names if cluster.ports[b] == port)
+        listed = listings.get(asked)
+        if listed is None:
+            raise ConnectionRefusedError(f"{asked} is not listening yet")
+        return real_cluster.ClusterMetadata({i: ("h", 1) for i in listed}, 1, {})
+
+    monkeypatch.setattr(real_cluster, "fetch_metadata", fetch)
+    assert cluster._serves("broker-0")  # broker-1 still starting, broker-2 down
+    listings["broker-1"] = (2,)  # broker-1 answers and does not list broker-0 yet
+    assert not cluster._serves("broker-0")
+    listings["broker-1"] = (1, 2)
+    assert cluster._serves("broker-0")
+    listings["broker-0"] = (2,)  # broker-0 does not list itself: not unfenced
+    assert not cluster._serves("broker-0")
+
+
 def test_a_topic_config_kafka_did_not_take_is_an_error() -> None:
     """The admin once read ``configs`` where eosim wrote ``config``, and every real topic ran on
     the broker's defaults (min ISR 1, no unclean election) whatever the scenario said."""
