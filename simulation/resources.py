@@ -21,7 +21,7 @@ its host, and each process is a JVM with pauses and a warm-up
         gc: {young_mb: 136, pause_ms: 4, pause_sigma: 0.5}
         warmup: {factor: 10, seconds: 3}
         background: {broker_ms_per_s: 100, controller_ms_per_s: 20}
-        startup: {cpu_ms: 4100, publish_cpu_ms: 2700, threads: 1}   # a broker's start
+        startup: {cpu_ms: 3730, publish_cpu_ms: 3980, threads: 1}   # a broker's start
 
 Without ``hosts`` (and without a preset that has them) every process is on a host of its own
 with ``cores`` cores. Presets live in ``simulation/presets/<name>.yaml``; a preset is a
