@@ -173,7 +173,11 @@ class Jvm:
     def book(self, ready: float, cost: float) -> float:
         """Book ``cost`` warm ms of this process's work, ready at ``ready``, on its host; the
         moment it ends (before any pause stretches it)."""
-        work = cost * self.slowdown(ready)
+        return self._book_on_host(ready, cost * self.slowdown(ready))
+
+    def _book_on_host(self, ready: float, work: float) -> float:
+        """Book ``work`` ms as it is (no warm-up slowdown) on the host, counted in the
+        process's run-queue wait and work; the moment it ends."""
         end = self.host.book(ready, work)
         self.waited_ms += end - work - ready
         self.worked_ms += work
@@ -224,9 +228,7 @@ class Jvm:
                 cost = slice_ms if share > slice_ms else share
                 share -= cost
                 start = env.now
-                end = self.finish(start, self.host.book(start, cost) - start)
-                self.worked_ms += cost
-                self.waited_ms += end - start - cost
+                end = self.finish(start, self._book_on_host(start, cost) - start)
                 yield env.timeout(end - start)
             left[0] -= 1
             if left[0] == 0 and alive():

@@ -136,9 +136,9 @@ class BrokerLifecycleManager:
     ) -> None:
         self.env = env
         self.startup_work = startup_work
-        # The first publish waiting for its CPU (its incarnation), and the snapshot it will
-        # apply then (the latest heard).
-        self._publishing: int | None = None
+        # The first publish is waiting for its CPU, and the snapshot it will apply then (the
+        # latest heard). A dead process's work never ends (StartupWork's alive()).
+        self._publishing = False
         self._held: Callable[[], None] | None = None
         self.broker = broker
         self.network = network
@@ -186,7 +186,7 @@ class BrokerLifecycleManager:
         self.state = BrokerState.NOT_RUNNING
         self.registered = False
         self.published = False
-        self._publishing = None
+        self._publishing = False
         self._held = None
         self._fetch_sent_at = None
         self._in_flight = None
@@ -262,24 +262,21 @@ class BrokerLifecycleManager:
         """A snapshot came to a broker that has not published yet: whether its first publish
         waits for its CPU (:class:`StartupWork`). If so, ``apply`` (applying this snapshot)
         runs once that is done, unless a later snapshot's replaced it meanwhile."""
-        if self._publishing == self.incarnation:
+        if self._publishing:
             self._held = apply
             return True
-        incarnation = self.incarnation
-        work = self._work(True, incarnation)
+        work = self._work(True, self.incarnation)
         if work is None:
             return False
-        self._publishing, self._held = incarnation, apply
-        work.callbacks.append(lambda _ev: self._first_publish_ready(incarnation))
+        self._publishing, self._held = True, apply
+        work.callbacks.append(lambda _ev: self._first_publish_ready())
         return True
 
-    def _first_publish_ready(self, incarnation: int) -> None:
-        if incarnation != self.incarnation or self._publishing != incarnation:
-            return
+    def _first_publish_ready(self) -> None:
         apply, self._held = self._held, None
+        self._publishing = False
         if apply is not None:
             apply()
-        self._publishing = None
 
     def snapshot_applied(self) -> None:
         """A snapshot of the metadata log was applied (for a starting broker: its first
