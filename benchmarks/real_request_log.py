@@ -2,17 +2,23 @@
 trace (case 4: the fast and the slow transaction, request by request).
 
     python benchmarks/real_request_log.py run SCENARIO --out DIR [--seed N] [--set PATH=VALUE]
-    python benchmarks/real_request_log.py summary DIR [--split PRODUCE=15]
+                                              [--log LOGGER=LEVEL]
+    python benchmarks/real_request_log.py summary DIR [--split PRODUCE=15] [--ages 10,20,40]
 
 ``run`` runs ``SCENARIO`` once on a local Kafka cluster (the default release) whose nodes log
 every request they complete (``kafka.request.logger`` at DEBUG), and keeps the cluster's
-folder and the run's history in ``DIR``. The logging is work of its own, so the times are
+folder and the run's history in ``DIR``; ``--log`` sets more of Kafka's loggers (for example
+``kafka.coordinator.transaction=TRACE``). The logging is work of its own, so the times are
 indicative and such a run is never a calibration run. ``summary`` reads ``DIR``'s broker logs
 and prints, per request kind and client (numbers at the end of a client id dropped), how many
 completed and the medians of Kafka's own split of each request's time: waiting in the request
 queue, on a handler thread (local), waiting for other brokers (remote), waiting in the
 response queue, and sending the answer. AddPartitionsToTxn is split by whether the coordinator
-accepted every partition; ``--split KIND=MS`` splits a kind by a total time. Not a test.
+accepted every partition; ``--split KIND=MS`` splits a kind by a total time; ``--ages S,...``
+splits every row by how long the broker that logged the request had been running: its first
+process (``first``) or a restarted one, by age in seconds since its start (``restart 0-10 s``,
+..., ``restart 40+ s``), to compare a restarted broker's per-request cost with a warm one's.
+Not a test.
 """
 
 from __future__ import annotations
@@ -23,9 +29,15 @@ import re
 import statistics
 import sys
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
-LINE = re.compile(r"^\[[^\]]*\] DEBUG Completed request:(.*) \(kafka\.request\.logger\)$")
+LINE = re.compile(r"^\[([^\]]*)\] DEBUG Completed request:(.*) \(kafka\.request\.logger\)$")
+# A broker process's start in its server.log (every process of a node appends to the same file).
+START = re.compile(
+    r"^\[([^\]]*)\] INFO \[BrokerServer id=\d+\] Transition from SHUTDOWN to STARTING"
+)
+STAMP = "%Y-%m-%d %H:%M:%S,%f"
 TIMES = (
     "totalTimeMs",
     "requestQueueTimeMs",
@@ -36,17 +48,44 @@ TIMES = (
 )
 
 
+def _seconds(stamp: str) -> float:
+    return datetime.strptime(stamp, STAMP).timestamp()
+
+
 def completed(folder: Path) -> list[dict]:
-    """Every request the brokers under ``folder`` logged as completed."""
+    """Every request the brokers under ``folder`` logged as completed, each with ``_starts``
+    (its broker's process starts so far, 1 for the first process) and ``_age_s`` (seconds
+    from that process's start to the request's completion)."""
     out = []
     for path in sorted(folder.glob("**/broker-*/server.log")):
+        starts, started = 0, 0.0
         with path.open(errors="replace") as lines:
             for line in lines:
                 if "Completed request:" in line:
                     match = LINE.match(line.rstrip("\n"))
                     if match:
-                        out.append(json.loads(match.group(1)))
+                        request = json.loads(match.group(2))
+                        request["_starts"] = starts
+                        request["_age_s"] = _seconds(match.group(1)) - started
+                        out.append(request)
+                elif "Transition from SHUTDOWN to STARTING" in line:
+                    start = START.match(line)
+                    if start:
+                        starts, started = starts + 1, _seconds(start.group(1))
     return out
+
+
+def age_label(request: dict, ages: list[float]) -> str:
+    """``first`` for a broker's first process, else the restarted process's age bucket."""
+    if request["_starts"] <= 1:
+        return "first"
+    age = request["_age_s"]
+    low = 0.0
+    for bound in ages:
+        if age < bound:
+            return f"restart {low:g}-{bound:g} s"
+        low = bound
+    return f"restart {low:g}+ s"
 
 
 def _accepted(request: dict) -> bool:
@@ -67,8 +106,10 @@ def _accepted(request: dict) -> bool:
     )
 
 
-def label(request: dict, splits: dict[str, float]) -> tuple[str, str]:
-    """(request kind, with its split; client id without a trailing number)."""
+def label(
+    request: dict, splits: dict[str, float], ages: list[float] | None = None
+) -> tuple[str, str]:
+    """(request kind, with its split and age; client id without a trailing number)."""
     header = request["requestHeader"]
     kind = header["requestApiKeyName"]
     client = re.sub(r"-\d+$", "", header.get("clientId") or "") or "(none)"
@@ -77,14 +118,18 @@ def label(request: dict, splits: dict[str, float]) -> tuple[str, str]:
     if kind in splits:
         below = request["totalTimeMs"] < splits[kind]
         kind += f" {'<' if below else '>='}{splits[kind]:g} ms"
+    if ages is not None:
+        kind += f" [{age_label(request, ages)}]"
     return kind, client
 
 
-def summary(folder: Path, splits: dict[str, float], least: int = 20) -> list[str]:
+def summary(
+    folder: Path, splits: dict[str, float], least: int = 20, ages: list[float] | None = None
+) -> list[str]:
     """The table ``summary`` prints."""
     rows: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for request in completed(folder):
-        rows[label(request, splits)].append(request)
+        rows[label(request, splits, ages)].append(request)
     out = ["request  client  n  " + "  ".join(t.removesuffix("TimeMs") for t in TIMES)]
     for (kind, client), requests in sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         if len(requests) < least or kind in ("API_VERSIONS", "METADATA"):
@@ -94,14 +139,21 @@ def summary(folder: Path, splits: dict[str, float], least: int = 20) -> list[str
     return out
 
 
-def run(scenario_path: str, out: Path, seed: int | None, overrides: list[str]) -> int:
+def run(
+    scenario_path: str,
+    out: Path,
+    seed: int | None,
+    overrides: list[str],
+    loggers: dict[str, str] | None = None,
+) -> int:
     from eosim.api import kafka_install, write_history
     from eosim.real.target import KafkaTarget
     from eosim.simulation.scenario import load_scenario
 
     scenario = load_scenario(scenario_path, overrides)
     out.mkdir(parents=True, exist_ok=True)
-    with KafkaTarget(kafka_install(None, None), out, request_log=True) as target:
+    install = kafka_install(None, None)
+    with KafkaTarget(install, out, request_log=True, loggers=loggers) as target:
         result = target.run(scenario, scenario.seed if seed is None else seed)
     write_history(result, out / "history.jsonl")
     print(f"kept in {out}: {result.counts}, invalid: {result.invalid or 'no'}")
@@ -116,12 +168,21 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("--seed", type=int, default=None)
     r.add_argument("--set", dest="overrides", action="append", default=[])
+    r.add_argument("--log", action="append", default=[], help="LOGGER=LEVEL")
     s = sub.add_parser("summary")
     s.add_argument("folder", type=Path)
     s.add_argument("--split", action="append", default=[], help="KIND=MS")
+    s.add_argument("--ages", default=None, help="S,S,...: split by a restarted broker's age")
+    s.add_argument("--least", type=int, default=20, help="rows with fewer requests left out")
     args = parser.parse_args(argv)
     if args.command == "run":
-        return run(args.scenario, args.out, args.seed, args.overrides)
+        from eosim.real.cluster import check_loggers
+
+        try:
+            loggers = check_loggers(dict(log.partition("=")[::2] for log in args.log))
+        except ValueError as exc:
+            parser.error(f"--log: {exc}")
+        return run(args.scenario, args.out, args.seed, args.overrides, loggers)
     splits = {}
     for split in args.split:
         kind, _, ms = split.partition("=")
@@ -129,7 +190,13 @@ def main(argv: list[str] | None = None) -> int:
             splits[kind] = float(ms)
         except ValueError:
             parser.error(f"--split {split}: KIND=MS, for example PRODUCE=15")
-    print("\n".join(summary(args.folder, splits)))
+    ages = None
+    if args.ages is not None:
+        try:
+            ages = sorted(float(a) for a in args.ages.split(","))
+        except ValueError:
+            parser.error(f"--ages {args.ages}: seconds separated by commas, for example 10,20,40")
+    print("\n".join(summary(args.folder, splits, args.least, ages)))
     return 0
 
 

@@ -30,6 +30,7 @@ import atexit
 import base64
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -460,6 +461,17 @@ logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
 _REQUEST_LOG_OFF = "logger.request.level = WARN"
+_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
+_LOGGER_NAME = re.compile(r"[A-Za-z_][\w.$]*")
+
+
+def check_loggers(loggers: Mapping[str, str]) -> dict[str, str]:
+    """``loggers`` (Kafka logger name -> level) checked; ValueError names the bad one."""
+    for name, level in loggers.items():
+        if level.upper() not in _LOG_LEVELS or not _LOGGER_NAME.fullmatch(name):
+            levels = ", ".join(_LOG_LEVELS)
+            raise ValueError(f"logger {name}={level}: a logger's name and one of {levels}")
+    return dict(loggers)
 
 
 def find_log_binding(libs: Path) -> Path | None:
@@ -520,6 +532,7 @@ class RealCluster:
         start_timeout: float = 90.0,
         stop_grace: float = 10.0,
         request_log: bool = False,
+        loggers: Mapping[str, str] | None = None,
     ) -> None:
         if brokers < 1 or brokers > 99:
             raise ValueError(f"a RealCluster has 1 to 99 brokers, not {brokers}")
@@ -535,6 +548,8 @@ class RealCluster:
         # Every node logs each request it completes, with its times (kafka.request.logger at
         # DEBUG; for tracing, not for runs that are measured: the logging is work of its own).
         self.request_log = request_log
+        # More of Kafka's loggers at a level of their own (tracing, same caveat): name -> level.
+        self.loggers = check_loggers(loggers or {})
         self.cluster_id = new_cluster_id()
         self.broker_names = [f"broker-{i}" for i in range(brokers)]
         self.refuses = dict(type(self).refuses)
@@ -604,10 +619,14 @@ class RealCluster:
         self.stop()
 
     def log4j(self) -> str:
-        """The nodes' log configuration (with ``request_log``, the request logger at DEBUG)."""
+        """The nodes' log configuration (with ``request_log``, the request logger at DEBUG;
+        each of ``loggers`` at its level)."""
+        out = _LOG4J2
         if self.request_log:
-            return _LOG4J2.replace(_REQUEST_LOG_OFF, "logger.request.level = DEBUG")
-        return _LOG4J2
+            out = out.replace(_REQUEST_LOG_OFF, "logger.request.level = DEBUG")
+        for i, (name, level) in enumerate(sorted(self.loggers.items())):
+            out += f"logger.extra{i}.name = {name}\nlogger.extra{i}.level = {level.upper()}\n"
+        return out
 
     def start(self) -> float:
         """Clean up a previous run's leftovers, write the configs, format, start every node and

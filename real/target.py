@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -71,10 +72,13 @@ class KafkaTarget:
         keep: bool = False,
         network: Any = "auto",
         request_log: bool = False,
+        loggers: Mapping[str, str] | None = None,
     ) -> None:
         self.install = install
-        # RealCluster's ``request_log``: every node logs each request it completes (tracing).
+        # RealCluster's ``request_log``: every node logs each request it completes (tracing),
+        # and ``loggers``: more of Kafka's loggers at levels of their own.
         self.request_log = request_log
+        self.loggers = dict(loggers or {})
         # RealCluster's ``network``: "auto", "netns", "loopback", or a Network of its own
         # prefix and subnet (tests beside a cluster that uses the default ones).
         self.network = network
@@ -83,6 +87,12 @@ class KafkaTarget:
         self.keep = keep
         self.cluster: RealCluster | None = None
         self.runs = 0
+
+    def machine(self) -> dict[str, Any]:
+        """The machine the cluster runs on (:func:`eosim.real.machine.fingerprint`)."""
+        from eosim.real.machine import fingerprint
+
+        return fingerprint()
 
     def refusals(self, scenario: Scenario) -> list[str]:
         """Why ``scenario`` cannot run here (empty: it can), without starting anything."""
@@ -115,6 +125,7 @@ class KafkaTarget:
                 java=str(self.install.java),
                 network=self.network,
                 request_log=self.request_log,
+                loggers=self.loggers,
             )
             self.cluster.start()
         return self.cluster

@@ -333,6 +333,27 @@ def test_the_request_log_is_at_debug_only_when_asked_for() -> None:
     assert traced.replace("DEBUG", "WARN") == quiet
 
 
+def test_more_loggers_are_set_only_when_asked_for_and_checked() -> None:
+    """``loggers`` (``real_request_log.py run --log``) adds Kafka loggers at levels of their
+    own for a trace; a bad name or level is refused before anything starts."""
+    quiet = RealCluster(LIBS, "/tmp/unused", 3, network="loopback").log4j()
+    traced = RealCluster(
+        LIBS,
+        "/tmp/unused",
+        3,
+        network="loopback",
+        loggers={"kafka.coordinator.transaction": "trace"},
+    ).log4j()
+    assert "extra" not in quiet
+    assert traced.startswith(quiet)
+    assert traced.endswith(
+        "logger.extra0.name = kafka.coordinator.transaction\nlogger.extra0.level = TRACE\n"
+    )
+    for bad in ({"kafka.coordinator": "LOUD"}, {"kafka coordinator": "TRACE"}, {"": "DEBUG"}):
+        with pytest.raises(ValueError, match="a logger's name and one of TRACE"):
+            RealCluster(LIBS, "/tmp/unused", 3, network="loopback", loggers=bad)
+
+
 def test_refused_fault_kinds_give_one_line_each() -> None:
     cluster = RealCluster(LIBS, "/tmp/unused", 3, network="loopback")
     lines = refusals(
