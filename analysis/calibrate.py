@@ -450,6 +450,38 @@ CALIBRATION_CRASH_RESET = "{min: 25ms, max: 120ms}"
 MODEL_ONLY = (VERSION_SET, RESOURCES_SET, CRASH_RESET_SET)
 
 
+def machine_note(model_manifest: dict[str, Any], kafka_manifest: dict[str, Any]) -> str:
+    """A sentence when the model's resources preset was measured on another machine than the
+    Kafka side ran on (or the Kafka side ran on several): Kafka's costs scale with the machine,
+    so its timing rows then compare two machines (docs/calibration.md, "One machine for both
+    sides"). Empty when they match or either is not recorded."""
+    from eosim.real.machine import describe, differs
+    from eosim.simulation.resources import preset_machine
+
+    machines = kafka_manifest.get("machines") or []
+    if len(machines) > 1:
+        return (
+            f"The Kafka side ran on {len(machines)} machines: "
+            + "; ".join(describe(m) for m in machines)
+            + "."
+        )
+    presets = [
+        s.removeprefix(RESOURCES_SET)
+        for s in model_manifest.get("set") or []
+        if s.startswith(RESOURCES_SET)
+    ]
+    if not presets or not machines:
+        return ""
+    fitted = preset_machine(presets[-1])
+    reason = differs(fitted, machines[0])
+    if reason is None:
+        return ""
+    return (
+        f"The model's preset {presets[-1]} was measured on another machine than the Kafka "
+        f"side ran on ({reason}): its timing rows compare two machines."
+    )
+
+
 def compare(model_dir: str | Path, kafka_dir: str | Path, common: bool = False) -> Calibration:
     """The calibration of the sweeps in ``model_dir`` and ``kafka_dir`` (same scenario, grid
     and seeds). ``common``: only the runs both sides have finished (a side cut short is
@@ -477,6 +509,7 @@ def compare(model_dir: str | Path, kafka_dir: str | Path, common: bool = False) 
             raise CalibrationError(
                 f"{model_dir} and {kafka_dir} are not the same sweep ({key} differs)"
             )
+    note = " ".join(x for x in (note, machine_note(mm, km)) if x)
     mf, model_invalid = _valid(mf)
     kf, kafka_invalid = _valid(kf)
     names = {int(v["variant"]): json.dumps(v["params"], sort_keys=True) for v in mm["variants"]}

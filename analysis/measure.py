@@ -897,11 +897,17 @@ def keep_unmeasured(params: dict[str, Any], previous: dict[str, Any] | None) -> 
     return kept
 
 
-def write_preset(name: str, params: dict[str, Any], header: str) -> Path:
+def write_preset(
+    name: str, params: dict[str, Any], header: str, machine: dict[str, Any] | None = None
+) -> Path:
+    """The preset file: ``header``, the machine it was measured on (``machine``, read by
+    ``eosim calibrate``, not by the model) and the ``resources`` block."""
     folder = Path(__file__).resolve().parent.parent / "simulation" / "presets"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.yaml"
-    body = yaml.safe_dump({"resources": params}, sort_keys=False)
+    document: dict[str, Any] = {"machine": machine} if machine else {}
+    document["resources"] = params
+    body = yaml.safe_dump(document, sort_keys=False)
     path.write_text(header + body, encoding="utf-8")
     return path
 
@@ -939,9 +945,13 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         inst = install(args.kafka_version)
         version = inst.version
+        from eosim.real.machine import fingerprint
+
+        machine = fingerprint()  # before the cluster starts: the probes on an idle machine
         data = measure(inst, loads, args.seconds, out / "work")
         data["kafka_version"] = version
         data["loads_asked"] = loads
+        data["machine"] = machine
         # The measurement first, so that a fit that fails can be run again with --refit.
         (out / "measure.json").write_text(json.dumps(data, indent=1) + "\n")
     cores = os.cpu_count() or 1
@@ -961,7 +971,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = load_preset(args.preset) if args.preset in preset_names() else None
     for key in keep_unmeasured(params, previous):
         header += f"# {key}: not measured by these loads, kept from the preset replaced.\n"
-    path = write_preset(args.preset, params, header)
+    path = write_preset(args.preset, params, header, data.get("machine"))
     (out / "measure.md").write_text(summary(data))
     print(summary(data))
     print(f"measured   {out / 'measure.json'}")

@@ -465,6 +465,17 @@ def load_preset(name: str) -> dict[str, Any]:
     return {k: v for k, v in block.items() if k != "preset"}
 
 
+def preset_machine(name: str) -> dict[str, Any] | None:
+    """The machine the shipped preset ``name`` was measured on (its ``machine`` block, next
+    to ``resources``, written by ``eosim.analysis.measure``), or None if it records none."""
+    if name not in preset_names():
+        return None
+    path = package_files.files("eosim.simulation") / "presets" / f"{name}.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    machine = data.get("machine") if isinstance(data, dict) else None
+    return machine if isinstance(machine, dict) else None
+
+
 __all__ = [
     "CostSpec",
     "GcSpec",
@@ -474,5 +485,6 @@ __all__ = [
     "ServiceSpec",
     "WarmupSpec",
     "load_preset",
+    "preset_machine",
     "preset_names",
 ]

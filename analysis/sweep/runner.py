@@ -170,6 +170,8 @@ def run_sweep(
     if partitions is not None and partitions < 1:
         raise SweepError(f"--partitions must be at least 1, got {partitions}")
     sweep = _lay_out(plan, scenario, scenario_path, overrides, out, command, chunk_runs, real)
+    if real and not sweep.complete:
+        _note_machine(sweep, target)
     local = real or in_process
     if spark is None and not local and not sweep.complete:
         _preflight(master)
@@ -325,7 +327,29 @@ def _lay_out(
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "complete": False,
     }
+    if real:
+        manifest["machines"] = list(previous.get("machines", []))
     return _Sweep(plan, scenario, sweep_id, store, manifest, chunks, layout, complete)
+
+
+def _note_machine(sweep: _Sweep, target: Any) -> None:
+    """A real sweep records the machine its runs are made on (``eosim.real.machine``), each
+    machine once: a sweep resumed on another one says so on stderr, since Kafka's figures
+    scale with the machine (docs/calibration.md, "One machine for both sides")."""
+    from eosim.real.machine import describe, differs
+
+    here = target.machine()
+    machines = sweep.manifest.setdefault("machines", [])
+    if any(differs(here, seen) is None for seen in machines):
+        return
+    if machines:
+        reason = differs(here, machines[-1])
+        print(
+            f"eosim sweep: warning: resumed on another machine than its earlier runs "
+            f"({reason}; now {describe(here)}): the runs table mixes them",
+            file=sys.stderr,
+        )
+    machines.append(here)
 
 
 def _preflight(master: str | None) -> None:
