@@ -78,10 +78,11 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
     "transactions": (
         "KIP-890 verification (part 1) is a direct call to the coordinator, not a request "
         "over the network (transaction version 2's implicit add is a request).",
-        "Transactions commit faster than Kafka's: calibration case 4's median is 10.9 ms "
-        "against Kafka 4.1.1's 34.8 ms (docs/model.md, departure 13).",
+        "Without cluster.resources transactions commit several times faster than Kafka's "
+        "(calibration case 4: 7.2 against 20.7 ms; docs/model.md, departure 13).",
         "The resource model charges one cost for every transactional request on a broker's "
-        "threads (service.transaction, 0.26 ms; Kafka: 0.4-0.8 ms local by kind).",
+        "threads (service.transaction, 0.39 ms in the calibration-host preset; Kafka: 1-3 ms "
+        "local by kind on that machine).",
         "The transaction version is one rule for the whole run, not recorded per transactional.id.",
         "Transaction markers travel without a connection, each lost or delayed on its own "
         "with the response-loss probability.",

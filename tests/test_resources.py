@@ -265,6 +265,45 @@ def test_requests_wait_for_a_handler_thread_and_a_core():
     assert (a, b) == (1.5, 1.5)  # two connections, two network threads, two handlers, 2 cores
 
 
+def test_answers_to_a_brokers_own_requests_take_the_thread_that_sent_them():
+    """Kafka's TxnMarkerSenderThread reads a leader's answer to its markers and, after the
+    last one, appends CompleteCommit on that same thread (TransactionMarkerChannelManager.
+    tryAppendToLog); AddPartitionsToTxnManager's sender thread reads the coordinator's answer.
+    With the resource model each answer waits for its thread's work (network, plus a
+    transaction log write for the markers), in order per thread, before it is handled."""
+    from eosim.simulation.broker.request_handler_pool import InterBrokerThreads
+    from eosim.simulation.protocol import (
+        AddPartitionsToTxnBrokerResponse,
+        Errors,
+        MetadataDelta,
+        WriteTxnMarkersResponse,
+    )
+
+    env, threads = _threads(cores=3, network=0.5, transaction=1.0)
+
+    class Node:
+        alive, paused, incarnation = True, False, 0
+
+    handled: list[tuple[float, str]] = []
+    own = InterBrokerThreads(
+        env,
+        Node(),
+        threads,
+        lambda m: handled.append((env.now, type(m.payload).__name__)),
+        handled.append,
+    )
+    assert own.accept(_msg(WriteTxnMarkersResponse(1, 7, [])))
+    assert own.accept(_msg(WriteTxnMarkersResponse(2, 7, [])))
+    assert own.accept(_msg(AddPartitionsToTxnBrokerResponse(3, (("t", Errors.NONE),))))
+    assert not own.accept(_msg(MetadataDelta(1, {})))  # the metadata loader: not modelled
+    env.run(until=10)
+    assert handled == [
+        (0.5, "AddPartitionsToTxnBrokerResponse"),  # its own thread: network only
+        (1.5, "WriteTxnMarkersResponse"),  # network and the log write
+        (3.0, "WriteTxnMarkersResponse"),  # the same thread, after the first
+    ]
+
+
 def test_a_full_request_queue_stops_the_network_threads_reading():
     import simpy
 

@@ -16,9 +16,15 @@ Kafka's request path (``SocketServer``, ``RequestChannel``, ``KafkaRequestHandle
 each step holding a thread and a core of the broker's host (:class:`eosim.simulation.host.
 Host`), stretched by the broker JVM's pauses (:meth:`eosim.simulation.host.Jvm.finish`). The answer
 is written by the network thread at once (its cost is counted with the read). Answers to the
-broker's own fetches are processed by its replica fetcher threads (``num.replica.fetchers``
-per source broker, ``ReplicaFetcherThread``): :attr:`ServiceTimes.replica_append` per record,
-the follower's append, before the next fetch goes out.
+broker's own requests are processed by the threads that sent them (:class:`InterBrokerThreads`):
+its replica fetcher threads (``num.replica.fetchers`` per source broker,
+``ReplicaFetcherThread``) spend :attr:`ServiceTimes.replica_append` per record, the follower's
+append, before the next fetch goes out; two ``InterBrokerSendThread`` threads, the transaction
+coordinator's marker sender (``TransactionMarkerChannelManager``) and the leader's
+``AddPartitionsToTxnManager``, spend :attr:`ServiceTimes.network` reading each answer, and the
+marker sender :attr:`ServiceTimes.transaction` more for the transaction log write that follows
+the last marker (CompleteCommit/CompleteAbort, ``TransactionMarkerChannelManager.
+tryAppendToLog``), which Kafka appends on that thread.
 
 Each request's end is computed when it is read (a calendar, :meth:`Host.book`): one
 simulation event per request, as without the resource model. :class:`TimedRequestChannel`
@@ -41,6 +47,7 @@ from eosim.simulation.network import Message
 from eosim.simulation.protocol import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnBrokerRequest,
+    AddPartitionsToTxnBrokerResponse,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     FetchRequest,
@@ -50,6 +57,7 @@ from eosim.simulation.protocol import (
     ReplicaFetchResponse,
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from eosim.simulation.request_channel import CallbackRequest
 
@@ -155,6 +163,7 @@ class BrokerThreads:
         self._network = [0.0] * threads.network_threads
         self._io = [0.0] * threads.io_threads  # a heap
         self._fetchers: dict[tuple[str, int], float] = {}
+        self._senders: dict[str, float] = {}
         self._processor_of: dict[int, int] = {}
         self._next_processor = itertools.count()
 
@@ -173,6 +182,7 @@ class BrokerThreads:
         self._network = [0.0] * self.threads.network_threads
         self._io = [0.0] * self.threads.io_threads
         self._fetchers.clear()
+        self._senders.clear()
         self._processor_of.clear()
 
     def _processor(self, msg: Message) -> int:
@@ -244,6 +254,15 @@ class BrokerThreads:
         end = self.jvm.book(start, cost.ms(records))
         self._fetchers[key] = end
         self.jvm.allocate(now, cost.mb(records))
+        return start, end
+
+    def book_sender(self, thread: str, cost_ms: float, now: float) -> tuple[float, float]:
+        """The broker's ``InterBrokerSendThread`` named ``thread`` processes an answer that
+        costs ``cost_ms`` from ``now``: (start, end), before pauses."""
+        free = self._senders.get(thread, 0.0)
+        start = free if free > now else now
+        end = self.jvm.book(start, cost_ms)
+        self._senders[thread] = end
         return start, end
 
     def queue_full(self, waiting: int) -> bool:
@@ -345,11 +364,26 @@ class TimedRequestChannel:
 OwnHandler = Callable[[Message], None]
 
 
-class ReplicaFetcherThreads:
-    """The follower side of replication with the resource model: an answer to one of this
-    broker's fetches is processed on the fetcher thread of its source (its cost booked there),
-    then handed to ``handle`` when that ends, in order per thread; a process that died or
-    restarted meanwhile drops it, a paused one handles it on resume (``on_paused``)."""
+# The answers an InterBrokerSendThread of the broker processes (the thread's name in Kafka),
+# and whether processing one ends in a transaction log write on that thread.
+SENDER_THREADS: dict[type, tuple[str, bool]] = {
+    WriteTxnMarkersResponse: ("TxnMarkerSenderThread", True),
+    AddPartitionsToTxnBrokerResponse: ("AddPartitionsToTxnSenderThread", False),
+}
+
+
+class InterBrokerThreads:
+    """The threads that process the answers to a broker's own requests, with the resource
+    model: an answer to one of its fetches on the fetcher thread of its source (the follower
+    side of replication), a coordinator's or a leader's answer on the sender thread that sent
+    the request (:data:`SENDER_THREADS`), each booked there and handed to ``handle`` when that
+    ends, in order per thread; a process that died or restarted meanwhile drops it, a paused
+    one handles it on resume (``on_paused``).
+
+    To give another of Kafka's background threads its work: an entry in
+    :data:`SENDER_THREADS` for the answer it processes (and its answer type in
+    ``socket_server.OWN_THREADS``), or a ``book_*`` method on :class:`BrokerThreads` for one
+    with a cost of its own, called from :meth:`accept`."""
 
     def __init__(
         self,
@@ -366,10 +400,21 @@ class ReplicaFetcherThreads:
         self.on_paused = on_paused
 
     def accept(self, msg: Message) -> bool:
-        """Take ``msg`` if it is work for a fetcher thread (True: it will be handled later)."""
-        if type(msg.payload) is not ReplicaFetchResponse:
-            return False
-        start, end = self.threads.book_fetcher(msg.src, msg, self.env.now)
+        """Take ``msg`` if it is work for one of these threads (True: it will be handled
+        later)."""
+        kind = type(msg.payload)
+        threads = self.threads
+        if kind is ReplicaFetchResponse:
+            start, end = threads.book_fetcher(msg.src, msg, self.env.now)
+        else:
+            sender = SENDER_THREADS.get(kind)
+            if sender is None:
+                return False
+            name, writes = sender
+            cost = threads.service.network.fixed_ms
+            if writes:
+                cost += threads.service.transaction.fixed_ms
+            start, end = threads.book_sender(name, cost, self.env.now)
         self._at(start, end - start, end, msg, self.node.incarnation)
         return True
 
@@ -394,9 +439,10 @@ class ReplicaFetcherThreads:
 
 
 __all__ = [
+    "SENDER_THREADS",
     "BrokerThreads",
     "Cost",
-    "ReplicaFetcherThreads",
+    "InterBrokerThreads",
     "ServiceTimes",
     "ThreadSettings",
     "TimedRequestChannel",

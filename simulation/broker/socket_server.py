@@ -27,7 +27,7 @@ import simpy
 
 from eosim.simulation.broker.request_handler_pool import (
     BrokerThreads,
-    ReplicaFetcherThreads,
+    InterBrokerThreads,
     TimedRequestChannel,
 )
 from eosim.simulation.network import Connection, Message, Network
@@ -296,16 +296,15 @@ class KafkaRequestHandler:
         self.replica_manager = replica_manager
         self.requests_handled = 0
         self._own: deque[Message] = deque()
-        # With the resource model, answers to the broker's fetches are processed by its
-        # replica fetcher threads, at a cost, before they are handled; one processed while
-        # the process was paused waits in _processed for its resume.
+        # With the resource model, answers to the broker's own requests are processed by the
+        # threads that sent them (replica fetchers, InterBrokerSendThreads), at a cost, before
+        # they are handled; one processed while the process was paused waits in _processed for
+        # its resume.
         self._processed: deque[Message] = deque()
-        self.fetchers = (
+        self.inter_broker = (
             None
             if threads is None
-            else ReplicaFetcherThreads(
-                env, process, threads, self._handle_own, self._processed.append
-            )
+            else InterBrokerThreads(env, process, threads, self._handle_own, self._processed.append)
         )
         env.process(self._run())
 
@@ -336,9 +335,10 @@ class KafkaRequestHandler:
 
     def own_thread(self, msg: Message) -> None:
         """An answer to one of the broker's own requests, or the controller's metadata: handled
-        now, or when the paused process resumes (with the resource model, a fetch answer goes
-        to its fetcher thread first)."""
-        if self.fetchers is not None and not self.process.paused and self.fetchers.accept(msg):
+        now, or when the paused process resumes (with the resource model, an answer first goes
+        to the thread that sent the request: :class:`InterBrokerThreads`)."""
+        threads = self.inter_broker
+        if threads is not None and not self.process.paused and threads.accept(msg):
             return
         self._own.append(msg)
         if not self.process.paused:
@@ -347,12 +347,12 @@ class KafkaRequestHandler:
     def handle_own_threads(self) -> None:
         """Handle what the broker's own threads have waiting (they stop with the process)."""
         process = self.process
-        fetchers = self.fetchers
+        threads = self.inter_broker
         while self._processed and process.alive and not process.paused:
             self._handle_own(self._processed.popleft())
         while self._own and process.alive and not process.paused:
             msg = self._own.popleft()
-            if fetchers is not None and fetchers.accept(msg):
+            if threads is not None and threads.accept(msg):
                 continue
             self._handle_own(msg)
 
