@@ -24,7 +24,9 @@ coordinator's marker sender (``TransactionMarkerChannelManager``) and the leader
 ``AddPartitionsToTxnManager``, spend :attr:`ServiceTimes.network` reading each answer, and the
 marker sender :attr:`ServiceTimes.transaction` more for the transaction log write that follows
 the last marker (CompleteCommit/CompleteAbort, ``TransactionMarkerChannelManager.
-tryAppendToLog``), which Kafka appends on that thread.
+tryAppendToLog``), which Kafka appends on that thread. The model charges that write on every
+marker answer, not only the last: a transaction whose partitions have several leaders costs
+the thread one write per leader more than Kafka's.
 
 Each request's end is computed when it is read (a calendar, :meth:`Host.book`): one
 simulation event per request, as without the resource model. :class:`TimedRequestChannel`
@@ -162,8 +164,9 @@ class BrokerThreads:
         self.startup = startup if startup is not None else StartupSettings()
         self._network = [0.0] * threads.network_threads
         self._io = [0.0] * threads.io_threads  # a heap
-        self._fetchers: dict[tuple[str, int], float] = {}
-        self._senders: dict[str, float] = {}
+        # When each of the broker's own threads (a fetcher per source broker, a sender by
+        # name) is free again.
+        self._own_free: dict[tuple[str, str], float] = {}
         self._processor_of: dict[int, int] = {}
         self._next_processor = itertools.count()
 
@@ -181,8 +184,7 @@ class BrokerThreads:
         """A new process: its threads free, its connections gone."""
         self._network = [0.0] * self.threads.network_threads
         self._io = [0.0] * self.threads.io_threads
-        self._fetchers.clear()
-        self._senders.clear()
+        self._own_free.clear()
         self._processor_of.clear()
 
     def _processor(self, msg: Message) -> int:
@@ -248,21 +250,21 @@ class BrokerThreads:
         (start, end), before pauses."""
         cost = self.service.replica_append
         records = records_of(msg.payload)
-        key = (source, hash(source) % max(1, self.threads.replica_fetchers))
-        free = self._fetchers.get(key, 0.0)
-        start = free if free > now else now
-        end = self.jvm.book(start, cost.ms(records))
-        self._fetchers[key] = end
+        booked = self._book_own(("fetcher", source), cost.ms(records), now)
         self.jvm.allocate(now, cost.mb(records))
-        return start, end
+        return booked
 
     def book_sender(self, thread: str, cost_ms: float, now: float) -> tuple[float, float]:
         """The broker's ``InterBrokerSendThread`` named ``thread`` processes an answer that
         costs ``cost_ms`` from ``now``: (start, end), before pauses."""
-        free = self._senders.get(thread, 0.0)
+        return self._book_own(("sender", thread), cost_ms, now)
+
+    def _book_own(self, thread: tuple[str, str], cost_ms: float, now: float) -> tuple[float, float]:
+        """``cost_ms`` on one of the broker's own threads, after what it already has."""
+        free = self._own_free.get(thread, 0.0)
         start = free if free > now else now
         end = self.jvm.book(start, cost_ms)
-        self._senders[thread] = end
+        self._own_free[thread] = end
         return start, end
 
     def queue_full(self, waiting: int) -> bool:
@@ -365,7 +367,8 @@ OwnHandler = Callable[[Message], None]
 
 
 # The answers an InterBrokerSendThread of the broker processes (the thread's name in Kafka),
-# and whether processing one ends in a transaction log write on that thread.
+# and whether processing one is charged a transaction log write on that thread (each marker
+# answer is, though Kafka writes once, after the last: the module docstring).
 SENDER_THREADS: dict[type, tuple[str, bool]] = {
     WriteTxnMarkersResponse: ("TxnMarkerSenderThread", True),
     AddPartitionsToTxnBrokerResponse: ("AddPartitionsToTxnSenderThread", False),
