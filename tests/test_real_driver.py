@@ -524,7 +524,6 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
     """A reader with a warm-up fixes where it starts reading (``latest``), then reads the
     warm-up topic on another consumer; nothing of the warm-up topic reaches its history, it is
     polling by its start time, and what is written after its positions were fixed is read."""
-    from eosim.real.referee import LATE_BOUND_MS
     from eosim.real.runner import START_LEAD_MS, WARMUP_READ_RECORDS
 
     _topic(kafka, bootstrap, "rwarm", 3)
@@ -540,7 +539,10 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
         90,
     )
     assert filled["acked"] == 3000
-    epoch = int(time.time() * 1000 + START_LEAD_MS)
+    # Twice the runner's lead, as below: on a loaded machine the reader's JVM start and its
+    # warm-up's 2 s went 284 ms past a 5 s lead (three busy loops on two cores); the runner's
+    # referee, not this test, judges whether its lead is enough for a real run.
+    epoch = int(time.time() * 1000 + 2 * START_LEAD_MS)
     reader = DriverProcess(
         kafka,
         _reader_spec(
@@ -564,7 +566,7 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
     )
     assert result["acked"] == 200
     out, polled = _stop_reader(tmp_path, reader)
-    assert 0.0 <= out["late_ms"] < LATE_BOUND_MS
+    assert out["late_ms"] == 0.0  # polling by its start time
     assert out["warm_read"] == 0 and "own_until_ms" not in out  # no own read without ``own``
     assert sorted(r["value"] for r in polled) == sorted(f"producer-0-{i}" for i in range(200))
 
@@ -581,7 +583,11 @@ def test_a_reading_drivers_own_consumer_reads_the_producers_own_warm_up_until_it
 
     _topic(kafka, bootstrap, "mwarm", 3)
     _topic(kafka, bootstrap, "mrun", 2)
-    epoch = int(time.time() * 1000 + START_LEAD_MS)
+    # Twice the runner's lead: the reader's warm-up reads for its full 2 s here (the warm-up
+    # topic holds fewer than its records), and on a loaded machine (CI running the suite) its
+    # JVM's start and that read once ended 1 s past a 5 s lead, so the own read, which happens
+    # only before the start, never did.
+    epoch = int(time.time() * 1000 + 2 * START_LEAD_MS)
     reader = DriverProcess(
         kafka,
         _reader_spec(
@@ -603,6 +609,7 @@ def test_a_reading_drivers_own_consumer_reads_the_producers_own_warm_up_until_it
     result = run_driver(kafka, spec, 90)
     assert result["acked"] == 200 and result["warm_sent"] > 0
     out, polled = _stop_reader(tmp_path, reader)
+    assert out["late_ms"] == 0.0, "the reader's warm-up ended after its start: no own read"
     assert out["warm_read"] > 0
     # ... and dropped the warm-up topic at its start (its first poll after it)
     assert 0.0 <= out["own_until_ms"] < 1000.0
