@@ -87,3 +87,6 @@ def test_the_calibration_notes_a_preset_measured_on_another_machine(monkeypatch)
     )
     two = calibrate.machine_note(model, {"machines": [HERE, {**HERE, "cpu": "x"}]})
     assert two.startswith("The Kafka side ran on 2 machines: AMD EPYC at 2445 MHz")
+    # two records of one machine, kept apart by the loop probe's rule of 2026-11-29
+    one = calibrate.machine_note(model, {"machines": [HERE, {**HERE, "loop_ms": 35.2}]})
+    assert one == ""
