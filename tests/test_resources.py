@@ -291,6 +291,7 @@ def test_answers_to_a_brokers_own_requests_take_the_thread_that_sent_them():
         threads,
         lambda m: handled.append((env.now, type(m.payload).__name__)),
         handled.append,
+        lambda m: m.payload.correlation_id == 2,  # the second marker answer completes
     )
     assert own.accept(_msg(WriteTxnMarkersResponse(1, 7, [])))
     assert own.accept(_msg(WriteTxnMarkersResponse(2, 7, [])))
@@ -298,10 +299,81 @@ def test_answers_to_a_brokers_own_requests_take_the_thread_that_sent_them():
     assert not own.accept(_msg(MetadataDelta(1, {})))  # the metadata loader: not modelled
     env.run(until=10)
     assert handled == [
+        (0.5, "WriteTxnMarkersResponse"),  # network only: another leader's markers remain
         (0.5, "AddPartitionsToTxnBrokerResponse"),  # its own thread: network only
-        (1.5, "WriteTxnMarkersResponse"),  # network and the log write
-        (3.0, "WriteTxnMarkersResponse"),  # the same thread, after the first
+        (2.0, "WriteTxnMarkersResponse"),  # the same thread, after the first: and the write
     ]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_marker_answer_foreseen_to_complete_is_the_one_that_does(seed: int) -> None:
+    """The marker sender is charged the CompleteCommit write on the answer whose handling
+    completes the transaction, known as it arrives (``arrives``), before the answers that
+    arrived ahead of it are handled: over random answers (errors retried, timeouts, a
+    cancelling epoch, late duplicates) and random handling lags, exactly the answer whose
+    ``on_response`` calls ``on_done`` was foreseen, and none when none does."""
+    import random
+
+    import simpy
+
+    from eosim.simulation.coordinator.marker_channel import TransactionMarkerChannelManager
+    from eosim.simulation.protocol import Errors
+
+    rng = random.Random(seed)
+    env = simpy.Environment()
+    sent: list = []
+
+    class Net:
+        def send(self, src, dst, payload, conn=None, **_kw):
+            sent.append(payload)
+
+    parts = [("t", p) for p in range(rng.randint(1, 4))]
+    leaders = {tp: f"b{rng.randint(0, 2)}" for tp in parts}
+    channel = TransactionMarkerChannelManager(env, "c", Net(), leaders.get, 50.0, 5.0)
+    done: list[int] = []
+    foreseen: list[int] = []
+    handling: list[int] = []
+    arrived: list[tuple[int, list]] = []  # in arrival order; handled in that order, later
+    channel.send_markers("tx", 1, 0, True, 0, tuple(parts), lambda: done.append(handling[-1]))
+    answered = 0
+
+    def answer_some():
+        nonlocal answered
+        while answered < len(sent) and rng.random() < 0.7:
+            request = sent[answered]
+            answered += 1
+            results = []
+            for tp in request.partitions:
+                roll = rng.random()
+                error = (
+                    Errors.NONE
+                    if roll < 0.75
+                    else Errors.NOT_LEADER_OR_FOLLOWER
+                    if roll < 0.97
+                    else Errors.INVALID_PRODUCER_EPOCH
+                )
+                results.append((tp, error))
+            copies = 2 if rng.random() < 0.1 else 1  # a duplicate answer
+            for _ in range(copies):
+                if rng.random() < 0.15:
+                    continue  # lost: the request times out and is sent again
+                if channel.arrives(request.correlation_id, results):
+                    foreseen.append(len(arrived))
+                arrived.append((request.correlation_id, results))
+
+    handled = 0
+    for _ in range(400):
+        answer_some()
+        while handled < len(arrived) and rng.random() < 0.5:  # the thread lags behind
+            handling.append(handled)
+            channel.on_response(*arrived[handled])
+            handled += 1
+        env.run(until=env.now + rng.choice([1.0, 6.0, 60.0]))
+    while handled < len(arrived):
+        handling.append(handled)
+        channel.on_response(*arrived[handled])
+        handled += 1
+    assert foreseen == done and len(done) <= 1
 
 
 def test_a_full_request_queue_stops_the_network_threads_reading():

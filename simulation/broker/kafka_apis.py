@@ -151,6 +151,17 @@ class KafkaApis:
             request.correlation_id, Errors.NONE, self.producer_ids.generate_producer_id(), 0
         )
 
+    def writes_log(self, answer: object) -> bool:
+        """Whether handling ``answer``, an own thread's that has just arrived, ends in a log
+        append on that thread: the leader's answer to markers that completes its transaction
+        (the coordinator then appends CompleteCommit/CompleteAbort on its marker sender)."""
+        if type(answer) is not WriteTxnMarkersResponse:
+            return False
+        runtime = self.coordinator()
+        return runtime is not None and runtime.markers.arrives(
+            answer.correlation_id, answer.results
+        )
+
     def _handle_markers_response(self, response: WriteTxnMarkersResponse) -> None:
         """A leader's answer to markers this broker's coordinator sent."""
         runtime = self.coordinator()

@@ -24,9 +24,8 @@ coordinator's marker sender (``TransactionMarkerChannelManager``) and the leader
 ``AddPartitionsToTxnManager``, spend :attr:`ServiceTimes.network` reading each answer, and the
 marker sender :attr:`ServiceTimes.transaction` more for the transaction log write that follows
 the last marker (CompleteCommit/CompleteAbort, ``TransactionMarkerChannelManager.
-tryAppendToLog``), which Kafka appends on that thread. The model charges that write on every
-marker answer, not only the last: a transaction whose partitions have several leaders costs
-the thread one write per leader more than Kafka's.
+tryAppendToLog``), which Kafka appends on that thread, on the answer that completes the
+transaction only (the broker says which: ``writes_log``).
 
 Each request's end is computed when it is read (a calendar, :meth:`Host.book`): one
 simulation event per request, as without the resource model. :class:`TimedRequestChannel`
@@ -366,12 +365,10 @@ class TimedRequestChannel:
 OwnHandler = Callable[[Message], None]
 
 
-# The answers an InterBrokerSendThread of the broker processes (the thread's name in Kafka),
-# and whether processing one is charged a transaction log write on that thread (each marker
-# answer is, though Kafka writes once, after the last: the module docstring).
-SENDER_THREADS: dict[type, tuple[str, bool]] = {
-    WriteTxnMarkersResponse: ("TxnMarkerSenderThread", True),
-    AddPartitionsToTxnBrokerResponse: ("AddPartitionsToTxnSenderThread", False),
+# The answers an InterBrokerSendThread of the broker processes, and the thread's name in Kafka.
+SENDER_THREADS: dict[type, str] = {
+    WriteTxnMarkersResponse: "TxnMarkerSenderThread",
+    AddPartitionsToTxnBrokerResponse: "AddPartitionsToTxnSenderThread",
 }
 
 
@@ -381,7 +378,9 @@ class InterBrokerThreads:
     side of replication), a coordinator's or a leader's answer on the sender thread that sent
     the request (:data:`SENDER_THREADS`), each booked there and handed to ``handle`` when that
     ends, in order per thread; a process that died or restarted meanwhile drops it, a paused
-    one handles it on resume (``on_paused``).
+    one handles it on resume (``on_paused``). A sender thread's answer costs
+    :attr:`ServiceTimes.network`, and :attr:`ServiceTimes.transaction` more when ``writes_log``
+    says its handling ends in a log append on that thread (asked once, as it arrives).
 
     To give another of Kafka's background threads its work: an entry in
     :data:`SENDER_THREADS` for the answer it processes (and its answer type in
@@ -395,12 +394,14 @@ class InterBrokerThreads:
         threads: BrokerThreads,
         handle: OwnHandler,
         on_paused: OwnHandler,
+        writes_log: Callable[[Message], bool],
     ) -> None:
         self.env = env
         self.node = node
         self.threads = threads
         self.handle = handle
         self.on_paused = on_paused
+        self.writes_log = writes_log
 
     def accept(self, msg: Message) -> bool:
         """Take ``msg`` if it is work for one of these threads (True: it will be handled
@@ -410,12 +411,11 @@ class InterBrokerThreads:
         if kind is ReplicaFetchResponse:
             start, end = threads.book_fetcher(msg.src, msg, self.env.now)
         else:
-            sender = SENDER_THREADS.get(kind)
-            if sender is None:
+            name = SENDER_THREADS.get(kind)
+            if name is None:
                 return False
-            name, writes = sender
             cost = threads.service.network.fixed_ms
-            if writes:
+            if self.writes_log(msg):
                 cost += threads.service.transaction.fixed_ms
             start, end = threads.book_sender(name, cost, self.env.now)
         self._at(start, end - start, end, msg, self.node.incarnation)

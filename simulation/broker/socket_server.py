@@ -65,11 +65,15 @@ class BrokerProcess(Protocol):
 class RequestApis(Protocol):
     """What the request handler hands requests to (:class:`eosim.simulation.broker.kafka_apis.
     KafkaApis`): ``handle`` answers a request (None: no answer, or not yet); ``handlers``
-    names the handler of each request type, the own threads' answers included."""
+    names the handler of each request type, the own threads' answers included;
+    ``writes_log`` says whether handling an own thread's answer, which has just arrived, ends
+    in a log append on that thread."""
 
     handlers: dict[type, Callable[[Any], object | None]]
 
     def handle(self, request: object) -> object | None: ...
+
+    def writes_log(self, answer: object) -> bool: ...
 
 
 class SocketServer:
@@ -304,7 +308,14 @@ class KafkaRequestHandler:
         self.inter_broker = (
             None
             if threads is None
-            else InterBrokerThreads(env, process, threads, self._handle_own, self._processed.append)
+            else InterBrokerThreads(
+                env,
+                process,
+                threads,
+                self._handle_own,
+                self._processed.append,
+                lambda msg: apis.writes_log(msg.payload),
+            )
         )
         env.process(self._run())
 

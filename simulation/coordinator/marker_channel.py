@@ -54,6 +54,10 @@ class _PendingMarkers:
     in_flight: dict[int, tuple[TopicPartition, ...]] = field(default_factory=dict)
     done: bool = False
     cancelled: bool = False
+    # What the answers that have arrived (``arrives``), handled or not yet, leave to accept:
+    # the thread that handles them in order knows ahead which one completes the transaction.
+    unconfirmed: dict[TopicPartition, None] = field(default_factory=dict)
+    foreseen: bool = False  # the answer that completes (or cancels) it has arrived
 
 
 RETRIABLE_MARKER_ERRORS = frozenset(
@@ -94,6 +98,9 @@ class TransactionMarkerChannelManager:
         self.generation = 0  # bumped on crash: late timers and answers of a dead channel
         self._correlation = 0
         self._requests: dict[int, _PendingMarkers] = {}
+        # Requests whose answer has arrived and waits for the sender thread (``arrives``):
+        # Kafka's thread never times out a request it has read the answer of.
+        self._arrived: set[int] = set()
 
     def send_markers(
         self,
@@ -113,6 +120,7 @@ class TransactionMarkerChannelManager:
             coordinator_epoch,
             dict.fromkeys(partitions),
             on_done,
+            unconfirmed=dict.fromkeys(partitions),
         )
         if not pending.remaining:
             on_done()
@@ -154,12 +162,40 @@ class TransactionMarkerChannelManager:
         timer.callbacks.append(lambda _ev: action() if generation == self.generation else None)
 
     def _timed_out(self, cid: int) -> None:
+        if cid in self._arrived:
+            return
         pending = self._requests.pop(cid, None)
         if pending is None:
             return
         self._send(pending, pending.in_flight.pop(cid))
 
+    def arrives(self, cid: int, results: list[tuple[TopicPartition, Errors]]) -> bool:
+        """The answer to request ``cid`` has arrived and waits for the marker sender thread,
+        which handles answers in the order they arrive: True when it is the one whose
+        handling completes its transaction (:meth:`on_response` then calls ``on_done``, and
+        Kafka appends CompleteCommit/CompleteAbort on that thread), counting the answers that
+        arrived before it. False for a late answer, one that leaves a partition to accept, a
+        transaction cancelled by an answer before it, and any answer after the completing
+        one. Changes nothing :meth:`on_response` reads."""
+        pending = self._requests.get(cid)
+        if pending is None:
+            return False
+        self._arrived.add(cid)
+        if pending.foreseen:
+            return False
+        for tp, error in results:
+            if error is Errors.NONE:
+                pending.unconfirmed.pop(tp, None)
+            elif error in CANCELLING_MARKER_ERRORS:
+                pending.foreseen = True  # cancelled: no answer completes it
+                return False
+        if pending.unconfirmed:
+            return False
+        pending.foreseen = True
+        return True
+
     def on_response(self, cid: int, results: list[tuple[TopicPartition, Errors]]) -> None:
+        self._arrived.discard(cid)
         pending = self._requests.pop(cid, None)
         if pending is None:
             return  # a late answer to a request that already timed out, or a dead channel
@@ -190,3 +226,4 @@ class TransactionMarkerChannelManager:
     def shutdown(self) -> None:
         self.generation += 1
         self._requests.clear()
+        self._arrived.clear()
