@@ -6,6 +6,8 @@ split by whether the transaction coordinator's broker also leads the partition w
     python benchmarks/txn_slow_share.py model [--seeds 1,2,3] [--set PATH=VALUE] [--before-ms MS]
     python benchmarks/txn_slow_share.py kafka SWEEP_DIR [--before-ms MS]
     python benchmarks/txn_slow_share.py race TRACE_DIR
+    python benchmarks/txn_slow_share.py race-model [--seeds 1,2,3] [--set PATH=VALUE]
+        [--before-ms MS]
 
 ``model`` runs case 4 on the model (the calibration's overrides: Kafka 4.1's rules, the
 ``calibration-host`` preset, ``crash_reset``) with its message trace and counts, before
@@ -21,12 +23,13 @@ took 20 ms or more.
 ``race`` reads a request-log trace (``benchmarks/real_request_log.py run``) and, for each
 transaction led by the coordinator's broker, whether the reader's next fetch reached that
 broker more than 1 ms after the markers' answer left it, and whether the next add was
-accepted. Not a test.
+accepted; ``race-model`` the same on the model's message trace. Not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import sys
 from collections import Counter, defaultdict
@@ -89,12 +92,28 @@ def kafka(sweep: Path, before_ms: float) -> Counter[tuple[str, str, bool]]:
     return counts
 
 
-def race(folder: Path) -> Counter[tuple[str, str]]:
+# A broker's timeline: (seconds, what, who): "markers" (a leader's answer to markers left it),
+# "reader" (the reader's fetch reached it), "produce" (the transactional producer's),
+# "ok"/"refused" (a leader's AddPartitionsToTxn reached it, and its answer), "ffetch" (follower
+# ``who``'s fetch reached it) and "fgot" (an answer to follower ``who`` left it carrying
+# __transaction_state records).
+Timelines = dict[str, list[tuple[float, str, str | None]]]
+
+
+def kafka_timelines(folder: Path) -> Timelines:
+    """The brokers' timelines from a request-log trace (``real_request_log.py run``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import real_request_log as log
 
-    events: dict[str, list[tuple[float, str]]] = defaultdict(list)
-    for path in sorted(folder.glob("**/broker-*/server.log")):
+    events: Timelines = defaultdict(list)
+    state_ids: set[str] = set()  # __transaction_state's topic id, from the brokers' logs
+    paths = sorted(folder.glob("**/broker-*/server.log"))
+    for path in paths:
+        with path.open(errors="replace") as lines:
+            for line in lines:
+                if "topic=__transaction_state" in line and "topicId=" in line:
+                    state_ids.add(line.split("topicId=", 1)[1].split(",", 1)[0])
+    for path in paths:
         broker = path.parent.name
         with path.open(errors="replace") as lines:
             for line in lines:
@@ -109,33 +128,191 @@ def race(folder: Path) -> Counter[tuple[str, str]]:
                 done = log._seconds(match.group(1))
                 arrived = done - request["totalTimeMs"] / 1000.0
                 if kind == "WRITE_TXN_MARKERS":
-                    events[broker].append((done, "markers"))
+                    events[broker].append((done, "markers", None))
                 elif kind == "FETCH" and client.startswith("consumer"):
-                    events[broker].append((arrived, "reader"))
+                    events[broker].append((arrived, "reader", None))
+                elif kind == "FETCH" and "-fetcher-" in client:
+                    follower = client.split("-fetcher-", 1)[0]
+                    events[broker].append((arrived, "ffetch", follower))
+                    if any(
+                        p.get("recordsSizeInBytes", 0) > 0
+                        for t in request["response"].get("responses", [])
+                        if t.get("topicId") in state_ids
+                        for p in t["partitions"]
+                    ):
+                        events[broker].append((done, "fgot", follower))
                 elif kind == "ADD_PARTITIONS_TO_TXN":
-                    events[broker].append((arrived, "ok" if log._accepted(request) else "refused"))
+                    outcome = "ok" if log._accepted(request) else "refused"
+                    events[broker].append((arrived, outcome, None))
                 elif kind == "PRODUCE" and not client:
-                    events[broker].append((arrived, "produce"))
+                    events[broker].append((arrived, "produce", None))
+    return events
+
+
+def model_timelines(seed: int, overrides: list[str], before_ms: float | None) -> Timelines:
+    """The brokers' timelines from the model's message trace of case 4 (the markers' answers
+    before ``before_ms`` only, when given)."""
+    from eosim.simulation import load_scenario, run_scenario
+    from eosim.simulation.protocol import Errors
+
+    scenario = load_scenario(CASE4, CALIBRATION_SETS + overrides)
+    events: Timelines = defaultdict(list)
+    adds: dict[tuple[str, str, int], int] = {}  # (leader, coordinator, cid): its index
+    for e in run_scenario(scenario, seed, trace=True).trace or []:
+        kind = type(e.payload).__name__
+        at = e.time / 1000.0
+        if e.event == "send":
+            if kind == "WriteTxnMarkersResponse":
+                if before_ms is None or e.time < before_ms:
+                    events[e.src].append((at, "markers", None))
+            elif kind == "ReplicaFetchResponse" and any(
+                tp[0] == "__transaction_state" and data.batches for tp, data in e.payload.partitions
+            ):
+                events[e.src].append((at, "fgot", e.dst))
+        elif e.event != "deliver":
+            continue
+        elif kind == "ReplicaFetchRequest":
+            events[e.dst].append((at, "ffetch", e.src))
+        elif kind == "FetchRequest" and e.src.startswith("reader"):
+            events[e.dst].append((at, "reader", None))
+        elif kind == "ProduceRequest" and e.src.startswith("txn"):
+            events[e.dst].append((at, "produce", None))
+        elif kind == "AddPartitionsToTxnBrokerRequest":
+            adds[(e.src, e.dst, e.payload.correlation_id)] = len(events[e.dst])
+            events[e.dst].append((at, "ok", None))
+        elif kind == "AddPartitionsToTxnBrokerResponse":
+            index = adds.pop((e.dst, e.src, e.payload.correlation_id), None)
+            refused = any(err is Errors.CONCURRENT_TRANSACTIONS for _, err in e.payload.results)
+            if index is not None and refused:
+                events[e.src][index] = (events[e.src][index][0], "refused", None)
+    return events
+
+
+class _Index:
+    """A broker's timeline sorted, with the times of each kind (and follower) for bisecting."""
+
+    def __init__(self, timeline: list[tuple[float, str, str | None]]) -> None:
+        timeline.sort(key=lambda e: e[0])
+        self.timeline = timeline
+        self.times: dict[tuple[str, str | None], list[float]] = defaultdict(list)
+        for t, kind, who in timeline:
+            self.times[(kind, who)].append(t)
+            if who is not None:
+                self.times[(kind, None)].append(t)
+
+    def first(self, kind: str, after: float, who: str | None = None) -> float | None:
+        """The first time of ``kind`` (``who``'s) strictly after ``after``."""
+        times = self.times.get((kind, who), [])
+        i = bisect.bisect_right(times, after)
+        return times[i] if i < len(times) else None
+
+
+def _led_by_coordinator(timelines: Timelines):
+    """Each markers' answer on a broker whose next add there, within 0.2 s, follows a produce
+    there (the partition written is led by the coordinator's broker): (index, its time, the
+    add's time and outcome)."""
+    for timeline in timelines.values():
+        index = _Index(timeline)
+        adds = sorted((t, k) for t, k, _ in index.timeline if k in ("ok", "refused"))
+        add_times = [t for t, _ in adds]
+        for at in index.times.get(("markers", None), []):
+            j = bisect.bisect_right(add_times, at)
+            if j == len(adds) or adds[j][0] - at > 0.2:
+                continue
+            produced = index.first("produce", at)
+            if produced is not None and produced <= adds[j][0]:
+                yield index, at, adds[j]
+
+
+def race_counts(timelines: Timelines) -> Counter[tuple[str, str]]:
+    """Whether the next add was refused, by when the reader's next fetch reached the broker
+    after the markers' answer."""
     counts: Counter[tuple[str, str]] = Counter()
-    for timeline in events.values():
-        timeline.sort()
-        for i, (at, kind) in enumerate(timeline):
-            if kind != "markers":
-                continue
-            add = next((e for e in timeline[i + 1 :] if e[1] in ("ok", "refused")), None)
-            if add is None or add[0] - at > 0.2:
-                continue
-            if not any(k == "produce" and t <= add[0] for t, k in timeline[i + 1 :]):
-                continue  # the partition written is led elsewhere
-            reads = [t - at for t, k in timeline if k == "reader" and at - 0.003 <= t <= add[0]]
-            if not reads:
-                where = "no reader fetch in between"
-            elif min(reads) > 0.001:
-                where = "reader's next fetch over 1 ms after the markers' answer"
-            else:
-                where = "reader's next fetch within 1 ms, or before"
-            counts[(where, add[1])] += 1
+    for index, at, add in _led_by_coordinator(timelines):
+        read = index.first("reader", at - 0.003 - 1e-9)
+        if read is None or read > add[0]:
+            where = "no reader fetch in between"
+        elif read - at > 0.001:
+            where = "reader's next fetch over 1 ms after the markers' answer"
+        else:
+            where = "reader's next fetch within 1 ms, or before"
+        counts[(where, add[1])] += 1
     return counts
+
+
+def gaps(timelines: Timelines) -> list[tuple[float, str]]:
+    """(ms from the markers' answer to the reader's next fetch after it, the next add's
+    outcome), for each transaction with such a fetch before its add."""
+    found = []
+    for index, at, add in _led_by_coordinator(timelines):
+        read = index.first("reader", at)
+        if read is not None and read <= add[0]:
+            found.append(((read - at) * 1000.0, add[1]))
+    return found
+
+
+def chains(timelines: Timelines) -> list[tuple[float, float, float, str]]:
+    """How the CompleteCommit went on, per transaction whose two followers both fetched it:
+    ms from the markers' answer until the first follower got it, until the later follower's
+    next fetch reached the leader (its high watermark could then move), until the next add
+    reached it; and that add's outcome."""
+    rows = []
+    for index, at, add in _led_by_coordinator(timelines):
+        followers = sorted({who for _, k, who in index.timeline if k == "fgot"} - {None})
+        got = {}
+        for who in followers:
+            t = index.first("fgot", at, who)
+            if t is not None and t - at < 0.2:
+                got[who] = t
+        after = {}
+        for who, t0 in got.items():
+            t = index.first("ffetch", t0, who)
+            if t is not None:
+                after[who] = t
+        if len(after) >= 2:
+            rows.append(
+                (
+                    (min(got.values()) - at) * 1000.0,
+                    (max(after.values()) - at) * 1000.0,
+                    (add[0] - at) * 1000.0,
+                    add[1],
+                )
+            )
+    return rows
+
+
+def _quantiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    return " ".join(
+        f"p{int(p * 100)} {ordered[min(len(ordered) - 1, int(p * len(ordered)))]:.2f}"
+        for p in (0.1, 0.5, 0.9)
+    )
+
+
+def print_race(timelines: list[Timelines]) -> None:
+    counts: Counter[tuple[str, str]] = Counter()
+    found: list[tuple[float, str]] = []
+    rows: list[tuple[float, float, float, str]] = []
+    for t in timelines:
+        counts.update(race_counts(t))
+        found += gaps(t)
+        rows += chains(t)
+    for (where, outcome), n in sorted(counts.items()):
+        print(f"{where}: next add {outcome}: {n}")
+    print(f"reader's next fetch after the markers' answer, ms: {_quantiles([g for g, _ in found])}")
+    for low, high in ((0, 0.5), (0.5, 1), (1, 2), (2, 5), (5, 200)):
+        within = [outcome for g, outcome in found if low <= g < high]
+        if within:
+            refused = sum(o == "refused" for o in within) / len(within)
+            print(f"  {low:g}-{high:g} ms: {len(within)}, next add refused {refused:.0%}")
+    if rows:
+        print(f"CompleteCommit, ms after the markers' answer ({len(rows)} transactions):")
+        for outcome in ("ok", "refused"):
+            mine = [r for r in rows if r[3] == outcome]
+            if mine:
+                print(f"  next add {outcome} ({len(mine)}):")
+                for name, j in (("first follower got it", 0), ("both fetched again", 1)):
+                    print(f"    {name}: {_quantiles([r[j] for r in mine])}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,16 +327,24 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--before-ms", type=float, default=2000.0)
     r = sub.add_parser("race")
     r.add_argument("folder", type=Path)
+    rm = sub.add_parser("race-model")
+    rm.add_argument("--seeds", default="1,2,3")
+    rm.add_argument("--set", dest="overrides", action="append", default=[])
+    rm.add_argument("--before-ms", type=float, default=None)
     args = parser.parse_args(argv)
-    if args.command == "race":
-        for (where, outcome), n in sorted(race(args.folder).items()):
-            print(f"{where}: next add {outcome}: {n}")
-        return 0
-    if args.command == "model":
+    seeds: list[int] = []
+    if args.command in ("model", "race-model"):
         try:
             seeds = [int(s) for s in args.seeds.split(",")]
         except ValueError:
             parser.error(f"--seeds {args.seeds}: whole numbers separated by commas")
+    if args.command == "race":
+        print_race([kafka_timelines(args.folder)])
+        return 0
+    if args.command == "race-model":
+        print_race([model_timelines(s, args.overrides, args.before_ms) for s in seeds])
+        return 0
+    if args.command == "model":
         counts = model(seeds, args.overrides, args.before_ms)
     else:
         counts = kafka(args.sweep, args.before_ms)
