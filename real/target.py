@@ -78,7 +78,11 @@ class KafkaTarget:
         # RealCluster's ``request_log``: every node logs each request it completes (tracing),
         # and ``loggers``: more of Kafka's loggers at levels of their own.
         self.request_log = request_log
-        self.loggers = dict(loggers or {})
+        self.loggers: dict[str, str] = {}
+        if loggers:  # checked before anything is made, as RealCluster checks them
+            from eosim.real.cluster import check_loggers
+
+            self.loggers = check_loggers(loggers)
         # RealCluster's ``network``: "auto", "netns", "loopback", or a Network of its own
         # prefix and subnet (tests beside a cluster that uses the default ones).
         self.network = network

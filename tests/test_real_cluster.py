@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from eosim.real.cluster import (
     split_config,
     topic_configs,
 )
+from eosim.real.target import KafkaTarget
 from eosim.simulation.faults import apply_fault, refusals
 from eosim.simulation.scenario import Scenario
 
@@ -352,6 +354,9 @@ def test_more_loggers_are_set_only_when_asked_for_and_checked() -> None:
     for bad in ({"kafka.coordinator": "LOUD"}, {"kafka coordinator": "TRACE"}, {"": "DEBUG"}):
         with pytest.raises(ValueError, match="a logger's name and one of TRACE"):
             RealCluster(LIBS, "/tmp/unused", 3, network="loopback", loggers=bad)
+        # ... and by the target that builds the cluster on its first run, when it is made
+        with pytest.raises(ValueError, match="a logger's name and one of TRACE"):
+            KafkaTarget(SimpleNamespace(), "/tmp/unused", loggers=bad)  # type: ignore[arg-type]
 
 
 def test_refused_fault_kinds_give_one_line_each() -> None:
