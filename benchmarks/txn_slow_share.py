@@ -107,17 +107,16 @@ def kafka_timelines(folder: Path) -> Timelines:
 
     events: Timelines = defaultdict(list)
     state_ids: set[str] = set()  # __transaction_state's topic id, from the brokers' logs
-    paths = sorted(folder.glob("**/broker-*/server.log"))
-    for path in paths:
-        with path.open(errors="replace") as lines:
-            for line in lines:
-                if "topic=__transaction_state" in line and "topicId=" in line:
-                    state_ids.add(line.split("topicId=", 1)[1].split(",", 1)[0])
-    for path in paths:
+    # (broker, done, follower, the topic ids its answer carried records of): "fgot" once the
+    # ids are all known
+    answers: list[tuple[str, float, str, set[str]]] = []
+    for path in sorted(folder.glob("**/broker-*/server.log")):
         broker = path.parent.name
         with path.open(errors="replace") as lines:
             for line in lines:
                 if "Completed request:" not in line:
+                    if "topic=__transaction_state" in line and "topicId=" in line:
+                        state_ids.add(line.split("topicId=", 1)[1].split(",", 1)[0])
                     continue
                 match = log.LINE.match(line.rstrip("\n"))
                 if not match:
@@ -134,18 +133,21 @@ def kafka_timelines(folder: Path) -> Timelines:
                 elif kind == "FETCH" and "-fetcher-" in client:
                     follower = client.split("-fetcher-", 1)[0]
                     events[broker].append((arrived, "ffetch", follower))
-                    if any(
-                        p.get("recordsSizeInBytes", 0) > 0
+                    carried = {
+                        t.get("topicId")
                         for t in request["response"].get("responses", [])
-                        if t.get("topicId") in state_ids
-                        for p in t["partitions"]
-                    ):
-                        events[broker].append((done, "fgot", follower))
+                        if any(p.get("recordsSizeInBytes", 0) > 0 for p in t["partitions"])
+                    }
+                    if carried:
+                        answers.append((broker, done, follower, carried))
                 elif kind == "ADD_PARTITIONS_TO_TXN":
                     outcome = "ok" if log._accepted(request) else "refused"
                     events[broker].append((arrived, outcome, None))
                 elif kind == "PRODUCE" and not client:
                     events[broker].append((arrived, "produce", None))
+    for broker, done, follower, carried in answers:
+        if carried & state_ids:
+            events[broker].append((done, "fgot", follower))
     return events
 
 
@@ -189,7 +191,8 @@ def model_timelines(seed: int, overrides: list[str], before_ms: float | None) ->
 
 
 class _Index:
-    """A broker's timeline sorted, with the times of each kind (and follower) for bisecting."""
+    """A broker's timeline sorted, with the times of each kind (and follower) for bisecting,
+    and the followers that got __transaction_state records from it."""
 
     def __init__(self, timeline: list[tuple[float, str, str | None]]) -> None:
         timeline.sort(key=lambda e: e[0])
@@ -197,8 +200,7 @@ class _Index:
         self.times: dict[tuple[str, str | None], list[float]] = defaultdict(list)
         for t, kind, who in timeline:
             self.times[(kind, who)].append(t)
-            if who is not None:
-                self.times[(kind, None)].append(t)
+        self.followers = sorted(who for kind, who in self.times if kind == "fgot" and who)
 
     def first(self, kind: str, after: float, who: str | None = None) -> float | None:
         """The first time of ``kind`` (``who``'s) strictly after ``after``."""
@@ -207,10 +209,14 @@ class _Index:
         return times[i] if i < len(times) else None
 
 
-def _led_by_coordinator(timelines: Timelines):
+Led = list[tuple[_Index, float, tuple[float, str]]]
+
+
+def led_by_coordinator(timelines: Timelines) -> Led:
     """Each markers' answer on a broker whose next add there, within 0.2 s, follows a produce
     there (the partition written is led by the coordinator's broker): (index, its time, the
     add's time and outcome)."""
+    led: Led = []
     for timeline in timelines.values():
         index = _Index(timeline)
         adds = sorted((t, k) for t, k, _ in index.timeline if k in ("ok", "refused"))
@@ -221,14 +227,15 @@ def _led_by_coordinator(timelines: Timelines):
                 continue
             produced = index.first("produce", at)
             if produced is not None and produced <= adds[j][0]:
-                yield index, at, adds[j]
+                led.append((index, at, adds[j]))
+    return led
 
 
-def race_counts(timelines: Timelines) -> Counter[tuple[str, str]]:
+def race_counts(led: Led) -> Counter[tuple[str, str]]:
     """Whether the next add was refused, by when the reader's next fetch reached the broker
     after the markers' answer."""
     counts: Counter[tuple[str, str]] = Counter()
-    for index, at, add in _led_by_coordinator(timelines):
+    for index, at, add in led:
         read = index.first("reader", at - 0.003 - 1e-9)
         if read is None or read > add[0]:
             where = "no reader fetch in between"
@@ -240,27 +247,26 @@ def race_counts(timelines: Timelines) -> Counter[tuple[str, str]]:
     return counts
 
 
-def gaps(timelines: Timelines) -> list[tuple[float, str]]:
+def gaps(led: Led) -> list[tuple[float, str]]:
     """(ms from the markers' answer to the reader's next fetch after it, the next add's
     outcome), for each transaction with such a fetch before its add."""
     found = []
-    for index, at, add in _led_by_coordinator(timelines):
+    for index, at, add in led:
         read = index.first("reader", at)
         if read is not None and read <= add[0]:
             found.append(((read - at) * 1000.0, add[1]))
     return found
 
 
-def chains(timelines: Timelines) -> list[tuple[float, float, float, str]]:
+def chains(led: Led) -> list[tuple[float, float, float, str]]:
     """How the CompleteCommit went on, per transaction whose two followers both fetched it:
     ms from the markers' answer until the first follower got it, until the later follower's
     next fetch reached the leader (its high watermark could then move), until the next add
     reached it; and that add's outcome."""
     rows = []
-    for index, at, add in _led_by_coordinator(timelines):
-        followers = sorted({who for _, k, who in index.timeline if k == "fgot"} - {None})
+    for index, at, add in led:
         got = {}
-        for who in followers:
+        for who in index.followers:
             t = index.first("fgot", at, who)
             if t is not None and t - at < 0.2:
                 got[who] = t
@@ -294,9 +300,10 @@ def print_race(timelines: list[Timelines]) -> None:
     found: list[tuple[float, str]] = []
     rows: list[tuple[float, float, float, str]] = []
     for t in timelines:
-        counts.update(race_counts(t))
-        found += gaps(t)
-        rows += chains(t)
+        led = led_by_coordinator(t)
+        counts.update(race_counts(led))
+        found += gaps(led)
+        rows += chains(led)
     for (where, outcome), n in sorted(counts.items()):
         print(f"{where}: next add {outcome}: {n}")
     print(f"reader's next fetch after the markers' answer, ms: {_quantiles([g for g, _ in found])}")
