@@ -11,8 +11,11 @@ process the resource model knows (brokers; the applications, as load) runs on a
   that frees first (or at ``t``) and holds it for ``c``; since the simulation books work in
   time order, this is first-come first-served over the cores, a non-preemptive stand-in for
   the operating system's scheduler (whose time slices, 3-4 ms under CFS on a loaded machine,
-  are longer than most of this work). Booking costs no simulation event: the caller waits once,
-  until the work's end;
+  are longer than most of this work). A process's work that finds every core busy ends
+  ``scheduler.wakeup_ms`` after its core frees: the scheduler's latency for a woken thread
+  (the core goes on to the next work), fitted so that the brokers wait for a core the share of
+  their runnable time Kafka's threads do. Booking costs no simulation event: the caller waits
+  once, until the work's end;
 * a :class:`Jvm` is one process's common fate: **stop-the-world pauses** (young garbage
   collections, driven by allocation: each request allocates, and every ``young_mb`` allocated
   stops every thread of the process for a pause drawn from a lognormal; and a ``pause``
@@ -43,26 +46,38 @@ from eosim.simulation.rng import RandomStream
 
 
 class Host:
-    """A machine's cores, booked first-come first-served (see the module docstring)."""
+    """A machine's cores, booked first-come first-served (see the module docstring).
+    ``wakeup_ms`` is the scheduler's latency for a thread woken while every core is busy
+    (:meth:`book`'s ``woken``)."""
 
-    __slots__ = ("_free", "busy_ms", "cores", "name")
+    __slots__ = ("_free", "busy_ms", "cores", "name", "wakeup_ms")
 
-    def __init__(self, name: str, cores: int) -> None:
+    def __init__(self, name: str, cores: int, wakeup_ms: float = 0.0) -> None:
         if cores < 1:
             raise ValueError(f"host {name}: a host has at least one core, not {cores}")
         self.name = name
         self.cores = cores
+        self.wakeup_ms = wakeup_ms
         self._free = [0.0] * cores  # a heap of the moments each core frees
         self.busy_ms = 0.0
 
-    def book(self, ready: float, cost: float) -> float:
+    def book(self, ready: float, cost: float, woken: bool = False) -> float:
         """Run ``cost`` ms of work ready at ``ready`` on the core that frees first; the
-        moment it ends."""
+        moment it ends. Work a thread is ``woken`` for that finds every core busy ends
+        ``wakeup_ms`` later than its core frees: the scheduler's latency, which booking whole
+        pieces of work first-come first-served does not have (a Linux thread woken while every
+        core is busy waits in a run queue whose threads take turns in slices; docs/model.md,
+        departure 16). The core itself is not held longer: Linux's scheduler leaves no core
+        idle while a thread can run, so the latency delays the woken thread only, not the
+        work booked after it."""
         free = self._free
-        start = free[0] if free[0] > ready else ready
+        busy = free[0] > ready
+        start = free[0] if busy else ready
         end = start + cost
         heapq.heapreplace(free, end)
         self.busy_ms += cost
+        if busy and woken:
+            return end + self.wakeup_ms
         return end
 
     def earliest(self) -> float:
@@ -178,7 +193,7 @@ class Jvm:
     def _book_on_host(self, ready: float, work: float) -> float:
         """Book ``work`` ms as it is (no warm-up slowdown) on the host, counted in the
         process's run-queue wait and work; the moment it ends."""
-        end = self.host.book(ready, work)
+        end = self.host.book(ready, work, True)
         self.waited_ms += end - work - ready
         self.worked_ms += work
         return end
@@ -292,12 +307,13 @@ class HostPlan:
 
     cores: dict[str, int]
     placement: dict[str, str]
+    wakeup_ms: float = 0.0
 
     def host_of(self, process: str) -> str | None:
         return self.placement.get(process)
 
     def hosts(self) -> dict[str, Host]:
-        return {name: Host(name, cores) for name, cores in self.cores.items()}
+        return {name: Host(name, cores, self.wakeup_ms) for name, cores in self.cores.items()}
 
 
 __all__ = ["GcSettings", "Host", "HostPlan", "Jvm", "StartupSettings", "WarmupSettings"]

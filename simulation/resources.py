@@ -22,6 +22,7 @@ its host, and each process is a JVM with pauses and a warm-up
         warmup: {factor: 10, seconds: 3}
         background: {broker_ms_per_s: 100, controller_ms_per_s: 20}
         startup: {cpu_ms: 3730, publish_cpu_ms: 3980, threads: 1}   # a broker's start
+        scheduler: {wakeup_ms: 0.3}     # a thread woken while every core is busy waits more
 
 Without ``hosts`` (and without a preset that has them) every process is on a host of its own
 with ``cores`` cores. Presets live in ``simulation/presets/<name>.yaml``; a preset is a
@@ -143,6 +144,14 @@ class BackgroundSpec(_Spec):
     burst_ms: float = Field(default=1.0, gt=0.0, le=1000.0)
 
 
+class SchedulerSpec(_Spec):
+    """The operating system's scheduler: ``wakeup_ms``, the latency of a thread woken for
+    work while every core of its host is busy, on top of waiting for the first core to free
+    (:meth:`eosim.simulation.host.Host.book`); 0: none."""
+
+    wakeup_ms: float = Field(default=0.0, ge=0.0, le=1000.0)
+
+
 class HostSpec(_Spec):
     name: str = Field(min_length=1)
     cores: int = Field(ge=1, le=4096)
@@ -165,6 +174,7 @@ class Resources(_Spec):
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     background: BackgroundSpec = Field(default_factory=BackgroundSpec)
     startup: StartupSpec = Field(default_factory=StartupSpec)
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
 
     @model_validator(mode="before")
     @classmethod
@@ -204,7 +214,7 @@ class Resources(_Spec):
                 host = f"host-{process}"
                 cores[host] = self.cores
             placement[process] = host
-        return HostPlan(cores, placement)
+        return HostPlan(cores, placement, self.scheduler.wakeup_ms)
 
 
 class Machines:
@@ -482,6 +492,7 @@ __all__ = [
     "HostSpec",
     "Machines",
     "Resources",
+    "SchedulerSpec",
     "ServiceSpec",
     "WarmupSpec",
     "load_preset",

@@ -145,14 +145,16 @@ def test_fit_recovers_known_costs() -> None:
 
 
 def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
-    """Refitting the measurement of 2026-11-29 gives the preset, key for key (but the
-    background's burst length, which fit_burst finds by running the model, and the costs
+    """Refitting the measurement of 2026-11-30 gives the preset, key for key (but the
+    background's burst length and the scheduler's wake-up latency, which fit_burst and
+    fit_wakeup find by running the model, and the costs
     its loads cannot measure, which a refit keeps from the preset it replaces)."""
     data = json.loads(FIXTURE.read_text())
     params = measure.fit(data["idle"], data["loads"], data["restart"], 2)
     assert params.pop("_waiting") == pytest.approx(data["waiting_for_a_core"])
     preset = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
     assert preset["background"].pop("burst_ms") == data["fit"]["background"]["burst_ms"]
+    assert preset.pop("scheduler") == data["fit"]["scheduler"]  # fit_wakeup's, as the burst
     assert "transaction" not in params["service"]
     assert "startup" not in params
     assert measure.keep_unmeasured(params, preset) == ["service.transaction", "startup"]
@@ -198,3 +200,33 @@ def test_the_measurement_table_in_the_docs_is_what_measure_prints() -> None:
     assert len(table) == 2 + len(data["loads"])
     missing = [line for line in table if line not in docs.splitlines()]
     assert not missing, f"docs/calibration.md lacks {missing}"
+
+
+def test_fit_wakeup_takes_the_latency_whose_waiting_share_is_nearest_kafkas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[float] = []
+
+    def share(resources: dict, rates: list[float]) -> float:
+        assert rates == [1000.0] and resources["background"]["burst_ms"] == 40.0
+        seen.append(resources["scheduler"]["wakeup_ms"])
+        return 0.7 + resources["scheduler"]["wakeup_ms"] / 2
+
+    monkeypatch.setattr(measure, "_model_waiting", share)
+    params = {"background": {"burst_ms": 40.0}, "_waiting": 0.81}
+    best, shares = measure.fit_wakeup(params, [1000.0])
+    assert best == 0.2 and shares[0.2] == pytest.approx(0.8)
+    assert seen == list(measure.WAKEUPS) and "_waiting" not in params
+    assert "scheduler" not in params  # the caller sets it
+
+
+def test_the_wakeup_latency_makes_the_model_wait_longer_for_a_core() -> None:
+    """What fit_wakeup relies on: on the measurement's shape, a latency raises the brokers'
+    waiting share, and 0 is the model without it."""
+    resources = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
+    resources.pop("scheduler", None)
+    without = measure._model_waiting(resources, [300.0])
+    resources["scheduler"] = {"wakeup_ms": 0.0}
+    assert measure._model_waiting(resources, [300.0]) == without
+    resources["scheduler"] = {"wakeup_ms": 0.5}
+    assert measure._model_waiting(resources, [300.0]) > without + 0.02

@@ -59,6 +59,21 @@ def test_a_host_books_its_cores_first_come_first_served():
     assert host.busy_ms == 4.0
 
 
+def test_a_thread_woken_while_every_core_is_busy_pays_the_schedulers_latency():
+    host = Host("h", 1, wakeup_ms=0.25)
+    p = Jvm("p", host, GcSettings(), WarmupSettings(), RandomStreams(1).stream("gc:p"))
+    assert p.book(0.0, 1.0) == 1.0  # an idle core: no latency
+    assert p.book(0.5, 1.0) == 2.25  # the core frees at 1.0, the woken thread's work ends late
+    assert p.waited_ms == pytest.approx(0.75)  # the latency is waiting, not work
+    assert p.worked_ms == 2.0 and host.busy_ms == 2.0
+    assert host.book(2.0, 1.0) == 3.0  # the core went on at 2.0; the collector pays none
+    assert p.book(10.0, 1.0) == 11.0  # idle again
+    assert Host("h", 1).book(0.0, 1.0, True) == 1.0
+    busy = Host("h", 1)
+    busy.book(0.0, 1.0)
+    assert busy.book(0.5, 1.0, True) == 2.0  # wakeup_ms 0: first-come first-served as before
+
+
 def test_a_pause_stretches_the_work_it_overlaps():
     p = jvm()
     p._stop(2.0, 4.0)
