@@ -41,7 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -687,16 +687,12 @@ def fit_burst(params: dict[str, Any], rates: Sequence[float]) -> tuple[float, di
     reader, 15 s) for each of :data:`BURSTS`, without a wake-up latency. The burst with the
     nearest share, and every burst's share. ``params["_waiting"]`` is the real share (left
     in place for :func:`fit_wakeup`)."""
-    target = params["_waiting"]
-    shares: dict[float, float] = {}
-    for burst in BURSTS:
-        resources = json.loads(json.dumps(params))
-        resources.pop("_waiting")
+
+    def with_burst(resources: dict[str, Any], burst: float) -> None:
         resources["background"]["burst_ms"] = burst
         resources.pop("scheduler", None)
-        shares[burst] = _model_waiting(resources, rates)
-    best = min(BURSTS, key=lambda b: abs(shares[b] - target))
-    return best, shares
+
+    return _nearest_share(params, params["_waiting"], BURSTS, with_burst, rates)
 
 
 def fit_wakeup(params: dict[str, Any], rates: Sequence[float]) -> tuple[float, dict[float, float]]:
@@ -707,13 +703,30 @@ def fit_wakeup(params: dict[str, Any], rates: Sequence[float]) -> tuple[float, d
     every latency's share. It is fitted second because it is what the burst alone cannot
     reach: however long the bursts, the model's threads wait less than Kafka's (a Linux
     thread woken on a busy core pays the scheduler's latency; docs/model.md, departure 16)."""
-    target = params.pop("_waiting")
-    shares: dict[float, float] = {}
-    for wakeup in WAKEUPS:
-        resources = json.loads(json.dumps(params))
+
+    def with_wakeup(resources: dict[str, Any], wakeup: float) -> None:
         resources["scheduler"] = {"wakeup_ms": wakeup}
-        shares[wakeup] = _model_waiting(resources, rates)
-    best = min(WAKEUPS, key=lambda w: abs(shares[w] - target))
+
+    return _nearest_share(params, params.pop("_waiting"), WAKEUPS, with_wakeup, rates)
+
+
+def _nearest_share(
+    params: dict[str, Any],
+    target: float,
+    grid: Sequence[float],
+    setting: Callable[[dict[str, Any], float], None],
+    rates: Sequence[float],
+) -> tuple[float, dict[float, float]]:
+    """For each value of ``grid``, the model's brokers' waiting share (:func:`_model_waiting`)
+    with a copy of ``params`` that ``setting`` gave the value; the value whose share is
+    nearest ``target``, and every value's share."""
+    shares: dict[float, float] = {}
+    for value in grid:
+        resources = json.loads(json.dumps(params))
+        resources.pop("_waiting", None)
+        setting(resources, value)
+        shares[value] = _model_waiting(resources, rates)
+    best = min(grid, key=lambda v: abs(shares[v] - target))
     return best, shares
 
 

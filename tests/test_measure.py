@@ -230,3 +230,21 @@ def test_the_wakeup_latency_makes_the_model_wait_longer_for_a_core() -> None:
     assert measure._model_waiting(resources, [300.0]) == without
     resources["scheduler"] = {"wakeup_ms": 0.5}
     assert measure._model_waiting(resources, [300.0]) > without + 0.02
+
+
+def test_fit_burst_takes_the_burst_whose_waiting_share_is_nearest_and_leaves_the_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[float] = []
+
+    def share(resources: dict, rates: list[float]) -> float:
+        assert "scheduler" not in resources and "_waiting" not in resources
+        seen.append(resources["background"]["burst_ms"])
+        return 0.6 + resources["background"]["burst_ms"] / 100
+
+    monkeypatch.setattr(measure, "_model_waiting", share)
+    params = {"background": {"burst_ms": 1.0}, "scheduler": {"wakeup_ms": 1.0}, "_waiting": 0.7}
+    best, shares = measure.fit_burst(params, [1000.0])
+    assert best == 10.0 and shares[10.0] == pytest.approx(0.7)
+    assert seen == list(measure.BURSTS)
+    assert params["_waiting"] == 0.7 and params["background"]["burst_ms"] == 1.0  # untouched
