@@ -334,6 +334,11 @@ class Applications:
         """The applications the nemesis may crash, restart, pause and resume, by name."""
         return dict(self.apps)
 
+    def observer_targets(self) -> dict[str, Any]:
+        """The readers by name: the nemesis does not hit them, but their JVMs' collections
+        and waits for a core freeze them (the resource model)."""
+        return {app.name: app for app in self.observers if isinstance(app, ReaderApp)}
+
     def abandon_open_ops(self, error: str) -> int:
         """Complete every operation still open ``info``; how many there were."""
         return sum(app.abandon_open_ops(error) for app in self.apps.values())

@@ -236,14 +236,18 @@ class Network:
         # The resource model: what a message costs its sender, and what an answer costs the
         # client it reaches, by application (a node's host; None: nobody pays anything, the
         # unbounded model).
-        self.loads: dict[str, Callable[[float, Any], None]] | None = None
-        self.receive_loads: dict[str, Callable[[float, Any], None]] | None = None
+        self.loads: dict[str, Callable[[float, Any], float]] | None = None
+        self.receive_loads: dict[str, Callable[[float, Any], float]] | None = None
         # What each record a client's application hands its producer costs its host (the
         # resource model; read by the producer once, when it binds its send).
         self.record_loads: dict[str, Callable[[float], None]] | None = None
+        # Each producer's Sender, told how long a request it sent keeps it busy (by node).
+        self.sender_busy: dict[str, Callable[[float], None]] = {}
         self._handlers: dict[str, Handler] = {}
         self._host: dict[str, str] = {}
         self._paused: dict[str, list[Message]] = {}
+        # Held messages whose cost the resource model already charged (their msg_id).
+        self._read_held: set[int] = set()
         self._is_client: dict[str, bool] = {}
         self._last_arrival: dict[tuple[str, str], float] = {}
         # With packet loss: when the last message on each direction of each connection (a
@@ -293,7 +297,10 @@ class Network:
         connections, only to faults (cuts, delay and loss windows, crashes)."""
         self.messages_sent += 1
         if self.loads is not None and (load := self.loads.get(self.host(src))) is not None:
-            load(self.env.now, payload)  # the sender's CPU (the resource model)
+            # The sender's CPU (the resource model), which keeps its Sender thread busy.
+            busy = load(self.env.now, payload)
+            if busy > 0.0 and (hook := self.sender_busy.get(src)) is not None:
+                hook(busy)
         msg = Message(src, dst, payload, conn, self.env.now, self.messages_sent, internal)
         trace = self.trace
         if trace is not None:
@@ -431,8 +438,22 @@ class Network:
             # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
-        if self.receive_loads is not None and (load := self.receive_loads.get(self.host(msg.dst))):
-            load(self.env.now, msg.payload)  # the receiver's CPU (the resource model)
+        if self.receive_loads is not None:
+            self._read(msg)
+            return
+        self._hand_over(msg)
+
+    def _read(self, msg: Message) -> None:
+        """The resource model: what ``msg`` costs the process it reaches (its CPU, and the
+        collections it may set off) is spent before the process sees it. A cost that
+        freezes the process holds the message until the freeze ends."""
+        assert self.receive_loads is not None
+        if (load := self.receive_loads.get(self.host(msg.dst))) is not None:
+            load(self.env.now, msg.payload)
+            if msg.dst in self._paused:
+                self._paused[msg.dst].append(msg)
+                self._read_held.add(msg.msg_id)
+                return
         self._hand_over(msg)
 
     def _hand_over(self, msg: Message) -> None:
@@ -461,8 +482,24 @@ class Network:
         self._paused.setdefault(node, [])
 
     def resume_node(self, node: str) -> None:
-        for msg in self._paused.pop(node, []):
-            self._hand_over(msg)
+        """The node's process runs again and reads what waited for it, in arrival order.
+        With the resource model each message's cost is spent as it is read (once: a message
+        held by its own cost is not charged again), and a cost that freezes the process
+        again holds the rest."""
+        held = self._paused.pop(node, [])
+        if self.receive_loads is None:
+            for msg in held:
+                self._hand_over(msg)
+            return
+        for i, msg in enumerate(held):
+            if node in self._paused:  # frozen again by what it just read
+                self._paused[node].extend(held[i:])
+                return
+            if msg.msg_id in self._read_held:
+                self._read_held.discard(msg.msg_id)
+                self._hand_over(msg)
+            else:
+                self._read(msg)
 
     # -- faults ------------------------------------------------------------------------
     def start_partition(self, groups: Iterable[Iterable[str]]) -> object:

@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eosim.simulation.broker.request_handler_pool import Cost, ServiceTimes
 from eosim.simulation.host import GcSettings, HostPlan, Jvm, StartupSettings, WarmupSettings
-from eosim.simulation.protocol import CONTROLLER
+from eosim.simulation.protocol import CONTROLLER, FetchResponse, ProduceRequest
 from eosim.simulation.rng import RandomStream
 
 EVERY = "*"
@@ -74,9 +74,11 @@ class CostSpec(_Spec):
 
 class ServiceSpec(_Spec):
     """The costs of a broker's work by kind (see
-    :class:`eosim.simulation.broker.request_handler_pool.ServiceTimes`), and of an
-    application's requests (``client_send``: its fixed part per request, its per-record part
-    when a record is handed to the producer) and answers (``client_receive``) on its host."""
+    :class:`eosim.simulation.broker.request_handler_pool.ServiceTimes`), and of a client's on
+    its host: ``client_send`` per produce request it sends (the fixed part: building it and
+    reading its answer) and per record its application hands to the producer (the per-record
+    part); ``client_receive`` per fetch answer it reads, fixed and per record. A client's other
+    requests and answers (metadata, the coordinators') cost nothing."""
 
     network: CostSpec = Field(default_factory=CostSpec)
     produce: CostSpec = Field(default_factory=CostSpec)
@@ -313,28 +315,44 @@ class Machines:
             if rate >= peak or rng.random() < rate / peak:
                 jvm.host.book(env.now, burst)
 
-    def freeze_on_gc(self, env: simpy.Environment, targets: dict[str, Any]) -> dict[str, Any]:
+    def freeze_on_gc(
+        self,
+        env: simpy.Environment,
+        targets: dict[str, Any],
+        observers: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """The applications' fault targets, each wrapped so that its JVM's collections and
         its waits for a core freeze it (:class:`GcFreezer`); unchanged when applications
-        neither collect nor cost CPU."""
+        neither collect nor cost CPU. ``observers`` (the readers, which the nemesis does not
+        hit) are frozen the same way but not returned."""
         s = self.service
         costs = (s.client_send, s.client_receive)
         collects = self.resources.client_gc.young_mb > 0
         if not collects and all(c.fixed_ms == 0.0 and c.per_record_ms == 0.0 for c in costs):
             return targets
         self.freezers = {name: GcFreezer(env, app) for name, app in targets.items()}
-        return dict(self.freezers)
+        wrapped = dict(self.freezers)
+        for name, app in (observers or {}).items():
+            self.freezers[name] = GcFreezer(env, app)
+        return wrapped
 
     def client_load(
         self, process: str, receive: bool = False
-    ) -> Callable[[float, object], None] | None:
-        """What a request ``process`` sends (or, with ``receive``, an answer it receives)
-        costs its host and allocates in its JVM, or None when it costs nothing. The
-        application runs on one hot thread: while its host gives it the core time for the
-        message (waiting for a core, then working), it is frozen, and a collection freezes it
-        for its pause (both through :meth:`freeze_on_gc`); an answer that arrives is read
-        once the freeze ends."""
+    ) -> Callable[[float, object], float] | None:
+        """What a produce request ``process`` sends (or, with ``receive``, a fetch answer it
+        reads) costs its host and allocates in its JVM, or None when it costs nothing; other
+        messages cost nothing. The load returns how long the thread that did the work was
+        busy with it (waiting for a core, then working; 0 below :data:`FREEZE_MIN_MS`).
+
+        A request is the producer's Sender thread's work (building it and reading its
+        answer): the network keeps that Sender busy for the time returned
+        (``KafkaProducer.sender_busy``) while the application's thread goes on. An answer is
+        read by the application's thread (a consumer's poll), which is frozen meanwhile
+        through :meth:`freeze_on_gc`; it and what arrives meanwhile are read once the freeze
+        ends (the network holds them). A collection the allocation sets off freezes the whole
+        process."""
         cost = self.service.client_receive if receive else self.service.client_send
+        kind: type = FetchResponse if receive else ProduceRequest
         if not receive:
             # A record's own work is done by the application's thread when it hands the
             # record to its producer (client_record_load), not by the Sender with the request
@@ -351,16 +369,22 @@ class Machines:
 
         freezers = self.freezers
 
-        def load(now: float, payload: object) -> None:
+        def load(now: float, payload: object) -> float:
+            if type(payload) is not kind:
+                return 0.0
             records = records_of(payload)
             freezer = freezers.get(process)
+            busy = 0.0
             if cpu:
                 busy = jvm.book(now, cost.ms(records)) - now
-                if freezer is not None and busy > FREEZE_MIN_MS:
+                if busy <= FREEZE_MIN_MS:
+                    busy = 0.0
+                elif receive and freezer is not None:
                     freezer.collect(busy)
             pause = jvm.allocate(now, cost.mb(records)) if allocates else 0.0
             if freezer is not None and pause > 0:
                 freezer.collect(pause)
+            return busy
 
         return load
 

@@ -267,15 +267,15 @@ class Run:
         self.apps = Applications(scenario, context)
         app_targets = self.apps.fault_targets()
         if machines is not None:
-            app_targets = machines.freeze_on_gc(env, app_targets)
+            observers = self.apps.observer_targets()
+            app_targets = machines.freeze_on_gc(env, app_targets, observers)
+            clients = [*app_targets, *observers]
             network.loads = {
-                name: load
-                for name in app_targets
-                if (load := machines.client_load(name)) is not None
+                name: load for name in clients if (load := machines.client_load(name)) is not None
             } or None
             network.receive_loads = {
                 name: load
-                for name in app_targets
+                for name in clients
                 if (load := machines.client_load(name, receive=True)) is not None
             } or None
             network.record_loads = {

@@ -485,6 +485,8 @@ def test_a_records_own_work_is_the_application_threads_not_the_senders():
     producer that had queued records through a 4 s pause stalled about 20 ms per 146-record
     batch after it, its requests timed out and were sent again: 1,645 duplicates against 257
     without the resource model in calibration case 3, seed 1, and 4,430 per million on Kafka."""
+    from eosim.simulation.protocol import ProduceRequest
+
     r = Resources(
         hosts=[{"name": "m", "cores": 1, "processes": ["*"]}],
         service={"client_send": {"fixed_ms": 0.5, "per_record_ms": 0.1}},
@@ -497,7 +499,7 @@ def test_a_records_own_work_is_the_application_threads_not_the_senders():
     assert host.busy_ms == pytest.approx(0.1)
     send = machines.client_load("producer-0")  # the request: its fixed part alone
     assert send is not None
-    send(20.0, object())
+    send(20.0, ProduceRequest(1, -1, []))
     assert host.busy_ms == pytest.approx(0.6)
     # The case of the docstring, with and without the resource model.
     case = "scenarios/calibration/idempotence-restarts.yaml"
@@ -578,3 +580,104 @@ def test_a_restarted_broker_starts_for_its_startup_cpu_and_a_busy_host_slows_it(
     assert started - restart > 1600.0
     restart, started, *_ = fixed["broker-1"]
     assert started - restart == pytest.approx(2000.0)
+
+
+# -- the clients' CPU (service.client_send, service.client_receive) ------------------------
+def _run_workload(resources: str):
+    from eosim.analysis.history import history_from_recorder
+    from eosim.simulation.runner import Run
+
+    run = Run(scenario(resources), 1, False)
+    run.run_workload()
+    return run, history_from_recorder(run.history)
+
+
+def test_a_reader_pays_for_each_fetch_answer_and_reads_it_once_the_work_is_done():
+    """client_receive is the reading application's: a reader (which the nemesis does not
+    hit) pays it per fetch answer and sees the records once its CPU for them is spent.
+    Readers paid nothing before: the calibration cases' reader took no core from the
+    brokers, where Kafka's took 2.7-3.4 s of CPU in each 15 s of the measurement."""
+    from eosim.analysis.timings import read_after_ack_latencies
+
+    cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+    free, _ = _run_workload(cores + "}")
+    costly, history = _run_workload(cores + ", service: {client_receive: {fixed_ms: 3.0}}}")
+    assert free.machines is not None and costly.machines is not None
+    assert free.machines.jvms["reader"].worked_ms == 0.0
+    reader = costly.machines.jvms["reader"]
+    answers = reader.worked_ms / 3.0
+    assert answers > 100 and answers == pytest.approx(round(answers))
+    assert costly.machines.jvms["producer-0"].worked_ms == 0.0  # produce answers cost nothing
+    _, free_history = _run_workload(cores + "}")
+
+    def p50(h) -> float:
+        lat = sorted(read_after_ack_latencies(h))
+        return lat[len(lat) // 2]
+
+    assert p50(history) > p50(free_history) + 2.0
+
+
+def test_a_produce_requests_work_keeps_the_sender_busy_not_the_application():
+    """client_send's fixed part is the Sender thread's (building a produce request, reading
+    its answer): it sends nothing else meanwhile, so a CPU-bound Sender sets the request
+    rate (on the measured machine Kafka's producer sent about 300 requests a second at
+    every load from 1,000 to 6,000 records a second). The application's thread goes on
+    handing records over on schedule; freezing it instead, as before, made the model's
+    producer fall seconds behind its workload."""
+    cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+    run, history = _run_workload(cores + ", service: {client_send: {fixed_ms: 4.0}}}")
+    assert run.machines is not None
+    requests = run.machines.jvms["producer-0"].worked_ms / 4.0
+    invokes = [s.invoke_time for s in history.sends]
+    acks = [s.complete_time for s in history.sends if s.complete_time is not None]
+    assert len(invokes) == 3000
+    assert invokes[-1] - invokes[0] == pytest.approx(2999.0, abs=2.0)  # on schedule
+    # One request at a time, 4 ms each: at most one per 4 ms of the sending.
+    assert 100 < requests <= (max(acks) - invokes[0]) / 4.0 + 1
+
+
+def test_only_produce_requests_and_fetch_answers_cost_a_client():
+    from eosim.simulation.protocol import FetchResponse, MetadataRequest, ProduceRequest
+
+    r = Resources(
+        hosts=[{"name": "m", "cores": 1, "processes": ["*"]}],
+        service={"client_send": {"fixed_ms": 0.5}, "client_receive": {"fixed_ms": 0.3}},
+    )
+    machines = Machines(r, ["broker-0", "producer-0"], RandomStreams(1).stream)
+    host = machines.jvms["producer-0"].host
+    send = machines.client_load("producer-0")
+    receive = machines.client_load("producer-0", receive=True)
+    assert send is not None and receive is not None
+    assert send(1.0, MetadataRequest(1)) == 0.0 and receive(1.0, object()) == 0.0
+    assert host.busy_ms == 0.0
+    assert send(2.0, ProduceRequest(1, -1, [])) == pytest.approx(0.5)
+    assert receive(10.0, FetchResponse(1, [])) == pytest.approx(0.3)
+    assert host.busy_ms == pytest.approx(0.8)
+
+
+def test_a_message_is_read_after_its_cost_and_what_waited_is_charged_on_resume():
+    """The network with receive loads: a message whose cost freezes its process is handed
+    over when the freeze ends; messages that arrived meanwhile are charged as they are read,
+    each once, and a charge that freezes again holds the rest."""
+    import simpy
+
+    from eosim.simulation.network import Message, Network, NetworkSettings
+
+    env = simpy.Environment()
+    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
+    got: list[tuple[float, str]] = []
+    network.register("c", lambda msg: got.append((env.now, msg.payload)), client=True)
+    charged: list[tuple[float, str]] = []
+
+    def load(now: float, payload: object) -> None:
+        charged.append((now, payload))
+        network.pause_node("c")
+        env.timeout(2.0).callbacks.append(lambda _e: network.resume_node("c"))
+
+    network.receive_loads = {"c": load}
+    for at, name in ((0.0, "a"), (1.0, "b")):
+        msg = Message("broker-0", "c", name, None, at, msg_id=10 + len(name) + int(at))
+        env.timeout(at).callbacks.append(lambda _e, m=msg: network._deliver(m))
+    env.run(until=20.0)
+    assert charged == [(0.0, "a"), (2.0, "b")]  # "b" waited, charged when read
+    assert got == [(2.0, "a"), (4.0, "b")]

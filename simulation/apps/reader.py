@@ -62,6 +62,16 @@ class ReaderApp:
         self.polls = 0
         self.process = env.process(self._run())
 
+    # -- frozen by its JVM (the resource model: a collection, a wait for a core) ---------------
+    def pause(self) -> None:
+        """The process stops: what reaches its consumer waits in its socket."""
+        self.consumer.client.network.pause_node(self.consumer.node)
+        self.consumer.pause()
+
+    def resume(self) -> None:
+        self.consumer.resume()
+        self.consumer.client.network.resume_node(self.consumer.node)
+
     def _run(self):  # type: ignore[no-untyped-def]
         while not self.stop.triggered:
             try:

@@ -100,6 +100,11 @@ class KafkaProducer:
             self.probe,
         )
         network.register(node, self.sender.receive, client=True, host=host)
+        # The resource model: the Sender thread at work on a request it sent (its CPU for the
+        # request and its answer) until then; and whether the whole process is frozen.
+        self._busy_until = -1.0
+        self._process_paused = False
+        network.sender_busy[node] = self.sender_busy
         if self.transactions is not None:
             self.transactions.wakeup = self.sender.wakeup
         self._memory_waiters: deque[simpy.Event] = deque()
@@ -285,14 +290,45 @@ class KafkaProducer:
 
     def pause(self) -> None:
         """The process freezes (a GC pause): the Sender stops, arriving bytes wait."""
+        self._process_paused = True
         self.sender.pause()
         self.network.pause_node(self.node)
 
     def resume(self) -> None:
         """Bytes that arrived meanwhile are read first, then the Sender runs again: as
-        NetworkClient.poll returns them before the next send loop."""
+        NetworkClient.poll returns them before the next send loop. A Sender still at work on
+        its requests (:meth:`sender_busy`) goes on once that work ends."""
+        self._process_paused = False
+        if self.env.now < self._busy_until:
+            return
         self.network.resume_node(self.node)
         self.sender.resume()
+
+    def sender_busy(self, ms: float) -> None:
+        """The resource model: the Sender thread spends ``ms`` (waiting for a core, then
+        working) on a request it has sent, after the work already queued on it. Meanwhile it
+        sends nothing and its answers wait in the socket; the application's thread, another
+        thread, goes on appending records."""
+        now = self.env.now
+        if now < self._busy_until:
+            self._busy_until += ms
+            return
+        self._busy_until = now + ms
+        self.sender.pause()
+        self.network.pause_node(self.node)
+        self._end_busy_at(self._busy_until)
+
+    def _end_busy_at(self, at: float) -> None:
+        timer = self.env.timeout(at - self.env.now)
+
+        def end(_event: object) -> None:
+            if self.env.now < self._busy_until:
+                self._end_busy_at(self._busy_until)  # more work queued meanwhile
+            elif not self._process_paused and self.sender.running:
+                self.network.resume_node(self.node)
+                self.sender.resume()
+
+        timer.callbacks.append(end)
 
     def crash(self) -> None:
         """The process dies: nothing completes, in-flight requests are on their own."""
