@@ -78,10 +78,12 @@ def _load(rate: float, seconds: float = 20.0) -> dict:
     """One load's measurements, built from known costs: Produce 0.2 ms + 0.005 ms a record,
     FetchFollower 0.1 ms, network 0.15 ms a request, 0.01 MB allocated a record replicated
     or appended, young collections of 100 MB pausing 20 ms, request threads waiting 60% of
-    their runnable time."""
+    their runnable time; the producer 0.6 ms a request + 0.04 ms a record, the reader 0.5 ms
+    a fetch answer + 0.003 ms a record."""
     records = rate * seconds
     produces = records / (rate / 200)  # more records a request at higher loads
     followers = 2 * produces
+    fetches = produces * (1.0 + rate / 10_000)  # the reader's: more at higher loads
     brokers = {}
     for name in measure.BROKERS:
         records_in = records / 3
@@ -95,6 +97,8 @@ def _load(rate: float, seconds: float = 20.0) -> dict:
                 # LocalTimeMs in proportion to each kind's CPU per request.
                 "Produce": {"count": produces / 3, "LocalTimeMs": produce_cpu / (produces / 3)},
                 "FetchFollower": {"count": followers / 3, "LocalTimeMs": 0.1},
+                # The reader's fetches (no LocalTimeMs: left out of the handlers' share).
+                "FetchConsumer": {"count": fetches / 3},
             },
             "records_in": records_in,
             "cpu_ms": produce_cpu
@@ -119,7 +123,10 @@ def _load(rate: float, seconds: float = 20.0) -> dict:
         "controller_cpu_ms": 10.0 * seconds,
         "client": {
             "records_in_window": records,
-            "client_cpu_ms": {"producer": 0.1 * records, "reader": 0.05 * records},
+            "client_cpu_ms": {
+                "producer": 0.6 * produces + 0.04 * records,
+                "reader": 0.5 * fetches + 0.003 * records,
+            },
             "client_gc": {},
         },
     }
@@ -134,14 +141,32 @@ def test_fit_recovers_known_costs() -> None:
     assert service["replica_fetch"]["fixed_ms"] == pytest.approx(0.1, rel=1e-3)
     assert service["network"]["fixed_ms"] == pytest.approx(0.15, rel=1e-3)
     assert service["replica_append"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
-    assert service["client_send"]["per_record_ms"] == pytest.approx(0.1)
-    assert service["client_receive"]["per_record_ms"] == pytest.approx(0.05)
+    assert service["client_send"]["fixed_ms"] == pytest.approx(0.6, rel=1e-3)
+    assert service["client_send"]["per_record_ms"] == pytest.approx(0.04, rel=1e-3)
+    assert service["client_receive"]["fixed_ms"] == pytest.approx(0.5, rel=1e-3)
+    assert service["client_receive"]["per_record_ms"] == pytest.approx(0.003, rel=1e-3)
     assert params["gc"] == {"young_mb": 100.0, "pause_ms": 20.0, "pause_sigma": 0.0}
     assert service["produce"]["alloc_per_record_mb"] == pytest.approx(0.01, rel=0.1)
     assert params["background"]["broker_ms_per_s"] == pytest.approx(50.0, rel=1e-3)
     assert params["background"]["controller_ms_per_s"] == pytest.approx(10.0)
     assert params["hosts"] == [{"name": "machine", "cores": 2, "processes": ["*"]}]
     assert params["_waiting"] == pytest.approx(0.6)
+
+
+def test_a_clients_cost_is_split_per_request_and_per_record_neither_negative() -> None:
+    """_two_part: cpu = fixed * requests + per_record * records through the origin; a part
+    the free fit makes negative is 0 and the other fitted alone; nothing from no points."""
+    exact = [(300.0, r, 0.6 * 300.0 + 0.04 * r) for r in (15e3, 45e3, 90e3)]
+    assert measure._two_part(exact) == pytest.approx((0.6, 0.04))
+    # Less CPU at more records for as many requests: the free fit's per-record part is
+    # negative, so it is all per request.
+    falling = [(300.0, 15e3, 240.0), (300.0, 90e3, 200.0)]
+    fixed, per_record = measure._two_part(falling)
+    assert per_record == 0.0 and fixed == pytest.approx(440.0 / 600.0)
+    assert measure._two_part([]) == (0.0, 0.0)
+    # One point: the parts cannot be told apart; one part explains it exactly.
+    fixed, per_record = measure._two_part([(300.0, 15e3, 600.0)])
+    assert fixed * 300.0 + per_record * 15e3 == pytest.approx(600.0)
 
 
 def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
@@ -248,3 +273,55 @@ def test_fit_burst_takes_the_burst_whose_waiting_share_is_nearest_and_leaves_the
     assert best == 10.0 and shares[10.0] == pytest.approx(0.7)
     assert seen == list(measure.BURSTS)
     assert params["_waiting"] == 0.7 and params["background"]["burst_ms"] == 1.0  # untouched
+
+
+def test_a_window_counts_the_brokers_cpu_between_the_mbean_walks_not_in_them() -> None:
+    """deltas: the brokers' process CPU runs from the end of one snapshot's MBean walk to the
+    start of the next (the walk is the brokers' work for the measurement: about 1.5 s of CPU
+    each on the machine of 2026-11-30). Read from inside the walk, as before, a window
+    counted one walk, and an idle broker seemed to spend 157-187 ms/s where it spends about
+    25 ms/s."""
+
+    class Cluster:
+        def gc_log(self, broker: str) -> None:
+            return None
+
+    def snap(at: float, cpu: float, walk_cpu: float) -> measure.Snapshot:
+        s = object.__new__(measure.Snapshot)
+        s.at, s.at_after = at, at + 0.5
+        s.cpu = {b: cpu for b in measure.BROKERS}
+        s.cpu_after = {b: cpu + walk_cpu for b in measure.BROKERS}
+        s.jmx = {b: {"threads": {}} for b in measure.BROKERS}
+        s.sched, s.sched_groups, s.controller_cpu = {}, {}, 0.0
+        s.sched_after, s.sched_groups_after = {}, {}
+        s.gc_len = {b: 0 for b in measure.BROKERS}
+        return s
+
+    # 10 s between the walks at 25 ms/s; each walk costs 1,500 ms.
+    a = snap(0.0, 1000.0, 1500.0)
+    b = snap(10.5, 1000.0 + 1500.0 + 250.0, 1500.0)
+    out = measure.deltas(a, b, Cluster())  # type: ignore[arg-type]
+    assert out["seconds"] == pytest.approx(10.0)
+    for row in out["brokers"].values():
+        assert row["cpu_ms"] == pytest.approx(250.0)
+
+
+def test_the_background_is_the_process_cpu_between_walks_less_the_threads_rate() -> None:
+    """fit: the brokers' process CPU is read between the MBean walks (``seconds``), what the
+    MBeans count from one walk's end to the next's (``walk_to_walk_seconds``); the background
+    is the difference of the two as rates. Taken over one window, a 1.5 times longer span
+    for the threads would have taken half their rate again off the background."""
+    loads = []
+    for rate in (3000, 1000, 6000, 2000):
+        load = _load(rate)
+        load["walk_to_walk_seconds"] = 1.5 * load["seconds"]
+        for row in load["brokers"].values():
+            row["threads_ms"] = {k: 1.5 * v for k, v in row["threads_ms"].items()}
+            row["records_in"] *= 1.5
+            for req in row["requests"].values():
+                req["count"] *= 1.5
+        loads.append(load)
+    params = measure.fit({}, loads, [], cores=2)
+    assert params["background"]["broker_ms_per_s"] == pytest.approx(50.0, rel=1e-3)
+    assert params["service"]["produce"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
+    assert params["service"]["network"]["fixed_ms"] == pytest.approx(0.15, rel=1e-3)
