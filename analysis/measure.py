@@ -620,13 +620,14 @@ def fit(
         walk_to_walk = load.get("walk_to_walk_seconds", window)
         records = client["records_in_window"]
         replicated = 2 * records / 3  # each broker follows two of the three partitions
-        fetches = 0.0
+        fetches = sent = 0.0
         for row in load["brokers"].values():
             threads = row.get("threads_ms", {})
             reqs = row["requests"]
             kinds_only = {k: r for k, r in reqs.items() if k != "Fetch" and "LocalTimeMs" in r}
             handled = sum(r["count"] for r in kinds_only.values())
             fetches += reqs.get("FetchConsumer", {}).get("count", 0.0)
+            sent += reqs.get("Produce", {}).get("count", 0.0)
             weight = sum(r["count"] * r["LocalTimeMs"] for r in kinds_only.values())
             handler_cpu = threads.get("handler", 0.0)
             for kind, r in kinds_only.items():
@@ -653,8 +654,6 @@ def fit(
             # walk's end to the next's (Snapshot): each as a rate.
             background.append(max(row["cpu_ms"] / window - kafka / walk_to_walk, 0.0))
         cpu = client["client_cpu_ms"]
-        brokers = load["brokers"].values()
-        sent = sum(row["requests"].get("Produce", {}).get("count", 0.0) for row in brokers)
         if cpu.get("producer", 0.0) > 0:
             producer_cpu.append((sent, records, cpu["producer"]))
         if cpu.get("reader", 0.0) > 0:

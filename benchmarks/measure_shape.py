@@ -20,21 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eosim.analysis.history import history_from_recorder
-from eosim.analysis.measure import _measure_scenario
+from eosim.analysis.measure import _measure_scenario, _q
 from eosim.analysis.timings import ack_latencies, read_after_ack_latencies
 from eosim.simulation.resources import load_preset
 from eosim.simulation.runner import Run
+from eosim.simulation.scenario import ScenarioError, apply_override
 
 
-def _q(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(int(q * len(values)), len(values) - 1)] if values else float("nan")
-
-
-def kafka_row(load: dict[str, Any]) -> dict[str, float]:
+def kafka_row(load: dict[str, Any]) -> dict[str, float | None]:
     brokers = load["brokers"].values()
     client = load["client"]
     return {
@@ -49,7 +43,7 @@ def kafka_row(load: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def model_row(rate: float, resources: dict[str, Any]) -> dict[str, float]:
+def model_row(rate: float, resources: dict[str, Any]) -> dict[str, float | None]:
     from eosim.simulation import network as net
 
     counts = {"ProduceRequest": 0, "FetchResponse": 0}
@@ -81,10 +75,15 @@ def model_row(rate: float, resources: dict[str, Any]) -> dict[str, float]:
         "consumer fetches": float(counts["FetchResponse"]),
         "producer CPU ms": jvms["producer-0"].worked_ms,
         "reader CPU ms": jvms["reader"].worked_ms,
-        "produce p50 ms": _q(ack_latencies(history), 0.5),
-        "ack to read p50 ms": _q(read_after_ack_latencies(history), 0.5),
+        "produce p50 ms": _q(sorted(ack_latencies(history)), 0.5),
+        "ack to read p50 ms": _q(sorted(read_after_ack_latencies(history)), 0.5),
         "workload s": run.env.now / 1000.0,
     }
+
+
+def _cells(row: dict[str, float | None]) -> str:
+    """A row's values as table cells ("-" for a latency with no data)."""
+    return " | ".join("-" if v is None else f"{v:,.4g}" for v in row.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,13 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(Path(args.measure).read_text())
         resources = load_preset(args.preset)
         for item in args.set:
-            path, _, value = item.partition("=")
-            *parents, leaf = path.split(".")
-            block = resources
-            for key in parents:
-                block = block.setdefault(key, {})
-            block[leaf] = yaml.safe_load(value)
-    except (OSError, ValueError) as exc:
+            apply_override(resources, item)
+        _measure_scenario(1.0, resources)  # a bad setting: one line here, not mid-table
+    except (OSError, ValueError, ScenarioError) as exc:
         print(f"measure_shape: {exc}", file=sys.stderr)
         return 2
     by_rate = {load["client"]["rate"]: load for load in data["loads"]}
@@ -113,14 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---" * 9 + "|")
     for rate in rates:
         if rate in by_rate:
-            k = kafka_row(by_rate[rate])
-            print(
-                f"| {rate:,.0f} | Kafka | "
-                + " | ".join(f"{v:,.4g}" for v in k.values())
-                + " | 15 |"
-            )
-        m = model_row(rate, resources)
-        print(f"| {rate:,.0f} | model | " + " | ".join(f"{v:,.4g}" for v in m.values()) + " |")
+            print(f"| {rate:,.0f} | Kafka | {_cells(kafka_row(by_rate[rate]))} | 15 |")
+        print(f"| {rate:,.0f} | model | {_cells(model_row(rate, resources))} |")
         sys.stdout.flush()
     return 0
 
