@@ -316,4 +316,43 @@ class HostPlan:
         return {name: Host(name, cores, self.wakeup_ms) for name, cores in self.cores.items()}
 
 
-__all__ = ["GcSettings", "Host", "HostPlan", "Jvm", "StartupSettings", "WarmupSettings"]
+class Spell:
+    """A stretch of time a process, or one of its threads, is held by its own work (a
+    collection, a request's CPU), which more such work lengthens: :meth:`hold` begins one
+    (calling ``begin``) or, while one lasts, adds to its end; ``end`` is called once it is
+    over. The holder decides what ending means (a pause fault may still hold the process)."""
+
+    def __init__(
+        self, env: simpy.Environment, begin: Callable[[], None], end: Callable[[], None]
+    ) -> None:
+        self.env = env
+        self.begin = begin
+        self.end = end
+        self.until = -1.0
+
+    @property
+    def holding(self) -> bool:
+        return self.env.now < self.until
+
+    def hold(self, ms: float) -> None:
+        now = self.env.now
+        if now < self.until:
+            self.until += ms
+            return
+        self.until = now + ms
+        self.begin()
+        self._end_at(self.until)
+
+    def _end_at(self, at: float) -> None:
+        timer = self.env.timeout(at - self.env.now)
+
+        def over(_event: object) -> None:
+            if self.env.now < self.until:
+                self._end_at(self.until)  # lengthened meanwhile
+            else:
+                self.end()
+
+        timer.callbacks.append(over)
+
+
+__all__ = ["GcSettings", "Host", "HostPlan", "Jvm", "Spell", "StartupSettings", "WarmupSettings"]

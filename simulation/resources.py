@@ -46,7 +46,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eosim.simulation.broker.request_handler_pool import Cost, ServiceTimes
-from eosim.simulation.host import GcSettings, HostPlan, Jvm, StartupSettings, WarmupSettings
+from eosim.simulation.host import (
+    GcSettings,
+    HostPlan,
+    Jvm,
+    Spell,
+    StartupSettings,
+    WarmupSettings,
+)
 from eosim.simulation.protocol import CONTROLLER, FetchResponse, ProduceRequest
 from eosim.simulation.rng import RandomStream
 
@@ -426,7 +433,7 @@ class GcFreezer:
         self.env = env
         self.app = app
         self.fault_paused = False
-        self.collecting_until = -1.0
+        self.collection = Spell(env, app.pause, self._collected)
 
     # -- the fault protocol (FaultTarget) ------------------------------------------------------
     def crash(self) -> None:
@@ -442,29 +449,16 @@ class GcFreezer:
 
     def resume(self) -> None:
         self.fault_paused = False
-        if self.env.now >= self.collecting_until:
+        if not self.collection.holding:
             self.app.resume()
 
     # -- collections -----------------------------------------------------------------------
     def collect(self, pause_ms: float) -> None:
-        now = self.env.now
-        if now < self.collecting_until:
-            self.collecting_until += pause_ms
-            return
-        self.collecting_until = now + pause_ms
-        self.app.pause()
-        self._end_at(self.collecting_until)
+        self.collection.hold(pause_ms)
 
-    def _end_at(self, at: float) -> None:
-        timer = self.env.timeout(at - self.env.now)
-
-        def end(_event: object) -> None:
-            if self.env.now < self.collecting_until:
-                self._end_at(self.collecting_until)  # extended meanwhile
-            elif not self.fault_paused:
-                self.app.resume()
-
-        timer.callbacks.append(end)
+    def _collected(self) -> None:
+        if not self.fault_paused:
+            self.app.resume()
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

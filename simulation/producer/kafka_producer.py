@@ -17,6 +17,7 @@ from collections.abc import Callable
 import simpy
 
 from eosim.simulation.config import ProducerConfig
+from eosim.simulation.host import Spell
 from eosim.simulation.metadata import ClusterMetadata
 from eosim.simulation.network import Network
 from eosim.simulation.probe import Probe
@@ -102,7 +103,7 @@ class KafkaProducer:
         network.register(node, self.sender.receive, client=True, host=host)
         # The resource model: the Sender thread at work on a request it sent (its CPU for the
         # request and its answer) until then; and whether the whole process is frozen.
-        self._busy_until = -1.0
+        self._busy = Spell(env, self._sender_stops, self._sender_done)
         self._process_paused = False
         network.sender_busy[node] = self.sender_busy
         if self.transactions is not None:
@@ -299,7 +300,7 @@ class KafkaProducer:
         NetworkClient.poll returns them before the next send loop. A Sender still at work on
         its requests (:meth:`sender_busy`) goes on once that work ends."""
         self._process_paused = False
-        if self.env.now < self._busy_until:
+        if self._busy.holding:
             return
         self.network.resume_node(self.node)
         self.sender.resume()
@@ -309,26 +310,16 @@ class KafkaProducer:
         working) on a request it has sent, after the work already queued on it. Meanwhile it
         sends nothing and its answers wait in the socket; the application's thread, another
         thread, goes on appending records."""
-        now = self.env.now
-        if now < self._busy_until:
-            self._busy_until += ms
-            return
-        self._busy_until = now + ms
+        self._busy.hold(ms)
+
+    def _sender_stops(self) -> None:
         self.sender.pause()
         self.network.pause_node(self.node)
-        self._end_busy_at(self._busy_until)
 
-    def _end_busy_at(self, at: float) -> None:
-        timer = self.env.timeout(at - self.env.now)
-
-        def end(_event: object) -> None:
-            if self.env.now < self._busy_until:
-                self._end_busy_at(self._busy_until)  # more work queued meanwhile
-            elif not self._process_paused and self.sender.running:
-                self.network.resume_node(self.node)
-                self.sender.resume()
-
-        timer.callbacks.append(end)
+    def _sender_done(self) -> None:
+        if not self._process_paused and self.sender.running:
+            self.network.resume_node(self.node)
+            self.sender.resume()
 
     def crash(self) -> None:
         """The process dies: nothing completes, in-flight requests are on their own."""
