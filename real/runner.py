@@ -69,8 +69,8 @@ from eosim.simulation.scenario import Scenario
 TARGET = "a real Kafka cluster"
 # How long before the common epoch the drivers are started: a JVM takes about 1 s to start
 # here, a producing driver's warm-up (WARMUP_RECORDS records) and its first metadata up to
-# 2 s more on a loaded machine.
-START_LEAD_MS = 5000.0
+# 2 s more on a loaded machine, then its own instance's warm-up (OWN_WARMUP_MS).
+START_LEAD_MS = 10000.0
 # Extra wall time a run may take beyond its scenario's duration before it is cut.
 GRACE_S = 60.0
 DRAIN_TIMEOUT_S = 120.0
@@ -106,8 +106,11 @@ WARMUP_RECORDS = 2000
 # start (Warmup.own): its connections to every broker open and its per-request code
 # compiled. Without it a new producer opened its connections at its first batch and its first
 # acknowledgements came 46-50 ms after its first sends (Kafka 4.1.1, calibration case 5,
-# docs/calibration.md).
-OWN_WARMUP_MS = 1500.0
+# docs/calibration.md). With 1.5 s of it the records acknowledged in a run's first 500 ms were
+# still read up to 24 ms after their acknowledgement at the median (16 of 20 runs above 1 ms,
+# the clients' JIT still compiling); with 6 s, at most 0.85 ms (6 runs of 6; the rest of the
+# run's median 0.3 ms).
+OWN_WARMUP_MS = 6000.0
 # A reading driver's own consumer reads the warm-up topic beside its run's until its start, so
 # it reads those sends as they come (Warmup.ownPartitions): after a bulk read of
 # WARMUP_READ_RECORDS alone, the records acknowledged in a run's first second were read 0.98
