@@ -100,10 +100,10 @@ def schedstat(pid: int) -> tuple[float, float]:
 NATIVE_GROUPS = (("request", "data-plane-kafk"), ("fetcher", "ReplicaFetcherT"))
 
 
-def schedstat_by_name(pid: int) -> dict[str, tuple[float, float, float]]:
-    """(ms on a core, ms waiting for one, times put on a core) of the threads of ``pid`` by
-    group (:data:`NATIVE_GROUPS`, else ``other``)."""
-    out: dict[str, list[float]] = {}
+def schedstat_threads(pid: int) -> dict[str, tuple[str, float, float, float]]:
+    """Each thread of ``pid`` by its id: (its group, :data:`NATIVE_GROUPS` or ``other``; ms on
+    a core; ms waiting for one; times put on a core)."""
+    out: dict[str, tuple[str, float, float, float]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             fields = (task / "schedstat").read_text().split()
@@ -111,11 +111,48 @@ def schedstat_by_name(pid: int) -> dict[str, tuple[float, float, float]]:
         except OSError:
             continue
         group = next((g for g, prefix in NATIVE_GROUPS if name.startswith(prefix)), "other")
+        out[task.name] = (group, int(fields[0]) / 1e6, int(fields[1]) / 1e6, int(fields[2]))
+    return out
+
+
+def schedstat_by_name(pid: int) -> dict[str, tuple[float, float, float]]:
+    """(ms on a core, ms waiting for one, times put on a core) of the threads of ``pid`` by
+    group (:data:`NATIVE_GROUPS`, else ``other``)."""
+    return _by_group(schedstat_threads(pid))
+
+
+def _by_group(
+    threads: dict[str, tuple[str, float, float, float]],
+) -> dict[str, tuple[float, float, float]]:
+    out: dict[str, list[float]] = {}
+    for group, on, wait, slices in threads.values():
         acc = out.setdefault(group, [0.0, 0.0, 0.0])
-        acc[0] += int(fields[0]) / 1e6
-        acc[1] += int(fields[1]) / 1e6
-        acc[2] += int(fields[2])
+        acc[0] += on
+        acc[1] += wait
+        acc[2] += slices
     return {g: (on, wait, slices) for g, (on, wait, slices) in out.items()}
+
+
+def background_slice_ms(
+    before: dict[str, tuple[str, float, float, float]],
+    after: dict[str, tuple[str, float, float, float]],
+) -> float | None:
+    """How long the background's work holds a core at a time, from two readings of a
+    process's threads (:func:`schedstat_threads`): over the ``other`` threads (neither
+    request path nor replica fetcher; what the model's background stands for), each thread's
+    CPU per time on a core, weighted by its CPU: the mean length of the run on a core that a
+    random millisecond of background work belongs to. None without such work. Threads that
+    started or ended between the readings count from zero or not at all."""
+    weighted = total = 0.0
+    for tid, (group, on, _wait, slices) in after.items():
+        if group != "other":
+            continue
+        _g, on0, _w0, slices0 = before.get(tid, (group, 0.0, 0.0, 0.0))
+        d_on, d_slices = on - on0, slices - slices0
+        if d_on > 0 and d_slices > 0:
+            weighted += d_on * d_on / d_slices
+            total += d_on
+    return weighted / total if total > 0 else None
 
 
 def cpu_ms(pid: int) -> float:
@@ -237,8 +274,9 @@ class Snapshot:
 
     def __init__(self, cluster: RealCluster, samplers: Samplers) -> None:
         pids = {b: cluster.pid(b) for b in BROKERS}
-        self.sched = {b: schedstat(pid) for b, pid in pids.items() if pid}
-        self.sched_groups = {b: schedstat_by_name(pid) for b, pid in pids.items() if pid}
+        self.threads = {b: schedstat_threads(pid) for b, pid in pids.items() if pid}
+        self.sched_groups = {b: _by_group(t) for b, t in self.threads.items()}
+        self.sched = {b: (g_on(g), g_wait(g)) for b, g in self.sched_groups.items()}
         controller = cluster.pid("controller")
         self.controller_cpu = cpu_ms(controller) if controller else 0.0
         self.cpu = {b: cpu_ms(pid) for b, pid in pids.items() if pid}
@@ -246,9 +284,20 @@ class Snapshot:
         self.jmx = samplers.snapshot()
         self.cpu_after = {b: cpu_ms(pid) for b, pid in pids.items() if pid}
         self.at_after = time.monotonic()
-        self.sched_after = {b: schedstat(pid) for b, pid in pids.items() if pid}
-        self.sched_groups_after = {b: schedstat_by_name(pid) for b, pid in pids.items() if pid}
+        self.threads_after = {b: schedstat_threads(pid) for b, pid in pids.items() if pid}
+        self.sched_groups_after = {b: _by_group(t) for b, t in self.threads_after.items()}
+        self.sched_after = {b: (g_on(g), g_wait(g)) for b, g in self.sched_groups_after.items()}
         self.gc_len = {b: len(gc_pauses(cluster.gc_log(b))) for b in BROKERS}
+
+
+def g_on(groups: dict[str, tuple[float, float, float]]) -> float:
+    """Ms on a core over every group of :func:`_by_group`."""
+    return sum(g[0] for g in groups.values())
+
+
+def g_wait(groups: dict[str, tuple[float, float, float]]) -> float:
+    """Ms waiting for a core over every group of :func:`_by_group`."""
+    return sum(g[1] for g in groups.values())
 
 
 def _bean(snap: Snapshot, broker: str, prefix: str) -> dict[str, dict[str, float]]:
@@ -321,6 +370,10 @@ def deltas(a: Snapshot, b: Snapshot, cluster: RealCluster) -> dict[str, Any]:
             g: [x - y for x, y in zip(now, groups_a.get(g, (0.0, 0.0, 0.0)), strict=True)]
             for g, now in groups_b.items()
         }
+        threads_a = getattr(a, "threads_after", {}).get(broker, {})
+        threads_b = getattr(b, "threads", {}).get(broker, {})
+        if threads_b:
+            row["background_slice_ms"] = background_slice_ms(threads_a, threads_b)
         gc = gc_pauses(cluster.gc_log(broker))[a.gc_len[broker] : b.gc_len[broker]]
         row["gc"] = gc
         row["threads_ms"] = thread_cpu(a.jmx[broker], b.jmx[broker])
@@ -589,7 +642,9 @@ def fit(
       the records they bring cost nothing more (measured: per answer it is flat across loads,
       per record it is not);
     * ``background``: what the process spends besides those threads (timers, the collector's
-      and the JIT's threads), per second;
+      and the JIT's threads), per second, and how long that work holds a core at a time
+      (``burst_ms``: :func:`background_slice_ms`, the median over loads and brokers, where
+      the measurement read each thread's time on a core);
 
     the clients' CPU comes from ``/proc``, fitted across the loads (:func:`_two_part`): the
     producer's per produce request (the brokers' Produce counts) and per record sent, the
@@ -608,6 +663,7 @@ def fit(
     reader_cpu: list[tuple[float, float, float]] = []
     waiting: list[float] = []
     background: list[float] = []
+    slices: list[float] = []
     client_pauses: list[float] = []
     client_young: list[float] = []
     producer_alloc: list[float] = []
@@ -668,6 +724,8 @@ def fit(
             if name == "reader" and records > 0:
                 reader_alloc.append(sum(freed) / records)
         for row in load["brokers"].values():
+            if row.get("background_slice_ms") is not None:
+                slices.append(row["background_slice_ms"])
             groups = row.get("sched_groups", {})
             on = sum(groups.get(g, [0.0, 0.0])[0] for g in ("request", "fetcher"))
             wait = sum(groups.get(g, [0.0, 0.0])[1] for g in ("request", "fetcher"))
@@ -732,6 +790,9 @@ def fit(
             "controller_ms_per_s": _r(
                 median([load["controller_cpu_ms"] / load["seconds"] for load in loads])
             ),
+            # Measured where the loads read each thread's time on a core (since the thirteenth
+            # session); without it fit_burst fits it to the waiting share (main).
+            **({"burst_ms": _r(median(slices))} if slices else {}),
         },
         # Not a resource parameter: what the brokers' request and fetcher threads spent
         # waiting for a core, which fit_burst matches (popped before the preset is written).
@@ -748,7 +809,9 @@ WAKEUPS = (0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 
 
 def fit_burst(params: dict[str, Any], rates: Sequence[float]) -> tuple[float, dict[float, float]]:
-    """The background's burst length at which the model's brokers wait for a core the share
+    """For a measurement that did not read the background threads' time on a core at a time
+    (:func:`background_slice_ms`; those before 2026-11-30's thirteenth session): the
+    background's burst length at which the model's brokers wait for a core the share
     of their runnable time the real brokers' request and fetcher threads did (schedstat), on
     the measured loads: the model is run on each (the measurement's shape: three brokers, a
     topic of three partitions, replication factor 3, an idempotent acks=all producer and a
@@ -1069,9 +1132,10 @@ def main(argv: list[str] | None = None) -> int:
     params = fit(data["idle"], data["loads"], data["restart"], cores)
     data["waiting_for_a_core"] = params["_waiting"]
     rates = data.get("loads_asked", loads)
-    burst, shares = fit_burst(params, rates)
-    params["background"]["burst_ms"] = burst
-    data["burst_fit"] = {str(b): share for b, share in shares.items()}
+    if "burst_ms" not in params["background"]:  # a measurement without the threads' slices
+        burst, shares = fit_burst(params, rates)
+        params["background"]["burst_ms"] = burst
+        data["burst_fit"] = {str(b): share for b, share in shares.items()}
     wakeup, shares = fit_wakeup(params, rates)
     params["scheduler"] = {"wakeup_ms": wakeup}
     data["wakeup_fit"] = {str(w): share for w, share in shares.items()}

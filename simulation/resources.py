@@ -145,8 +145,9 @@ class StartupSpec(_Spec):
 
 class BackgroundSpec(_Spec):
     """CPU a process spends whatever it is asked (its timers, the JIT compiling), in ms per
-    second, booked as bursts of ``burst_ms`` on one core at random (Poisson) moments: the JIT
-    compiles a method at a time, holding a core."""
+    second, booked as bursts of ``burst_ms`` on one core at random (Poisson) moments: how long
+    that work holds a core at a time (measured: ``eosim.analysis.measure.
+    background_slice_ms``, the brokers' other threads' CPU per time on a core)."""
 
     broker_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
     controller_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -151,6 +153,48 @@ def test_fit_recovers_known_costs() -> None:
     assert params["background"]["controller_ms_per_s"] == pytest.approx(10.0)
     assert params["hosts"] == [{"name": "machine", "cores": 2, "processes": ["*"]}]
     assert params["_waiting"] == pytest.approx(0.6)
+
+
+def test_the_background_slice_is_the_cpu_weighted_time_on_a_core_of_the_other_threads() -> None:
+    """background_slice_ms: over the ``other`` threads only, each thread's CPU per time put on
+    a core, weighted by its CPU; a thread started between the readings counts from zero, one
+    that ended not at all; None without background work."""
+    before = {
+        "1": ("other", 100.0, 0.0, 1000),  # a timer: 0.1 ms a time
+        "2": ("other", 50.0, 0.0, 10),  # a compiler: 5 ms a time
+        "3": ("request", 0.0, 0.0, 0),  # request threads are not background
+        "4": ("other", 7.0, 0.0, 7),  # ends before the second reading
+    }
+    after = {
+        "1": ("other", 190.0, 0.0, 1900),  # 90 ms in 900 slices
+        "2": ("other", 60.0, 0.0, 12),  # 10 ms in 2 slices
+        "3": ("request", 500.0, 0.0, 10),
+        "5": ("other", 20.0, 0.0, 20),  # started between: 20 ms in 20 slices
+    }
+    want = (90 * 0.1 + 10 * 5.0 + 20 * 1.0) / (90 + 10 + 20)
+    assert measure.background_slice_ms(before, after) == pytest.approx(want)
+    assert measure.background_slice_ms(after, after) is None
+    assert measure.background_slice_ms({}, {"3": ("request", 5.0, 0.0, 5)}) is None
+
+
+def test_a_measured_background_slice_is_the_burst_and_none_leaves_it_to_fit_burst() -> None:
+    loads = [_load(r) for r in (3000, 1000, 6000, 2000)]
+    assert "burst_ms" not in measure.fit({}, loads, [], cores=2)["background"]
+    for i, load in enumerate(loads):
+        for j, row in enumerate(load["brokers"].values()):
+            row["background_slice_ms"] = 0.1 * (1 + i + j)  # medians of 0.1 .. 0.6
+    assert measure.fit({}, loads, [], cores=2)["background"]["burst_ms"] == pytest.approx(0.35)
+
+
+def test_the_threads_of_a_process_are_read_with_their_group() -> None:
+    threads = measure.schedstat_threads(os.getpid())
+    assert str(threading.get_native_id()) in threads
+    assert {group for group, *_ in threads.values()} == {"other"}
+    assert all(on >= 0 and wait >= 0 and slices >= 0 for _g, on, wait, slices in threads.values())
+    groups = measure._by_group(threads)
+    assert set(groups) == {"other"} and groups["other"][0] == pytest.approx(
+        sum(on for _g, on, _w, _s in threads.values())
+    )
 
 
 def test_a_clients_cost_is_split_per_request_and_per_record_neither_negative() -> None:
