@@ -18,10 +18,15 @@ TCP, kept for comparison.
 A client that gives up on a connection (a request timeout) closes it, but bytes it has already
 sent still reach the broker ahead of its FIN, and the broker handles those requests; only the
 responses are lost. So a request can be written long after its client stopped waiting for it
-(``in_flight_after_close: deliver``, the default). ``drop`` discards them instead, an
-idealisation kept for comparison. A broker crash destroys its side of every connection (at
-once, or after ``cluster.crash_reset``): what clients send on one no longer arrives, but what
-the broker had sent before is on the wire, ahead of the reset, and still does. A broker that
+(``in_flight_after_close: deliver``, the default). ``until_reset`` is Kafka's broker: its
+``Selector`` keeps a connection the client closed only until a send on it fails, handling its
+requests one at a time; the first answer that reaches the closed socket brings a reset back
+(:attr:`Connection.reset_back_at`), and the broker's first answer after the reset arrives is not
+sent and closes its side, dropping the requests it had not handled yet
+(:meth:`Network.send_fails`). ``drop`` discards them all, an idealisation kept for
+comparison. A broker crash destroys its side of every connection (at once, or after
+``cluster.crash_reset``): what clients send on one no longer arrives, but what the broker had
+sent before is on the wire, ahead of the reset, and still does. A broker that
 closes a client's connection (after a failed ``acks=0`` produce) destroys its side the same
 way, and each later message the client sends on it is answered with a reset, as TCP answers
 data sent to a closed socket.
@@ -101,7 +106,7 @@ class NetworkSettings:
     # keepalive); until then only the client's request timeout can notice it.
     dead_connection_reset_ms: float = 30_000.0
     # What becomes of requests already sent on a connection the client then closes.
-    in_flight_after_close: Literal["deliver", "drop"] = "deliver"
+    in_flight_after_close: Literal["deliver", "until_reset", "drop"] = "deliver"
     # The chance that one transmission of a message is lost and TCP retransmits it, and the
     # first retransmission timeout (Linux: about the round trip plus its 200 ms minimum).
     packet_loss: float = 0.0
@@ -126,6 +131,11 @@ class Connection:
     # When the broker's side went while the client's was open (None: it did not): what the
     # broker sent before then is on the wire, ahead of the reset, and still arrives.
     server_gone_at: float | None = None
+    # ``in_flight_after_close: until_reset``: when the reset that the client's host sent back
+    # for the first answer reaching its closed socket arrives at the broker (None: none yet);
+    # and whether the broker has closed its side since (a send failed).
+    reset_back_at: float | None = None
+    dropped_by_server: bool = False
 
     def close(self) -> None:
         """The client closes the connection."""
@@ -309,6 +319,14 @@ class Network:
             self.messages_lost += 1
             if trace is not None:
                 self._record("dropped", msg)
+            if (
+                conn.client_closed
+                and src == conn.broker
+                and not conn.blackholed
+                and self.settings.in_flight_after_close == "until_reset"
+            ):
+                # The answer goes out to a socket its client closed: a hop there, a reset back.
+                self._reset_back(msg, hops=2)
             if conn.refused and src == conn.client and not conn.blackholed:
                 # The client wrote to a socket its broker closed: TCP answers with a reset.
                 self.send(dst, src, Disconnected(dst, conn.generation, conn.number))
@@ -428,6 +446,12 @@ class Network:
     def _deliver(self, msg: Message) -> None:
         conn = msg.conn
         if conn is not None and (conn.blackholed or (conn.closed and not self._outlives(msg))):
+            if (
+                conn.client_closed
+                and msg.src == conn.broker
+                and self.settings.in_flight_after_close == "until_reset"
+            ):
+                self._reset_back(msg)
             self.messages_lost += 1
             if self.trace is not None:
                 self._record("dropped", msg)
@@ -474,8 +498,24 @@ class Network:
         return (
             conn.client_closed
             and msg.src == conn.client
-            and self.settings.in_flight_after_close == "deliver"
+            and self.settings.in_flight_after_close != "drop"
         )
+
+    def send_fails(self, conn: Connection) -> bool:
+        """``in_flight_after_close: until_reset``: whether a broker's send on ``conn`` fails
+        now, because its client closed it and the reset its host sent back has arrived."""
+        at = conn.reset_back_at
+        return at is not None and conn.client_closed and self.env.now >= at
+
+    def _reset_back(self, msg: Message, hops: int = 1) -> None:
+        """An answer reaches a socket its client closed, ``hops - 1`` hops from now: the
+        client's host answers with a reset, which reaches the broker one hop after that
+        (``until_reset``; the first answer's only)."""
+        conn = msg.conn
+        assert conn is not None
+        if conn.reset_back_at is None:
+            delay = sum(self.settings.latency.sample(self.internal_rng) for _ in range(hops))
+            conn.reset_back_at = self.env.now + delay
 
     def pause_node(self, node: str) -> None:
         """The node's process is frozen (a GC pause): what arrives waits in its socket."""

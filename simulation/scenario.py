@@ -316,10 +316,11 @@ class NetworkSpec(_Model):
     response_loss: Probability = 0.0
     loss_model: Literal["connection", "message"] = "connection"
     dead_connection_reset: Duration = 30_000.0
-    in_flight_after_close: Literal["deliver", "drop"] = Field(
+    in_flight_after_close: Literal["deliver", "until_reset", "drop"] = Field(
         default="deliver",
         description="requests already sent on a connection the client closes: "
-        "deliver (TCP) or drop",
+        "deliver (TCP, every one handled), until_reset (Kafka's broker: handled one at a time "
+        "until an answer's send fails on the reset the closed socket sends back) or drop",
     )
     # Loss that TCP repairs: a message is retransmitted, not dropped (see docs/model.md).
     packet_loss: Probability = 0.0

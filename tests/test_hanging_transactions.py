@@ -77,3 +77,11 @@ def test_dropping_requests_after_close_hides_the_bug():
     # on TCP), nothing would arrive late.
     found, _ = run("network.in_flight_after_close=drop")
     assert found == {}
+
+
+def test_kafkas_closed_connection_rule_still_writes_the_late_request():
+    # until_reset (Kafka's Selector: a closed connection's requests are handled until a send
+    # on it fails) drops only what follows the first answers; the late produce is the first
+    # request buffered on its connection, so the transaction still hangs.
+    found, _ = run("network.in_flight_after_close=until_reset")
+    assert found == {"hanging_transaction": 1}

@@ -83,6 +83,16 @@ def test_the_crash_reset_bias_bears_on_plain_pipelined_producers_whose_brokers_a
     assert BIASES[3].text not in bearing(paused)  # a paused broker keeps its sockets
 
 
+def test_the_closed_connection_bias_bears_on_plain_pipelined_producers_under_deliver_only():
+    case = "scenarios/calibration/idempotence-restarts.yaml"  # a paused leader, timeouts
+    plain = ["producers.0.config.enable.idempotence=false"]
+    assert BIASES[4].text in bearing(load_scenario(case, plain))
+    until_reset = [*plain, "network.in_flight_after_close=until_reset"]
+    assert BIASES[4].text not in bearing(load_scenario(case, until_reset))
+    assert BIASES[4].text not in bearing(load_scenario(case))  # idempotent
+    assert BIASES[4].text not in bearing(load_scenario(case, [*plain, "faults=[]"]))
+
+
 def test_the_limits_no_longer_claim_the_last_known_leader_is_missing():
     """KIP-966's last-known-leader election is modelled (docs/calibration.md, case 4)."""
     assert not any("last-known-leader" in line for lines in DEPARTURES.values() for line in lines)

@@ -109,6 +109,66 @@ def test_in_flight_after_close_drop_discards_them():
     assert got == []
 
 
+def test_until_reset_an_answer_to_a_closed_socket_brings_a_reset_back_and_later_sends_fail():
+    """``in_flight_after_close: until_reset``: requests sent before the close still arrive;
+    the broker's first answer on the closed connection is lost but brings the client's reset
+    back a round trip later (10 ms there, 10 back), from when on its sends fail; before
+    that, and under ``deliver``, they do not."""
+    for mode, fails in (("until_reset", True), ("deliver", False)):
+        env, net, got = make(
+            NetworkSettings(LatencyModel("constant", value_ms=10.0), in_flight_after_close=mode)
+        )
+        conn = Connection("c", "b", 1)
+        net.send("c", "b", "request", conn)
+        env.run(until=5)
+        conn.close()
+        env.run(until=12)
+        assert [p for _, p in got] == ["request"]
+        assert not net.send_fails(conn)
+        net.send("b", "c", "answer", conn)  # at 12: lost, the reset is back at 32
+        env.run(until=31.9)
+        assert not net.send_fails(conn) and conn.reset_back_at == (32.0 if fails else None)
+        env.run(until=32)
+        assert net.send_fails(conn) is fails
+        assert [p for _, p in got] == ["request"]
+
+
+def test_until_reset_a_broker_writes_two_of_five_requests_a_closed_connection_held():
+    """Kafka's Selector keeps a connection its client closed until a send on it fails: a
+    leader paused past the producer's request timeout writes the first request buffered on
+    the closed connection, whose answer brings the reset, and the second, whose answer's
+    send fails and drops the other three. A plain producer with five in flight then
+    duplicates two fifths of what it does when every request is handled (``deliver``)."""
+    from eosim.analysis.history import history_from_recorder
+    from eosim.simulation.runner import run_scenario
+    from eosim.simulation.scenario import parse_scenario
+
+    text = """
+name: closed-connection
+seed: 1
+cluster:
+  brokers: 1
+  topics: [{name: events, partitions: 1, replication_factor: 1}]
+producers:
+  - name: producer-0
+    config: {acks: 1, enable.idempotence: false, max.in.flight.requests.per.connection: 5,
+             request.timeout.ms: 1500, linger.ms: 5}
+    workload: {topic: events, records: 3000, rate: 1000}
+faults:
+  - {kind: pause, nodes: [broker-0], at: 1s, duration: 4s}
+"""
+    dups = {}
+    for mode in ("deliver", "until_reset"):
+        scenario = parse_scenario(
+            text.replace("seed: 1", f"seed: 1\nnetwork: {{in_flight_after_close: {mode}}}")
+        )
+        history = history_from_recorder(run_scenario(scenario, 1).history)
+        values = [r.value for r in next(iter(history.logs.values()))]
+        dups[mode] = len(values) - len(set(values))
+    assert dups["deliver"] > 0
+    assert dups["until_reset"] == dups["deliver"] * 2 // 5
+
+
 def test_nothing_in_flight_arrives_once_the_broker_side_is_gone():
     env, net, got = make(NetworkSettings(LatencyModel("constant", value_ms=10.0)))
     conn = Connection("c", "b", 1)

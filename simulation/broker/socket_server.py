@@ -141,6 +141,8 @@ class SocketServer:
             return True
         conn = msg.conn
         if conn is not None and conn.broker == self.name:
+            if conn.dropped_by_server:
+                return False  # its side is closed (a send failed): the bytes meet a reset
             self._connections[id(conn)] = conn
             key = id(conn)
             if key in self._muted:
@@ -190,8 +192,24 @@ class SocketServer:
         of its connection."""
         if not self.process.alive:
             return
-        self.network.send(self.name, msg.src, response, msg.conn, internal=msg.internal)
+        self.send_answer(msg, response)
         self.unmute(msg.conn)
+
+    def send_answer(self, msg: Message, response: object) -> None:
+        """Send the answer to ``msg`` on its connection; with ``in_flight_after_close:
+        until_reset``, a connection whose client closed it and whose reset has come back
+        fails the send instead (Kafka's ``Selector``: a closing channel is kept until a send
+        fails), and the broker closes its side: the requests on it not handled yet are
+        dropped, and those still arriving meet the closed socket."""
+        conn = msg.conn
+        if conn is not None and conn.broker == self.name and self.network.send_fails(conn):
+            key = id(conn)
+            self._stalled.pop(key, None)
+            self._muted.discard(key)
+            self._connections.pop(key, None)
+            conn.dropped_by_server = True
+            return
+        self.network.send(self.name, msg.src, response, conn, internal=msg.internal)
 
     def reply_later(self) -> Callable[[object], None]:
         """A way to answer the request being handled once it is ready (a held request)."""
@@ -324,8 +342,6 @@ class KafkaRequestHandler:
         requests = server.requests
         process = self.process
         rm = self.replica_manager
-        network = server.network
-        name = server.name
         while True:
             msg = yield from requests.take()
             self.requests_handled += 1
@@ -339,7 +355,7 @@ class KafkaRequestHandler:
             # request) run now.
             rm.complete_actions()
             if response is not None:
-                network.send(name, msg.src, response, msg.conn, internal=msg.internal)
+                server.send_answer(msg, response)
                 server.unmute(msg.conn)
             elif not server.held:
                 server.unmute(msg.conn)  # no answer at all (acks=0)
