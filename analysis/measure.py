@@ -89,12 +89,6 @@ MEASURE_WARMUP_S = 90.0
 
 
 # -- what is read off the machine ------------------------------------------------------------
-def schedstat(pid: int) -> tuple[float, float]:
-    """(ms on a core, ms waiting for one) summed over the threads of ``pid``."""
-    groups = schedstat_by_name(pid)
-    return (sum(g[0] for g in groups.values()), sum(g[1] for g in groups.values()))
-
-
 # Kafka's request-path threads by their native names (the first 15 characters of the Java
 # name): the network and request handler threads share "data-plane-kafk".
 NATIVE_GROUPS = (("request", "data-plane-kafk"), ("fetcher", "ReplicaFetcherT"))
@@ -115,15 +109,11 @@ def schedstat_threads(pid: int) -> dict[str, tuple[str, float, float, float]]:
     return out
 
 
-def schedstat_by_name(pid: int) -> dict[str, tuple[float, float, float]]:
-    """(ms on a core, ms waiting for one, times put on a core) of the threads of ``pid`` by
-    group (:data:`NATIVE_GROUPS`, else ``other``)."""
-    return _by_group(schedstat_threads(pid))
-
-
 def _by_group(
     threads: dict[str, tuple[str, float, float, float]],
 ) -> dict[str, tuple[float, float, float]]:
+    """(ms on a core, ms waiting for one, times put on a core) of ``threads``
+    (:func:`schedstat_threads`) summed by group."""
     out: dict[str, list[float]] = {}
     for group, on, wait, slices in threads.values():
         acc = out.setdefault(group, [0.0, 0.0, 0.0])
@@ -276,7 +266,7 @@ class Snapshot:
         pids = {b: cluster.pid(b) for b in BROKERS}
         self.threads = {b: schedstat_threads(pid) for b, pid in pids.items() if pid}
         self.sched_groups = {b: _by_group(t) for b, t in self.threads.items()}
-        self.sched = {b: (g_on(g), g_wait(g)) for b, g in self.sched_groups.items()}
+        self.sched = {b: _totals(g) for b, g in self.sched_groups.items()}
         controller = cluster.pid("controller")
         self.controller_cpu = cpu_ms(controller) if controller else 0.0
         self.cpu = {b: cpu_ms(pid) for b, pid in pids.items() if pid}
@@ -286,18 +276,13 @@ class Snapshot:
         self.at_after = time.monotonic()
         self.threads_after = {b: schedstat_threads(pid) for b, pid in pids.items() if pid}
         self.sched_groups_after = {b: _by_group(t) for b, t in self.threads_after.items()}
-        self.sched_after = {b: (g_on(g), g_wait(g)) for b, g in self.sched_groups_after.items()}
+        self.sched_after = {b: _totals(g) for b, g in self.sched_groups_after.items()}
         self.gc_len = {b: len(gc_pauses(cluster.gc_log(b))) for b in BROKERS}
 
 
-def g_on(groups: dict[str, tuple[float, float, float]]) -> float:
-    """Ms on a core over every group of :func:`_by_group`."""
-    return sum(g[0] for g in groups.values())
-
-
-def g_wait(groups: dict[str, tuple[float, float, float]]) -> float:
-    """Ms waiting for a core over every group of :func:`_by_group`."""
-    return sum(g[1] for g in groups.values())
+def _totals(groups: dict[str, tuple[float, float, float]]) -> tuple[float, float]:
+    """(ms on a core, ms waiting for one) over every group of :func:`_by_group`."""
+    return (sum(g[0] for g in groups.values()), sum(g[1] for g in groups.values()))
 
 
 def _bean(snap: Snapshot, broker: str, prefix: str) -> dict[str, dict[str, float]]:
@@ -370,8 +355,7 @@ def deltas(a: Snapshot, b: Snapshot, cluster: RealCluster) -> dict[str, Any]:
             g: [x - y for x, y in zip(now, groups_a.get(g, (0.0, 0.0, 0.0)), strict=True)]
             for g, now in groups_b.items()
         }
-        threads_a = getattr(a, "threads_after", {}).get(broker, {})
-        threads_b = getattr(b, "threads", {}).get(broker, {})
+        threads_a, threads_b = a.threads_after.get(broker, {}), b.threads.get(broker, {})
         if threads_b:
             row["background_slice_ms"] = background_slice_ms(threads_a, threads_b)
         gc = gc_pauses(cluster.gc_log(broker))[a.gc_len[broker] : b.gc_len[broker]]

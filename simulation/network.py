@@ -319,14 +319,7 @@ class Network:
             self.messages_lost += 1
             if trace is not None:
                 self._record("dropped", msg)
-            if (
-                conn.client_closed
-                and src == conn.broker
-                and not conn.blackholed
-                and self.settings.in_flight_after_close == "until_reset"
-            ):
-                # The answer goes out to a socket its client closed: a hop there, a reset back.
-                self._reset_back(msg, hops=2)
+            self._reset_back(msg, hops=2)  # if it goes out to a socket its client closed
             if conn.refused and src == conn.client and not conn.blackholed:
                 # The client wrote to a socket its broker closed: TCP answers with a reset.
                 self.send(dst, src, Disconnected(dst, conn.generation, conn.number))
@@ -446,12 +439,7 @@ class Network:
     def _deliver(self, msg: Message) -> None:
         conn = msg.conn
         if conn is not None and (conn.blackholed or (conn.closed and not self._outlives(msg))):
-            if (
-                conn.client_closed
-                and msg.src == conn.broker
-                and self.settings.in_flight_after_close == "until_reset"
-            ):
-                self._reset_back(msg)
+            self._reset_back(msg)
             self.messages_lost += 1
             if self.trace is not None:
                 self._record("dropped", msg)
@@ -508,12 +496,19 @@ class Network:
         return at is not None and conn.client_closed and self.env.now >= at
 
     def _reset_back(self, msg: Message, hops: int = 1) -> None:
-        """An answer reaches a socket its client closed, ``hops - 1`` hops from now: the
-        client's host answers with a reset, which reaches the broker one hop after that
-        (``until_reset``; the first answer's only)."""
+        """With ``until_reset``, a broker's ``msg`` that is not delivered because its client
+        closed the connection still reaches that socket ``hops - 1`` hops from now (unless
+        the connection is black-holed): the client's host answers with a reset, which
+        reaches the broker one hop after that (the first such answer's only)."""
         conn = msg.conn
         assert conn is not None
-        if conn.reset_back_at is None:
+        if (
+            conn.reset_back_at is None
+            and conn.client_closed
+            and not conn.blackholed
+            and msg.src == conn.broker
+            and self.settings.in_flight_after_close == "until_reset"
+        ):
             delay = sum(self.settings.latency.sample(self.internal_rng) for _ in range(hops))
             conn.reset_back_at = self.env.now + delay
 

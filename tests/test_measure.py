@@ -338,6 +338,7 @@ def test_a_window_counts_the_brokers_cpu_between_the_mbean_walks_not_in_them() -
         s.jmx = {b: {"threads": {}} for b in measure.BROKERS}
         s.sched, s.sched_groups, s.controller_cpu = {}, {}, 0.0
         s.sched_after, s.sched_groups_after = {}, {}
+        s.threads, s.threads_after = {}, {}
         s.gc_len = {b: 0 for b in measure.BROKERS}
         return s
 

@@ -133,6 +133,24 @@ def test_until_reset_an_answer_to_a_closed_socket_brings_a_reset_back_and_later_
         assert [p for _, p in got] == ["request"]
 
 
+def test_until_reset_an_answer_on_a_black_holed_connection_brings_no_reset():
+    """An answer in flight when its connection was black-holed and then closed by its client
+    never reaches the client's host, so nothing comes back; one on a merely closed connection
+    does, one hop after it would have arrived."""
+    for blackholed, back in ((True, None), (False, 10.0)):
+        env, net, _got = make(
+            NetworkSettings(
+                LatencyModel("constant", value_ms=5.0), in_flight_after_close="until_reset"
+            )
+        )
+        conn = Connection("c", "b", 1)
+        net.send("b", "c", "answer", conn)  # arrives at 5
+        conn.blackholed = blackholed
+        conn.close()
+        env.run()
+        assert conn.reset_back_at == back
+
+
 def test_until_reset_a_broker_writes_two_of_five_requests_a_closed_connection_held():
     """Kafka's Selector keeps a connection its client closed until a send on it fails: a
     leader paused past the producer's request timeout writes the first request buffered on

@@ -203,10 +203,7 @@ class SocketServer:
         dropped, and those still arriving meet the closed socket."""
         conn = msg.conn
         if conn is not None and conn.broker == self.name and self.network.send_fails(conn):
-            key = id(conn)
-            self._stalled.pop(key, None)
-            self._muted.discard(key)
-            self._connections.pop(key, None)
+            self._forget(conn)
             conn.dropped_by_server = True
             return
         self.network.send(self.name, msg.src, response, conn, internal=msg.internal)
@@ -244,12 +241,16 @@ class SocketServer:
         (a reset), and the client learns of the close after one hop."""
         if conn is None or conn.closed or not self.process.alive:
             return
+        self._forget(conn)
+        conn.close_by_server(self.env.now)
+        self.notify_reset(conn)
+
+    def _forget(self, conn: Connection) -> None:
+        """The broker's side of ``conn`` is closed: what waited on it is discarded."""
         key = id(conn)
         self._stalled.pop(key, None)
         self._muted.discard(key)
         self._connections.pop(key, None)
-        conn.close_by_server(self.env.now)
-        self.notify_reset(conn)
 
     def notify_reset(self, conn: Connection) -> None:
         # Sent outside the (now closed) connection, so it is not dropped with it.
