@@ -241,6 +241,7 @@ class Cluster:
             min(settings.offsets_replication_factor, n), settings.offsets_min_isr, log=compacted
         )
         self.env = env
+        self.machines = machines
         self.network = network
         self.metadata = metadata
         self.rules = rules
@@ -484,21 +485,32 @@ class Cluster:
 
     def crash(self, node: str) -> None:
         """The process of broker ``node`` (or of the controller) dies at once."""
+        self._changing(node)
         self._process(node).crash()
 
     def power_loss(self, node: str) -> None:
         """Broker ``node``'s machine loses power: its unflushed writes are lost."""
+        self._changing(node)
         self.brokers[node].power_loss()
 
     def restart(self, node: str) -> None:
         """A new process of ``node`` starts (after a crash or a power loss)."""
+        self._changing(node)
         self._process(node).restart()
 
     def pause(self, node: str) -> None:
+        self._changing(node)
         self._process(node).pause()
 
     def resume(self, node: str) -> None:
+        self._changing(node)
         self._process(node).resume()
+
+    def _changing(self, node: str) -> None:
+        """``node``'s process is about to die, stop, resume or restart: its host books the
+        background due until now first, judged by the process's state before the change."""
+        if self.machines is not None:
+            self.machines.catch_up(node, self.env.now)
 
     def partition(self, groups: Sequence[Sequence[str]]) -> object:
         """Cut the network between ``groups`` (one group: from everyone else) until healed."""

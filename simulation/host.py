@@ -29,6 +29,10 @@ To give another kind of process CPU, a host and pauses: give it a :class:`Jvm` o
 (:meth:`HostPlan.jvm`), book its work with :meth:`Jvm.book` and wait until the returned end,
 call :meth:`Jvm.allocate` for what the work allocates, and ask :meth:`Jvm.finish` for the end
 past the pauses before acting on it (see :mod:`eosim.simulation.broker.request_handler_pool`).
+To give a process CPU it spends whatever it is asked (timers, a JIT), add a
+:class:`Background` to its host (:meth:`Host.add_background`) and call :meth:`Host.catch_up`
+before anything its ``running`` reads changes (see
+:meth:`eosim.simulation.resources.Machines.start_background`).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class Host:
     ``wakeup_ms`` is the scheduler's latency for a thread woken while every core is busy
     (:meth:`book`'s ``woken``)."""
 
-    __slots__ = ("_free", "busy_ms", "cores", "name", "wakeup_ms")
+    __slots__ = ("_env", "_free", "_next", "_sources", "busy_ms", "cores", "name", "wakeup_ms")
 
     def __init__(self, name: str, cores: int, wakeup_ms: float = 0.0) -> None:
         if cores < 1:
@@ -59,7 +63,42 @@ class Host:
         self.cores = cores
         self.wakeup_ms = wakeup_ms
         self._free = [0.0] * cores  # a heap of the moments each core frees
+        # CPU booked so far; a background burst counts once booked (:meth:`catch_up`).
         self.busy_ms = 0.0
+        # The background's sources, the earliest of their next moments, and its clock.
+        self._sources: list[Background] = []
+        self._next = math.inf
+        self._env: simpy.Environment | None = None
+
+    def add_background(self, env: simpy.Environment, source: Background) -> None:
+        """Run ``source``'s bursts on this host from now on. They are booked lazily: when the
+        host is next asked to book or for its :meth:`earliest` core, every burst due by then
+        is booked first, at its own moment and in order (so the calendar is the one that
+        booking each burst as it came would give, without a simulation event per burst). A
+        change to what a source reads (its process dies, stops or restarts) must be preceded
+        by :meth:`catch_up`, so that the bursts before it are judged as they were."""
+        self._env = env
+        self._sources.append(source)
+        self._next = min(self._next, source.start())
+
+    def catch_up(self, now: float) -> None:
+        """Book every background burst due by ``now``, in the order of their moments (each
+        source's drawn in its own order, then merged)."""
+        if self._next > now:
+            return
+        bursts: list[tuple[float, float]] = []
+        following = math.inf
+        for source in self._sources:
+            if source.next <= now:
+                source.collect(now, bursts)
+            if source.next < following:
+                following = source.next
+        self._next = following
+        bursts.sort()
+        free = self._free
+        for moment, cost in bursts:
+            heapq.heapreplace(free, (free[0] if free[0] > moment else moment) + cost)
+            self.busy_ms += cost
 
     def book(self, ready: float, cost: float, woken: bool = False) -> float:
         """Run ``cost`` ms of work ready at ``ready`` on the core that frees first; the
@@ -70,6 +109,8 @@ class Host:
         departure 16). The core itself is not held longer: Linux's scheduler leaves no core
         idle while a thread can run, so the latency delays the woken thread only, not the
         work booked after it."""
+        if self._sources and self._next <= self._env.now:  # type: ignore[union-attr]
+            self.catch_up(self._env.now)  # type: ignore[union-attr]
         free = self._free
         busy = free[0] > ready
         start = free[0] if busy else ready
@@ -82,7 +123,99 @@ class Host:
 
     def earliest(self) -> float:
         """When the next core frees."""
+        if self._sources:
+            self.catch_up(self._env.now)  # type: ignore[union-attr]
         return self._free[0]
+
+
+class Background:
+    """CPU a process spends whatever it is asked (its timers, the JIT compiling after a
+    start): bursts of ``burst_ms`` on one core of its host at Poisson moments, at ``base_ms``
+    per second while ``running()`` says the process runs, plus ``jit_ms`` per second decaying
+    with ``seconds`` from the :class:`Jvm`'s start. Moments are drawn from ``rng`` at the
+    fastest rate the process can have and kept in proportion to its rate at each (thinning).
+    Its :class:`Host` books the bursts (:meth:`Host.add_background`)."""
+
+    __slots__ = (
+        "base_ms",
+        "burst_ms",
+        "jit_ms",
+        "jvm",
+        "mean_gap",
+        "next",
+        "peak",
+        "rng",
+        "running",
+        "seconds",
+    )
+
+    def __init__(
+        self,
+        jvm: Jvm,
+        base_ms: float,
+        jit_ms: float,
+        seconds: float,
+        burst_ms: float,
+        running: Callable[[], bool],
+        rng: RandomStream,
+    ) -> None:
+        self.jvm = jvm
+        self.base_ms = base_ms
+        self.jit_ms = jit_ms
+        self.seconds = seconds
+        self.burst_ms = burst_ms
+        self.running = running
+        self.rng = rng
+        self.peak = base_ms + max(jit_ms, 0.0)
+        self.mean_gap = 1000.0 * burst_ms / self.peak
+        self.next = math.inf  # the next drawn moment, once started
+
+    def start(self) -> float:
+        """Draw the first moment (the run starts at 0); it."""
+        self.next = self.gap()
+        return self.next
+
+    def gap(self) -> float:
+        """The time to the next drawn moment."""
+        return self.rng.exponential(self.mean_gap)
+
+    def fires(self, moment: float) -> bool:
+        """Whether the moment drawn at ``moment`` is a burst: the process runs, and the
+        thinning keeps it (the rule :meth:`collect` applies to a run of moments)."""
+        if not self.running():
+            return False
+        rate = self.base_ms
+        if self.jit_ms > 0:  # a JIT compiling after a (re)start
+            age_s = (moment - self.jvm.started) / 1000.0
+            if age_s < 20 * self.seconds:
+                rate += self.jit_ms * math.exp(-age_s / self.seconds)
+        return rate >= self.peak or self.rng.random() < rate / self.peak
+
+    def collect(self, bound: float, bursts: list[tuple[float, float]]) -> None:
+        """Add to ``bursts`` this source's bursts, ``(moment, ms)``, at its drawn moments up
+        to ``bound``, and draw on to its next moment past it (:attr:`next`). What
+        :meth:`fires` reads cannot change within (:meth:`Host.add_background`), so whether the
+        process runs is asked once; the draws are :meth:`fires`' and :meth:`gap`'s, in their
+        order."""
+        rng, mean, burst = self.rng, self.mean_gap, self.burst_ms
+        moment = self.next
+        if not self.running():
+            while moment <= bound:
+                moment += rng.exponential(mean)
+        elif self.jit_ms <= 0:  # the rate is the peak: every moment is a burst
+            while moment <= bound:
+                bursts.append((moment, burst))
+                moment += rng.exponential(mean)
+        else:
+            base, jit, peak, seconds = self.base_ms, self.jit_ms, self.peak, self.seconds
+            started, settled = self.jvm.started, 20 * seconds  # the JIT's extra ends there
+            while moment <= bound:
+                age_s = (moment - started) / 1000.0
+                rate = base + jit * math.exp(-age_s / seconds) if age_s < settled else base
+                if rate >= peak or rng.random() < rate / peak:
+                    bursts.append((moment, burst))
+                moment += rng.exponential(mean)
+        self.next = moment
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ hosts (:meth:`Resources.host_plan`) or its brokers' threads
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable
+from functools import partial
 from importlib import resources as package_files
 from typing import Any
 
@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eosim.simulation.broker.request_handler_pool import Cost, ServiceTimes
 from eosim.simulation.host import (
+    Background,
     GcSettings,
     HostPlan,
     Jvm,
@@ -265,63 +266,39 @@ class Machines:
         running: Callable[[str], bool],
         stream: Callable[[str], RandomStream],
     ) -> None:
-        """Book each broker's and the controller's background CPU on its host while
-        ``running(name)`` says the process runs: bursts of ``background.burst_ms`` at Poisson
-        moments at the process's rate (and, after a restart, its JIT's extra rate); each
-        process draws its moments from its own stream (``background:<name>``)."""
+        """Give each broker's and the controller's host its background CPU
+        (:class:`~eosim.simulation.host.Background`) while ``running(name)`` says the process
+        runs: bursts of ``background.burst_ms`` at Poisson moments at the process's rate (and,
+        after a restart, its JIT's extra rate); each process draws its moments from its own
+        stream (``background:<name>``). Its host books them lazily: whoever changes what
+        ``running`` says calls :meth:`catch_up` first (the cluster's fault operations do)."""
         bg = self.resources.background
         warmup = self.resources.warmup
         rates = {p: bg.broker_ms_per_s for p in self.jvms if p.startswith("broker-")}
         if CONTROLLER in self.jvms:
             rates[CONTROLLER] = bg.controller_ms_per_s
         jit = warmup.background_ms_per_s
-        burst = bg.burst_ms
         for process, base in rates.items():
             if base <= 0 and jit <= 0:
                 continue
             jvm = self.jvms[process]
-            # The fastest rate a process can have (its warm-up's extra at its start): moments
-            # are drawn at that rate and kept in proportion to the rate now (thinning).
-            peak = base + max(jit, 0.0)
-            env.process(
-                self._spend(
-                    env,
-                    process,
-                    jvm,
-                    base,
-                    jit,
-                    peak,
-                    burst,
-                    running,
-                    stream(f"background:{process}"),
-                )
+            source = Background(
+                jvm,
+                base,
+                jit,
+                warmup.seconds,
+                bg.burst_ms,
+                partial(running, process),
+                stream(f"background:{process}"),
             )
+            jvm.host.add_background(env, source)
 
-    def _spend(
-        self,
-        env: simpy.Environment,
-        process: str,
-        jvm: Jvm,
-        base: float,
-        jit: float,
-        peak: float,
-        burst: float,
-        running: Callable[[str], bool],
-        rng: RandomStream,
-    ) -> Generator[simpy.Event, Any, None]:
-        warmup = self.resources.warmup
-        mean_gap = 1000.0 * burst / peak
-        while True:
-            yield env.timeout(rng.exponential(mean_gap))
-            if not running(process):
-                continue
-            rate = base
-            if jit > 0:  # a JIT compiling after a (re)start
-                age_s = (env.now - jvm.started) / 1000.0
-                if age_s < 20 * warmup.seconds:
-                    rate += jit * math.exp(-age_s / warmup.seconds)
-            if rate >= peak or rng.random() < rate / peak:
-                jvm.host.book(env.now, burst)
+    def catch_up(self, process: str, now: float) -> None:
+        """Book the background due by ``now`` on ``process``'s host: call it before the
+        process's state changes (it dies, stops, resumes or restarts)."""
+        jvm = self.jvms.get(process)
+        if jvm is not None:
+            jvm.host.catch_up(now)
 
     def freeze_on_gc(
         self,

@@ -231,11 +231,69 @@ def test_background_cpu_is_booked_while_a_process_runs():
     machines.start_background(env, lambda name: up[name], streams.stream)
     env.run(until=10_000.0)
     host = machines.hosts["m"]
+    assert host.busy_ms == 0.0  # booked lazily: nothing asked the host yet
+    machines.catch_up("broker-0", env.now)
     assert 850 < host.busy_ms < 1150  # 10% of a core: about 1,000 bursts of 1 ms in 10 s
     spent = host.busy_ms
     up["broker-0"] = False  # crashed: it spends nothing
     env.run(until=20_000.0)
+    host.catch_up(env.now)
     assert host.busy_ms == spent
+
+
+def test_background_booked_lazily_gives_the_calendar_booking_each_burst_would():
+    """A host books its background's bursts when it is next asked (Host.catch_up), each at
+    its own moment: every piece of work then starts and ends as it would had each burst been
+    booked by a simulation event of its own at its moment (the form before, one event per
+    burst), through a crash, a restart's JIT and pieces of work ready later than now."""
+    import simpy
+
+    from eosim.simulation.host import Background, Host, Jvm, WarmupSettings
+
+    def world(lazy: bool):
+        env = simpy.Environment()
+        host = Host("h", 2)
+        jvm = Jvm("b", host, GcSettings(), WarmupSettings(), RandomStreams(7).stream("gc"))
+        up = [True]
+        source = Background(
+            jvm, 150.0, 300.0, 2.0, 0.7, lambda: up[0], RandomStreams(7).stream("bg")
+        )
+        if lazy:
+            host.add_background(env, source)
+        else:
+
+            def each_burst():
+                while True:
+                    yield env.timeout(source.gap())
+                    if source.fires(env.now):
+                        host.book(env.now, source.burst_ms)
+
+            env.process(each_burst())
+        ends: list[float] = []
+
+        def work():
+            rng = RandomStreams(3).stream("work")
+            for i in range(3000):
+                yield env.timeout(rng.exponential(2.0))
+                if i == 1000:
+                    host.catch_up(env.now) if lazy else None
+                    up[0] = False  # the process dies
+                elif i == 1500:
+                    host.catch_up(env.now) if lazy else None
+                    up[0] = True
+                    jvm.restarted(env.now)
+                later = rng.uniform(0.0, 1.0)  # some work is ready a little later than now
+                ends.append(host.book(env.now + later, rng.uniform(0.05, 0.6), i % 2 == 0))
+                ends.append(host.earliest())
+
+        env.process(work())
+        env.run(until=20_000.0)
+        host.catch_up(env.now) if lazy else None
+        return ends, host.busy_ms
+
+    lazy, eager = world(True), world(False)
+    assert lazy == eager
+    assert lazy[1] > 100 * 0.7  # the background did book bursts, and they delayed work
 
 
 # -- a broker's threads --------------------------------------------------------------------------
@@ -467,14 +525,17 @@ def test_a_restarted_process_spends_its_jit_warm_up_then_settles():
     machines.start_background(env, lambda name: True, streams.stream)
     env.run(until=10_000.0)
     host = machines.hosts["m"]
+    machines.catch_up("broker-0", env.now)
     assert host.busy_ms == 0.0  # warm from the run's start: no JIT left to compile
     machines.jvms["broker-0"].restarted(env.now)
     env.run(until=40_000.0)
+    host.catch_up(env.now)
     # 200 ms/s decaying with 5 s over 30 s: 200 * 5 * (1 - e^-6), about 1,000 ms.
     expected = 200.0 * 5.0 * (1 - math.exp(-6.0))
     assert 0.85 * expected < host.busy_ms < 1.15 * expected
     spent = host.busy_ms
     env.run(until=60_000.0)
+    host.catch_up(env.now)
     assert host.busy_ms - spent < 0.01 * expected  # settled
 
 
