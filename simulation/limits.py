@@ -211,10 +211,10 @@ BIASES: tuple[Bias, ...] = (
         lambda s: _plain_pipelined(s) and _broker_kills(s) and s.cluster.crash_reset == 0,
     ),
     Bias(
-        "A plain producer's duplicates after a request timeout are an upper bound unless "
-        "network.in_flight_after_close is until_reset: the model writes every request a "
-        "closed connection held, Kafka's broker about two of five (docs/model.md, departure 1; "
-        "calibration case 3).",
+        "A plain producer's duplicates after a request timeout are an upper bound under "
+        "network.in_flight_after_close: deliver: the model writes every request a closed "
+        "connection held, Kafka's broker about two of five (until_reset, the default; "
+        "docs/model.md, departure 1; calibration case 3).",
         lambda s: (
             _plain_pipelined(s)
             and _broker_faults(s)

@@ -17,19 +17,19 @@ TCP, kept for comparison.
 
 A client that gives up on a connection (a request timeout) closes it, but bytes it has already
 sent still reach the broker ahead of its FIN, and the broker handles those requests; only the
-responses are lost. So a request can be written long after its client stopped waiting for it
-(``in_flight_after_close: deliver``, the default). ``until_reset`` is Kafka's broker: its
-``Selector`` keeps a connection the client closed only until a send on it fails, handling its
+responses are lost. So a request can be written long after its client stopped waiting for it.
+Kafka's broker handles them only until a send fails (``in_flight_after_close: until_reset``,
+the default): its ``Selector`` keeps a connection the client closed until then, handling its
 requests one at a time; the first answer that reaches the closed socket brings a reset back
 (:attr:`Connection.reset_back_at`), and the broker's first answer after the reset arrives is not
 sent and closes its side, dropping the requests it had not handled yet
-(:meth:`Network.send_fails`). ``drop`` discards them all, an idealisation kept for
-comparison. A broker crash destroys its side of every connection (at once, or after
-``cluster.crash_reset``): what clients send on one no longer arrives, but what the broker had
-sent before is on the wire, ahead of the reset, and still does. A broker that
-closes a client's connection (after a failed ``acks=0`` produce) destroys its side the same
-way, and each later message the client sends on it is answered with a reset, as TCP answers
-data sent to a closed socket.
+(:meth:`Network.send_fails`). ``deliver`` handles every one (the default until 2026-12-01, an
+upper bound on the duplicates), ``drop`` none, idealisations kept for comparison. A broker
+crash destroys its side of every connection (at once, or after ``cluster.crash_reset``): what
+clients send on one no longer arrives, but what the broker had sent before is on the wire,
+ahead of the reset, and still does. A broker that closes a client's connection (after a
+failed ``acks=0`` produce) destroys its side the same way, and each later message the client
+sends on it is answered with a reset, as TCP answers data sent to a closed socket.
 
 Packet loss (``packet_loss``, a probability per message, 0 by default) is the loss TCP repairs:
 a lost message is retransmitted, so it is neither dropped nor does it stall its connection; it
@@ -106,7 +106,7 @@ class NetworkSettings:
     # keepalive); until then only the client's request timeout can notice it.
     dead_connection_reset_ms: float = 30_000.0
     # What becomes of requests already sent on a connection the client then closes.
-    in_flight_after_close: Literal["deliver", "until_reset", "drop"] = "deliver"
+    in_flight_after_close: Literal["deliver", "until_reset", "drop"] = "until_reset"
     # The chance that one transmission of a message is lost and TCP retransmits it, and the
     # first retransmission timeout (Linux: about the round trip plus its 200 ms minimum).
     packet_loss: float = 0.0

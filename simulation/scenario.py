@@ -317,10 +317,11 @@ class NetworkSpec(_Model):
     loss_model: Literal["connection", "message"] = "connection"
     dead_connection_reset: Duration = 30_000.0
     in_flight_after_close: Literal["deliver", "until_reset", "drop"] = Field(
-        default="deliver",
+        default="until_reset",
         description="requests already sent on a connection the client closes: "
-        "deliver (TCP, every one handled), until_reset (Kafka's broker: handled one at a time "
-        "until an answer's send fails on the reset the closed socket sends back) or drop",
+        "until_reset (Kafka's broker, the default: handled one at a time until an answer's "
+        "send fails on the reset the closed socket sends back), deliver (every one handled, "
+        "as TCP delivers them) or drop",
     )
     # Loss that TCP repairs: a message is retransmitted, not dropped (see docs/model.md).
     packet_loss: Probability = 0.0

@@ -86,11 +86,12 @@ def test_the_crash_reset_bias_bears_on_plain_pipelined_producers_whose_brokers_a
 def test_the_closed_connection_bias_bears_on_plain_pipelined_producers_under_deliver_only():
     case = "scenarios/calibration/idempotence-restarts.yaml"  # a paused leader, timeouts
     plain = ["producers.0.config.enable.idempotence=false"]
-    assert BIASES[4].text in bearing(load_scenario(case, plain))
-    until_reset = [*plain, "network.in_flight_after_close=until_reset"]
-    assert BIASES[4].text not in bearing(load_scenario(case, until_reset))
-    assert BIASES[4].text not in bearing(load_scenario(case))  # idempotent
-    assert BIASES[4].text not in bearing(load_scenario(case, [*plain, "faults=[]"]))
+    deliver = [*plain, "network.in_flight_after_close=deliver"]
+    assert BIASES[4].text in bearing(load_scenario(case, deliver))
+    assert BIASES[4].text not in bearing(load_scenario(case, plain))  # until_reset, the default
+    idempotent = ["network.in_flight_after_close=deliver"]
+    assert BIASES[4].text not in bearing(load_scenario(case, idempotent))
+    assert BIASES[4].text not in bearing(load_scenario(case, [*deliver, "faults=[]"]))
 
 
 def test_the_limits_no_longer_claim_the_last_known_leader_is_missing():
