@@ -17,8 +17,10 @@ clock), as Jepsen's nemesis drives its ``db``.
 To add a fault kind:
 
 1. give the :class:`FaultableCluster` protocol the operation it needs, if none fits, and
-   implement it on the model's :class:`eosim.simulation.cluster.Cluster` (and
-   :class:`eosim.simulation.nemesis.RunFaults` when applications can suffer it), on
+   implement it on the model's :class:`eosim.simulation.cluster.Cluster` (an operation that
+   kills, stops, resumes or restarts a process calls ``Cluster._changing`` first, so that its
+   host books the background due under the old state), and on
+   :class:`eosim.simulation.nemesis.RunFaults` when applications can suffer it, on
    :class:`eosim.real.cluster.RealCluster` and :class:`eosim.real.runner.RealFaults`, or list
    the kind in ``RealCluster.refuses`` with one line saying why a real cluster cannot;
 2. declare it here with :func:`register` (at the end, so that the ``kind`` enum, the schema and
