@@ -179,24 +179,12 @@ class Background:
         """The time to the next drawn moment."""
         return self.rng.exponential(self.mean_gap)
 
-    def fires(self, moment: float) -> bool:
-        """Whether the moment drawn at ``moment`` is a burst: the process runs, and the
-        thinning keeps it (the rule :meth:`collect` applies to a run of moments)."""
-        if not self.running():
-            return False
-        rate = self.base_ms
-        if self.jit_ms > 0:  # a JIT compiling after a (re)start
-            age_s = (moment - self.jvm.started) / 1000.0
-            if age_s < 20 * self.seconds:
-                rate += self.jit_ms * math.exp(-age_s / self.seconds)
-        return rate >= self.peak or self.rng.random() < rate / self.peak
-
     def collect(self, bound: float, bursts: list[tuple[float, float]]) -> None:
         """Add to ``bursts`` this source's bursts, ``(moment, ms)``, at its drawn moments up
-        to ``bound``, and draw on to its next moment past it (:attr:`next`). What
-        :meth:`fires` reads cannot change within (:meth:`Host.add_background`), so whether the
-        process runs is asked once; the draws are :meth:`fires`' and :meth:`gap`'s, in their
-        order."""
+        to ``bound``, and draw on to its next moment past it (:attr:`next`). A moment is a
+        burst while the process runs, kept with probability rate / peak (one uniform draw
+        when the rate is below the peak). Whether the process runs and when its JVM started
+        cannot change within (:meth:`Host.add_background`), so they are read once."""
         rng, mean, burst = self.rng, self.mean_gap, self.burst_ms
         moment = self.next
         if not self.running():
