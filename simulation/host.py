@@ -30,8 +30,8 @@ To give another kind of process CPU, a host and pauses: give it a :class:`Jvm` o
 call :meth:`Jvm.allocate` for what the work allocates, and ask :meth:`Jvm.finish` for the end
 past the pauses before acting on it (see :mod:`eosim.simulation.broker.request_handler_pool`).
 To give a process CPU it spends whatever it is asked (timers, a JIT), add a
-:class:`Background` to its host (:meth:`Host.add_background`) and call :meth:`Host.catch_up`
-before anything its ``running`` reads changes (see
+:class:`Background` to its host (:meth:`Host.add_background`) and call
+:meth:`Host.before_change` before anything its ``running`` reads changes (see
 :meth:`eosim.simulation.resources.Machines.start_background`).
 """
 
@@ -54,7 +54,17 @@ class Host:
     ``wakeup_ms`` is the scheduler's latency for a thread woken while every core is busy
     (:meth:`book`'s ``woken``)."""
 
-    __slots__ = ("_env", "_free", "_next", "_sources", "busy_ms", "cores", "name", "wakeup_ms")
+    __slots__ = (
+        "_env",
+        "_free",
+        "_next",
+        "_resync",
+        "_sources",
+        "busy_ms",
+        "cores",
+        "name",
+        "wakeup_ms",
+    )
 
     def __init__(self, name: str, cores: int, wakeup_ms: float = 0.0) -> None:
         if cores < 1:
@@ -68,6 +78,7 @@ class Host:
         # The background's sources, the earliest of their next moments, and its clock.
         self._sources: list[Background] = []
         self._next = math.inf
+        self._resync = False  # a process's state changed: its sources re-read it
         self._env: simpy.Environment | None = None
 
     def add_background(self, env: simpy.Environment, source: Background) -> None:
@@ -75,30 +86,51 @@ class Host:
         host is next asked to book or for its :meth:`earliest` core, every burst due by then
         is booked first, at its own moment and in order (so the calendar is the one that
         booking each burst as it came would give, without a simulation event per burst). A
-        change to what a source reads (its process dies, stops or restarts) must be preceded
-        by :meth:`catch_up`, so that the bursts before it are judged as they were."""
+        change to what a source reads (its process dies, stops, resumes or restarts) must be
+        preceded by :meth:`before_change`, so that the bursts before it are judged as they
+        were and the sources re-read the process after it."""
+        if self._sources and source.burst_ms != self._sources[0].burst_ms:
+            raise ValueError(
+                f"host {self.name}: its background sources share one burst length "
+                f"({self._sources[0].burst_ms} ms), not {source.burst_ms} ms"
+            )
         self._env = env
         self._sources.append(source)
         self._next = min(self._next, source.start())
+
+    def before_change(self, now: float) -> None:
+        """Book every background burst due by ``now``: a process on this host is about to
+        die, stop, resume or restart. The next catch-up has the sources re-read it (a
+        restart begins a new JIT)."""
+        self.catch_up(now)
+        if self._sources:
+            self._resync = True
+            self._next = -math.inf
 
     def catch_up(self, now: float) -> None:
         """Book every background burst due by ``now``, in the order of their moments (each
         source's drawn in its own order, then merged)."""
         if self._next > now:
             return
-        bursts: list[tuple[float, float]] = []
+        moments: list[float] = []
         following = math.inf
+        resync, self._resync = self._resync, False
         for source in self._sources:
+            if resync:
+                source.sync()
             if source.next <= now:
-                source.collect(now, bursts)
+                source.collect(now, moments)
             if source.next < following:
                 following = source.next
         self._next = following
-        bursts.sort()
-        free = self._free
-        for moment, cost in bursts:
-            heapq.heapreplace(free, (free[0] if free[0] > moment else moment) + cost)
-            self.busy_ms += cost
+        if not moments:
+            return
+        moments.sort()
+        free, burst, replace = self._free, self._sources[0].burst_ms, heapq.heapreplace
+        for moment in moments:
+            first = free[0]
+            replace(free, (first if first > moment else moment) + burst)
+        self.busy_ms += burst * len(moments)
 
     def book(self, ready: float, cost: float, woken: bool = False) -> float:
         """Run ``cost`` ms of work ready at ``ready`` on the core that frees first; the
@@ -130,20 +162,37 @@ class Host:
 
 class Background:
     """CPU a process spends whatever it is asked (its timers, the JIT compiling after a
-    start): bursts of ``burst_ms`` on one core of its host at Poisson moments, at ``base_ms``
-    per second while ``running()`` says the process runs, plus ``jit_ms`` per second decaying
-    with ``seconds`` from the :class:`Jvm`'s start. Moments are drawn from ``rng`` at the
-    fastest rate the process can have and kept in proportion to its rate at each (thinning).
-    Its :class:`Host` books the bursts (:meth:`Host.add_background`)."""
+    start): bursts of ``burst_ms`` on one core of its host at the moments of two independent
+    Poisson processes, kept while ``running()`` says the process runs. The steady part runs
+    at ``base_ms`` per second (moments drawn from ``rng``); the JIT's part, after each start
+    of the :class:`Jvm`, at ``jit_ms`` per second decaying with ``seconds`` and over after
+    20 of them (moments drawn from ``jit_rng`` by inverting its cumulative rate, a new
+    sequence from each start). Together their rate is the process's, ``base + jit *
+    exp(-age / seconds)``, and every drawn moment is a burst unless the process is down:
+    no moment is drawn to be thrown away, as thinning from the peak rate would. Each part's
+    moments follow one another in a fixed order from its own stream, however often the host
+    asks, so booking them lazily gives the calendar an event per burst would.
+    Its :class:`Host` books the bursts (:meth:`Host.add_background`).
+
+    To give a process another kind of background, add a source with the same three members
+    (:meth:`start`, :meth:`sync`, :meth:`collect`) and :attr:`next`."""
 
     __slots__ = (
+        "_base_gap",
+        "_base_uniform",
+        "_jit_for",
+        "_jit_mass",
+        "_jit_scale",
+        "_jit_total",
+        "_jit_uniform",
         "base_ms",
+        "base_next",
         "burst_ms",
         "jit_ms",
+        "jit_next",
+        "jit_rng",
         "jvm",
-        "mean_gap",
         "next",
-        "peak",
         "rng",
         "running",
         "seconds",
@@ -158,6 +207,7 @@ class Background:
         burst_ms: float,
         running: Callable[[], bool],
         rng: RandomStream,
+        jit_rng: RandomStream,
     ) -> None:
         self.jvm = jvm
         self.base_ms = base_ms
@@ -166,44 +216,81 @@ class Background:
         self.burst_ms = burst_ms
         self.running = running
         self.rng = rng
-        self.peak = base_ms + max(jit_ms, 0.0)
-        self.mean_gap = 1000.0 * burst_ms / self.peak
-        self.next = math.inf  # the next drawn moment, once started
+        self.jit_rng = jit_rng
+        # The steady part: a mean gap in ms (none without a rate).
+        self._base_gap = 1000.0 * burst_ms / base_ms if base_ms > 0 else math.inf
+        # The JIT's part after a start: its cumulative rate, in bursts, to an age of a ms is
+        # scale * (1 - exp(-a / (1000 * seconds))); it ends at 20 * seconds (total).
+        self._jit_scale = jit_ms * seconds / burst_ms if jit_ms > 0 else 0.0
+        self._jit_total = self._jit_scale * -math.expm1(-20.0)
+        self._jit_mass = 0.0
+        self._jit_for: float | None = None  # the start the JIT's moments belong to
+        self.base_next = math.inf
+        self.jit_next = math.inf
+        self.next = math.inf  # the next drawn moment of either part, once started
 
     def start(self) -> float:
-        """Draw the first moment (the run starts at 0); it."""
-        self.next = self.gap()
+        """Draw the first moments (the run starts at 0); the earliest. Each part draws from
+        its stream alone from here on, through the stream's uniforms' iterator
+        (:meth:`RandomStream.uniforms`: the numbers :meth:`RandomStream.random` would give,
+        without a call per draw)."""
+        self._base_uniform = self.rng.uniforms().__next__
+        self._jit_uniform = self.jit_rng.uniforms().__next__
+        if self.base_ms > 0:
+            self.base_next = -self._base_gap * math.log(1.0 - self._base_uniform())
+        self.sync()
         return self.next
 
-    def gap(self) -> float:
-        """The time to the next drawn moment."""
-        return self.rng.exponential(self.mean_gap)
+    def sync(self) -> float:
+        """Start the JIT's moments afresh if the JVM has started since they were drawn (the
+        old JVM's are void); the next moment of either part."""
+        started = self.jvm.started
+        if started != self._jit_for:
+            self._jit_for = started
+            self._jit_mass = 0.0
+            self.jit_next = math.inf
+            if self._jit_scale > 0 and started > -math.inf:
+                self._jit_draw()
+        self.next = min(self.base_next, self.jit_next)
+        return self.next
 
-    def collect(self, bound: float, bursts: list[tuple[float, float]]) -> None:
-        """Add to ``bursts`` this source's bursts, ``(moment, ms)``, at its drawn moments up
-        to ``bound``, and draw on to its next moment past it (:attr:`next`). A moment is a
-        burst while the process runs, kept with probability rate / peak (one uniform draw
-        when the rate is below the peak). Whether the process runs and when its JVM started
-        cannot change within (:meth:`Host.add_background`), so they are read once."""
-        rng, mean, burst = self.rng, self.mean_gap, self.burst_ms
-        moment = self.next
-        if not self.running():
-            while moment <= bound:
-                moment += rng.exponential(mean)
-        elif self.jit_ms <= 0:  # the rate is the peak: every moment is a burst
-            while moment <= bound:
-                bursts.append((moment, burst))
-                moment += rng.exponential(mean)
-        else:
-            base, jit, peak, seconds = self.base_ms, self.jit_ms, self.peak, self.seconds
-            started, settled = self.jvm.started, 20 * seconds  # the JIT's extra ends there
-            while moment <= bound:
-                age_s = (moment - started) / 1000.0
-                rate = base + jit * math.exp(-age_s / seconds) if age_s < settled else base
-                if rate >= peak or rng.random() < rate / peak:
-                    bursts.append((moment, burst))
-                moment += rng.exponential(mean)
-        self.next = moment
+    def _jit_draw(self) -> None:
+        """The JIT's next moment past the last: its cumulative rate grows by an exponential
+        draw; none once that passes the total."""
+        mass = self._jit_mass - math.log(1.0 - self._jit_uniform())
+        if mass >= self._jit_total:
+            self.jit_next = math.inf
+            return
+        self._jit_mass = mass
+        age = -1000.0 * self.seconds * math.log1p(-mass / self._jit_scale)
+        self.jit_next = self._jit_for + age  # type: ignore[operator]
+
+    def collect(self, bound: float, bursts: list[float]) -> None:
+        """Add to ``bursts`` the moments of this source's bursts (each ``burst_ms`` long):
+        the drawn moments of either part up to ``bound`` while the process runs; and draw on
+        past it (:attr:`next`). Whether the process runs and when its JVM started cannot change
+        within (:meth:`Host.add_background`), so they are read once. The steady part's
+        exponential draw is written out inline (this loop runs once per burst)."""
+        if self.jvm.started != self._jit_for:
+            self.sync()
+        running = self.running()
+        moment = self.base_next
+        if moment <= bound:
+            uniform, log, gap = self._base_uniform, math.log, self._base_gap
+            if running:
+                append = bursts.append
+                while moment <= bound:
+                    append(moment)
+                    moment -= gap * log(1.0 - uniform())
+            else:
+                while moment <= bound:
+                    moment -= gap * log(1.0 - uniform())
+            self.base_next = moment
+        while self.jit_next <= bound:
+            if running:
+                bursts.append(self.jit_next)
+            self._jit_draw()
+        self.next = min(self.base_next, self.jit_next)
 
 
 @dataclass(frozen=True, slots=True)

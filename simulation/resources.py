@@ -269,8 +269,9 @@ class Machines:
         """Give each broker's and the controller's host its background CPU
         (:class:`~eosim.simulation.host.Background`) while ``running(name)`` says the process
         runs: bursts of ``background.burst_ms`` at Poisson moments at the process's rate (and,
-        after a restart, its JIT's extra rate); each process draws its moments from its own
-        stream (``background:<name>``). Its host books them lazily: whoever changes what
+        after a restart, its JIT's extra rate); each process draws its steady moments from a
+        stream of its own (``background:<name>``) and its JIT's from another
+        (``background-jit:<name>``). Its host books them lazily: whoever changes what
         ``running`` says calls :meth:`catch_up` first (the cluster's fault operations do)."""
         bg = self.resources.background
         warmup = self.resources.warmup
@@ -290,15 +291,17 @@ class Machines:
                 bg.burst_ms,
                 partial(running, process),
                 stream(f"background:{process}"),
+                stream(f"background-jit:{process}"),
             )
             jvm.host.add_background(env, source)
 
     def catch_up(self, process: str, now: float) -> None:
-        """Book the background due by ``now`` on ``process``'s host: call it before the
-        process's state changes (it dies, stops, resumes or restarts)."""
+        """Book the background due by ``now`` on ``process``'s host, and have its sources
+        re-read the process after: call it before the process's state changes (it dies,
+        stops, resumes or restarts; :meth:`Host.before_change`)."""
         jvm = self.jvms.get(process)
         if jvm is not None:
-            jvm.host.catch_up(now)
+            jvm.host.before_change(now)
 
     def freeze_on_gc(
         self,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import TypeVar
 
 import numpy as np
@@ -40,6 +41,22 @@ class RandomStream:
             i = 0
         self._ui = i + 1
         return self._uniforms[i]
+
+    def uniforms(self) -> Iterator[float]:
+        """This stream's uniform draws from here on, in the order :meth:`random` would give
+        them, as an iterator whose ``__next__`` is cheap in a hot loop. The iterator takes the
+        stream's uniforms over: a caller that takes it draws no more through :meth:`random`
+        (a stream of its own, such as a background source's)."""
+        rest = self._uniforms[self._ui :]
+        self._uniforms, self._ui = [], 0
+        gen = self._gen
+
+        def blocks() -> Iterator[list[float]]:
+            yield rest
+            while True:
+                yield gen.random(_BLOCK).tolist()
+
+        return chain.from_iterable(blocks())
 
     def normal(self) -> float:
         i = self._ni

@@ -244,51 +244,66 @@ def test_background_cpu_is_booked_while_a_process_runs():
 def test_background_booked_lazily_gives_the_calendar_booking_each_burst_would():
     """A host books its background's bursts when it is next asked (Host.catch_up), each at
     its own moment: every piece of work then starts and ends as it would had each burst been
-    booked by a simulation event of its own at its moment (the form before, one event per
-    burst), through a crash, a restart's JIT and pieces of work ready later than now."""
+    booked by a simulation event of its own at its moment (an event per burst, written out
+    here: the steady part's Poisson moments, and after each start the JIT's, drawn by
+    inverting its decaying cumulative rate), through a crash, two restarts (the first JIT's
+    moments void once the second JVM starts) and pieces of work ready later than now."""
     import simpy
 
     from eosim.simulation.host import Background, Host, Jvm, WarmupSettings
+
+    base_ms, jit_ms, seconds, burst = 150.0, 300.0, 2.0, 0.7
+    down, restarts = (1000, 2000), (1500, 2200)
 
     def world(lazy: bool):
         env = simpy.Environment()
         host = Host("h", 2)
         jvm = Jvm("b", host, GcSettings(), WarmupSettings(), RandomStreams(7).stream("gc"))
         up = [True]
-        source = Background(
-            jvm, 150.0, 300.0, 2.0, 0.7, lambda: up[0], RandomStreams(7).stream("bg")
-        )
+        base_rng, jit_rng = RandomStreams(7).stream("bg"), RandomStreams(7).stream("jit")
         if lazy:
+            source = Background(
+                jvm, base_ms, jit_ms, seconds, burst, lambda: up[0], base_rng, jit_rng
+            )
             host.add_background(env, source)
         else:
 
-            def each_burst():  # the form before: an event per drawn moment, judged then
-                rng = source.rng
+            def steady():
                 while True:
-                    yield env.timeout(source.gap())
-                    if not up[0]:
-                        continue
-                    age_s = (env.now - jvm.started) / 1000.0
-                    rate = 150.0
-                    if age_s < 20 * 2.0:
-                        rate += 300.0 * math.exp(-age_s / 2.0)
-                    if rate >= source.peak or rng.random() < rate / source.peak:
-                        host.book(env.now, source.burst_ms)
+                    yield env.timeout(base_rng.exponential(1000.0 * burst / base_ms))
+                    if up[0]:
+                        host.book(env.now, burst)
 
-            env.process(each_burst())
+            def jit(started: float):  # one JVM's JIT, from its start until the next start
+                scale = jit_ms * seconds / burst
+                mass = 0.0
+                while True:
+                    mass += jit_rng.exponential(1.0)
+                    if mass >= scale * (1 - math.exp(-20.0)):
+                        return
+                    moment = started - 1000.0 * seconds * math.log1p(-mass / scale)
+                    yield env.timeout(moment - env.now)
+                    if jvm.started != started:
+                        return  # a new JVM: this one's moments are void
+                    if up[0]:
+                        host.book(moment, burst)  # (env.now can differ by a rounding)
+
+            env.process(steady())
         ends: list[float] = []
 
         def work():
             rng = RandomStreams(3).stream("work")
             for i in range(3000):
                 yield env.timeout(rng.exponential(2.0))
-                if i in (1000, 1500) and lazy:
-                    host.catch_up(env.now)  # before the process's state changes
-                if i == 1000:
+                if (i in down or i in restarts) and lazy:
+                    host.before_change(env.now)  # before the process's state changes
+                if i in down:
                     up[0] = False  # the process dies
-                elif i == 1500:
+                elif i in restarts:
                     up[0] = True
                     jvm.restarted(env.now)
+                    if not lazy:
+                        env.process(jit(env.now))
                 later = rng.uniform(0.0, 1.0)  # some work is ready a little later than now
                 ends.append(host.book(env.now + later, rng.uniform(0.05, 0.6), i % 2 == 0))
                 ends.append(host.earliest())
@@ -299,9 +314,44 @@ def test_background_booked_lazily_gives_the_calendar_booking_each_burst_would():
             host.catch_up(env.now)
         return ends, host.busy_ms
 
-    lazy, eager = world(True), world(False)
+    (lazy, lazy_busy), (eager, eager_busy) = world(True), world(False)
     assert lazy == eager
-    assert lazy[1] > 100 * 0.7  # the background did book bursts, and they delayed work
+    assert lazy_busy == pytest.approx(eager_busy, rel=1e-12)  # summed in another order
+    # The background did book bursts, the JIT's among them (more than the steady part's).
+    assert lazy_busy > 1.2 * base_ms * 20.0 * 0.7
+
+
+def test_the_jit_background_decays_at_its_rate_after_each_start():
+    """The JIT's moments, drawn by inverting their cumulative rate, come at jit_ms per second
+    decaying with seconds from the JVM's start: in each second of age the bursts number what
+    the rate integrates to (within sampling error over many starts), and none come 20
+    seconds-constants after it."""
+    from eosim.simulation.host import Background, Host, Jvm, WarmupSettings
+
+    jit_ms, seconds, burst = 400.0, 1.0, 0.5
+    counts = [0] * 6
+    late = 0
+    starts = 400
+    streams = RandomStreams(11)
+    for k in range(starts):
+        host = Host("h", 1)
+        jvm = Jvm("b", host, GcSettings(), WarmupSettings(), streams.stream("gc"))
+        jvm.started = 0.0
+        steady, jit = streams.stream(f"a{k}"), streams.stream(f"j{k}")
+        source = Background(jvm, 0.0, jit_ms, seconds, burst, lambda: True, steady, jit)
+        source.start()
+        bursts: list[float] = []
+        source.collect(100_000.0, bursts)
+        for moment in bursts:
+            if moment < 6000.0:
+                counts[int(moment // 1000.0)] += 1
+            elif moment >= 20_000.0 * seconds:
+                late += 1
+    for second, n in enumerate(counts):
+        # bursts per start in [s, s+1): (jit / burst) * seconds * (e^-s - e^-(s+1)).
+        expected = starts * jit_ms / burst * (math.exp(-second) - math.exp(-second - 1))
+        assert abs(n - expected) < 4 * math.sqrt(expected) + 2, (second, n, expected)
+    assert late == 0
 
 
 # -- a broker's threads --------------------------------------------------------------------------
@@ -750,3 +800,23 @@ def test_a_message_is_read_after_its_cost_and_what_waited_is_charged_on_resume()
     env.run(until=20.0)
     assert charged == [(0.0, "a"), (2.0, "b")]  # "b" waited, charged when read
     assert got == [(2.0, "a"), (4.0, "b")]
+
+
+def test_a_hosts_background_sources_share_one_burst_length():
+    """The host books its sources' moments merged, each one burst long: a source with
+    another length is refused at once, naming the host, not booked at the wrong length."""
+    import simpy
+
+    from eosim.simulation.host import Background, Host, Jvm, WarmupSettings
+
+    env, host, streams = simpy.Environment(), Host("m", 2), RandomStreams(1)
+
+    def source(name: str, burst: float) -> Background:
+        jvm = Jvm(name, host, GcSettings(), WarmupSettings(), streams.stream(name))
+        rngs = streams.stream(f"bg:{name}"), streams.stream(f"jit:{name}")
+        return Background(jvm, 100.0, 0.0, 1.0, burst, lambda: True, *rngs)
+
+    host.add_background(env, source("a", 0.5))
+    host.add_background(env, source("b", 0.5))
+    with pytest.raises(ValueError, match="host m: its background sources share one burst"):
+        host.add_background(env, source("c", 1.0))
