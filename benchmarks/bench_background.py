@@ -3,7 +3,7 @@ run of the standard benchmark without the resource model, and with it at each
 ``background.burst_ms``, the scenarios taken in turn each round (so that the machine's drift
 falls on all of them alike).
 
-    python benchmarks/bench_background.py [--rounds 3] [--bursts 40,1,0.2]
+    python benchmarks/bench_background.py [--rounds 5] [--bursts 40,1,0.2] [--presets NAME,...]
 
 Prints one line per scenario: the rounds' CPU seconds, their minimum and median, and each's
 ratio to the standard run's (issue 35 allows the resource model 1.3). The minimum is the
@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bursts", default="40,1,0.2", help="background.burst_ms values")
+    parser.add_argument(
+        "--presets", default="", help="Presets to run as they are (each with its own burst)."
+    )
     args = parser.parse_args(argv)
     try:
         bursts = [float(b) for b in args.bursts.split(",")]
@@ -37,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     for burst in bursts:
         scenarios[f"resources, burst {burst:g} ms"] = load_scenario(
             ROOT / "standard-resources.yaml", [f"cluster.resources.background.burst_ms={burst}"]
+        )
+    for preset in filter(None, args.presets.split(",")):
+        scenarios[f"preset {preset}"] = load_scenario(
+            ROOT / "standard-resources.yaml", [f"cluster.resources.preset={preset}"]
         )
     seconds: dict[str, list[float]] = {name: [] for name in scenarios}
     for _ in range(args.rounds):
