@@ -715,3 +715,17 @@ def test_metadata_v7_is_read_from_the_wire() -> None:
         (1, 2, 3),
         (3, 1),
     )
+
+
+def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """StorageTool reads an id that starts with '-' as an option and the format fails: one
+    random id in 64 does (URL-safe base64 of a first byte 0xF8-0xFB). new_cluster_id draws
+    again, as Kafka's Uuid.randomUuid does."""
+    import uuid
+
+    from eosim.real import cluster
+
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(cluster.uuid, "uuid4", lambda: next(drawn))
+    text = cluster.new_cluster_id()
+    assert text == "AQEBAQEBAQEBAQEBAQEBAQ" and not text.startswith("-")
