@@ -241,9 +241,10 @@ class Background:
         self.sync()
         return self.next
 
-    def sync(self) -> float:
+    def sync(self) -> None:
         """Start the JIT's moments afresh if the JVM has started since they were drawn (the
-        old JVM's are void); the next moment of either part."""
+        old JVM's are void), and set :attr:`next`. The host calls it after a change to the
+        process (:meth:`Host.before_change`)."""
         started = self.jvm.started
         if started != self._jit_for:
             self._jit_for = started
@@ -252,7 +253,6 @@ class Background:
             if self._jit_scale > 0 and started > -math.inf:
                 self._jit_draw()
         self.next = min(self.base_next, self.jit_next)
-        return self.next
 
     def _jit_draw(self) -> None:
         """The JIT's next moment past the last: its cumulative rate grows by an exponential
@@ -269,10 +269,9 @@ class Background:
         """Add to ``bursts`` the moments of this source's bursts (each ``burst_ms`` long):
         the drawn moments of either part up to ``bound`` while the process runs; and draw on
         past it (:attr:`next`). Whether the process runs and when its JVM started cannot change
-        within (:meth:`Host.add_background`), so they are read once. The steady part's
-        exponential draw is written out inline (this loop runs once per burst)."""
-        if self.jvm.started != self._jit_for:
-            self.sync()
+        within (:meth:`Host.add_background`), so they are read once (a restart's new JIT is
+        drawn by :meth:`sync` before). The steady part's exponential draw is written out
+        inline (this loop runs once per burst)."""
         running = self.running()
         moment = self.base_next
         if moment <= bound:
