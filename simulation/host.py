@@ -62,6 +62,7 @@ class Host:
         "_sources",
         "busy_ms",
         "cores",
+        "late_ms",
         "name",
         "wakeup_ms",
     )
@@ -75,6 +76,8 @@ class Host:
         self._free = [0.0] * cores  # a heap of the moments each core frees
         # CPU booked so far; a background burst counts once booked (:meth:`catch_up`).
         self.busy_ms = 0.0
+        # The scheduler's latency paid so far by woken threads (:meth:`book`).
+        self.late_ms = 0.0
         # The background's sources, the earliest of their next moments, and its clock.
         self._sources: list[Background] = []
         self._next = math.inf
@@ -150,6 +153,7 @@ class Host:
         heapq.heapreplace(free, end)
         self.busy_ms += cost
         if busy and woken:
+            self.late_ms += self.wakeup_ms
             return end + self.wakeup_ms
         return end
 
@@ -337,6 +341,8 @@ class Jvm:
         "gc_pauses",
         "host",
         "name",
+        "queued_ms",
+        "requests",
         "rng",
         "started",
         "stopped_since",
@@ -372,6 +378,11 @@ class Jvm:
         # What its booked work spent waiting for a core and on one (ms): its run-queue wait.
         self.waited_ms = 0.0
         self.worked_ms = 0.0
+        # The requests its network threads handed to its handler threads, and their time in
+        # the request queue (ms; Kafka's RequestQueueTimeMs): from the read's end to the
+        # handling's start, the woken handler's scheduler latency included.
+        self.requests = 0
+        self.queued_ms = 0.0
 
     # -- warm-up ---------------------------------------------------------------------------
     def restarted(self, now: float) -> None:
@@ -395,7 +406,14 @@ class Jvm:
     def book(self, ready: float, cost: float) -> float:
         """Book ``cost`` warm ms of this process's work, ready at ``ready``, on its host; the
         moment it ends (before any pause stretches it)."""
-        return self._book_on_host(ready, cost * self.slowdown(ready))
+        # :meth:`slowdown` and :meth:`_book_on_host` written out: every record a client sends
+        # is booked here.
+        if self.warmup.factor != 1.0:
+            cost = cost * self.slowdown(ready)
+        end = self.host.book(ready, cost, True)
+        self.waited_ms += end - cost - ready
+        self.worked_ms += cost
+        return end
 
     def _book_on_host(self, ready: float, work: float) -> float:
         """Book ``work`` ms as it is (no warm-up slowdown) on the host, counted in the

@@ -30,8 +30,8 @@ DEPARTURES: dict[str, tuple[str, ...]] = {
         "than Kafka's, and a fresh process is as fast as a warm one.",
     ),
     "resources": (
-        "Work holds a whole core first-come first-served, without time slices; the "
-        "scheduler's wake-up cost is one fitted figure: waits match Kafka's in sum only.",
+        "Work holds a whole core first-come first-served, without time slices; a woken "
+        "thread's wait is one figure fitted to Kafka's request queue time: tails run short.",
         "Clients start at full speed: a real run's first half second is slower, which lengthens "
         "its whole-run latency tails.",
         "The controller's requests, the disk and the page cache cost nothing; the controller "

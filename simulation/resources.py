@@ -460,8 +460,7 @@ def preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def load_preset(name: str) -> dict[str, Any]:
-    """The ``resources`` block of the shipped preset ``name``."""
+def _preset_file(name: str) -> dict[str, Any]:
     if not isinstance(name, str) or name not in preset_names():
         raise ValueError(
             f"unknown resources preset {name!r} (shipped: {', '.join(preset_names()) or 'none'})"
@@ -471,18 +470,46 @@ def load_preset(name: str) -> dict[str, Any]:
     block = data.get("resources", data) if isinstance(data, dict) else None
     if not isinstance(block, dict):
         raise ValueError(f"resources preset {name!r}: not a mapping")
-    return {k: v for k, v in block.items() if k != "preset"}
+    return data
+
+
+def _preset_chain(name: str) -> list[dict[str, Any]]:
+    """The preset files from ``name`` to the one it (and each next) names as its ``preset``:
+    a preset may be another with some keys changed (``calibration-host`` is the machine the
+    calibration runs on now, by that machine's preset)."""
+    chain: list[dict[str, Any]] = []
+    seen: list[str] = []
+    while name is not None:
+        if name in seen:
+            raise ValueError(f"resources preset {seen[0]!r}: presets name each other in a circle")
+        seen.append(name)
+        data = _preset_file(name)
+        chain.append(data)
+        name = data.get("resources", data).get("preset")
+    return chain
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The ``resources`` block of the shipped preset ``name``, merged over the preset it names
+    (if any)."""
+    block: dict[str, Any] = {}
+    for data in reversed(_preset_chain(name)):
+        own = data.get("resources", data)
+        block = _merge(block, {k: v for k, v in own.items() if k != "preset"})
+    return block
 
 
 def preset_machine(name: str) -> dict[str, Any] | None:
     """The machine the shipped preset ``name`` was measured on (its ``machine`` block, next
-    to ``resources``, written by ``eosim.analysis.measure``), or None if it records none."""
+    to ``resources``, written by ``eosim.analysis.measure``; or that of the preset it names),
+    or None if it records none."""
     if name not in preset_names():
         return None
-    path = package_files.files("eosim.simulation") / "presets" / f"{name}.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    machine = data.get("machine") if isinstance(data, dict) else None
-    return machine if isinstance(machine, dict) else None
+    for data in _preset_chain(name):
+        machine = data.get("machine")
+        if isinstance(machine, dict):
+            return machine
+    return None
 
 
 __all__ = [

@@ -106,5 +106,5 @@ def test_the_resource_model_brings_its_own_limits_in_place_of_the_unbounded_ones
     modelled = features(load_scenario(case, ["cluster.resources.preset=calibration-host"]))
     assert "resources" in modelled and "unbounded" not in modelled
     lines = [line for _f, line in departures(load_scenario(case, ["cluster.resources={}"]))]
-    assert any("wake-up cost" in line for line in lines)
+    assert any("woken thread's wait" in line for line in lines)
     assert not any("one at a time per broker" in line for line in lines)

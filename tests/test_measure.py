@@ -1,6 +1,7 @@
 """The resource model's fit from a real cluster's measurements (eosim.analysis.measure): each
 step on synthetic measurements with a known answer, and the shipped preset reproduced from the
-measurement it was fitted on (tests/fixtures/measure-kafka-4.1.1.json). No Kafka needed."""
+measurement it was fitted on (calibration/xeon-2026-12-01/measure.json, kept with the Kafka
+sides of its machine). No Kafka needed."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from eosim.analysis import measure
 
-FIXTURE = Path(__file__).parent / "fixtures" / "measure-kafka-4.1.1.json"
-PRESET = Path(measure.__file__).resolve().parent.parent / "simulation" / "presets"
+# The measurement the shipped calibration-host preset names (its machine's preset) was fitted on.
+MACHINE = "xeon-2026-12-01"
+FIXTURE = Path(__file__).resolve().parent.parent / "calibration" / MACHINE / "measure.json"
 
 
 def test_gc_pauses_reads_young_collections_after_an_uptime(tmp_path: Path) -> None:
@@ -214,16 +215,26 @@ def test_a_clients_cost_is_split_per_request_and_per_record_neither_negative() -
 
 
 def test_the_shipped_preset_is_the_fit_of_its_measurement() -> None:
-    """Refitting the measurement of 2026-12-01 gives the preset, key for key (but the
-    scheduler's wake-up latency, which fit_wakeup finds by running the model, and the costs
-    its loads cannot measure, which a refit keeps from the preset it replaces). Its
-    background's burst is measured (the threads' slices), not found by fit_burst."""
+    """Refitting the measurement of calibration-host's machine gives its preset, key for key
+    (but the scheduler's wake-up latency, which fit_wakeup finds by running the model, and
+    the costs its loads cannot measure, which a refit keeps from the preset it replaces).
+    Its background's burst is measured (the threads' slices), not found by fit_burst."""
+    from eosim.simulation.resources import load_preset, preset_machine
+
     data = json.loads(FIXTURE.read_text())
     params = measure.fit(data["idle"], data["loads"], data["restart"], 2)
     assert params.pop("_waiting") == pytest.approx(data["waiting_for_a_core"])
-    preset = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
+    preset = load_preset(MACHINE)
+    assert load_preset("calibration-host") == preset
+    assert preset_machine(MACHINE) == data["machine"]
     assert "burst_ms" in params["background"] and "burst_fit" not in data
     assert preset.pop("scheduler") == data["fit"]["scheduler"]  # fit_wakeup's
+    assert data["fit"]["scheduler"]["wakeup_ms"] == float(
+        min(
+            data["wakeup_fit"],
+            key=lambda w: abs(data["wakeup_fit"][w]["queue_ms"] - data["request_queue_ms"]),
+        )
+    ) and data["request_queue_ms"] == pytest.approx(measure.request_queue_ms(data["loads"]))
     assert "transaction" not in params["service"]
     assert "startup" not in params
     assert measure.keep_unmeasured(params, preset) == ["service.transaction", "startup"]
@@ -271,34 +282,62 @@ def test_the_measurement_table_in_the_docs_is_what_measure_prints() -> None:
     assert not missing, f"docs/calibration.md lacks {missing}"
 
 
-def test_fit_wakeup_takes_the_latency_whose_waiting_share_is_nearest_kafkas(
+def test_fit_wakeup_takes_the_latency_whose_request_queue_time_is_nearest_kafkas(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[float] = []
 
-    def share(resources: dict, rates: list[float]) -> float:
+    def figures(resources: dict, rates: list[float]) -> tuple[float, float]:
         assert rates == [1000.0] and resources["background"]["burst_ms"] == 40.0
-        seen.append(resources["scheduler"]["wakeup_ms"])
-        return 0.7 + resources["scheduler"]["wakeup_ms"] / 2
+        assert "_waiting" not in resources
+        latency = resources["scheduler"]["wakeup_ms"]
+        seen.append(latency)
+        return 0.02 + latency / 2, 0.3 + latency / 4
 
-    monkeypatch.setattr(measure, "_model_waiting", share)
+    monkeypatch.setattr(measure, "_model_figures", figures)
     params = {"background": {"burst_ms": 40.0}, "_waiting": 0.81}
-    best, shares = measure.fit_wakeup(params, [1000.0])
-    assert best == 0.2 and shares[0.2] == pytest.approx(0.8)
-    assert seen == list(measure.WAKEUPS) and "_waiting" not in params
+    best, found = measure.fit_wakeup(params, [1000.0], 0.1)
+    assert best == 0.15 and found[0.15] == pytest.approx((0.095, 0.3375))
+    assert seen == list(measure.WAKEUPS)
     assert "scheduler" not in params  # the caller sets it
 
 
-def test_the_wakeup_latency_makes_the_model_wait_longer_for_a_core() -> None:
+def test_the_request_queue_time_is_the_median_over_loads_and_brokers_of_their_means() -> None:
+    def load(*brokers: dict) -> dict:
+        return {"brokers": {f"broker-{i}": {"requests": r} for i, r in enumerate(brokers)}}
+
+    loads = [
+        load(
+            {
+                "Produce": {"count": 100.0, "RequestQueueTimeMs": 0.2},
+                "Fetch": {"count": 300.0, "RequestQueueTimeMs": 0.1},
+                "FetchFollower": {"count": 300.0, "RequestQueueTimeMs": 9.0},  # within Fetch
+            },
+            {"Produce": {"count": 0.0, "RequestQueueTimeMs": 5.0}},
+        ),
+        load({"Fetch": {"count": 600.0, "RequestQueueTimeMs": 0.4}, "Metadata": {"count": 1.0}}),
+    ]
+    # Per load and broker: (20 + 30) / 400 and 0.4 (a broker without either kind: none); the
+    # median of the two.
+    assert measure.request_queue_ms(loads) == pytest.approx((0.125 + 0.4) / 2)
+    assert measure.request_queue_ms(loads[1:] * 2 + loads[:1]) == pytest.approx(0.4)
+    assert measure.request_queue_ms([]) == 0.0
+
+
+def test_the_wakeup_latency_keeps_the_models_requests_longer_in_the_queue() -> None:
     """What fit_wakeup relies on: on the measurement's shape, a latency raises the brokers'
-    waiting share, and 0 is the model without it."""
-    resources = yaml.safe_load((PRESET / "calibration-host.yaml").read_text())["resources"]
+    request queue time and their waiting share, and 0 is the model without it."""
+    from eosim.simulation.resources import load_preset
+
+    resources = load_preset("calibration-host")
     resources.pop("scheduler", None)
-    without = measure._model_waiting(resources, [300.0])
+    queue, share = measure._model_figures(resources, [300.0])
     resources["scheduler"] = {"wakeup_ms": 0.0}
-    assert measure._model_waiting(resources, [300.0]) == without
+    assert measure._model_figures(resources, [300.0]) == (queue, share)
+    assert measure._model_waiting(resources, [300.0]) == share
     resources["scheduler"] = {"wakeup_ms": 0.5}
-    assert measure._model_waiting(resources, [300.0]) > without + 0.02
+    later, more = measure._model_figures(resources, [300.0])
+    assert later > queue + 0.02 and more > share + 0.02
 
 
 def test_fit_burst_takes_the_burst_whose_waiting_share_is_nearest_and_leaves_the_target(

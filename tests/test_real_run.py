@@ -218,7 +218,10 @@ def test_calibrate_refuses_an_unknown_resources_preset(tmp_path, capsys):
         main(["calibrate", path, "--runs", "1", "--resources", "laptop", "--out", str(out)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert "--resources laptop: no such preset (shipped: calibration-host, or none)" in err
+    assert (
+        "--resources laptop: no such preset (shipped: calibration-host, xeon-2026-12-01, or none)"
+        in err
+    )
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
@@ -246,6 +249,21 @@ def test_calibrate_kafka_as_is_needs_a_kafka_side(tmp_path, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err == f"eosim: error: --kafka-as-is: no Kafka side at {out / 'kafka'}\n"
+    assert not out.exists()
+
+
+def test_calibrate_kafka_side_must_be_a_sweep(tmp_path, capsys):
+    from eosim.cli import main
+
+    path = str(ROOT / "scenarios" / "calibration" / "steady-timing.yaml")
+    out = tmp_path / "calibration"
+    side = tmp_path / "not-a-sweep"
+    side.mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", path, "--runs", "1", "--kafka-side", str(side), "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"eosim: error: --kafka-side {side}: not a sweep (no manifest.json)\n"
     assert not out.exists()
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
 from eosim.analysis.checks import check_history
 from eosim.analysis.history import history_from_records
@@ -39,6 +41,9 @@ def scenario(resources: str = "", overrides: tuple[str, ...] = ()):
     if resources:
         text = text.replace("cluster:\n", "cluster:\n  resources: " + resources + "\n", 1)
     return parse_scenario(text, "resources.yaml", list(overrides))
+
+
+PRESETS = Path(__file__).resolve().parent.parent / "simulation" / "presets"
 
 
 def jvm(cores: int = 1, gc: GcSettings | None = None, warmup: WarmupSettings | None = None):
@@ -136,6 +141,38 @@ def test_bad_blocks_are_one_line_naming_the_place():
         scenario("{cores: 0}")
     with pytest.raises(ScenarioError, match=r"cluster\.resources\.service"):
         scenario("{service: {produce: {fixed: 1}}}")
+
+
+def test_a_preset_may_be_another_with_keys_changed_but_not_in_a_circle(monkeypatch):
+    from eosim.simulation import resources as module
+
+    files = {
+        "base": {
+            "machine": {"cpu": "X"},
+            "resources": {"scheduler": {"wakeup_ms": 0.5}, "gc": {"young_mb": 10.0}},
+        },
+        "child": {"resources": {"preset": "base", "gc": {"young_mb": 20.0}}},
+        "a": {"resources": {"preset": "b"}},
+        "b": {"resources": {"preset": "a"}},
+    }
+    monkeypatch.setattr(module, "preset_names", lambda: sorted(files))
+    monkeypatch.setattr(module, "_preset_file", lambda name: files[name])
+    assert module.load_preset("child") == {
+        "scheduler": {"wakeup_ms": 0.5},
+        "gc": {"young_mb": 20.0},
+    }
+    assert module.preset_machine("child") == {"cpu": "X"}
+    with pytest.raises(ValueError, match="'a': presets name each other in a circle"):
+        module.load_preset("a")
+
+
+def test_calibration_host_is_the_preset_of_the_machine_the_calibration_runs_on():
+    from eosim.simulation.resources import load_preset, preset_machine
+
+    data = yaml.safe_load((PRESETS / "calibration-host.yaml").read_text())
+    machine = data["resources"]["preset"]
+    assert load_preset("calibration-host") == load_preset(machine)
+    assert preset_machine("calibration-host") == preset_machine(machine) is not None
 
 
 def test_the_broker_thread_configs_are_kafkas():
@@ -394,6 +431,29 @@ def test_requests_wait_for_a_handler_thread_and_a_core():
     a = more.book_request(_msg(MetadataRequest(1), conns[0]), 0.0)[1]
     b = more.book_request(_msg(MetadataRequest(2), conns[1]), 0.0)[1]
     assert (a, b) == (1.5, 1.5)  # two connections, two network threads, two handlers, 2 cores
+
+
+def test_a_request_queue_time_is_its_wait_for_a_handler_and_the_handlers_wake_up():
+    """What Kafka's RequestQueueTimeMs measures and analysis.measure fits the scheduler's
+    latency to: from the read's end to the handling's start."""
+    from eosim.simulation.protocol import MetadataRequest
+
+    _env, threads = _threads(cores=2, io=1, other=1.0, network=0.5)
+    for i in range(3):
+        threads.book_request(_msg(MetadataRequest(i)), 0.0)
+    # The first read and handled as one piece (0-1.5); the second read at 0.5-1.0 on the
+    # other core, the third at 1.5-2.0 (both cores busy until then); the one handler is free
+    # at 1.5 and 2.5: queued 0, 0.5 and 0.5 ms.
+    assert threads.jvm.requests == 3 and threads.jvm.queued_ms == pytest.approx(1.0)
+    _env, woken = _threads(cores=1, io=1, other=1.0, network=0.5)
+    host = woken.jvm.host
+    host.wakeup_ms = 0.25
+    host.book(0.0, 1.0)  # the core busy until 1.0: the handler thread wakes late
+    _start, end = woken.book_request(_msg(MetadataRequest(1)), 0.5)
+    assert end == pytest.approx(2.75) and woken.jvm.queued_ms == pytest.approx(0.25)
+    woken.book_request(_msg(MetadataRequest(2)), 10.0)  # an idle core: no latency
+    assert woken.jvm.requests == 2 and woken.jvm.queued_ms == pytest.approx(0.25)
+    assert host.late_ms == pytest.approx(0.25)
 
 
 def test_answers_to_a_brokers_own_requests_take_the_thread_that_sent_them():

@@ -225,13 +225,17 @@ class BrokerThreads:
         ready = self._network[p] if self._network[p] > now else now
         read_ms, handle_ms = net.fixed_ms, cost.ms(records)
         slow = jvm.slowdown(ready)
-        core = jvm.host.earliest()
+        host = jvm.host
+        core = host.earliest()
         starts = core if core > ready else ready
         if io[0] <= starts + read_ms * slow:
             # A handler thread is free when the read ends: one piece of work on one core,
             # read then handled (booked as one, so that it is not booked ahead of work that
-            # is ready before its second part).
+            # is ready before its second part). Its time in the queue is the scheduler's
+            # latency, if any: the handler thread's wake-up.
+            late = host.late_ms
             end = jvm.book(ready, read_ms + handle_ms)
+            queued = host.late_ms - late
             begin = end - (read_ms + handle_ms) * slow
             self._network[p] = begin + read_ms * slow
             start = self._network[p]
@@ -239,7 +243,11 @@ class BrokerThreads:
             read = jvm.book(ready, read_ms)
             self._network[p] = read
             start = io[0] if io[0] > read else read
+            late = host.late_ms
             end = jvm.book(start, handle_ms)
+            queued = start - read + host.late_ms - late
+        jvm.requests += 1
+        jvm.queued_ms += queued
         heapq.heapreplace(io, end)
         jvm.allocate(now, net.alloc_mb + cost.mb(records))
         return start, end
