@@ -800,6 +800,12 @@ def kafka_install(kafka_version: str | None, kafka_home: str | None) -> None:
     help="Neither run nor resume the Kafka side: compare the runs it has finished with the "
     "same runs of the model (a Kafka side cut short).",
 )
+@click.option(
+    "--kafka-side",
+    type=click.Path(file_okay=False),
+    help="The Kafka side is this sweep, compared as it is (--kafka-as-is), not OUT/kafka: "
+    "a side kept from the machine it ran on (calibration/MACHINE/CASE).",
+)
 def calibrate(
     scenario: str,
     runs: int,
@@ -814,6 +820,7 @@ def calibrate(
     resources: str,
     crash_reset: str | None,
     kafka_as_is: bool,
+    kafka_side: str | None,
 ) -> None:
     """Run each variant N times on the model and N times on a real Kafka, with the same
     seeds' fault schedules, and write a calibration report: the anomalies, per-record rates
@@ -854,8 +861,13 @@ def calibrate(
             except (ScenarioError, ConfigException) as exc:
                 raise BadInput(f"--crash-reset {sockets}: {exc}") from None
     root = Path(out) if out is not None else Path("results") / s.name / "calibration"
-    if kafka_as_is and not (root / "kafka" / "manifest.json").is_file():
-        raise BadInput(f"--kafka-as-is: no Kafka side at {root / 'kafka'}")
+    kafka_dir = root / "kafka"
+    if kafka_side is not None:
+        kafka_as_is, kafka_dir = True, Path(kafka_side)
+        if not (kafka_dir / "manifest.json").is_file():
+            raise BadInput(f"--kafka-side {kafka_side}: not a sweep (no manifest.json)")
+    elif kafka_as_is and not (kafka_dir / "manifest.json").is_file():
+        raise BadInput(f"--kafka-as-is: no Kafka side at {kafka_dir}")
     command = " ".join(shlex.quote(a) for a in ["eosim", *sys.argv[1:]])
     common: dict[str, Any] = {
         "grid": grid,
@@ -897,11 +909,11 @@ def calibrate(
         )
         run_sweep(path, runs, master=master, out=root / "model", **model)
         if kafka_as_is:
-            click.echo(f"kafka      as it is, not run -> {root / 'kafka'}", err=True)
+            click.echo(f"kafka      as it is, not run -> {kafka_dir}", err=True)
         else:
-            click.echo(f"kafka      {runs} run(s) per variant -> {root / 'kafka'}", err=True)
-            run_sweep(path, runs, master=master, out=root / "kafka", target=where, **common)
-        cal = compare(root / "model", root / "kafka", common=kafka_as_is)
+            click.echo(f"kafka      {runs} run(s) per variant -> {kafka_dir}", err=True)
+            run_sweep(path, runs, master=master, out=kafka_dir, target=where, **common)
+        cal = compare(root / "model", kafka_dir, common=kafka_as_is)
         written = write(cal, root)
     except (SweepError, CalibrationError) as exc:
         raise BadInput(str(exc)) from None

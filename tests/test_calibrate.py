@@ -400,3 +400,52 @@ def test_no_broker_fault_no_failover_time():
         *_send(1, 0, 10, 20),
     ]
     assert failover_times(history_from_records(records)) == []
+
+
+def _keep_side():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "keep_side.py"
+    spec = importlib.util.spec_from_file_location("keep_side", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_kept_side_compares_as_the_sweep_it_was_kept_from(tmp_path):
+    """benchmarks/keep_side.py: the run table in one file per variant, no histories; the
+    comparison with it is the one with the sweep itself."""
+    kafka = sweep(tmp_path / "kafka", [0] * 18 + [2, 1], 5.0, 6000.0)
+    (kafka / "histories").mkdir()
+    (kafka / "histories" / "run.jsonl").write_text("{}\n")
+    model = sweep(tmp_path / "model", [0] * 20, 6.0, 6000.0)
+    keep = _keep_side()
+    assert keep.keep(kafka, tmp_path / "kept") == 20
+    assert not (tmp_path / "kept" / "histories").exists()
+    before, after = compare(model, kafka), compare(model, tmp_path / "kept")
+    assert after.to_dict() == before.to_dict() and len(after.rows) >= 10
+    with pytest.raises(ValueError, match="exists already"):
+        keep.keep(kafka, tmp_path / "kept")
+    with pytest.raises(ValueError, match="not a sweep"):
+        keep.keep(tmp_path / "nothing", tmp_path / "kept2")
+
+
+KEPT = sorted((Path(__file__).resolve().parent.parent / "calibration").glob("*/*/manifest.json"))
+
+
+@pytest.mark.parametrize("manifest", KEPT, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_each_kept_kafka_side_ran_on_the_machine_of_its_preset(manifest):
+    """calibration/PRESET/CASE: a Kafka side kept with the preset measured where it ran, so
+    that a model side compared with it on any machine compares one machine."""
+    from eosim.analysis.calibrate import RESOURCES_SET, machine_note
+    from eosim.simulation.resources import preset_machine
+
+    preset = manifest.parent.parent.name
+    side = json.loads(manifest.read_text())
+    assert side["target"] == "kafka" and side["machines"]
+    assert preset_machine(preset) is not None
+    model = {"set": [f"{RESOURCES_SET}{preset}"]}
+    assert machine_note(model, side) == ""
+    frame = compare(manifest.parent, manifest.parent).counts()
+    assert frame["disagree"] == 0
