@@ -807,7 +807,8 @@ def fit_burst(params: dict[str, Any], rates: Sequence[float]) -> tuple[float, di
         resources["background"]["burst_ms"] = burst
         resources.pop("scheduler", None)
 
-    return _nearest_share(params, params["_waiting"], BURSTS, with_burst, rates)
+    best, figures = _nearest(params, params["_waiting"], BURSTS, with_burst, rates, WAITING)
+    return best, {burst: figure[WAITING] for burst, figure in figures.items()}
 
 
 def request_queue_ms(loads: Sequence[dict[str, Any]]) -> float:
@@ -849,40 +850,36 @@ def fit_wakeup(
     was about 0.1 ms), which put case 5's medians 1.2-1.5 times Kafka's; Linux's
     time-sharing makes its threads wait while they run, not when they wake (docs/model.md,
     departure 16). The share is still computed, for the record."""
-    figures: dict[float, tuple[float, float]] = {}
-    for value in WAKEUPS:
-        resources = json.loads(json.dumps(params))
-        resources.pop("_waiting", None)
-        resources["scheduler"] = {"wakeup_ms": value}
-        figures[value] = _model_figures(resources, rates)
-    best = min(WAKEUPS, key=lambda v: abs(figures[v][0] - queue_ms))
-    return best, figures
+
+    def with_wakeup(resources: dict[str, Any], wakeup: float) -> None:
+        resources["scheduler"] = {"wakeup_ms": wakeup}
+
+    return _nearest(params, queue_ms, WAKEUPS, with_wakeup, rates, QUEUE)
 
 
-def _nearest_share(
+# Which of :func:`_model_figures`' figures a fit matches.
+QUEUE, WAITING = 0, 1
+
+
+def _nearest(
     params: dict[str, Any],
     target: float,
     grid: Sequence[float],
     setting: Callable[[dict[str, Any], float], None],
     rates: Sequence[float],
-) -> tuple[float, dict[float, float]]:
-    """For each value of ``grid``, the model's brokers' waiting share (:func:`_model_waiting`)
-    with a copy of ``params`` that ``setting`` gave the value; the value whose share is
-    nearest ``target``, and every value's share."""
-    shares: dict[float, float] = {}
+    figure: int,
+) -> tuple[float, dict[float, tuple[float, float]]]:
+    """For each value of ``grid``, the model's figures (:func:`_model_figures`) with a copy of
+    ``params`` that ``setting`` gave the value; the value whose ``figure`` (:data:`QUEUE` or
+    :data:`WAITING`) is nearest ``target``, and every value's figures."""
+    figures: dict[float, tuple[float, float]] = {}
     for value in grid:
         resources = json.loads(json.dumps(params))
         resources.pop("_waiting", None)
         setting(resources, value)
-        shares[value] = _model_waiting(resources, rates)
-    best = min(grid, key=lambda v: abs(shares[v] - target))
-    return best, shares
-
-
-def _model_waiting(resources: dict[str, Any], rates: Sequence[float]) -> float:
-    """The share of their runnable time the model's brokers wait for a core over ``rates``
-    (the measurement's shape, seed 1)."""
-    return _model_figures(resources, rates)[1]
+        figures[value] = _model_figures(resources, rates)
+    best = min(grid, key=lambda v: abs(figures[v][figure] - target))
+    return best, figures
 
 
 def _model_figures(resources: dict[str, Any], rates: Sequence[float]) -> tuple[float, float]:

@@ -334,7 +334,6 @@ def test_the_wakeup_latency_keeps_the_models_requests_longer_in_the_queue() -> N
     queue, share = measure._model_figures(resources, [300.0])
     resources["scheduler"] = {"wakeup_ms": 0.0}
     assert measure._model_figures(resources, [300.0]) == (queue, share)
-    assert measure._model_waiting(resources, [300.0]) == share
     resources["scheduler"] = {"wakeup_ms": 0.5}
     later, more = measure._model_figures(resources, [300.0])
     assert later > queue + 0.02 and more > share + 0.02
@@ -345,12 +344,13 @@ def test_fit_burst_takes_the_burst_whose_waiting_share_is_nearest_and_leaves_the
 ) -> None:
     seen: list[float] = []
 
-    def share(resources: dict, rates: list[float]) -> float:
+    def figures(resources: dict, rates: list[float]) -> tuple[float, float]:
         assert "scheduler" not in resources and "_waiting" not in resources
-        seen.append(resources["background"]["burst_ms"])
-        return 0.6 + resources["background"]["burst_ms"] / 100
+        burst = resources["background"]["burst_ms"]
+        seen.append(burst)
+        return 0.7 - burst / 1000, 0.6 + burst / 100  # the queue time is not what it matches
 
-    monkeypatch.setattr(measure, "_model_waiting", share)
+    monkeypatch.setattr(measure, "_model_figures", figures)
     params = {"background": {"burst_ms": 1.0}, "scheduler": {"wakeup_ms": 1.0}, "_waiting": 0.7}
     best, shares = measure.fit_burst(params, [1000.0])
     assert best == 10.0 and shares[10.0] == pytest.approx(0.7)
