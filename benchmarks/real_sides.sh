@@ -2,8 +2,10 @@
 # The Kafka sides of the calibration cases (docs/calibration.md, "The cases"), by name, one
 # after another on the local cluster, each into results/calib/NAME/kafka. A name ending in
 # -44 runs on Kafka 4.4.0 with the 4.4 preset; the others on Kafka 4.1.1. A sweep cut short
-# resumes: the same command carries on. Compare a side with the model afterwards with
-# `eosim calibrate` and the same arguments (docs/calibration.md, "How a comparison is made").
+# resumes: the same command carries on; one kept unfinished in calibration/ is put back first
+# with `python benchmarks/keep_side.py --resume calibration/MACHINE/NAME results/calib/NAME/kafka`.
+# Compare a side with the model afterwards with `eosim calibrate` and the same arguments
+# (docs/calibration.md, "How a comparison is made").
 #
 #   bash benchmarks/real_sides.sh case3w case2w      # cases 3 and 2 on Kafka 4.1.1
 #   bash benchmarks/real_sides.sh --print case4w-44  # the command only

@@ -431,6 +431,48 @@ def test_a_kept_side_compares_as_the_sweep_it_was_kept_from(tmp_path):
         keep.keep(tmp_path / "nothing", tmp_path / "kept2")
 
 
+def _partial(root: Path, runs: int) -> Path:
+    """A real sweep cut short as the sweep commits it: one chunk a run, not complete."""
+    whole = sweep(root.with_name(root.name + "-whole"), [0] * 18 + [2, 1], 5.0, 6000.0)
+    table = pq.read_table(whole / "runs/chunk=00000/variant=0/part.parquet")
+    for i in range(runs):
+        folder = root / "runs" / f"chunk={i:05d}" / "variant=0"
+        folder.mkdir(parents=True)
+        pq.write_table(table.slice(i, 1), folder / "part-00000.parquet")
+    (root / "manifest.json").write_text(
+        json.dumps(MANIFEST | {"sweep_id": "s1", "complete": False})
+    )
+    return root
+
+
+def test_an_unfinished_side_is_kept_run_by_run_and_resumes(tmp_path):
+    """A side cut short is kept as its sweep committed it, replaced by a later keep of the
+    same sweep with more runs (never by one with fewer), compares as the sweep does, and
+    --resume puts it back for the sweep command to carry on."""
+    keep = _keep_side()
+    model = sweep(tmp_path / "model", [0] * 20, 6.0, 6000.0)
+    early, late = _partial(tmp_path / "early", 7), _partial(tmp_path / "late", 12)
+    kept = tmp_path / "kept"
+    assert keep.keep(early, kept) == 7
+    assert len(list((kept / "runs").glob("chunk=*/variant=0/part-00000.parquet"))) == 7
+    assert keep.keep(late, kept) == 12
+    assert compare(model, kept).to_dict() == compare(model, late).to_dict()
+    with pytest.raises(ValueError, match="more than"):
+        keep.keep(early, kept)
+    assert keep.resume(kept, tmp_path / "again" / "kafka") == 12
+    with pytest.raises(ValueError, match="exists already"):
+        keep.resume(kept, tmp_path / "again" / "kafka")
+    other = _partial(tmp_path / "other", 3)
+    (other / "manifest.json").write_text(json.dumps(MANIFEST | {"sweep_id": "s2"}))
+    with pytest.raises(ValueError, match="exists already"):
+        keep.keep(other, kept)
+    finished = sweep(tmp_path / "finished", [0] * 20, 5.0, 6000.0)
+    (finished / "manifest.json").write_text(json.dumps(MANIFEST | {"complete": True}))
+    with pytest.raises(ValueError, match="nothing to resume"):
+        keep.resume(finished, tmp_path / "x")
+    assert keep.main(["--resume", str(kept)]) == 2
+
+
 KEPT = sorted((Path(__file__).resolve().parent.parent / "calibration").glob("*/*/manifest.json"))
 
 
