@@ -415,6 +415,48 @@ class Jvm:
         self.worked_ms += cost
         return end
 
+    def record_booker(
+        self, ms: float, mb: float, on_pause: Callable[[float], None]
+    ) -> Callable[[float], None]:
+        """What one record an application hands its producer costs this process: a function
+        of the moment that books ``ms`` warm ms on the host as :meth:`book` does (a woken
+        thread's work) and allocates ``mb`` as :meth:`allocate` does, calling ``on_pause``
+        with the pauses a collection it sets off starts. The same arithmetic as those two,
+        written out with the host's heap at hand: every record of every run comes here, and
+        the calls the general path makes cost the standard benchmark a tenth of its time
+        with the resource model on (docs/performance.md)."""
+        host = self.host
+        free, sources, replace = host._free, host._sources, heapq.heapreplace
+        warmup, young = self.warmup, self.gc.young_mb
+        mb = mb if young > 0 else 0.0
+
+        def record(now: float) -> None:
+            if ms:
+                cost = ms if warmup.factor == 1.0 else ms * self.slowdown(now)
+                if sources and host._next <= now:
+                    host.catch_up(now)
+                first = free[0]
+                if first > now:
+                    late = host.wakeup_ms
+                    end = first + cost
+                    replace(free, end)
+                    host.busy_ms += cost
+                    host.late_ms += late
+                    end += late
+                else:
+                    end = now + cost
+                    replace(free, end)
+                    host.busy_ms += cost
+                self.waited_ms += end - cost - now
+                self.worked_ms += cost
+            if mb:
+                if self._allocated + mb < young:
+                    self._allocated += mb
+                elif (pause := self.allocate(now, mb)) > 0:
+                    on_pause(pause)
+
+        return record
+
     def _book_on_host(self, ready: float, work: float) -> float:
         """Book ``work`` ms as it is (no warm-up slowdown) on the host, counted in the
         process's run-queue wait and work; the moment it ends."""

@@ -393,15 +393,11 @@ class Machines:
             return None
         freezers = self.freezers
 
-        def record(now: float) -> None:
-            if ms:
-                jvm.book(now, ms)
-            if mb:
-                pause = jvm.allocate(now, mb)
-                if pause > 0 and (freezer := freezers.get(process)) is not None:
-                    freezer.collect(pause)
+        def paused(pause: float) -> None:
+            if (freezer := freezers.get(process)) is not None:
+                freezer.collect(pause)
 
-        return record
+        return jvm.record_booker(ms, mb, paused)
 
 
 class GcFreezer:

@@ -115,6 +115,45 @@ def test_a_fresh_process_is_slower_and_warms_up():
 
 
 # -- the block ---------------------------------------------------------------------------------
+def test_a_records_booking_is_the_general_paths_written_out():
+    """Jvm.record_booker, the per-record path every send takes, books and allocates exactly
+    as Jvm.book and Jvm.allocate do: the same core calendar, waits, run-queue latency, warm-up
+    slowdown and collections, record after record on a host busy with other work."""
+    import simpy
+
+    def world(fast: bool):
+        env = simpy.Environment()
+        host = Host("h", 1, wakeup_ms=0.15)
+        streams = RandomStreams(3)
+        p = Jvm(
+            "p",
+            host,
+            GcSettings(young_mb=0.05, pause_ms=2.0, pause_sigma=0.5),
+            WarmupSettings(factor=4.0, seconds=0.01),
+            streams.stream("gc"),
+            started=0.0,
+        )
+        pauses: list[float] = []
+        book = p.record_booker(0.03, 0.008, pauses.append) if fast else None
+        other = streams.stream("other")
+        for i in range(400):
+            now = i * 0.05
+            env.run(until=now) if now > env.now else None
+            if i % 7 == 0:
+                host.book(now, other.exponential(0.2))
+            if book is not None:
+                book(now)
+            else:
+                p.book(now, 0.03)
+                if (pause := p.allocate(now, 0.008)) > 0:
+                    pauses.append(pause)
+        return host._free, host.busy_ms, host.late_ms, p.waited_ms, p.worked_ms, pauses
+
+    fast, general = world(True), world(False)
+    assert fast == general
+    assert general[2] > 0 and general[5] and general[3] > 0
+
+
 def test_processes_go_to_their_host_then_the_star_then_their_own():
     r = Resources(
         hosts=[
