@@ -18,7 +18,8 @@ Around each load it takes, for every broker:
   pause and the heap it freed;
 * ``/proc/PID/task/*/schedstat``: its threads' time on a core and waiting for one;
 
-and the clients' produce latency and ack-to-first-read from their histories. Then it crashes
+and the clients' produce latency and ack-to-first-read from their histories, their processes'
+CPU and their threads' (the application's thread, the producer's Sender, the rest). Then it crashes
 and restarts one broker and follows its CPU per second under load, for the warm-up. From these
 it fits the resource model (:mod:`eosim.simulation.resources`): the CPU cost of each kind of
 work (a request's local time, less the share of it its threads spent waiting for a core), what
@@ -31,6 +32,7 @@ the warm-up's factor and time constant, and the cores. It writes the fit as a pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -143,6 +145,29 @@ def background_slice_ms(
             weighted += d_on * d_on / d_slices
             total += d_on
     return weighted / total if total > 0 else None
+
+
+# A client driver's threads by their native names: its application's thread (the JVM's main
+# thread, "java": the producer's send() loop, the reader's poll loop and the history lines it
+# builds) and its producer's Sender ("kafka-producer-network-thread | ..."); the rest (the
+# history writer, the JIT's compiler thread, the VM thread that runs its collections, timers)
+# is the process's background.
+CLIENT_GROUPS = (("main", "java"), ("sender", "kafka-producer-"))
+
+
+def client_threads_ms(pid: int) -> dict[str, float]:
+    """The ms on a core of process ``pid``'s threads so far (``/proc/PID/task/*/schedstat``),
+    by :data:`CLIENT_GROUPS` and ``other``; threads that have ended are not counted."""
+    out = {group: 0.0 for group, _ in CLIENT_GROUPS} | {"other": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            on = int((task / "schedstat").read_text().split()[0]) / 1e6
+            name = (task / "comm").read_text().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        group = next((g for g, prefix in CLIENT_GROUPS if name.startswith(prefix)), "other")
+        out[group] += on
+    return out
 
 
 def cpu_ms(pid: int) -> float:
@@ -432,14 +457,22 @@ def run_load(
             if proc.running()
         }
 
+    def client_threads() -> dict[str, dict[str, float]]:
+        out = {}
+        for name, proc in (("producer", producer), ("reader", reader)):
+            if proc.running():
+                with contextlib.suppress(OSError):
+                    out[name] = client_threads_ms(proc.pid)
+        return out
+
     opens, closes = SETTLE_S * 1000, (seconds - 2.0) * 1000
     while run_ms() < opens and producer.running():
         time.sleep(0.02)
-    cpu_before, window = client_cpu(), [run_ms()]
+    cpu_before, threads_before, window = client_cpu(), client_threads(), [run_ms()]
     before = Snapshot(cluster, samplers)
     while run_ms() < closes and producer.running():
         time.sleep(0.02)
-    cpu_after = client_cpu()
+    cpu_after, threads_after = client_cpu(), client_threads()
     window.append(run_ms())
     after = Snapshot(cluster, samplers)
     code = producer.wait(seconds + 120)
@@ -488,6 +521,11 @@ def run_load(
         "read_after_ack_p99_ms": _q(reads, 0.99),
         "late_ms": (producer.result() or {}).get("late_ms"),
         "client_cpu_ms": {n: cpu_after.get(n, 0.0) - ms for n, ms in cpu_before.items()},
+        "client_threads_ms": {
+            n: {g: threads_after[n][g] - ms for g, ms in groups.items()}
+            for n, groups in threads_before.items()
+            if n in threads_after
+        },
         "client_gc": client_gc,
         "fetches": sum(
             r["requests"].get("FetchConsumer", {}).get("count", 0.0)
@@ -635,7 +673,12 @@ def fit(
     reader's per fetch answer (FetchConsumer) and per record read. Both send about as many
     requests a second at every load, so per request is not told apart from per second here;
     per record is (measured: per record alone, the producer's cost fell from 0.245 ms at
-    1,000 records a second to 0.074 at 6,000)."""
+    1,000 records a second to 0.074 at 6,000). A measurement that read the clients' threads
+    (``client_threads_ms``, since 2026-12-01's seventeenth session) fits from the threads on
+    each path alone, the application's thread (the producer's per record sent, the reader's
+    per answer and record) and the producer's Sender (per produce request), and gives the
+    rest, less the collections the model books itself, as ``background.client_ms_per_s``:
+    the history writer, the JIT and the VM threads, off the records' path."""
     produce: list[tuple[float, float]] = []
     kinds: dict[str, list[float]] = {}
     network: list[float] = []
@@ -652,6 +695,9 @@ def fit(
     client_young: list[float] = []
     producer_alloc: list[float] = []
     reader_alloc: list[float] = []
+    producer_main: list[float] = []
+    producer_sender: list[float] = []
+    client_background: list[float] = []
     for load in loads:
         window = load["seconds"]
         client = load["client"]
@@ -694,10 +740,24 @@ def fit(
             # walk's end to the next's (Snapshot): each as a rate.
             background.append(max(row["cpu_ms"] / window - kafka / walk_to_walk, 0.0))
         cpu = client["client_cpu_ms"]
-        if cpu.get("producer", 0.0) > 0:
-            producer_cpu.append((sent, records, cpu["producer"]))
-        if cpu.get("reader", 0.0) > 0:
-            reader_cpu.append((fetches, records, cpu["reader"]))
+        threads = client.get("client_threads_ms", {})
+        if {"producer", "reader"} <= threads.keys():
+            producer, reader = threads["producer"], threads["reader"]
+            if records > 0:
+                producer_main.append(producer["main"] / records)
+            if sent > 0:
+                producer_sender.append(producer["sender"] / sent)
+            reader_cpu.append((fetches, records, reader["main"] + reader["sender"]))
+            span_s = (client["window_ms"][1] - client["window_ms"][0]) / 1000.0
+            for name, groups in threads.items():
+                gc_ms = sum(g["ms"] for g in client.get("client_gc", {}).get(name, []))
+                if span_s > 0:
+                    client_background.append(max(groups["other"] - gc_ms, 0.0) / span_s)
+        else:
+            if cpu.get("producer", 0.0) > 0:
+                producer_cpu.append((sent, records, cpu["producer"]))
+            if cpu.get("reader", 0.0) > 0:
+                reader_cpu.append((fetches, records, cpu["reader"]))
         for name, collections in client.get("client_gc", {}).items():
             client_pauses.extend(g["ms"] for g in collections)
             freed = [g["before"] - g["after"] for g in collections]
@@ -717,6 +777,9 @@ def fit(
                 waiting.append(wait / (on + wait))
     a, b = _linear(produce) if produce else (0.0, 0.0)
     send_fixed, send_per_record = _two_part(producer_cpu)
+    if producer_main or producer_sender:
+        send_fixed = statistics.median(producer_sender) if producer_sender else 0.0
+        send_per_record = statistics.median(producer_main) if producer_main else 0.0
     receive_fixed, receive_per_record = _two_part(reader_cpu)
     # The restart is followed at the last load's rate: a warm broker's CPU there.
     last = loads[-1] if loads else None
@@ -774,6 +837,7 @@ def fit(
             "controller_ms_per_s": _r(
                 median([load["controller_cpu_ms"] / load["seconds"] for load in loads])
             ),
+            **({"client_ms_per_s": _r(median(client_background))} if client_background else {}),
             # Measured where the loads read each thread's time on a core (since the thirteenth
             # session); without it fit_burst fits it to the waiting share (main).
             **({"burst_ms": _r(median(slices))} if slices else {}),

@@ -152,6 +152,10 @@ class BackgroundSpec(_Spec):
 
     broker_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
     controller_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
+    # Each application's (producers, consumers, readers): its threads off the records' path
+    # (measured: the driver's history writer, its JIT and VM threads). No JIT part: the real
+    # side warms its clients before a run.
+    client_ms_per_s: float = Field(default=0.0, ge=0.0, le=1000.0)
     burst_ms: float = Field(default=1.0, gt=0.0, le=1000.0)
 
 
@@ -272,7 +276,10 @@ class Machines:
         after a restart, its JIT's extra rate); each process draws its steady moments from a
         stream of its own (``background:<name>``) and its JIT's from another
         (``background-jit:<name>``). Its host books them lazily: whoever changes what
-        ``running`` says calls :meth:`catch_up` first (the cluster's fault operations do)."""
+        ``running`` says calls :meth:`catch_up` first (the cluster's fault operations do).
+        Each application gets ``background.client_ms_per_s`` the same way, without a JIT
+        part, for the whole run: the model does not stop it while the application is crashed
+        or paused (docs/model.md, "The resource model")."""
         bg = self.resources.background
         warmup = self.resources.warmup
         rates = {p: bg.broker_ms_per_s for p in self.jvms if p.startswith("broker-")}
@@ -282,18 +289,33 @@ class Machines:
         for process, base in rates.items():
             if base <= 0 and jit <= 0:
                 continue
-            jvm = self.jvms[process]
-            source = Background(
-                jvm,
-                base,
-                jit,
-                warmup.seconds,
-                bg.burst_ms,
-                partial(running, process),
-                stream(f"background:{process}"),
-                stream(f"background-jit:{process}"),
-            )
-            jvm.host.add_background(env, source)
+            self._add_background(env, process, base, jit, partial(running, process), stream)
+        if bg.client_ms_per_s > 0:
+            for process in self.jvms:
+                if process not in rates:
+                    self._add_background(env, process, bg.client_ms_per_s, 0.0, _always, stream)
+
+    def _add_background(
+        self,
+        env: simpy.Environment,
+        process: str,
+        base: float,
+        jit: float,
+        running: Callable[[], bool],
+        stream: Callable[[str], RandomStream],
+    ) -> None:
+        jvm = self.jvms[process]
+        source = Background(
+            jvm,
+            base,
+            jit,
+            self.resources.warmup.seconds,
+            self.resources.background.burst_ms,
+            running,
+            stream(f"background:{process}"),
+            stream(f"background-jit:{process}"),
+        )
+        jvm.host.add_background(env, source)
 
     def catch_up(self, process: str, now: float) -> None:
         """Book the background due by ``now`` on ``process``'s host, and have its sources
@@ -436,6 +458,10 @@ class GcFreezer:
     def _collected(self) -> None:
         if not self.fault_paused:
             self.app.resume()
+
+
+def _always() -> bool:
+    return True
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -156,6 +156,51 @@ def test_fit_recovers_known_costs() -> None:
     assert params["_waiting"] == pytest.approx(0.6)
 
 
+def test_clients_threads_split_their_paths_from_their_background() -> None:
+    """With the clients' threads read (client_threads_ms): the producer's Sender per produce
+    request, its application's thread per record, the reader's thread per answer and record;
+    the other threads, less the collections the model books itself, are the background per
+    second. Without them (an older measurement) the whole process is fitted as before."""
+    loads = [_load(r) for r in (3000, 1000, 6000, 2000)]
+    for load in loads:
+        client, seconds = load["client"], load["seconds"]
+        produces = sum(b["requests"]["Produce"]["count"] for b in load["brokers"].values())
+        fetches = sum(b["requests"]["FetchConsumer"]["count"] for b in load["brokers"].values())
+        records = client["records_in_window"]
+        client["window_ms"] = [1000.0, 1000.0 + 1000.0 * seconds]
+        client["client_gc"] = {
+            "reader": [{"ms": 5.0 * seconds, "up": 1.0, "before": 60.0, "after": 10.0}]
+        }
+        client["client_threads_ms"] = {
+            "producer": {
+                "main": 0.03 * records,
+                "sender": 0.25 * produces,
+                "other": 80.0 * seconds,
+            },
+            "reader": {
+                "main": 0.2 * fetches + 0.001 * records,
+                "sender": 0.0,
+                "other": 45.0 * seconds,  # 5 ms/s of it the reader's collections
+            },
+        }
+    params = measure.fit({}, loads, [], cores=2)
+    service = params["service"]
+    assert service["client_send"]["fixed_ms"] == pytest.approx(0.25, rel=1e-3)
+    assert service["client_send"]["per_record_ms"] == pytest.approx(0.03, rel=1e-3)
+    assert service["client_receive"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
+    assert service["client_receive"]["per_record_ms"] == pytest.approx(0.001, rel=1e-3)
+    assert params["background"]["client_ms_per_s"] == pytest.approx(60.0, rel=1e-3)
+    older = measure.fit({}, [_load(r) for r in (3000, 1000, 6000, 2000)], [], cores=2)
+    assert "client_ms_per_s" not in older["background"]
+    assert older["service"]["client_send"]["fixed_ms"] == pytest.approx(0.6, rel=1e-3)
+
+
+def test_a_clients_threads_are_read_by_group() -> None:
+    groups = measure.client_threads_ms(os.getpid())
+    assert set(groups) == {"main", "sender", "other"}
+    assert all(ms >= 0 for ms in groups.values()) and sum(groups.values()) > 0
+
+
 def test_the_background_slice_is_the_cpu_weighted_time_on_a_core_of_the_other_threads() -> None:
     """background_slice_ms: over the ``other`` threads only, each thread's CPU per time put on
     a core, weighted by its CPU; a thread started between the readings counts from zero, one

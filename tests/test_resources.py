@@ -317,6 +317,31 @@ def test_background_cpu_is_booked_while_a_process_runs():
     assert host.busy_ms == spent
 
 
+def test_each_application_spends_the_client_background_and_readers_too():
+    """background.client_ms_per_s: every process that is neither a broker nor the
+    controller gets its own steady background, whatever ``running`` says of the cluster; at
+    0 (the default) no source is added and the brokers' bursts are drawn as before."""
+    import simpy
+
+    def busy(client_ms: float, processes: list[str]) -> float:
+        r = Resources(
+            hosts=[{"name": "m", "cores": 2, "processes": ["*"]}],
+            background={"broker_ms_per_s": 100.0, "client_ms_per_s": client_ms},
+        )
+        streams = RandomStreams(1)
+        machines = Machines(r, ["controller", "broker-0", *processes], streams.stream)
+        env = simpy.Environment()
+        machines.start_background(env, lambda name: name != "controller", streams.stream)
+        env.run(until=10_000.0)
+        machines.hosts["m"].catch_up(env.now)
+        return machines.hosts["m"].busy_ms
+
+    brokers = busy(0.0, ["producer-0", "reader"])
+    assert brokers == busy(0.0, [])  # the broker's own bursts, unchanged by clients
+    both = busy(50.0, ["producer-0", "reader"])
+    assert 850 < both - brokers < 1150  # two clients at 5% of a core for 10 s
+
+
 def test_background_booked_lazily_gives_the_calendar_booking_each_burst_would():
     """A host books its background's bursts when it is next asked (Host.catch_up), each at
     its own moment: every piece of work then starts and ends as it would had each burst been
