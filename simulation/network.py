@@ -248,6 +248,9 @@ class Network:
         # unbounded model).
         self.loads: dict[str, Callable[[float, Any], float]] | None = None
         self.receive_loads: dict[str, Callable[[float, Any], float]] | None = None
+        # What an answer costs the client's application after it has been handed over (its
+        # work on the records a poll returned), booked once the handler has the message.
+        self.after_poll_loads: dict[str, Callable[[float, Any], float]] | None = None
         # What each record a client's application hands its producer costs its host (the
         # resource model; read by the producer once, when it binds its send).
         self.record_loads: dict[str, Callable[[float], None]] | None = None
@@ -450,7 +453,7 @@ class Network:
             # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
-        if self.receive_loads is not None:
+        if self.receive_loads is not None or self.after_poll_loads is not None:
             self._read(msg)
             return
         self._hand_over(msg)
@@ -459,14 +462,27 @@ class Network:
         """The resource model: what ``msg`` costs the process it reaches (its CPU, and the
         collections it may set off) is spent before the process sees it. A cost that
         freezes the process holds the message until the freeze ends."""
-        assert self.receive_loads is not None
-        if (load := self.receive_loads.get(self.host(msg.dst))) is not None:
+        if (
+            self.receive_loads is not None
+            and (load := self.receive_loads.get(self.host(msg.dst))) is not None
+        ):
             load(self.env.now, msg.payload)
             if msg.dst in self._paused:
                 self._paused[msg.dst].append(msg)
                 self._read_held.add(msg.msg_id)
                 return
+        self._hand_over_read(msg)
+
+    def _hand_over_read(self, msg: Message) -> None:
+        """Hand a read message over, then book the application's work on it after its
+        poll returned (``after_poll_loads``): a cost that freezes the process holds what
+        arrives next, the message itself is already the application's."""
         self._hand_over(msg)
+        if (
+            self.after_poll_loads is not None
+            and (load := self.after_poll_loads.get(self.host(msg.dst))) is not None
+        ):
+            load(self.env.now, msg.payload)
 
     def _hand_over(self, msg: Message) -> None:
         handler = self._handlers.get(msg.dst)
@@ -522,7 +538,7 @@ class Network:
         held by its own cost is not charged again), and a cost that freezes the process
         again holds the rest."""
         held = self._paused.pop(node, [])
-        if self.receive_loads is None:
+        if self.receive_loads is None and self.after_poll_loads is None:
             for msg in held:
                 self._hand_over(msg)
             return
@@ -532,7 +548,7 @@ class Network:
                 return
             if msg.msg_id in self._read_held:
                 self._read_held.discard(msg.msg_id)
-                self._hand_over(msg)
+                self._hand_over_read(msg)
             else:
                 self._read(msg)
 

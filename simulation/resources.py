@@ -85,8 +85,11 @@ class ServiceSpec(_Spec):
     :class:`eosim.simulation.broker.request_handler_pool.ServiceTimes`), and of a client's on
     its host: ``client_send`` per produce request it sends (the fixed part: building it and
     reading its answer) and per record its application hands to the producer (the per-record
-    part); ``client_receive`` per fetch answer it reads, fixed and per record. A client's other
-    requests and answers (metadata, the coordinators') cost nothing."""
+    part); ``client_receive`` per fetch answer it reads, fixed and per record, before the
+    records reach the application; ``client_after_poll`` per fetch answer with records, fixed
+    and per record, the application's own work once ``poll()`` has handed the records over
+    (the real driver writes their history lines), during which the reader reads nothing more.
+    A client's other requests and answers (metadata, the coordinators') cost nothing."""
 
     network: CostSpec = Field(default_factory=CostSpec)
     produce: CostSpec = Field(default_factory=CostSpec)
@@ -97,6 +100,7 @@ class ServiceSpec(_Spec):
     transaction: CostSpec = Field(default_factory=CostSpec)
     client_send: CostSpec = Field(default_factory=CostSpec)
     client_receive: CostSpec = Field(default_factory=CostSpec)
+    client_after_poll: CostSpec = Field(default_factory=CostSpec)
 
     def times(self) -> ServiceTimes:
         # The same names on both sides: each kind's spec becomes its runtime cost.
@@ -336,7 +340,7 @@ class Machines:
         neither collect nor cost CPU. ``observers`` (the readers, which the nemesis does not
         hit) are frozen the same way but not returned."""
         s = self.service
-        costs = (s.client_send, s.client_receive)
+        costs = (s.client_send, s.client_receive, s.client_after_poll)
         collects = self.resources.client_gc.young_mb > 0
         if not collects and all(c.fixed_ms == 0.0 and c.per_record_ms == 0.0 for c in costs):
             return targets
@@ -347,7 +351,7 @@ class Machines:
         return wrapped
 
     def client_load(
-        self, process: str, receive: bool = False
+        self, process: str, receive: bool = False, after_poll: bool = False
     ) -> Callable[[float, object], float] | None:
         """What a produce request ``process`` sends (or, with ``receive``, a fetch answer it
         reads) costs its host and allocates in its JVM, or None when it costs nothing; other
@@ -359,11 +363,18 @@ class Machines:
         (``KafkaProducer.sender_busy``) while the application's thread goes on. An answer is
         read by the application's thread (a consumer's poll), which is frozen meanwhile
         through :meth:`freeze_on_gc`; it and what arrives meanwhile are read once the freeze
-        ends (the network holds them). A collection the allocation sets off freezes the whole
-        process."""
-        cost = self.service.client_receive if receive else self.service.client_send
-        kind: type = FetchResponse if receive else ProduceRequest
-        if not receive:
+        ends (the network holds them). With ``after_poll``, the application's work on the
+        records of a fetch answer once its poll has handed them over (``client_after_poll``;
+        an answer without records costs nothing): the network books it after handing the
+        answer over, and the freeze holds what arrives next, not the answer. A collection the
+        allocation sets off freezes the whole process."""
+        if after_poll:
+            cost = self.service.client_after_poll
+        else:
+            cost = self.service.client_receive if receive else self.service.client_send
+        reads = receive or after_poll
+        kind: type = FetchResponse if reads else ProduceRequest
+        if not reads:
             # A record's own work is done by the application's thread when it hands the
             # record to its producer (client_record_load), not by the Sender with the request
             # that carries it: here only the request's fixed part.
@@ -383,13 +394,15 @@ class Machines:
             if type(payload) is not kind:
                 return 0.0
             records = records_of(payload)
+            if after_poll and records == 0:
+                return 0.0
             freezer = freezers.get(process)
             busy = 0.0
             if cpu:
                 busy = jvm.book(now, cost.ms(records)) - now
                 if busy <= FREEZE_MIN_MS:
                     busy = 0.0
-                elif receive and freezer is not None:
+                elif reads and freezer is not None:
                     freezer.collect(busy)
             pause = jvm.allocate(now, cost.mb(records)) if allocates else 0.0
             if freezer is not None and pause > 0:

@@ -278,6 +278,11 @@ class Run:
                 for name in clients
                 if (load := machines.client_load(name, receive=True)) is not None
             } or None
+            network.after_poll_loads = {
+                name: load
+                for name in clients
+                if (load := machines.client_load(name, after_poll=True)) is not None
+            } or None
             network.record_loads = {
                 name: record
                 for name in app_targets

@@ -860,6 +860,61 @@ def test_a_reader_pays_for_each_fetch_answer_and_reads_it_once_the_work_is_done(
     assert p50(history) > p50(free_history) + 2.0
 
 
+def test_the_work_after_poll_delays_the_next_answer_not_the_records_just_read():
+    """client_after_poll is the reader's work once poll() has returned the records (Kafka's
+    consumer parses the answer and sends the next fetch inside poll(); the real driver
+    writes the records' history lines after it): the records are read at once, and the
+    reader, busy with them, reads the next answer late. The same CPU as client_receive,
+    booked before the records are handed over, delays the records themselves."""
+    from eosim.analysis.timings import read_after_ack_latencies
+
+    cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+
+    def p50(h) -> float:
+        lat = sorted(read_after_ack_latencies(h))
+        return lat[len(lat) // 2]
+
+    _, free = _run_workload(cores + "}")
+    before_run, before = _run_workload(cores + ", service: {client_receive: {fixed_ms: 1.0}}}")
+    after_run, after = _run_workload(cores + ", service: {client_after_poll: {fixed_ms: 1.0}}}")
+    assert before_run.machines is not None and after_run.machines is not None
+    assert after_run.machines.jvms["reader"].worked_ms > 100.0
+    assert p50(before) > p50(free) + 0.9
+    assert p50(after) < p50(free) + 0.2
+
+
+def test_an_answer_without_records_costs_nothing_after_poll():
+    from eosim.simulation.protocol import FetchResponse, ProduceRequest
+
+    r = Resources(
+        hosts=[{"name": "m", "cores": 1, "processes": ["*"]}],
+        service={"client_after_poll": {"fixed_ms": 0.5, "per_record_ms": 0.1}},
+    )
+    machines = Machines(r, ["broker-0", "reader"], RandomStreams(1).stream)
+    host = machines.jvms["reader"].host
+    after = machines.client_load("reader", after_poll=True)
+    assert after is not None
+    assert machines.client_load("reader", receive=True) is None  # client_receive is 0
+    from types import SimpleNamespace as ns
+
+    two = [("t-0", ns(batches=[ns(values=[1]), ns(values=[2])]))]
+    assert after(1.0, FetchResponse(1, [])) == 0.0
+    assert after(1.0, FetchResponse(1, [("t-0", ns(batches=[]))])) == 0.0
+    assert after(1.0, ProduceRequest(1, -1, [("t-0", ns(values=[1]))])) == 0.0
+    assert host.busy_ms == 0.0
+    assert after(5.0, FetchResponse(1, two)) == pytest.approx(0.7)
+    assert host.busy_ms == pytest.approx(0.7)
+
+
+def test_a_messages_work_after_poll_holds_what_arrives_next_not_the_message():
+    """The network with after-poll loads: a message is handed over at once and its work is
+    booked after; a freeze it sets off holds the next message, which is handed over (and
+    booked) when the freeze ends."""
+    got, charged = _two_messages_read_by("after_poll_loads")
+    assert got == [(0.0, "a"), (2.0, "b")]
+    assert charged == [(0.0, "a"), (2.0, "b")]
+
+
 def test_a_produce_requests_work_keeps_the_sender_busy_not_the_application():
     """client_send's fixed part is the Sender thread's (building a produce request, reading
     its answer): it sends nothing else meanwhile, so a CPU-bound Sender sets the request
@@ -898,10 +953,10 @@ def test_only_produce_requests_and_fetch_answers_cost_a_client():
     assert host.busy_ms == pytest.approx(0.8)
 
 
-def test_a_message_is_read_after_its_cost_and_what_waited_is_charged_on_resume():
-    """The network with receive loads: a message whose cost freezes its process is handed
-    over when the freeze ends; messages that arrived meanwhile are charged as they are read,
-    each once, and a charge that freezes again holds the rest."""
+def _two_messages_read_by(kind: str) -> tuple[list, list]:
+    """Two messages reach client "c" at 0 and 1 ms through a network whose ``kind`` loads
+    (``receive_loads`` or ``after_poll_loads``) freeze "c" for 2 ms each time they charge:
+    what "c" got and what was charged, each as (time, payload)."""
     import simpy
 
     from eosim.simulation.network import Message, Network, NetworkSettings
@@ -917,11 +972,19 @@ def test_a_message_is_read_after_its_cost_and_what_waited_is_charged_on_resume()
         network.pause_node("c")
         env.timeout(2.0).callbacks.append(lambda _e: network.resume_node("c"))
 
-    network.receive_loads = {"c": load}
+    setattr(network, kind, {"c": load})
     for at, name in ((0.0, "a"), (1.0, "b")):
         msg = Message("broker-0", "c", name, None, at, msg_id=10 + len(name) + int(at))
         env.timeout(at).callbacks.append(lambda _e, m=msg: network._deliver(m))
     env.run(until=20.0)
+    return got, charged
+
+
+def test_a_message_is_read_after_its_cost_and_what_waited_is_charged_on_resume():
+    """The network with receive loads: a message whose cost freezes its process is handed
+    over when the freeze ends; messages that arrived meanwhile are charged as they are read,
+    each once, and a charge that freezes again holds the rest."""
+    got, charged = _two_messages_read_by("receive_loads")
     assert charged == [(0.0, "a"), (2.0, "b")]  # "b" waited, charged when read
     assert got == [(2.0, "a"), (4.0, "b")]
 

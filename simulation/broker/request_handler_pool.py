@@ -84,7 +84,8 @@ class Cost:
 class ServiceTimes:
     """What each kind of work costs a broker (warm), and an application per request it sends
     (``client_send``: per record a produce carries) and per answer it receives
-    (``client_receive``: per record a fetch brings)."""
+    (``client_receive``: per record a fetch brings, before the application sees the records;
+    ``client_after_poll``: the application's work on them once its poll returned them)."""
 
     network: Cost = field(default_factory=Cost)
     produce: Cost = field(default_factory=Cost)
@@ -95,6 +96,7 @@ class ServiceTimes:
     transaction: Cost = field(default_factory=Cost)
     client_send: Cost = field(default_factory=Cost)
     client_receive: Cost = field(default_factory=Cost)
+    client_after_poll: Cost = field(default_factory=Cost)
 
 
 @dataclass(frozen=True, slots=True)
