@@ -496,6 +496,7 @@ def run_load(
     }
     in_window = [ln for ln in lines if ln.get("kind") != "op" or ln.get("id") in keep]
     history = history_from_records(in_window)
+    reader_out = reader.result() or {}
     acks = sorted(ack_latencies(history))
     reads = sorted(read_after_ack_latencies(history))
     row = deltas(before, after, cluster)
@@ -527,6 +528,21 @@ def run_load(
             if n in threads_after
         },
         "client_gc": client_gc,
+        # The reader's polling thread, inside poll() and after its non-empty ones (over its
+        # whole run: the driver's result), and its non-empty polls in the window.
+        "reader_poll_cpu_ms": {
+            key: reader_out[f"{key}_cpu_ms"]
+            for key in ("poll", "after_poll")
+            if f"{key}_cpu_ms" in reader_out
+        },
+        "reader_polls": sum(
+            1
+            for ln in in_window
+            if ln.get("kind") == "op"
+            and ln.get("type") == "ok"
+            and ln.get("f") == "poll"
+            and ln.get("process") == "reader"
+        ),
         "fetches": sum(
             r["requests"].get("FetchConsumer", {}).get("count", 0.0)
             for r in row["brokers"].values()
@@ -678,7 +694,12 @@ def fit(
     each path alone, the application's thread (the producer's per record sent, the reader's
     per answer and record) and the producer's Sender (per produce request), and gives the
     rest, less the collections the model books itself, as ``background.client_ms_per_s``:
-    the history writer, the JIT and the VM threads, off the records' path."""
+    the history writer, the JIT and the VM threads, off the records' path. Where the reading
+    driver also split its polling thread's CPU inside ``poll()`` and after its non-empty polls
+    (``reader_poll_cpu_ms``, since 2026-12-02), the thread's window CPU is split in the same
+    proportion: inside is ``client_receive`` (per answer and record), after is
+    ``client_after_poll``, fitted per non-empty poll in the window (``reader_polls``, standing
+    for the answers with records: a poll can return several answers' records) and record."""
     produce: list[tuple[float, float]] = []
     kinds: dict[str, list[float]] = {}
     network: list[float] = []
@@ -688,6 +709,7 @@ def fit(
     young: list[float] = []
     producer_cpu: list[tuple[float, float, float]] = []
     reader_cpu: list[tuple[float, float, float]] = []
+    after_poll_cpu: list[tuple[float, float, float]] = []
     waiting: list[float] = []
     background: list[float] = []
     slices: list[float] = []
@@ -747,7 +769,16 @@ def fit(
                 producer_main.append(producer["main"] / records)
             if sent > 0:
                 producer_sender.append(producer["sender"] / sent)
-            reader_cpu.append((fetches, records, reader["main"] + reader["sender"]))
+            main = reader["main"]
+            split = client.get("reader_poll_cpu_ms", {})
+            inside, after = split.get("poll", 0.0), split.get("after_poll", 0.0)
+            if inside + after > 0 and client.get("reader_polls", 0) > 0:
+                # The polling thread's window CPU split as its whole run's was: inside poll()
+                # per answer and record, after the non-empty polls per poll and record.
+                share = after / (inside + after)
+                after_poll_cpu.append((client["reader_polls"], records, main * share))
+                main *= 1.0 - share
+            reader_cpu.append((fetches, records, main + reader["sender"]))
             span_s = (client["window_ms"][1] - client["window_ms"][0]) / 1000.0
             for name, groups in threads.items():
                 gc_ms = sum(g["ms"] for g in client.get("client_gc", {}).get(name, []))
@@ -781,6 +812,7 @@ def fit(
         send_fixed = statistics.median(producer_sender) if producer_sender else 0.0
         send_per_record = statistics.median(producer_main) if producer_main else 0.0
     receive_fixed, receive_per_record = _two_part(reader_cpu)
+    after_fixed, after_per_record = _two_part(after_poll_cpu)
     # The restart is followed at the last load's rate: a warm broker's CPU there.
     last = loads[-1] if loads else None
     restart_warm = (
@@ -828,6 +860,16 @@ def fit(
                 "per_record_ms": _r(receive_per_record),
                 "alloc_per_record_mb": _r(median(reader_alloc)),
             },
+            **(
+                {
+                    "client_after_poll": {
+                        "fixed_ms": _r(after_fixed),
+                        "per_record_ms": _r(after_per_record),
+                    }
+                }
+                if after_poll_cpu
+                else {}
+            ),
         },
         "gc": {"young_mb": _r(median(young)), **lognormal(pauses)},
         "client_gc": {"young_mb": _r(median(client_young)), **lognormal(client_pauses)},

@@ -156,17 +156,20 @@ def test_fit_recovers_known_costs() -> None:
     assert params["_waiting"] == pytest.approx(0.6)
 
 
-def test_clients_threads_split_their_paths_from_their_background() -> None:
-    """With the clients' threads read (client_threads_ms): the producer's Sender per produce
-    request, its application's thread per record, the reader's thread per answer and record;
-    the other threads, less the collections the model books itself, are the background per
-    second. Without them (an older measurement) the whole process is fitted as before."""
+def _threaded_loads(after_poll_ms: float = 0.0, per_record_ms: float = 0.0) -> list[dict]:
+    """The four loads with the clients' threads read: the producer's Sender 0.25 ms a request
+    and its application 0.03 ms a record, the reader's thread 0.2 ms an answer and 0.001 a
+    record, plus ``after_poll_ms`` a non-empty poll and ``per_record_ms`` a record after its
+    polls (one poll for every three answers); 80 and 45 ms/s on the other threads, 5 of the
+    reader's its collections."""
     loads = [_load(r) for r in (3000, 1000, 6000, 2000)]
     for load in loads:
         client, seconds = load["client"], load["seconds"]
         produces = sum(b["requests"]["Produce"]["count"] for b in load["brokers"].values())
         fetches = sum(b["requests"]["FetchConsumer"]["count"] for b in load["brokers"].values())
         records = client["records_in_window"]
+        polls = fetches / 3
+        after = after_poll_ms * polls + per_record_ms * records
         client["window_ms"] = [1000.0, 1000.0 + 1000.0 * seconds]
         client["client_gc"] = {
             "reader": [{"ms": 5.0 * seconds, "up": 1.0, "before": 60.0, "after": 10.0}]
@@ -178,21 +181,60 @@ def test_clients_threads_split_their_paths_from_their_background() -> None:
                 "other": 80.0 * seconds,
             },
             "reader": {
-                "main": 0.2 * fetches + 0.001 * records,
+                "main": 0.2 * fetches + 0.001 * records + after,
                 "sender": 0.0,
                 "other": 45.0 * seconds,  # 5 ms/s of it the reader's collections
             },
         }
-    params = measure.fit({}, loads, [], cores=2)
+        if after_poll_ms or per_record_ms:
+            # The driver's whole-run split, three times the window's, in its proportion.
+            client["reader_polls"] = polls
+            client["reader_poll_cpu_ms"] = {
+                "poll": 3 * (0.2 * fetches + 0.001 * records),
+                "after_poll": 3 * after,
+            }
+    return loads
+
+
+def test_clients_threads_split_their_paths_from_their_background() -> None:
+    """With the clients' threads read (client_threads_ms): the producer's Sender per produce
+    request, its application's thread per record, the reader's thread per answer and record;
+    the other threads, less the collections the model books itself, are the background per
+    second. Without them (an older measurement) the whole process is fitted as before."""
+    params = measure.fit({}, _threaded_loads(), [], cores=2)
     service = params["service"]
     assert service["client_send"]["fixed_ms"] == pytest.approx(0.25, rel=1e-3)
     assert service["client_send"]["per_record_ms"] == pytest.approx(0.03, rel=1e-3)
     assert service["client_receive"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
     assert service["client_receive"]["per_record_ms"] == pytest.approx(0.001, rel=1e-3)
     assert params["background"]["client_ms_per_s"] == pytest.approx(60.0, rel=1e-3)
+    assert "client_after_poll" not in service  # the driver did not split its poll thread
     older = measure.fit({}, [_load(r) for r in (3000, 1000, 6000, 2000)], [], cores=2)
     assert "client_ms_per_s" not in older["background"]
     assert older["service"]["client_send"]["fixed_ms"] == pytest.approx(0.6, rel=1e-3)
+
+
+def test_the_readers_thread_is_split_inside_poll_and_after_it() -> None:
+    """With the reading driver's split of its polling thread (reader_poll_cpu_ms, over its
+    whole run), the thread's window CPU is split in that proportion: inside poll() is
+    client_receive per answer and record, after the non-empty polls client_after_poll per
+    poll and record. The whole thread booked as client_receive, as before, put the driver's
+    history lines ahead of the records being read."""
+    params = measure.fit({}, _threaded_loads(0.08, 0.002), [], cores=2)
+    service = params["service"]
+    assert service["client_receive"]["fixed_ms"] == pytest.approx(0.2, rel=1e-3)
+    assert service["client_receive"]["per_record_ms"] == pytest.approx(0.001, rel=1e-3)
+    assert service["client_after_poll"] == {
+        "fixed_ms": pytest.approx(0.08, rel=1e-3),
+        "per_record_ms": pytest.approx(0.002, rel=1e-3),
+    }
+    assert params["background"]["client_ms_per_s"] == pytest.approx(60.0, rel=1e-3)
+    unsplit = _threaded_loads(0.08, 0.002)
+    for load in unsplit:
+        del load["client"]["reader_poll_cpu_ms"]
+    lumped = measure.fit({}, unsplit, [], cores=2)["service"]
+    assert "client_after_poll" not in lumped
+    assert lumped["client_receive"]["per_record_ms"] > 0.002  # the work after poll in it
 
 
 def test_a_clients_threads_are_read_by_group() -> None:

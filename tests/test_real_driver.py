@@ -570,6 +570,10 @@ def test_a_reading_drivers_warm_up_reads_the_warm_up_topic_before_its_epoch_and_
     assert out["late_ms"] == 0.0  # polling by its start time
     assert out["warm_read"] == 0 and "own_until_ms" not in out  # no own read without ``own``
     assert sorted(r["value"] for r in polled) == sorted(f"producer-0-{i}" for i in range(200))
+    # The polling thread's CPU, inside poll() and after the non-empty ones (client_receive's
+    # and client_after_poll's in a measurement): both spent, neither the other.
+    assert out["poll_cpu_ms"] > 0.0 and out["after_poll_cpu_ms"] > 0.0
+    assert out["after_poll_cpu_ms"] != out["poll_cpu_ms"]
 
 
 @pytest.mark.kafka

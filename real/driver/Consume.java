@@ -3,6 +3,8 @@ package eosim.driver;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,6 +32,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * or until the spec's {@code stop_file} exists. With the spec's {@code warmup}, its positions
  * are fixed and its client's record paths warmed ({@link Warmup#reader}) before the first poll,
  * and with {@code warmup.own} its own consumer reads the warm-up topic until its start.
+ *
+ * <p>Its result splits the polling thread's CPU: {@code poll_cpu_ms} inside {@code poll()} (the
+ * consumer reading and parsing its answers and sending the next fetches), and
+ * {@code after_poll_cpu_ms} from a non-empty poll's return to the next call (this driver's work on
+ * the records: their {@code poll} op), the model's {@code client_receive} and
+ * {@code client_after_poll}.
  */
 final class Consume {
     private final JsonNode spec;
@@ -123,6 +131,12 @@ final class Consume {
         double lateMs = -1.0;
         double ownUntilMs = -1.0;  // when the own read of the warm-up topic ended
         History sink = null;  // where the warm-up topic's polls go (nowhere), once there are some
+        // The polling thread's CPU inside poll() and after a non-empty one (ns), where the JVM
+        // can read a thread's CPU time (else both stay -1: not measured).
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        boolean timed = threads.isCurrentThreadCpuTimeSupported();
+        long pollCpuNs = timed ? 0L : -1L;
+        long afterPollCpuNs = timed ? 0L : -1L;
         try (KafkaConsumer<String, byte[]> consumer = consumer(spec, isolation, reset)) {
             Thread hook = new Thread(() -> {
                 stop = true;
@@ -168,6 +182,7 @@ final class Consume {
                     ownUntilMs = history.now();
                 }
                 ConsumerRecords<String, byte[]> got;
+                long calledNs = timed ? threads.getCurrentThreadCpuTime() : 0L;
                 try {
                     got = consumer.poll(Duration.ofMillis(Math.max(1, pollMs)));
                 } catch (WakeupException e) {
@@ -175,6 +190,10 @@ final class Consume {
                 } catch (RuntimeException e) {
                     history.failedNow("poll", process, EosimDriver.describe(e));
                     break;
+                }
+                long returnedNs = timed ? threads.getCurrentThreadCpuTime() : 0L;
+                if (timed) {
+                    pollCpuNs += returnedNs - calledNs;
                 }
                 if (got.isEmpty()) {
                     continue;
@@ -202,6 +221,9 @@ final class Consume {
                     records += count;
                     recordPoll(history, process, read, isolation);
                 }
+                if (timed) {
+                    afterPollCpuNs += threads.getCurrentThreadCpuTime() - returnedNs;
+                }
             }
         } finally {
             if (sink != null) {
@@ -218,6 +240,10 @@ final class Consume {
             result.put("late_ms", lateMs);
         }
         result.put("warm_read", warmRead);
+        if (timed) {
+            result.put("poll_cpu_ms", pollCpuNs / 1e6);
+            result.put("after_poll_cpu_ms", afterPollCpuNs / 1e6);
+        }
         if (ownUntilMs >= 0) {
             result.put("own_until_ms", ownUntilMs);
         }
