@@ -43,7 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,19 @@ def client_threads_ms(pid: int) -> dict[str, float]:
         group = next((g for g, prefix in CLIENT_GROUPS if name.startswith(prefix)), "other")
         out[group] += on
     return out
+
+
+def nonempty_polls(lines: Iterable[dict[str, Any]], process: str) -> int:
+    """How many ``poll`` ops of ``process`` (any incarnation: the driver writes
+    ``NAME/INCARNATION``) ``lines`` hold; the reading driver writes one per non-empty poll."""
+    return sum(
+        1
+        for ln in lines
+        if ln.get("kind") == "op"
+        and ln.get("type") == "ok"
+        and ln.get("f") == "poll"
+        and str(ln.get("process", "")).partition("/")[0] == process
+    )
 
 
 def cpu_ms(pid: int) -> float:
@@ -535,14 +548,7 @@ def run_load(
             for key in ("poll", "after_poll")
             if f"{key}_cpu_ms" in reader_out
         },
-        "reader_polls": sum(
-            1
-            for ln in in_window
-            if ln.get("kind") == "op"
-            and ln.get("type") == "ok"
-            and ln.get("f") == "poll"
-            and ln.get("process") == "reader"
-        ),
+        "reader_polls": nonempty_polls(in_window, "reader"),
         "fetches": sum(
             r["requests"].get("FetchConsumer", {}).get("count", 0.0)
             for r in row["brokers"].values()
@@ -782,8 +788,16 @@ def fit(
             span_s = (client["window_ms"][1] - client["window_ms"][0]) / 1000.0
             for name, groups in threads.items():
                 gc_ms = sum(g["ms"] for g in client.get("client_gc", {}).get(name, []))
+                # The rest of the process's CPU (which counts threads that ended, where the
+                # threads' sum does not: a JVM stops idle JIT compiler threads, so "other"
+                # can fall over a window), else the other threads' own sum.
+                other = (
+                    cpu[name] - groups["main"] - groups["sender"]
+                    if name in cpu
+                    else groups["other"]
+                )
                 if span_s > 0:
-                    client_background.append(max(groups["other"] - gc_ms, 0.0) / span_s)
+                    client_background.append(max(other - gc_ms, 0.0) / span_s)
         else:
             if cpu.get("producer", 0.0) > 0:
                 producer_cpu.append((sent, records, cpu["producer"]))

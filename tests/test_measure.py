@@ -186,6 +186,10 @@ def _threaded_loads(after_poll_ms: float = 0.0, per_record_ms: float = 0.0) -> l
                 "other": 45.0 * seconds,  # 5 ms/s of it the reader's collections
             },
         }
+        # The processes' CPU (/proc/PID/stat) counts every thread, ended ones too.
+        client["client_cpu_ms"] = {
+            name: sum(groups.values()) for name, groups in client["client_threads_ms"].items()
+        }
         if after_poll_ms or per_record_ms:
             # The driver's whole-run split, three times the window's, in its proportion.
             client["reader_polls"] = polls
@@ -235,6 +239,32 @@ def test_the_readers_thread_is_split_inside_poll_and_after_it() -> None:
     lumped = measure.fit({}, unsplit, [], cores=2)["service"]
     assert "client_after_poll" not in lumped
     assert lumped["client_receive"]["per_record_ms"] > 0.002  # the work after poll in it
+
+
+def test_a_clients_background_counts_the_threads_that_ended_in_the_window() -> None:
+    """The background is the process's CPU less its threads on the records' path: a JVM stops
+    idle JIT compiler threads, so the sum over the other threads alive at each end of the
+    window can fall (-36 to -163 ms over 15 s on the machine of 2026-12-02), which read as no
+    background at all."""
+    loads = _threaded_loads()
+    for load in loads:
+        for groups in load["client"]["client_threads_ms"].values():
+            groups["other"] = -100.0  # what the threads still alive at the end show
+    params = measure.fit({}, loads, [], cores=2)
+    assert params["background"]["client_ms_per_s"] == pytest.approx(60.0, rel=1e-3)
+
+
+def test_a_readers_polls_are_counted_over_its_incarnations() -> None:
+    lines = [
+        {"kind": "op", "type": "invoke", "f": "poll", "process": "reader/0"},
+        {"kind": "op", "type": "ok", "f": "poll", "process": "reader/0"},
+        {"kind": "op", "type": "ok", "f": "poll", "process": "reader/1"},
+        {"kind": "op", "type": "ok", "f": "poll", "process": "reader-2/0"},
+        {"kind": "op", "type": "ok", "f": "send", "process": "reader/0"},
+        {"kind": "fault", "type": "start", "f": "poll", "process": "reader"},
+    ]
+    assert measure.nonempty_polls(lines, "reader") == 2
+    assert measure.nonempty_polls(lines, "reader-2") == 1
 
 
 def test_a_clients_threads_are_read_by_group() -> None:
