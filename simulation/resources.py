@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from importlib import resources as package_files
-from typing import Any
+from typing import Any, Literal
 
 import simpy
 import yaml
@@ -61,6 +61,11 @@ from eosim.simulation.rng import RandomStream
 EVERY = "*"
 # An application's wait for its host shorter than this does not freeze it (an event saved).
 FREEZE_MIN_MS = 0.05
+
+# Which of a client's works a load books (Machines.client_load): a produce request it sends,
+# a fetch answer it reads before its records reach the application, the application's work
+# on those records after its poll; each is the ServiceTimes field client_<work>.
+ClientWork = Literal["send", "receive", "after_poll"]
 
 
 class _Spec(BaseModel):
@@ -351,10 +356,11 @@ class Machines:
         return wrapped
 
     def client_load(
-        self, process: str, receive: bool = False, after_poll: bool = False
+        self, process: str, work: ClientWork = "send"
     ) -> Callable[[float, object], float] | None:
-        """What a produce request ``process`` sends (or, with ``receive``, a fetch answer it
-        reads) costs its host and allocates in its JVM, or None when it costs nothing; other
+        """What a produce request ``process`` sends (``send``; or, with ``receive``, a fetch
+        answer it reads) costs its host and allocates in its JVM, or None when it costs
+        nothing; other
         messages cost nothing. The load returns how long the thread that did the work was
         busy with it (waiting for a core, then working; 0 below :data:`FREEZE_MIN_MS`).
 
@@ -363,16 +369,14 @@ class Machines:
         (``KafkaProducer.sender_busy``) while the application's thread goes on. An answer is
         read by the application's thread (a consumer's poll), which is frozen meanwhile
         through :meth:`freeze_on_gc`; it and what arrives meanwhile are read once the freeze
-        ends (the network holds them). With ``after_poll``, the application's work on the
+        ends (the network holds them). ``after_poll`` is the application's work on the
         records of a fetch answer once its poll has handed them over (``client_after_poll``;
         an answer without records costs nothing): the network books it after handing the
         answer over, and the freeze holds what arrives next, not the answer. A collection the
         allocation sets off freezes the whole process."""
-        if after_poll:
-            cost = self.service.client_after_poll
-        else:
-            cost = self.service.client_receive if receive else self.service.client_send
-        reads = receive or after_poll
+        cost = getattr(self.service, f"client_{work}")
+        after_poll = work == "after_poll"
+        reads = work != "send"
         kind: type = FetchResponse if reads else ProduceRequest
         if not reads:
             # A record's own work is done by the application's thread when it hands the

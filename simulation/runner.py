@@ -270,19 +270,15 @@ class Run:
             observers = self.apps.observer_targets()
             app_targets = machines.freeze_on_gc(env, app_targets, observers)
             clients = [*app_targets, *observers]
-            network.loads = {
-                name: load for name in clients if (load := machines.client_load(name)) is not None
-            } or None
-            network.receive_loads = {
-                name: load
-                for name in clients
-                if (load := machines.client_load(name, receive=True)) is not None
-            } or None
-            network.after_poll_loads = {
-                name: load
-                for name in clients
-                if (load := machines.client_load(name, after_poll=True)) is not None
-            } or None
+            network.loads, network.receive_loads, network.after_poll_loads = (
+                {
+                    name: load
+                    for name in clients
+                    if (load := machines.client_load(name, work)) is not None
+                }
+                or None
+                for work in ("send", "receive", "after_poll")
+            )
             network.record_loads = {
                 name: record
                 for name in app_targets

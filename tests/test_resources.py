@@ -884,6 +884,8 @@ def test_the_work_after_poll_delays_the_next_answer_not_the_records_just_read():
 
 
 def test_an_answer_without_records_costs_nothing_after_poll():
+    from types import SimpleNamespace as ns
+
     from eosim.simulation.protocol import FetchResponse, ProduceRequest
 
     r = Resources(
@@ -892,11 +894,9 @@ def test_an_answer_without_records_costs_nothing_after_poll():
     )
     machines = Machines(r, ["broker-0", "reader"], RandomStreams(1).stream)
     host = machines.jvms["reader"].host
-    after = machines.client_load("reader", after_poll=True)
+    after = machines.client_load("reader", "after_poll")
     assert after is not None
-    assert machines.client_load("reader", receive=True) is None  # client_receive is 0
-    from types import SimpleNamespace as ns
-
+    assert machines.client_load("reader", "receive") is None  # client_receive is 0
     two = [("t-0", ns(batches=[ns(values=[1]), ns(values=[2])]))]
     assert after(1.0, FetchResponse(1, [])) == 0.0
     assert after(1.0, FetchResponse(1, [("t-0", ns(batches=[]))])) == 0.0
@@ -944,7 +944,7 @@ def test_only_produce_requests_and_fetch_answers_cost_a_client():
     machines = Machines(r, ["broker-0", "producer-0"], RandomStreams(1).stream)
     host = machines.jvms["producer-0"].host
     send = machines.client_load("producer-0")
-    receive = machines.client_load("producer-0", receive=True)
+    receive = machines.client_load("producer-0", "receive")
     assert send is not None and receive is not None
     assert send(1.0, MetadataRequest(1)) == 0.0 and receive(1.0, object()) == 0.0
     assert host.busy_ms == 0.0
