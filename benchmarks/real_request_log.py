@@ -32,7 +32,11 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-LINE = re.compile(r"^\[([^\]]*)\] DEBUG Completed request:(.*) \(kafka\.request\.logger\)$")
+# A completed request: its wall-clock stamp, its JSON, and (a trace since 2026-12-02) the
+# monotonic clock in ns, the histories' clock (real/cluster.py, _TRACE_PATTERN).
+LINE = re.compile(
+    r"^\[([^\]]*)\] DEBUG Completed request:(.*) \(kafka\.request\.logger\)(?: @(\d+))?$"
+)
 # A broker process's start in its server.log (every process of a node appends to the same file).
 START = re.compile(
     r"^\[([^\]]*)\] INFO \[BrokerServer id=\d+\] Transition from SHUTDOWN to STARTING"

@@ -461,6 +461,13 @@ logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
 _REQUEST_LOG_OFF = "logger.request.level = WARN"
+_PATTERN = "[%d] %p %m (%c)%n"
+# A trace times steps shorter than a millisecond against the histories, which are on the
+# machine's monotonic clock: its lines carry microseconds and, after an " @", System.nanoTime()
+# (CLOCK_MONOTONIC). The wall clock will not do: on the machine of 2026-12-02 it ran 5 ms a
+# second ahead of the monotonic one during a run and stepped 8 s once (docs/calibration.md,
+# "The replication path, step by step").
+_TRACE_PATTERN = "[%d{yyyy-MM-dd HH:mm:ss,nnnnnn}] %p %m (%c) @%N%n"
 _LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
 _LOGGER_NAME = re.compile(r"[A-Za-z_][\w.$]*")
 
@@ -619,11 +626,12 @@ class RealCluster:
         self.stop()
 
     def log4j(self) -> str:
-        """The nodes' log configuration (with ``request_log``, the request logger at DEBUG;
-        each of ``loggers`` at its level)."""
+        """The nodes' log configuration (with ``request_log``, the request logger at DEBUG and
+        the trace's stamps, ``_TRACE_PATTERN``; each of ``loggers`` at its level)."""
         out = _LOG4J2
         if self.request_log:
             out = out.replace(_REQUEST_LOG_OFF, "logger.request.level = DEBUG")
+            out = out.replace(_PATTERN, _TRACE_PATTERN)
         for i, (name, level) in enumerate(sorted(self.loggers.items())):
             out += f"logger.extra{i}.name = {name}\nlogger.extra{i}.level = {level.upper()}\n"
         return out

@@ -18,6 +18,8 @@ import pytest
 
 from eosim.real import RealError, netns
 from eosim.real.cluster import (
+    _PATTERN,
+    _TRACE_PATTERN,
     CONTROLLER_ID,
     ClusterError,
     RealCluster,
@@ -332,7 +334,10 @@ def test_the_request_log_is_at_debug_only_when_asked_for() -> None:
     traced = RealCluster(LIBS, "/tmp/unused", 3, network="loopback", request_log=True).log4j()
     assert "logger.request.level = WARN" in quiet and "DEBUG" not in quiet
     assert "logger.request.level = DEBUG" in traced and "logger.request.level = WARN" not in traced
-    assert traced.replace("DEBUG", "WARN") == quiet
+    # A trace's lines carry microseconds and the monotonic clock, the histories' clock.
+    assert "pattern = [%d{yyyy-MM-dd HH:mm:ss,nnnnnn}] %p %m (%c) @%N%n" in traced
+    assert "pattern = [%d] %p %m (%c)%n" in quiet
+    assert traced.replace("DEBUG", "WARN").replace(_TRACE_PATTERN, _PATTERN) == quiet
 
 
 def test_more_loggers_are_set_only_when_asked_for_and_checked() -> None:
