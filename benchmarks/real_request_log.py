@@ -58,8 +58,9 @@ def _seconds(stamp: str) -> float:
 
 def completed(folder: Path) -> list[dict]:
     """Every request the brokers under ``folder`` logged as completed, each with ``_starts``
-    (its broker's process starts so far, 1 for the first process) and ``_age_s`` (seconds
-    from that process's start to the request's completion)."""
+    (its broker's process starts so far, 1 for the first process), ``_age_s`` (seconds
+    from that process's start to the request's completion) and ``_done_ns`` (its completion
+    on the monotonic clock; None in a trace made before 2026-12-02)."""
     out = []
     for path in sorted(folder.glob("**/broker-*/server.log")):
         starts, started = 0, 0.0
@@ -71,6 +72,8 @@ def completed(folder: Path) -> list[dict]:
                         request = json.loads(match.group(2))
                         request["_starts"] = starts
                         request["_age_s"] = _seconds(match.group(1)) - started
+                        mono = match.group(3)
+                        request["_done_ns"] = None if mono is None else int(mono)
                         out.append(request)
                 elif "Transition from SHUTDOWN to STARTING" in line:
                     start = START.match(line)

@@ -8,11 +8,13 @@ replication path, step by step, on the model and on a real Kafka (docs/calibrati
 
 With acks=1 a record is acknowledged once its leader has appended it, and read once the high
 watermark has passed it, which takes both followers' next fetches. Each record acknowledged and
-read gets five moments, on each side from the same kind of evidence:
+read gets six moments, on each side from the same kind of evidence:
 
 - ``answer``: its produce answer leaves the leader (the model: the ProduceResponse's send; Kafka:
   the request log's completion less the response's queue and send times);
 - ``ack``: the producer has it acknowledged (the history's ``send`` completion);
+- ``replica``: the answer to a follower's fetch carrying it leaves the leader (as ``answer``;
+  the follower whose next fetch came last);
 - ``hw``: the second follower's fetch past it reaches the leader (the model: the
   ReplicaFetchRequest's delivery; Kafka: the follower FETCH's completion less its total time),
   from which the leader's high watermark passes it;
@@ -85,6 +87,8 @@ class Leaders:
         self.answers: dict[Key, list[tuple[int, float]]] = defaultdict(list)
         self.replica: dict[tuple[Key, str], list[tuple[float, int, float]]] = defaultdict(list)
         self.consumer: dict[tuple[Key, str], list[tuple[float, int, float]]] = defaultdict(list)
+        # Built at the first ``moments``, once every piece of evidence is in.
+        self.index: dict[tuple[Key, str], tuple[list, list[int]]] | None = None
 
     def answer(self, key: Key, base_offset: int, at: float) -> None:
         self.answers[key].append((base_offset, at))
@@ -101,20 +105,24 @@ class Leaders:
             return None
         return (fetches[j - 1][2], fetches[j][0]) if j > 0 else ()
 
-    def _sorted(self) -> None:
-        """Each connection's fetches in arrival order, with their offsets for bisecting (a
-        partition's fetch offsets only grow while its leader does not change, as in case 5)."""
-        self.index: dict[tuple[Key, str], tuple[list, list[int]]] = {}
+    def _sorted(self) -> dict[tuple[Key, str], tuple[list, list[int]]]:
+        """The produce answers by base offset, and each connection's fetches in arrival order
+        with their offsets for bisecting (a partition's fetch offsets only grow while its
+        leader does not change, as in case 5)."""
+        for answers in self.answers.values():
+            answers.sort()
+        index = {}
         for fetches in (self.replica, self.consumer):
             for where, f in fetches.items():
                 f.sort()
-                self.index[where] = (f, [o for _, o, _ in f])
+                index[where] = (f, [o for _, o, _ in f])
+        return index
 
     def moments(self, key: Key, offset: int) -> dict[str, float] | None:
-        answers = sorted(self.answers.get(key, []))
+        if self.index is None:
+            self.index = self._sorted()
+        answers = self.answers.get(key, [])
         i = bisect.bisect_right(answers, (offset, float("inf"))) - 1
-        if not hasattr(self, "index"):
-            self._sorted()
         replicas = [self._carried(*self.index[w], offset) for w in self.replica if w[0] == key]
         reads = [self._carried(*self.index[w], offset) for w in self.consumer if w[0] == key]
         reads = [r for r in reads if r]
@@ -146,12 +154,12 @@ def table(records: list[dict[str, float]], from_ms: float) -> list[str]:
     return out
 
 
-def join(history: dict[str, dict[str, object]], path: Leaders, shift: float) -> list[dict]:
+def join(history: dict[str, dict[str, object]], leaders: Leaders, shift: float) -> list[dict]:
     """Each history record with its leader-side moments (history time + ``shift`` = the
     leaders' clock)."""
     out = []
     for m in history.values():
-        found = path.moments(m["key"], m["offset"])  # type: ignore[arg-type]
+        found = leaders.moments(m["key"], m["offset"])  # type: ignore[arg-type]
         if found is None:
             continue
         found.update(ack=m["ack"] + shift, read=m["read"] + shift)  # type: ignore[operator]
@@ -168,7 +176,7 @@ def model(seeds: list[int], preset: str, overrides: list[str]) -> list[dict]:
     out = []
     for seed in seeds:
         result = run_scenario(scenario, seed, trace=True)
-        path = Leaders()
+        leaders = Leaders()
         produced: dict[tuple[str, str, int], list[Key]] = {}
         fetching: dict[tuple[str, str, int], tuple[float, tuple]] = {}
         for e in result.trace or []:
@@ -177,7 +185,7 @@ def model(seeds: list[int], preset: str, overrides: list[str]) -> list[dict]:
                 fetching[(e.dst, e.src, e.payload.correlation_id)] = (e.time, e.payload)
             elif e.event == "send" and kind in ("ReplicaFetchResponse", "FetchResponse"):
                 arrived, request = fetching.pop((e.src, e.dst, e.payload.correlation_id))
-                into = path.replica if kind == "ReplicaFetchResponse" else path.consumer
+                into = leaders.replica if kind == "ReplicaFetchResponse" else leaders.consumer
                 for key, part in request.partitions:
                     offset = part.fetch_offset if kind == "ReplicaFetchResponse" else part
                     into[(key, e.dst)].append((arrived, offset, e.time))
@@ -189,8 +197,8 @@ def model(seeds: list[int], preset: str, overrides: list[str]) -> list[dict]:
                 keys = produced.pop((e.src, e.dst, e.payload.correlation_id), [])
                 for key, r in zip(keys, e.payload.results, strict=False):
                     if r.base_offset >= 0:
-                        path.answer(key, r.base_offset, e.time)
-        out += join(history_moments(result.history.lines()), path, 0.0)
+                        leaders.answer(key, r.base_offset, e.time)
+        out += join(history_moments(result.history.lines()), leaders, 0.0)
     return out
 
 
@@ -198,32 +206,26 @@ def kafka(folder: Path) -> list[dict]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import real_request_log as log
 
-    requests = []
-    names: dict[str, str] = {}  # topic id -> name, from metadata answers
-    for server_log in sorted(folder.glob("**/broker-*/server.log")):
-        with server_log.open(errors="replace") as lines:
-            for line in lines:
-                if "Completed request:" not in line:
-                    continue
-                match = log.LINE.match(line.rstrip("\n"))
-                if match:
-                    request = json.loads(match.group(2))
-                    if match.group(3) is None:
-                        raise SystemExit(
-                            f"{server_log}: a line without the monotonic clock (a trace made "
-                            "before 2026-12-02?); the wall clock cannot be set beside a history"
-                        )
-                    request["_done_ms"] = int(match.group(3)) / 1e6
-                    requests.append(request)
-                    if request["requestHeader"]["requestApiKeyName"] == "METADATA":
-                        for t in request["response"].get("topics", []):
-                            if t.get("name") and t.get("topicId"):
-                                names[t["topicId"]] = t["name"]
+    requests = log.completed(folder)
+    for request in requests:
+        if request["_done_ns"] is None:
+            raise SystemExit(
+                f"{folder}: a request-log line without the monotonic clock (a trace made "
+                "before 2026-12-02?); the wall clock cannot be set beside a history"
+            )
+        request["_done_ms"] = request["_done_ns"] / 1e6
+    names = {  # topic id -> name, from metadata answers
+        t["topicId"]: t["name"]
+        for r in requests
+        if r["requestHeader"]["requestApiKeyName"] == "METADATA"
+        for t in r["response"].get("topics", [])
+        if t.get("name") and t.get("topicId")
+    }
 
     def topic(t: dict) -> str:
         return t.get("name") or t.get("topic") or names.get(t.get("topicId", ""), "?")
 
-    path = Leaders()
+    leaders = Leaders()
     requests.sort(key=lambda r: r["_done_ms"] - r["totalTimeMs"])
     positions: dict[str, dict[Key, int]] = defaultdict(dict)  # a connection's fetch offsets
     for r in requests:
@@ -236,7 +238,7 @@ def kafka(folder: Path) -> list[dict]:
             for t in r["response"].get("responses", []):
                 for p in t.get("partitionResponses", []):
                     if p.get("errorCode", 0) == 0 and p.get("baseOffset", -1) >= 0:
-                        path.answer((topic(t), p["index"]), p["baseOffset"], ready)
+                        leaders.answer((topic(t), p["index"]), p["baseOffset"], ready)
         elif kind == "FETCH" and ("-fetcher-" in client or client.startswith("consumer")):
             # A fetch session's request names only the partitions whose offset changed.
             conn = r.get("connection", "")
@@ -244,7 +246,7 @@ def kafka(folder: Path) -> list[dict]:
             for t in r["request"].get("topics", []):
                 for p in t.get("partitions", []):
                     known[(topic(t), p["partition"])] = p["fetchOffset"]
-            into = path.replica if "-fetcher-" in client else path.consumer
+            into = leaders.replica if "-fetcher-" in client else leaders.consumer
             for key, offset in known.items():
                 into[(key, conn)].append((arrived, offset, ready))
     history = folder / "history.jsonl"
@@ -254,7 +256,7 @@ def kafka(folder: Path) -> list[dict]:
     epoch = json.loads(specs[0].read_text())["epoch_monotonic_ns"] / 1e6
     with history.open() as lines:
         moments = history_moments(lines)
-    return join(moments, path, epoch)
+    return join(moments, leaders, epoch)
 
 
 def run(folder: Path, overrides: list[str]) -> int:

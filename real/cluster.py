@@ -447,12 +447,19 @@ def _kill_all_at_exit() -> None:
         cluster.stop(graceful=False)
 
 
-_LOG4J2 = """\
+_PATTERN = "[%d] %p %m (%c)%n"
+# A trace times steps shorter than a millisecond against the histories, which are on the
+# machine's monotonic clock: its lines carry microseconds and, after an " @", System.nanoTime()
+# (CLOCK_MONOTONIC). The wall clock will not do: on the machine of 2026-12-02 it ran 5 ms a
+# second ahead of the monotonic one during a run and stepped 8 s once (docs/calibration.md,
+# "The replication path, step by step").
+_TRACE_PATTERN = "[%d{yyyy-MM-dd HH:mm:ss,nnnnnn}] %p %m (%c) @%N%n"
+_LOG4J2 = f"""\
 status = error
 appender.out.type = Console
 appender.out.name = out
 appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
+appender.out.layout.pattern = {_PATTERN}
 rootLogger.level = INFO
 rootLogger.appenderRef.out.ref = out
 logger.state.name = state.change.logger
@@ -461,13 +468,6 @@ logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
 _REQUEST_LOG_OFF = "logger.request.level = WARN"
-_PATTERN = "[%d] %p %m (%c)%n"
-# A trace times steps shorter than a millisecond against the histories, which are on the
-# machine's monotonic clock: its lines carry microseconds and, after an " @", System.nanoTime()
-# (CLOCK_MONOTONIC). The wall clock will not do: on the machine of 2026-12-02 it ran 5 ms a
-# second ahead of the monotonic one during a run and stepped 8 s once (docs/calibration.md,
-# "The replication path, step by step").
-_TRACE_PATTERN = "[%d{yyyy-MM-dd HH:mm:ss,nnnnnn}] %p %m (%c) @%N%n"
 _LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
 _LOGGER_NAME = re.compile(r"[A-Za-z_][\w.$]*")
 
