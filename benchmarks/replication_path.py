@@ -209,7 +209,7 @@ def kafka(folder: Path) -> list[dict]:
     requests = log.completed(folder)
     for request in requests:
         if request["_done_ns"] is None:
-            raise SystemExit(
+            raise ValueError(
                 f"{folder}: a request-log line without the monotonic clock (a trace made "
                 "before 2026-12-02?); the wall clock cannot be set beside a history"
             )
@@ -252,7 +252,7 @@ def kafka(folder: Path) -> list[dict]:
     history = folder / "history.jsonl"
     specs = sorted(folder.glob("**/*.spec.json"))
     if not specs:
-        raise SystemExit(f"{folder}: no run spec with the run's epoch (not a trace folder?)")
+        raise ValueError(f"{folder}: no run spec with the run's epoch (not a trace folder?)")
     epoch = json.loads(specs[0].read_text())["epoch_monotonic_ns"] / 1e6
     with history.open() as lines:
         moments = history_moments(lines)
@@ -281,16 +281,20 @@ def main(argv: list[str] | None = None) -> int:
     for p in (m, k):
         p.add_argument("--from-ms", type=float, default=1000.0)
     args = parser.parse_args(argv)
-    if args.command == "run":
-        return run(args.folder, args.overrides)
-    if args.command == "model":
-        try:
-            seeds = [int(s) for s in args.seeds.split(",")]
-        except ValueError:
-            parser.error(f"--seeds {args.seeds}: numbers separated by commas, for example 1,2,3")
-        records = model(seeds, args.resources, args.overrides)
-    else:
-        records = kafka(args.folder)
+    try:
+        if args.command == "run":
+            return run(args.folder, args.overrides)
+        if args.command == "model":
+            try:
+                seeds = [int(s) for s in args.seeds.split(",")]
+            except ValueError:
+                parser.error(f"--seeds {args.seeds}: numbers separated by commas, e.g. 1,2,3")
+            records = model(seeds, args.resources, args.overrides)
+        else:
+            records = kafka(args.folder)
+    except (ValueError, OSError) as exc:  # a bad --set or preset (ScenarioError); a bad folder
+        print(f"replication_path: {exc}", file=sys.stderr)
+        return 2
     print("\n".join(table(records, args.from_ms)))
     return 0
 

@@ -191,5 +191,12 @@ def test_a_trace_without_the_monotonic_clock_is_refused(tmp_path):
     broker.mkdir()
     line = _line(1, "PRODUCE", "", {}, {})
     (broker / "server.log").write_text(line.replace(" @1\n", "\n"))
-    with pytest.raises(SystemExit, match="without the monotonic clock"):
+    with pytest.raises(ValueError, match="without the monotonic clock"):
         rp.kafka(tmp_path)
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    assert rp.main(["model", "--set", "network.nosuch=1"]) == 2
+    assert rp.main(["kafka", str(tmp_path)]) == 2  # no request log, no run, no history
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("replication_path: ") for line in err)
