@@ -403,14 +403,15 @@ class Jvm:
         return 1.0 + (w.factor - 1.0) * math.exp(-age_s / w.seconds)
 
     # -- work ------------------------------------------------------------------------------
-    def book(self, ready: float, cost: float) -> float:
+    def book(self, ready: float, cost: float, woken: bool = True) -> float:
         """Book ``cost`` warm ms of this process's work, ready at ``ready``, on its host; the
-        moment it ends (before any pause stretches it)."""
+        moment it ends (before any pause stretches it). ``woken`` False: the thread goes on
+        from work it was doing, without the scheduler's latency (:meth:`Host.book`)."""
         # :meth:`slowdown` and :meth:`_book_on_host` written out: every record a client sends
         # is booked here.
         if self.warmup.factor != 1.0:
             cost = cost * self.slowdown(ready)
-        end = self.host.book(ready, cost, True)
+        end = self.host.book(ready, cost, woken)
         self.waited_ms += end - cost - ready
         self.worked_ms += cost
         return end

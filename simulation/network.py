@@ -251,6 +251,9 @@ class Network:
         # What an answer costs the client's application after it has been handed over (its
         # work on the records a poll returned), booked once the handler has the message.
         self.after_poll_loads: dict[str, Callable[[float, Any], float]] | None = None
+        # What an answer costs a producer's Sender as it arrives (the time returned keeps the
+        # Sender busy, through sender_busy, and the answer unread meanwhile).
+        self.answer_loads: dict[str, Callable[[float, Any], float]] | None = None
         # What each record a client's application hands its producer costs its host (the
         # resource model; read by the producer once, when it binds its send).
         self.record_loads: dict[str, Callable[[float], None]] | None = None
@@ -453,7 +456,11 @@ class Network:
             # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
-        if self.receive_loads is not None or self.after_poll_loads is not None:
+        if (
+            self.receive_loads is not None
+            or self.after_poll_loads is not None
+            or self.answer_loads is not None
+        ):
             self._read(msg)
             return
         self._hand_over(msg)
@@ -461,16 +468,23 @@ class Network:
     def _read(self, msg: Message) -> None:
         """The resource model: what ``msg`` costs the process it reaches (its CPU, and the
         collections it may set off) is spent before the process sees it. A cost that
-        freezes the process holds the message until the freeze ends."""
-        if (
-            self.receive_loads is not None
-            and (load := self.receive_loads.get(self.host(msg.dst))) is not None
-        ):
+        freezes the process holds the message until the freeze ends; so does one that keeps
+        a producer's Sender busy (``answer_loads``)."""
+        host = self.host(msg.dst)
+        if self.receive_loads is not None and (load := self.receive_loads.get(host)) is not None:
             load(self.env.now, msg.payload)
-            if msg.dst in self._paused:
-                self._paused[msg.dst].append(msg)
-                self._read_held.add(msg.msg_id)
-                return
+        if (
+            self.answer_loads is not None
+            and (hook := self.sender_busy.get(msg.dst)) is not None
+            and (load := self.answer_loads.get(host)) is not None
+        ):
+            busy = load(self.env.now, msg.payload)
+            if busy > 0.0:
+                hook(busy)
+        if msg.dst in self._paused:
+            self._paused[msg.dst].append(msg)
+            self._read_held.add(msg.msg_id)
+            return
         self._hand_over_read(msg)
 
     def _hand_over_read(self, msg: Message) -> None:
@@ -538,7 +552,11 @@ class Network:
         held by its own cost is not charged again), and a cost that freezes the process
         again holds the rest."""
         held = self._paused.pop(node, [])
-        if self.receive_loads is None and self.after_poll_loads is None:
+        if (
+            self.receive_loads is None
+            and self.after_poll_loads is None
+            and self.answer_loads is None
+        ):
             for msg in held:
                 self._hand_over(msg)
             return

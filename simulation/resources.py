@@ -23,6 +23,7 @@ its host, and each process is a JVM with pauses and a warm-up
         background: {broker_ms_per_s: 100, controller_ms_per_s: 20}
         startup: {cpu_ms: 3730, publish_cpu_ms: 3980, threads: 1}   # a broker's start
         scheduler: {wakeup_ms: 0.3}     # a thread woken while every core is busy waits more
+        wire: {median_ms: 0.02, sigma: 0.5}   # links' one-way time, unless network.latency is set
 
 Without ``hosts`` (and without a preset that has them) every process is on a host of its own
 with ``cores`` cores. Presets live in ``simulation/presets/<name>.yaml``; a preset is a
@@ -55,7 +56,7 @@ from eosim.simulation.host import (
     StartupSettings,
     WarmupSettings,
 )
-from eosim.simulation.protocol import CONTROLLER, FetchResponse, ProduceRequest
+from eosim.simulation.protocol import CONTROLLER, FetchResponse, ProduceRequest, ProduceResponse
 from eosim.simulation.rng import RandomStream
 
 EVERY = "*"
@@ -64,8 +65,9 @@ FREEZE_MIN_MS = 0.05
 
 # Which of a client's works a load books (Machines.client_load): a produce request it sends,
 # a fetch answer it reads before its records reach the application, the application's work
-# on those records after its poll; each is the ServiceTimes field client_<work>.
-ClientWork = Literal["send", "receive", "after_poll"]
+# on those records after its poll, a produce answer its Sender reads; each is the
+# ServiceTimes field client_<work>.
+ClientWork = Literal["send", "receive", "after_poll", "answer"]
 
 
 class _Spec(BaseModel):
@@ -94,7 +96,14 @@ class ServiceSpec(_Spec):
     records reach the application; ``client_after_poll`` per fetch answer with records, fixed
     and per record, the application's own work once ``poll()`` has handed the records over
     (the real driver writes their history lines), during which the reader reads nothing more.
-    A client's other requests and answers (metadata, the coordinators') cost nothing."""
+    ``client_answer``: the part of ``client_send``'s fixed cost the Sender spends on the
+    request's answer (reading it, completing its batches: the acknowledgement follows it),
+    booked when the answer arrives rather than with the request (0: all of it with the
+    request). ``fetch_complete``: a leader's work completing a held fetch (a follower's parked
+    one or a consumer's held read: reading the log for it) once an append or a high
+    watermark lets it, on a request handler thread after the work that let it; its answer
+    leaves when that work ends (0: at once). A client's other requests and answers (metadata,
+    the coordinators') cost nothing."""
 
     network: CostSpec = Field(default_factory=CostSpec)
     produce: CostSpec = Field(default_factory=CostSpec)
@@ -106,6 +115,17 @@ class ServiceSpec(_Spec):
     client_send: CostSpec = Field(default_factory=CostSpec)
     client_receive: CostSpec = Field(default_factory=CostSpec)
     client_after_poll: CostSpec = Field(default_factory=CostSpec)
+    client_answer: CostSpec = Field(default_factory=CostSpec)
+    fetch_complete: CostSpec = Field(default_factory=CostSpec)
+
+    @model_validator(mode="after")
+    def _answer_within_send(self) -> ServiceSpec:
+        if self.client_answer.fixed_ms > self.client_send.fixed_ms:
+            raise ValueError(
+                f"service.client_answer.fixed_ms ({self.client_answer.fixed_ms}) is a part of "
+                f"service.client_send.fixed_ms ({self.client_send.fixed_ms}) and cannot exceed it"
+            )
+        return self
 
     def times(self) -> ServiceTimes:
         # The same names on both sides: each kind's spec becomes its runtime cost.
@@ -176,6 +196,18 @@ class SchedulerSpec(_Spec):
     wakeup_ms: float = Field(default=0.0, ge=0.0, le=1000.0)
 
 
+class WireSpec(_Spec):
+    """The wire between two processes under the resource model: a message's one-way time on
+    it, lognormal with median ``median_ms`` and ``sigma``, the processes' own work on it
+    booked on their hosts apart. Links take it instead of ``network.latency`` (whose default
+    counts what the processes spend as well, fitted without the resource model) unless the
+    scenario sets ``network.latency`` itself (measured: ``benchmarks/netns_rtt.py``, half a
+    round trip)."""
+
+    median_ms: float = Field(ge=0.0, le=10_000.0)
+    sigma: float = Field(default=0.0, ge=0.0, le=5.0)
+
+
 class HostSpec(_Spec):
     name: str = Field(min_length=1)
     cores: int = Field(ge=1, le=4096)
@@ -199,6 +231,8 @@ class Resources(_Spec):
     background: BackgroundSpec = Field(default_factory=BackgroundSpec)
     startup: StartupSpec = Field(default_factory=StartupSpec)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    # None: the links keep the scenario's network.latency.
+    wire: WireSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -372,16 +406,25 @@ class Machines:
         ends (the network holds them). ``after_poll`` is the application's work on the
         records of a fetch answer once its poll has handed them over (``client_after_poll``;
         an answer without records costs nothing): the network books it after handing the
-        answer over, and the freeze holds what arrives next, not the answer. A collection the
-        allocation sets off freezes the whole process."""
+        answer over, and the freeze holds what arrives next, not the answer. ``answer`` is
+        the Sender's work on a produce answer (``client_answer``, a part of ``client_send``'s
+        fixed cost, which ``send`` then books without it): the network keeps the Sender
+        busy, and the answer unread, for the time returned. A collection the allocation sets
+        off freezes the whole process."""
         cost = getattr(self.service, f"client_{work}")
         after_poll = work == "after_poll"
-        reads = work != "send"
-        kind: type = FetchResponse if reads else ProduceRequest
-        if not reads:
+        reads = work in ("receive", "after_poll")
+        kind: type = (
+            FetchResponse if reads else ProduceResponse if work == "answer" else ProduceRequest
+        )
+        if work == "send":
             # A record's own work is done by the application's thread when it hands the
             # record to its producer (client_record_load), not by the Sender with the request
-            # that carries it: here only the request's fixed part.
+            # that carries it: here only the request's fixed part, less what its answer costs
+            # when it comes (client_answer).
+            answer_ms = self.service.client_answer.fixed_ms
+            cost = Cost(fixed_ms=cost.fixed_ms - answer_ms, alloc_mb=cost.alloc_mb)
+        elif work == "answer":
             cost = Cost(fixed_ms=cost.fixed_ms, alloc_mb=cost.alloc_mb)
         jvm = self.jvms.get(process)
         if jvm is None:

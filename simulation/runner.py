@@ -197,6 +197,17 @@ def build_machines(scenario: Scenario, streams: RandomStreams) -> Machines | Non
     return Machines(resources, processes, streams.stream)
 
 
+def link_latency(scenario: Scenario) -> LatencyModel:
+    """A message's time on a link: the resource model's wire (``cluster.resources.wire``)
+    unless the scenario sets ``network.latency`` itself, else ``network.latency``."""
+    n = scenario.network
+    resources = scenario.cluster.resources
+    if resources is not None and resources.wire is not None and "latency" not in n.model_fields_set:
+        wire = resources.wire
+        return LatencyModel("lognormal", median_ms=wire.median_ms, sigma=wire.sigma)
+    return LatencyModel(**n.latency.model_dump())
+
+
 def build_network(
     scenario: Scenario, env: simpy.Environment, streams: RandomStreams, trace: bool
 ) -> Network:
@@ -204,7 +215,7 @@ def build_network(
     network = Network(
         env,
         NetworkSettings(
-            LatencyModel(**n.latency.model_dump()),
+            link_latency(scenario),
             n.request_loss,
             n.response_loss,
             n.loss_model,
@@ -270,14 +281,19 @@ class Run:
             observers = self.apps.observer_targets()
             app_targets = machines.freeze_on_gc(env, app_targets, observers)
             clients = [*app_targets, *observers]
-            network.loads, network.receive_loads, network.after_poll_loads = (
+            (
+                network.loads,
+                network.receive_loads,
+                network.after_poll_loads,
+                network.answer_loads,
+            ) = (
                 {
                     name: load
                     for name in clients
                     if (load := machines.client_load(name, work)) is not None
                 }
                 or None
-                for work in ("send", "receive", "after_poll")
+                for work in ("send", "receive", "after_poll", "answer")
             )
             network.record_loads = {
                 name: record

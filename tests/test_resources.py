@@ -934,18 +934,23 @@ def test_a_produce_requests_work_keeps_the_sender_busy_not_the_application():
     assert 100 < requests <= (max(acks) - invokes[0]) / 4.0 + 1
 
 
+def _producer_loads(service: dict, work: str):
+    """A producer alone on one core with ``service``: its host, its send load and its
+    ``work`` load."""
+    r = Resources(hosts=[{"name": "m", "cores": 1, "processes": ["*"]}], service=service)
+    machines = Machines(r, ["broker-0", "producer-0"], RandomStreams(1).stream)
+    send = machines.client_load("producer-0")
+    other = machines.client_load("producer-0", work)  # type: ignore[arg-type]
+    assert send is not None and other is not None
+    return machines.jvms["producer-0"].host, send, other
+
+
 def test_only_produce_requests_and_fetch_answers_cost_a_client():
     from eosim.simulation.protocol import FetchResponse, MetadataRequest, ProduceRequest
 
-    r = Resources(
-        hosts=[{"name": "m", "cores": 1, "processes": ["*"]}],
-        service={"client_send": {"fixed_ms": 0.5}, "client_receive": {"fixed_ms": 0.3}},
+    host, send, receive = _producer_loads(
+        {"client_send": {"fixed_ms": 0.5}, "client_receive": {"fixed_ms": 0.3}}, "receive"
     )
-    machines = Machines(r, ["broker-0", "producer-0"], RandomStreams(1).stream)
-    host = machines.jvms["producer-0"].host
-    send = machines.client_load("producer-0")
-    receive = machines.client_load("producer-0", "receive")
-    assert send is not None and receive is not None
     assert send(1.0, MetadataRequest(1)) == 0.0 and receive(1.0, object()) == 0.0
     assert host.busy_ms == 0.0
     assert send(2.0, ProduceRequest(1, -1, [])) == pytest.approx(0.5)
@@ -1007,3 +1012,157 @@ def test_a_hosts_background_sources_share_one_burst_length():
     host.add_background(env, source("b", 0.5))
     with pytest.raises(ValueError, match="host m: its background sources share one burst"):
         host.add_background(env, source("c", 1.0))
+
+
+# -- the wire, a produce answer's reading, a held fetch's completion -----------------------
+def test_the_wire_replaces_the_link_latency_unless_the_scenario_sets_its_own():
+    """resources.wire is the wire alone (the processes' work is booked on their hosts); a
+    scenario that sets network.latency, in its file or by --set, keeps it."""
+    from eosim.simulation.runner import link_latency
+
+    wire = "{wire: {median_ms: 0.02, sigma: 0.5}}"
+    assert link_latency(scenario(wire)).median_ms == 0.02
+    assert link_latency(scenario(wire)).sigma == 0.5
+    assert link_latency(scenario("{}")).median_ms == 0.25  # no wire: the scenario's default
+    assert link_latency(scenario()).median_ms == 0.25
+    own = link_latency(scenario(wire, ("network.latency.median_ms=0.1",)))
+    assert (own.median_ms, own.sigma) == (0.1, 0.9)
+    with pytest.raises(ScenarioError, match=r"cluster\.resources\.wire\.median_ms"):
+        scenario("{wire: {median_ms: -1}}")
+
+
+def test_a_produce_answers_part_is_refused_beyond_the_requests_whole():
+    with pytest.raises(ScenarioError, match=r"client_answer.*cannot exceed"):
+        scenario("{service: {client_send: {fixed_ms: 0.2}, client_answer: {fixed_ms: 0.3}}}")
+
+
+def test_a_produce_answers_part_of_the_senders_work_is_booked_when_it_comes():
+    from eosim.simulation.protocol import FetchResponse, ProduceRequest, ProduceResponse
+
+    host, send, answer = _producer_loads(
+        {"client_send": {"fixed_ms": 0.5}, "client_answer": {"fixed_ms": 0.2}}, "answer"
+    )
+    assert answer(1.0, FetchResponse(1, [])) == 0.0
+    assert answer(1.0, ProduceRequest(1, -1, [])) == 0.0
+    assert send(2.0, ProduceRequest(1, -1, [])) == pytest.approx(0.3)  # the request's part
+    assert answer(10.0, ProduceResponse(1, [])) == pytest.approx(0.2)  # the answer's
+    assert host.busy_ms == pytest.approx(0.5)
+
+
+def test_the_sender_reads_its_answers_after_their_work_so_acks_come_later():
+    """The same Sender CPU a request, booked whole with the request or its answer's part on
+    the answer: each acknowledgement waits for that part (it is read, then the batch is
+    completed), and the Sender does as much work either way."""
+    cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+    whole_run, _ = _run_workload(cores + ", service: {client_send: {fixed_ms: 1.0}}}")
+    split_run, _ = _run_workload(
+        cores + ", service: {client_send: {fixed_ms: 1.0}, client_answer: {fixed_ms: 1.0}}}"
+    )
+    assert _latency_p50(split_run) > _latency_p50(whole_run) + 0.7
+    assert whole_run.machines is not None and split_run.machines is not None
+    whole = whole_run.machines.jvms["producer-0"].worked_ms
+    split = split_run.machines.jvms["producer-0"].worked_ms
+    assert split == pytest.approx(whole, rel=0.25) and split > 100.0
+
+
+def test_an_answer_that_keeps_the_sender_busy_is_held_and_so_is_what_follows():
+    """The network with answer loads: an answer whose work keeps its producer's Sender busy
+    is handed over when that work ends; what arrives meanwhile waits behind it, in order,
+    and is charged as it is read."""
+    import simpy
+
+    from eosim.simulation.network import Message, Network, NetworkSettings
+
+    env = simpy.Environment()
+    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
+    got: list[tuple[float, str]] = []
+    network.register("p", lambda msg: got.append((env.now, msg.payload)), client=True)
+    charged: list[tuple[float, str]] = []
+
+    def busy(ms: float) -> None:
+        network.pause_node("p")
+        env.timeout(ms).callbacks.append(lambda _e: network.resume_node("p"))
+
+    def load(now: float, payload: object) -> float:
+        charged.append((now, payload))
+        return 2.0 if payload == "answer" else 0.0
+
+    network.sender_busy["p"] = busy
+    network.answer_loads = {"p": load}
+    for at, name in ((0.0, "answer"), (1.0, "reset")):
+        msg = Message("broker-0", "p", name, None, at, msg_id=10 + int(at))
+        env.timeout(at).callbacks.append(lambda _e, m=msg: network._deliver(m))
+    env.run(until=20.0)
+    assert got == [(2.0, "answer"), (2.0, "reset")]
+    assert charged == [(0.0, "answer"), (2.0, "reset")]
+
+
+def test_a_held_fetchs_completion_takes_a_handler_thread_and_a_core():
+    _env, threads = _threads(cores=1, io=1, fetch_complete=0.5)
+    assert threads.book_completion(1.0) == pytest.approx(1.5)
+    assert threads.book_completion(1.0) == pytest.approx(2.0)  # the one handler thread
+    _env, free = _threads(cores=1, io=1)
+    assert free.book_completion(3.0) == 3.0  # costs nothing: at once, nothing booked
+    assert free.jvm.host.busy_ms == 0.0
+
+
+def _purgatory(complete_work):
+    import simpy
+
+    from eosim.simulation.broker.delayed_fetch import DelayedFetchPurgatory
+    from eosim.simulation.broker.delayed_operation import ExpiredOperationReaper
+    from eosim.simulation.network import Message, Network, NetworkSettings
+    from eosim.simulation.protocol import ReplicaFetchRequest
+
+    env = simpy.Environment()
+    network = Network(env, NetworkSettings(), RandomStreams(1).stream("n"))
+    answered: list[float] = []
+    purgatory = DelayedFetchPurgatory(
+        env,
+        "broker-0",
+        network,
+        500.0,
+        lambda *_a: None,
+        lambda: True,
+        ExpiredOperationReaper(),
+        lambda _msg, _response: answered.append(env.now),
+        complete_work,
+    )
+    request = ReplicaFetchRequest(1, "broker-1", ())
+    return env, purgatory, Message("broker-1", "broker-0", request, None, 0.0), answered, request
+
+
+def test_a_parked_fetch_is_answered_once_its_completion_is_done_unless_the_broker_crashed():
+    for crash, expected in ((False, [1.5]), (True, [])):
+        env, purgatory, msg, answered, request = _purgatory(lambda now: now + 0.5)
+        purgatory.park(msg, request)
+        env.timeout(1.0).callbacks.append(lambda _e, p=purgatory: p._answer_parked(p.parked[0]))
+        if crash:
+            env.timeout(1.2).callbacks.append(lambda _e, p=purgatory: p.shutdown())
+        env.run(until=100.0)
+        assert answered == expected
+    env, purgatory, msg, answered, request = _purgatory(None)
+    purgatory.park(msg, request)
+    env.timeout(1.0).callbacks.append(lambda _e: purgatory._answer_parked(purgatory.parked[0]))
+    env.run(until=100.0)
+    assert answered == [1.0]  # without the resource model: at once
+
+
+def test_a_leaders_completion_work_delays_replication_and_the_readers_records():
+    """fetch_complete: each held fetch an append or a high watermark completes (followers'
+    parked fetches, the reader's held reads) is answered after a handler thread's work, so
+    acks=all acknowledgements (which wait for the followers) and reads come later."""
+    from eosim.analysis.timings import read_after_ack_latencies
+
+    cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+    free_run, free = _run_workload(cores + "}")
+    slow_run, slow = _run_workload(cores + ", service: {fetch_complete: {fixed_ms: 2.0}}}")
+
+    def p50(h) -> float:
+        lat = sorted(read_after_ack_latencies(h))
+        return lat[len(lat) // 2]
+
+    assert _latency_p50(slow_run) > _latency_p50(free_run) + 1.5
+    assert p50(slow) > p50(free) + 1.5
+    assert slow_run.machines is not None
+    assert slow_run.machines.jvms["broker-0"].worked_ms > 100.0

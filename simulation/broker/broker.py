@@ -184,6 +184,7 @@ class Broker:
             hostable=hostable,
             state_log=state_log,
             on_internal_role=self._internal_role_changed,
+            complete_work=threads.book_completion if threads is not None else None,
         )
         self.controller = controller
         self._crash_reset_rng = crash_reset_rng

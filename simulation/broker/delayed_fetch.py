@@ -50,7 +50,8 @@ class _HeldRead:
 
     partitions: tuple[TopicPartition, ...]
     completable: Callable[[], bool]
-    answer: Callable[[], None]
+    read: Callable[[], object]
+    reply: Callable[[object], None]
     done: bool = False
 
 
@@ -79,12 +80,16 @@ class DelayedFetchPurgatory:
         is_running: Callable[[], bool],
         reaper: ExpiredOperationReaper,
         respond: Callable[[Message, object], None] | None = None,
+        complete_work: Callable[[float], float] | None = None,
     ) -> None:
         """``read_for_follower``: the leader's read of a partition for a follower
         (``ReplicaManager._read_for_follower``); ``is_running``: whether the broker is up and
         not paused; ``reaper``: where expiries wait while it is paused; ``respond``: how a
         parked follower fetch is answered (the broker sends it and unmutes the connection;
-        None: sent on the request's connection)."""
+        None: sent on the request's connection); ``complete_work``: the resource model's
+        booking of a completion's work from a moment (a handler thread reading the log for
+        it, ``BrokerThreads.book_completion``), giving when its answer leaves (None: at
+        once)."""
         self.env = env
         self.broker = broker
         self.network = network
@@ -93,6 +98,7 @@ class DelayedFetchPurgatory:
         self.is_running = is_running
         self.reaper = reaper
         self.respond = respond
+        self.complete_work = complete_work
         # Both lists are replaced, not changed in place, when an entry is answered: read them
         # through this object.
         self.parked: list[_ParkedFetch] = []
@@ -106,14 +112,16 @@ class DelayedFetchPurgatory:
         self,
         partitions: tuple[TopicPartition, ...],
         completable: Callable[[], bool],
-        answer: Callable[[], None],
+        read: Callable[[], object],
+        reply: Callable[[object], None],
         max_wait_ms: float,
     ) -> None:
         """Hold a consumer fetch of ``partitions`` until ``completable()`` (checked whenever
         one of them is appended to, its high watermark may have moved, or it stops being
         led here: DelayedFetch's purgatory keys) or ``max_wait_ms`` has passed; then
-        ``answer()`` (which reads the log as it is then)."""
-        held = _HeldRead(partitions, completable, answer)
+        ``read()`` the log as it is then and ``reply`` with it once the completion's work is
+        done (:meth:`_send_after_work`)."""
+        held = _HeldRead(partitions, completable, read, reply)
         self.held_reads.append(held)
         generation = self.generation
 
@@ -136,7 +144,37 @@ class DelayedFetchPurgatory:
     def _finish_read(self, held: _HeldRead) -> None:
         held.done = True
         self.held_reads = [h for h in self.held_reads if not h.done]
-        held.answer()
+        response = held.read()
+        self._send_after_work(lambda: held.reply(response))
+
+    def _send_after_work(self, send: Callable[[], None]) -> None:
+        """``send`` a completed fetch's answer, read now, once the completion's work
+        (``complete_work``) ends: DelayedFetch.onComplete reads the log, then hands the answer
+        to the network thread; a crash meanwhile drops it, a pause holds it."""
+        complete_work = self.complete_work
+        if complete_work is None:
+            send()
+            return
+        now = self.env.now
+        end = complete_work(now)
+        if end <= now:
+            send()
+            return
+        generation = self.generation
+
+        def sent(_ev: simpy.Event) -> None:
+            if generation != self.generation:
+                return
+            if not self.is_running():
+                self.reaper.defer(lambda: self._send_if_alive(generation, send))
+                return
+            send()
+
+        self.env.timeout(end - now).callbacks.append(sent)
+
+    def _send_if_alive(self, generation: int, send: Callable[[], None]) -> None:
+        if generation == self.generation:
+            send()
 
     # -- follower fetches parked for data --------------------------------------------
     def park(self, msg: Message, request: ReplicaFetchRequest) -> None:
@@ -204,10 +242,15 @@ class DelayedFetchPurgatory:
             for tp, fp in parked.request.partitions
         ]
         response = ReplicaFetchResponse(parked.request.correlation_id, answers)
+        msg = parked.msg
         if self.respond is not None:
-            self.respond(parked.msg, response)
+            respond = self.respond
+            self._send_after_work(lambda: respond(msg, response))
         else:
-            self.network.send(self.broker, parked.msg.src, response, parked.msg.conn, internal=True)
+            network, broker = self.network, self.broker
+            self._send_after_work(
+                lambda: network.send(broker, msg.src, response, msg.conn, internal=True)
+            )
 
     def shutdown(self) -> None:
         """The broker crashed: every held fetch is gone, unanswered, and its timer does

@@ -49,7 +49,8 @@ class FetchRequestHandler:
         self.replica_manager.hold_read(
             tuple(tp for tp, _offset in request.partitions),
             lambda: self._fetch_completable(request),
-            lambda: reply(self._read_fetch(request)),
+            lambda: self._read_fetch(request),
+            reply,
             request.max_wait_ms,
         )
         return None

@@ -126,13 +126,16 @@ class ReplicaManager:
         hostable: Callable[[TopicPartition], bool] | None = None,
         state_log: StateChangeLog = DISABLED,
         on_internal_role: Callable[[TopicPartition, int | None, bool], None] | None = None,
+        complete_work: Callable[[float], float] | None = None,
     ) -> None:
         """``respond``: how a held follower fetch is answered (the broker sends it and unmutes
         the connection); ``isr_rng``: draws the phase of the ISR expiration task; ``hostable``:
         whether a partition is hosted when the metadata names this broker a replica (the
         cluster's: every data partition, an internal one once it is active; None: every
         partition); ``state_log``: where replica state changes are recorded;
-        ``on_internal_role``: told of the internal partitions' roles (below)."""
+        ``on_internal_role``: told of the internal partitions' roles (below);
+        ``complete_work``: the resource model's work completing a held fetch
+        (:class:`DelayedFetchPurgatory`)."""
         self.env = env
         self.broker = broker
         self.network = network
@@ -180,6 +183,7 @@ class ReplicaManager:
             is_running,
             self.reaper,
             respond,
+            complete_work,
         )
         self.replica_fetcher_manager = ReplicaFetcherManager(
             env,
@@ -462,12 +466,14 @@ class ReplicaManager:
         self,
         partitions: tuple[TopicPartition, ...],
         completable: Callable[[], bool],
-        answer: Callable[[], None],
+        read: Callable[[], object],
+        reply: Callable[[object], None],
         max_wait_ms: float,
     ) -> None:
-        """Hold a consumer fetch of ``partitions`` until ``completable()`` or ``max_wait_ms``
-        (ReplicaManager.fetchMessages parks a DelayedFetch: :class:`DelayedFetchPurgatory`)."""
-        self.delayed_fetch_purgatory.hold_read(partitions, completable, answer, max_wait_ms)
+        """Hold a consumer fetch of ``partitions`` until ``completable()`` or ``max_wait_ms``,
+        then ``reply`` with what ``read()`` finds (ReplicaManager.fetchMessages parks a
+        DelayedFetch: :class:`DelayedFetchPurgatory`)."""
+        self.delayed_fetch_purgatory.hold_read(partitions, completable, read, reply, max_wait_ms)
 
     # -- leader: follower fetches -----------------------------------------------------------
     def handle_replica_fetch(

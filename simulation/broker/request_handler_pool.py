@@ -97,6 +97,10 @@ class ServiceTimes:
     client_send: Cost = field(default_factory=Cost)
     client_receive: Cost = field(default_factory=Cost)
     client_after_poll: Cost = field(default_factory=Cost)
+    # The part of client_send's fixed cost spent on a produce answer when it arrives.
+    client_answer: Cost = field(default_factory=Cost)
+    # A leader completing a held fetch (reading the log for it) on a handler thread.
+    fetch_complete: Cost = field(default_factory=Cost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +257,22 @@ class BrokerThreads:
         heapq.heapreplace(io, end)
         jvm.allocate(now, net.alloc_mb + cost.mb(records))
         return start, end
+
+    def book_completion(self, now: float) -> float:
+        """A held fetch completed from ``now`` (``DelayedFetch.onComplete``: the log read for
+        it) on the next free handler thread, after the work that let it: when its answer can
+        leave, before pauses; ``now`` when :attr:`ServiceTimes.fetch_complete` costs nothing.
+        The thread goes on from that work (ReplicaManager.tryCompleteActions runs as the
+        request that appended ends), so it pays no scheduler's wake-up."""
+        cost = self.service.fetch_complete
+        if cost.fixed_ms <= 0.0:
+            return now
+        io = self._io
+        start = io[0] if io[0] > now else now
+        end = self.jvm.book(start, cost.fixed_ms, woken=False)
+        heapq.heapreplace(io, end)
+        self.jvm.allocate(now, cost.alloc_mb)
+        return end
 
     def book_fetcher(self, source: str, msg: Message, now: float) -> tuple[float, float]:
         """A replica fetcher thread of ``source``'s processes the answer ``msg`` from ``now``:
