@@ -221,6 +221,18 @@ BIASES: tuple[Bias, ...] = (
             and s.network.in_flight_after_close == "deliver"
         ),
     ),
+    Bias(
+        "Under cluster.resources without resources.wire every link takes network.latency, "
+        "fitted without the resource model: it counts the processes' work on a message twice, "
+        "so replication and reads run about half a millisecond late at the median and their "
+        "tails are partly the latency's (docs/model.md, departure 8; the preset "
+        "epyc-2026-12-02-traced sets the wire).",
+        lambda s: (
+            s.cluster.resources is not None
+            and s.cluster.resources.wire is None
+            and "latency" not in s.network.model_fields_set
+        ),
+    ),
 )
 
 

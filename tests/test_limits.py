@@ -108,3 +108,17 @@ def test_the_resource_model_brings_its_own_limits_in_place_of_the_unbounded_ones
     lines = [line for _f, line in departures(load_scenario(case, ["cluster.resources={}"]))]
     assert any("woken thread's wait" in line for line in lines)
     assert not any("one at a time per broker" in line for line in lines)
+
+
+def test_the_link_latency_bias_bears_on_the_resource_model_without_a_wire():
+    """Under the resource model network.latency's default counts the processes' work twice;
+    the wire (resources.wire) or a latency the scenario sets itself lifts it."""
+    case = "scenarios/calibration/steady-timing.yaml"
+    text = BIASES[5].text
+    assert "departure 8" in text
+    assert text not in bearing(load_scenario(case))  # unbounded: the latency is fitted for it
+    assert text in bearing(load_scenario(case, ["cluster.resources.preset=epyc-2026-12-02"]))
+    traced = ["cluster.resources.preset=epyc-2026-12-02-traced"]
+    assert text not in bearing(load_scenario(case, traced))
+    own = ["cluster.resources.preset=epyc-2026-12-02", "network.latency.median_ms=0.02"]
+    assert text not in bearing(load_scenario(case, own))
