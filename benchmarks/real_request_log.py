@@ -41,6 +41,8 @@ LINE = re.compile(
 START = re.compile(
     r"^\[([^\]]*)\] INFO \[BrokerServer id=\d+\] Transition from SHUTDOWN to STARTING"
 )
+# A trace's line ends with the monotonic clock (real/cluster.py, _TRACE_PATTERN).
+MONOTONIC = re.compile(r" @(\d+)$")
 STAMP = "%Y-%m-%d %H:%M:%S,%f"
 TIMES = (
     "totalTimeMs",
@@ -60,10 +62,12 @@ def completed(folder: Path) -> list[dict]:
     """Every request the brokers under ``folder`` logged as completed, each with ``_starts``
     (its broker's process starts so far, 1 for the first process), ``_age_s`` (seconds
     from that process's start to the request's completion) and ``_done_ns`` (its completion
-    on the monotonic clock; None in a trace made before 2026-12-02)."""
+    on the monotonic clock; None in a trace made before 2026-12-02). The age is taken on the
+    monotonic clock when both lines carry it (a trace's do), else on the log's wall-clock
+    stamps, which a step of the wall clock shifts."""
     out = []
     for path in sorted(folder.glob("**/broker-*/server.log")):
-        starts, started = 0, 0.0
+        starts, started, started_ns = 0, 0.0, None
         with path.open(errors="replace") as lines:
             for line in lines:
                 if "Completed request:" in line:
@@ -71,14 +75,20 @@ def completed(folder: Path) -> list[dict]:
                     if match:
                         request = json.loads(match.group(2))
                         request["_starts"] = starts
-                        request["_age_s"] = _seconds(match.group(1)) - started
                         mono = match.group(3)
-                        request["_done_ns"] = None if mono is None else int(mono)
+                        done_ns = None if mono is None else int(mono)
+                        request["_done_ns"] = done_ns
+                        if done_ns is not None and started_ns is not None:
+                            request["_age_s"] = (done_ns - started_ns) / 1e9
+                        else:
+                            request["_age_s"] = _seconds(match.group(1)) - started
                         out.append(request)
                 elif "Transition from SHUTDOWN to STARTING" in line:
                     start = START.match(line)
                     if start:
                         starts, started = starts + 1, _seconds(start.group(1))
+                        mono_start = MONOTONIC.search(line.rstrip("\n"))
+                        started_ns = None if mono_start is None else int(mono_start.group(1))
     return out
 
 

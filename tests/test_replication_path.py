@@ -200,3 +200,35 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert rp.main(["kafka", str(tmp_path)]) == 2  # no request log, no run, no history
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("replication_path: ") for line in err)
+
+
+def test_a_restarted_brokers_age_is_on_the_monotonic_clock_when_the_trace_has_it(tmp_path):
+    """real_request_log.completed: a request's age since its broker's start, on the monotonic
+    clock in a trace (the wall clock of the machine of 2026-12-02 stepped 8 s in a run), on
+    the wall-clock stamps in an older log."""
+    spec = importlib.util.spec_from_file_location(
+        "real_request_log", ROOT / "benchmarks" / "real_request_log.py"
+    )
+    assert spec is not None and spec.loader is not None
+    rrl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rrl)
+
+    def start(stamp: str, nanos: int | None) -> str:
+        tail = "" if nanos is None else f" @{nanos}"
+        return (
+            f"[{stamp}] INFO [BrokerServer id=1] Transition from SHUTDOWN to STARTING "
+            f"(kafka.server.BrokerServer){tail}\n"
+        )
+
+    broker = tmp_path / "broker-1"
+    broker.mkdir()
+    # The wall clock says 10 s between the start and the request, the monotonic clock 2 s.
+    request = _line(7_000_000_000, "PRODUCE", "p", {}, {})
+    (broker / "server.log").write_text(start("2026-12-02 05:01:02,728123", 5_000_000_000) + request)
+    [traced] = rrl.completed(tmp_path)
+    assert traced["_age_s"] == pytest.approx(2.0) and traced["_starts"] == 1
+    (broker / "server.log").write_text(
+        start("2026-12-02 05:01:02,728123", None) + request.replace(" @7000000000\n", "\n")
+    )
+    [old] = rrl.completed(tmp_path)
+    assert old["_age_s"] == pytest.approx(10.0) and old["_done_ns"] is None
