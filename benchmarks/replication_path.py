@@ -15,9 +15,11 @@ read gets six moments, on each side from the same kind of evidence:
 - ``ack``: the producer has it acknowledged (the history's ``send`` completion);
 - ``replica``: the answer to a follower's fetch carrying it leaves the leader (as ``answer``;
   the follower whose next fetch came last);
-- ``hw``: the second follower's fetch past it reaches the leader (the model: the
-  ReplicaFetchRequest's delivery; Kafka: the follower FETCH's completion less its total time),
-  from which the leader's high watermark passes it;
+- ``hw``: the second follower's fetch past it reaches the leader, read by its network thread
+  (the model: the end of the ReplicaFetchRequest's network read, ``BrokerThreads.read_ends``,
+  its delivery without the resource model; Kafka: the follower FETCH's completion less its
+  total time, which Kafka counts from the end of that read), from which the leader's high
+  watermark passes it;
 - ``fetch``: the consumer's fetch answer carrying it leaves the leader (as ``answer``);
 - ``read``: the reader's ``poll`` returns it (the history).
 
@@ -168,21 +170,45 @@ def join(history: dict[str, dict[str, object]], leaders: Leaders, shift: float) 
     return out
 
 
+def _traced_run(scenario, seed: int):  # type: ignore[no-untyped-def]
+    """:func:`eosim.simulation.runner.run_scenario`'s phases with the message trace, and each
+    broker's requests' network read ends recorded (``BrokerThreads.read_ends``): the run's
+    result and those ends by message id."""
+    from eosim.simulation.runner import Run
+
+    run = Run(scenario, seed, True)
+    read_ends: dict[int, float] = {}
+    for broker in run.cluster.brokers.values():
+        if broker.threads is not None:
+            broker.threads.read_ends = read_ends
+    run.run_workload()
+    run.heal()
+    run.settle()
+    run.recover()
+    run.converge()
+    run.abandon_open_operations()
+    run.drain()
+    return run.collect(0.0), read_ends
+
+
 def model(seeds: list[int], preset: str, overrides: list[str]) -> list[dict]:
-    from eosim.simulation import load_scenario, run_scenario
+    from eosim.simulation import load_scenario
 
     sets = [*ACKS1, f"cluster.resources.preset={preset}", *overrides]
     scenario = load_scenario(CASE5, sets)
     out = []
     for seed in seeds:
-        result = run_scenario(scenario, seed, trace=True)
+        result, read_ends = _traced_run(scenario, seed)
         leaders = Leaders()
         produced: dict[tuple[str, str, int], list[Key]] = {}
         fetching: dict[tuple[str, str, int], tuple[float, tuple]] = {}
         for e in result.trace or []:
             kind = type(e.payload).__name__
             if e.event == "deliver" and kind in ("ReplicaFetchRequest", "FetchRequest"):
-                fetching[(e.dst, e.src, e.payload.correlation_id)] = (e.time, e.payload)
+                # Its arrival as Kafka stamps it: once the leader's network thread has read
+                # it (its delivery without the resource model).
+                arrived = read_ends.get(e.msg_id, e.time)
+                fetching[(e.dst, e.src, e.payload.correlation_id)] = (arrived, e.payload)
             elif e.event == "send" and kind in ("ReplicaFetchResponse", "FetchResponse"):
                 arrived, request = fetching.pop((e.src, e.dst, e.payload.correlation_id))
                 into = leaders.replica if kind == "ReplicaFetchResponse" else leaders.consumer

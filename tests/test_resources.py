@@ -1166,3 +1166,21 @@ def test_a_leaders_completion_work_delays_replication_and_the_readers_records():
     assert p50(slow) > p50(free) + 1.5
     assert slow_run.machines is not None
     assert slow_run.machines.jvms["broker-0"].worked_ms > 100.0
+
+
+def test_a_requests_read_end_is_recorded_for_a_trace_when_asked():
+    """BrokerThreads.read_ends (benchmarks/replication_path.py): when each request's network
+    read ended, as Kafka stamps its arrival; nothing is recorded unless asked."""
+    from eosim.simulation.network import Message
+    from eosim.simulation.protocol import MetadataRequest
+
+    _env, threads = _threads(cores=2, io=1, other=1.0, network=0.5)
+    assert threads.read_ends is None
+    threads.book_request(_msg(MetadataRequest(0)), 0.0)
+    threads.read_ends = {}
+    for i in (1, 2):  # each waits for the one handler thread: read apart
+        msg = Message("client", "broker-0", MetadataRequest(i), None, 0.0, i, False)
+        threads.book_request(msg, 0.0)
+    # 1 is read after 0 (0.5-1.0); 2 after 1 once a core frees (the first is 0's until 1.5,
+    # the second 1's handling's from then).
+    assert threads.read_ends == {1: 1.0, 2: 2.0}

@@ -174,6 +174,10 @@ class BrokerThreads:
         self._own_free: dict[tuple[str, str], float] = {}
         self._processor_of: dict[int, int] = {}
         self._next_processor = itertools.count()
+        # For a trace (benchmarks/replication_path.py): when each request's read by its
+        # network thread ends, by message id, as Kafka stamps a request's arrival
+        # (RequestChannel.Request.startTimeNanos); None: not recorded.
+        self.read_ends: dict[int, float] | None = None
 
     def start_work(self, publish: bool, alive: Callable[[], bool]) -> simpy.Event | None:
         """The CPU of a new process's start on its host (:class:`~eosim.simulation.broker.
@@ -252,6 +256,8 @@ class BrokerThreads:
             late = host.late_ms
             end = jvm.book(start, handle_ms)
             queued = start - read + host.late_ms - late
+        if self.read_ends is not None:
+            self.read_ends[msg.msg_id] = self._network[p]
         jvm.requests += 1
         jvm.queued_ms += queued
         heapq.heapreplace(io, end)
