@@ -174,21 +174,17 @@ def _traced_run(scenario, seed: int):  # type: ignore[no-untyped-def]
     """:func:`eosim.simulation.runner.run_scenario`'s phases with the message trace, and each
     broker's requests' network read ends recorded (``BrokerThreads.read_ends``): the run's
     result and those ends by message id."""
-    from eosim.simulation.runner import Run
+    import time
 
+    from eosim.simulation.runner import Run, finish
+
+    started = time.perf_counter()
     run = Run(scenario, seed, True)
     read_ends: dict[int, float] = {}
     for broker in run.cluster.brokers.values():
         if broker.threads is not None:
             broker.threads.read_ends = read_ends
-    run.run_workload()
-    run.heal()
-    run.settle()
-    run.recover()
-    run.converge()
-    run.abandon_open_operations()
-    run.drain()
-    return run.collect(0.0), read_ends
+    return finish(run, started), read_ends
 
 
 def model(seeds: list[int], preset: str, overrides: list[str]) -> list[dict]:

@@ -176,7 +176,13 @@ def run_scenario(
 def _run(scenario: Scenario, seed: int, trace: bool, progress: Progress | None) -> RunResult:
     """The phases of :func:`run_scenario`; the model is garbage once this returns."""
     started = time.perf_counter()
-    run = Run(scenario, seed, trace, progress)  # build
+    return finish(Run(scenario, seed, trace, progress), started)  # build, then the rest
+
+
+def finish(run: Run, started: float) -> RunResult:
+    """Every phase of :func:`run_scenario` after the build, in order, on ``run`` (built at
+    ``started``, ``time.perf_counter()``): for a caller that looks into the built run first
+    (benchmarks/replication_path.py records its brokers' reads)."""
     run.run_workload()
     run.heal()
     run.settle()

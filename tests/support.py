@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import simpy
 
 from eosim.simulation.config import parse_producer_config
@@ -52,3 +56,14 @@ def bare_sender(brokers: tuple[str, ...] = ("b0",), **config: object) -> Sender:
         RandomStreams(1).stream("s"),
         lambda: None,
     )
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` loaded as a module (the benchmarks are scripts, not a
+    package)."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -403,14 +403,9 @@ def test_no_broker_fault_no_failover_time():
 
 
 def _keep_side():
-    import importlib.util
+    from support import benchmark_module
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "keep_side.py"
-    spec = importlib.util.spec_from_file_location("keep_side", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("keep_side")
 
 
 def test_a_kept_side_compares_as_the_sweep_it_was_kept_from(tmp_path):

@@ -3,25 +3,12 @@ same on the model's trace and on a real request log."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from support import benchmark_module
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module():
-    path = ROOT / "benchmarks" / "replication_path.py"
-    spec = importlib.util.spec_from_file_location("replication_path", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rp = _module()
+rp = benchmark_module("replication_path")
 KEY = ("events", 0)
 
 
@@ -206,12 +193,7 @@ def test_a_restarted_brokers_age_is_on_the_monotonic_clock_when_the_trace_has_it
     """real_request_log.completed: a request's age since its broker's start, on the monotonic
     clock in a trace (the wall clock of the machine of 2026-12-02 stepped 8 s in a run), on
     the wall-clock stamps in an older log."""
-    spec = importlib.util.spec_from_file_location(
-        "real_request_log", ROOT / "benchmarks" / "real_request_log.py"
-    )
-    assert spec is not None and spec.loader is not None
-    rrl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rrl)
+    rrl = benchmark_module("real_request_log")
 
     def start(stamp: str, nanos: int | None) -> str:
         tail = "" if nanos is None else f" @{nanos}"

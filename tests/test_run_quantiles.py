@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import benchmark_module
 
 from eosim.analysis.stats import sketch
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module():
-    path = ROOT / "benchmarks" / "run_quantiles.py"
-    spec = importlib.util.spec_from_file_location("run_quantiles", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rq = _module()
+rq = benchmark_module("run_quantiles")
 
 
 def _sweep(tmp_path: Path) -> Path:
