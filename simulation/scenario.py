@@ -299,7 +299,9 @@ class Latency(_Model):
     two processes spend on it. The default (lognormal, median 0.25 ms, sigma 0.9) is fitted to
     Kafka 4.1.1 on one machine, loopback between JVMs (docs/calibration.md, case 5: produce
     latency p50 and p99 with acks=1 and acks=all); a network between machines adds its own
-    one-way time (about 0.1 ms within a zone, 0.5-1 ms across zones)."""
+    one-way time (about 0.1 ms within a zone, 0.5-1 ms across zones). Under the resource
+    model, which books the processes' part on their hosts, ``cluster.resources.wire`` takes
+    its place unless the scenario sets ``network.latency`` itself."""
 
     distribution: Literal["constant", "uniform", "exponential", "lognormal"] = "lognormal"
     value_ms: float = Field(default=1.0, ge=0.0)
