@@ -542,6 +542,12 @@ class Network:
             delay = sum(self.settings.latency.sample(self.internal_rng) for _ in range(hops))
             conn.reset_back_at = self.env.now + delay
 
+    def forget_node(self, node: str) -> None:
+        """The node's process died: what waited for it in its socket is gone with it, and
+        the node is no longer paused (a process a restart builds on it reads from then)."""
+        for msg in self._paused.pop(node, []):
+            self._read_held.discard(msg.msg_id)
+
     def pause_node(self, node: str) -> None:
         """The node's process is frozen (a GC pause): what arrives waits in its socket."""
         self._paused.setdefault(node, [])

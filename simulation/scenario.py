@@ -49,7 +49,7 @@ from eosim.simulation.config import (
 from eosim.simulation.consumer.consumer_coordinator import GroupRebalanceConfig
 from eosim.simulation.faults import KIND_NAMES, shape_error, target_error
 from eosim.simulation.protocol import CONTROLLER, TopicPartition
-from eosim.simulation.resources import Resources
+from eosim.simulation.resources import CostSpec, Resources
 from eosim.simulation.rules import DEFAULT_VERSION, VERSIONS, ProtocolRules
 
 
@@ -942,8 +942,16 @@ class Scenario(_Model):
             del data["max_records"]
         if data["cluster"]["broker_startup"] == 2_000.0:
             del data["cluster"]["broker_startup"]
-        if data["cluster"]["resources"] is None:
+        resources = data["cluster"]["resources"]
+        if resources is None:
             del data["cluster"]["resources"]
+        else:
+            if resources["wire"] is None:
+                del resources["wire"]
+            zero = CostSpec().model_dump(mode="json")
+            for key in ("client_answer", "fetch_complete"):
+                if resources["service"][key] == zero:
+                    del resources["service"][key]
         if data["cluster"]["crash_reset"] == 0.0:
             del data["cluster"]["crash_reset"]
         defaults = ProcessorInput(topic="-").model_dump(mode="json")

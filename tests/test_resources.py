@@ -1184,3 +1184,62 @@ def test_a_requests_read_end_is_recorded_for_a_trace_when_asked():
     # 1 is read after 0 (0.5-1.0); 2 after 1 once a core frees (the first is 0's until 1.5,
     # the second 1's handling's from then).
     assert threads.read_ends == {1: 1.0, 2: 2.0}
+
+
+def test_the_sender_sends_nothing_while_an_answer_it_read_on_waking_holds_it():
+    """An answer that waited for the Sender's send work is read when that work ends, and its
+    own work (client_answer) holds the Sender again: it sends no request until that ends too
+    (requests of the pass that began the hold go out in its first instant, to each node
+    ready). Before, the Sender was resumed after the answers were read, even when one held
+    it."""
+    from eosim.simulation.producer.kafka_producer import KafkaProducer
+    from eosim.simulation.protocol import ProduceRequest
+    from eosim.simulation.runner import Run
+
+    began: dict[str, tuple[float, KafkaProducer]] = {}
+    original = KafkaProducer._sender_stops
+
+    def stops(self: KafkaProducer) -> None:
+        began[self.node] = (self.env.now, self)
+        original(self)
+
+    KafkaProducer._sender_stops = stops  # type: ignore[method-assign]
+    try:
+        cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+        costs = "service: {client_send: {fixed_ms: 2.0}, client_answer: {fixed_ms: 1.0}}"
+        run = Run(scenario(cores + ", " + costs + "}"), 1, False)
+        late: list[float] = []
+        network_send = run.network.send
+
+        def send(src, dst, payload, *args, **kwargs):  # type: ignore[no-untyped-def]
+            now = run.env.now
+            if type(payload) is ProduceRequest and src in began:
+                since, producer = began[src]
+                if producer._busy.holding and since < now:
+                    late.append(now)
+            return network_send(src, dst, payload, *args, **kwargs)
+
+        run.network.send = send  # type: ignore[method-assign]
+        run.run_workload()
+    finally:
+        KafkaProducer._sender_stops = original  # type: ignore[method-assign]
+    assert len(began) == 1 and late == []
+
+
+def test_a_producer_crashed_while_its_sender_was_busy_is_answered_after_its_restart():
+    """A crash while the Sender was at work left the producer's node paused, so the process
+    a restart built on it never read an answer (an idempotent producer never got its id)."""
+    cores = "{hosts: [{name: m, cores: 8, processes: ['*']}]"
+    s = scenario(
+        cores + ", service: {client_send: {fixed_ms: 3.0}}}",
+        ("faults=[{kind: crash, nodes: [producer-0], at: 1s, duration: 300ms}]",),
+    )
+    from eosim.analysis.history import history_from_recorder
+    from eosim.simulation.runner import Run
+
+    run = Run(s, 1, False)
+    run.run_workload()
+    history = history_from_recorder(run.history)
+    after = [x.complete_time for x in history.sends if x.invoke_time > 1300.0]
+    # Answered within ms of the restart at 1,300 ms (before: once the run gave up, 120 s on).
+    assert len(after) > 1000 and min(t for t in after if t is not None) < 1400.0

@@ -303,7 +303,8 @@ class KafkaProducer:
         if self._busy.holding:
             return
         self.network.resume_node(self.node)
-        self.sender.resume()
+        if not self._busy.holding:  # reading what waited may have set it to work again
+            self.sender.resume()
 
     def sender_busy(self, ms: float) -> None:
         """The resource model: the Sender thread spends ``ms`` (waiting for a core, then
@@ -319,8 +320,15 @@ class KafkaProducer:
     def _sender_done(self) -> None:
         if not self._process_paused and self.sender.running:
             self.network.resume_node(self.node)
-            self.sender.resume()
+            if not self._busy.holding:  # an answer read just now (client_answer) holds it
+                self.sender.resume()
 
     def crash(self) -> None:
-        """The process dies: nothing completes, in-flight requests are on their own."""
+        """The process dies: nothing completes, in-flight requests are on their own. What
+        waited in its socket goes with it, and the node is not left paused for the process
+        a restart builds on it (a crash while the Sender was busy or the process frozen)."""
         self.sender.abandon()
+        self._process_paused = False
+        if self.network.sender_busy.get(self.node) == self.sender_busy:
+            del self.network.sender_busy[self.node]
+        self.network.forget_node(self.node)
