@@ -473,7 +473,12 @@ def _threads(cores: int = 1, io: int = 1, net: int = 1, queued: int = 500, **ser
 
 
 class _Conn:
-    pass
+    """A connection as the threads see it: its number in the run."""
+
+    _numbers = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.number = next(self._numbers)
 
 
 def _msg(payload: object, conn: object = None):

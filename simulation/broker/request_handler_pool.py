@@ -198,7 +198,9 @@ class BrokerThreads:
 
     def _processor(self, msg: Message) -> int:
         """The network thread of ``msg``'s connection (round robin as connections come)."""
-        key = id(msg.conn) if msg.conn is not None else -1
+        # The connection's number, unique in the run (an object's id may be reused once it
+        # is collected, which would make the choice depend on the process's allocations).
+        key = msg.conn.number if msg.conn is not None else -1
         index = self._processor_of.get(key)
         if index is None:
             index = self._processor_of[key] = next(self._next_processor) % len(self._network)
