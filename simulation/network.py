@@ -456,14 +456,19 @@ class Network:
             # A frozen process reads nothing, but its host's kernel still accepts connections.
             self._paused[msg.dst].append(msg)
             return
-        if (
-            self.receive_loads is not None
-            or self.after_poll_loads is not None
-            or self.answer_loads is not None
-        ):
+        if self._reads_cost():
             self._read(msg)
             return
         self._hand_over(msg)
+
+    def _reads_cost(self) -> bool:
+        """Whether reading a message costs its process anything (the resource model's client
+        loads); without them a message is handed over as it arrives."""
+        return (
+            self.receive_loads is not None
+            or self.after_poll_loads is not None
+            or self.answer_loads is not None
+        )
 
     def _read(self, msg: Message) -> None:
         """The resource model: what ``msg`` costs the process it reaches (its CPU, and the
@@ -558,11 +563,7 @@ class Network:
         held by its own cost is not charged again), and a cost that freezes the process
         again holds the rest."""
         held = self._paused.pop(node, [])
-        if (
-            self.receive_loads is None
-            and self.after_poll_loads is None
-            and self.answer_loads is None
-        ):
+        if not self._reads_cost():
             for msg in held:
                 self._hand_over(msg)
             return

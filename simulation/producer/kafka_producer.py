@@ -302,9 +302,7 @@ class KafkaProducer:
         self._process_paused = False
         if self._busy.holding:
             return
-        self.network.resume_node(self.node)
-        if not self._busy.holding:  # reading what waited may have set it to work again
-            self.sender.resume()
+        self._read_then_send()
 
     def sender_busy(self, ms: float) -> None:
         """The resource model: the Sender thread spends ``ms`` (waiting for a core, then
@@ -319,9 +317,14 @@ class KafkaProducer:
 
     def _sender_done(self) -> None:
         if not self._process_paused and self.sender.running:
-            self.network.resume_node(self.node)
-            if not self._busy.holding:  # an answer read just now (client_answer) holds it
-                self.sender.resume()
+            self._read_then_send()
+
+    def _read_then_send(self) -> None:
+        """The Sender reads what waited in its socket, then sends again, unless an answer it
+        read set it to work (``client_answer``): then it goes on when that work ends."""
+        self.network.resume_node(self.node)
+        if not self._busy.holding:
+            self.sender.resume()
 
     def crash(self) -> None:
         """The process dies: nothing completes, in-flight requests are on their own. What
