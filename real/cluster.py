@@ -48,6 +48,7 @@ from typing import Any, ClassVar, Protocol
 
 from eosim.real import RealError
 from eosim.real.clients import compiler_cpu_ms, wait_running, wait_stopped
+from eosim.real.install import gc_log_flag
 from eosim.simulation.config import BROKER_KEYS, TOPIC_KEYS
 from eosim.simulation.coordinator.directory import INTERNAL_PARTITIONS
 from eosim.simulation.metadata import ClusterMetadata as ModelMetadata
@@ -711,9 +712,9 @@ class RealCluster:
             f"-Xms{node.heap}",
             "-XX:+UseSerialGC",
             "-XX:CICompilerCount=2",
-            # Every collection, one line each, a file per process (eosim.analysis.measure reads
-            # them; a few lines a second cost nothing measurable).
-            f"-Xlog:gc,safepoint:file={node.dir / 'gc-%p.log'}:time,uptime,level,tags",
+            # Every collection and safepoint, a file per process (eosim.analysis.measure reads
+            # them).
+            gc_log_flag(node.dir / "gc-%p.log"),
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={node.dir}",

@@ -48,6 +48,15 @@ class InstallError(RealError):
     """Kafka cannot be installed here; ``str()`` is one line saying what is missing."""
 
 
+def gc_log_flag(path: Path | str) -> str:
+    """The JVM flag that logs every collection and safepoint to ``path``, one line each (a few
+    lines a second cost nothing measurable). Each line carries the wall clock, the JVM's
+    uptime and ``timenanos``: ``System.nanoTime()``, which on Linux is CLOCK_MONOTONIC, the
+    clock of the histories (History.java), so a pause can be placed on a run's time line to
+    the microsecond (benchmarks/tail_pauses.py)."""
+    return f"-Xlog:gc,safepoint:file={path}:time,uptime,timenanos,level,tags"
+
+
 @dataclass(frozen=True)
 class KafkaInstall:
     """A usable Kafka: every jar of the broker and the clients, and the compiled driver.
@@ -71,7 +80,7 @@ class KafkaInstall:
     def driver_command(self, spec: Path | str, gc_log: Path | str | None = None) -> list[str]:
         """The command that runs the driver on a spec file (with ``gc_log``, its JVM logs
         each garbage collection there)."""
-        log = [f"-Xlog:gc,safepoint:file={gc_log}:time,uptime,level,tags"] if gc_log else []
+        log = [gc_log_flag(gc_log)] if gc_log else []
         return [
             self.java,
             *CLIENT_JVM_FLAGS,
@@ -374,6 +383,7 @@ __all__ = [
     "default_cache_dir",
     "find_install",
     "find_java",
+    "gc_log_flag",
     "install",
     "requirements_missing",
 ]
