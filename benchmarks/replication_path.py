@@ -25,13 +25,14 @@ read gets six moments, on each side from the same kind of evidence:
 
 It prints, for the records past ``--from-ms`` (1,000: the run's first second left out as in
 case 5's warm rows), the median and the 90th percentile of each step and of ack to read, which
-is their sum less answer to ack. ``model`` runs case 5 with acks=1 (idempotence off, as the
-calibration's variant) and the ``--resources`` preset with the message trace; ``run`` runs it
-once on a local Kafka with the request log at DEBUG and microsecond stamps
-(``real_request_log.py run``) into ``TRACE_DIR``; ``kafka`` reads such a folder: its brokers'
-lines carry the monotonic clock (real/cluster.py, ``_TRACE_PATTERN``), which the history's
-times are put on with the run's ``epoch_monotonic_ns``. The logging is
-work of its own, so the real figures are indicative; the history is the same on both sides.
+is their sum less answer to ack; with ``--tail-ms MS``, for the records whose ack to read took
+``MS`` or more alone (the tail: which step holds it). ``model`` runs case 5 with acks=1
+(idempotence off, as the calibration's variant) and the ``--resources`` preset with the message
+trace; ``run`` runs it once on a local Kafka with the request log at DEBUG and microsecond
+stamps (``real_request_log.py run``) into ``TRACE_DIR``; ``kafka`` reads such a folder: its
+brokers' lines carry the monotonic clock (real/cluster.py, ``_TRACE_PATTERN``), which the
+history's times are put on with the run's ``epoch_monotonic_ns``. The logging is work of its
+own, so the real figures are indicative; the history is the same on both sides.
 Not a test.
 """
 
@@ -142,10 +143,12 @@ class Leaders:
         }
 
 
-def table(records: list[dict[str, float]], from_ms: float) -> list[str]:
-    """Median and p90 of each step over the records acknowledged past ``from_ms``."""
-    kept = [r for r in records if r["since_epoch"] >= from_ms]
-    out = [f"{len(kept)} records acknowledged past {from_ms:g} ms, read, and traced"]
+def table(records: list[dict[str, float]], from_ms: float, tail_ms: float = 0.0) -> list[str]:
+    """Median and p90 of each step over the records acknowledged past ``from_ms`` (with
+    ``tail_ms``, those alone whose ack to read took at least that long)."""
+    kept = [r for r in records if r["since_epoch"] >= from_ms and r["read"] - r["ack"] >= tail_ms]
+    tail = f" whose ack to read took {tail_ms:g} ms or more" if tail_ms else ""
+    out = [f"{len(kept)} records acknowledged past {from_ms:g} ms, read, and traced{tail}"]
     out.append(f"{'step':<22} {'p50 ms':>8} {'p90 ms':>8}")
     for name, a, b in STEPS:
         xs = sorted(r[b] - r[a] for r in kept)
@@ -302,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--set", dest="overrides", action="append", default=[])
     for p in (m, k):
         p.add_argument("--from-ms", type=float, default=1000.0)
+        p.add_argument("--tail-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -317,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:  # a bad --set or preset (ScenarioError); a bad folder
         print(f"replication_path: {exc}", file=sys.stderr)
         return 2
-    print("\n".join(table(records, args.from_ms)))
+    print("\n".join(table(records, args.from_ms, args.tail_ms)))
     return 0
 
 

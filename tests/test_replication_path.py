@@ -78,6 +78,9 @@ def test_the_history_gives_each_acknowledged_records_ack_and_first_read():
     assert float(text[-1].split()[-2]) == pytest.approx(3.0)
     # Past --from-ms on the history's clock, not the leaders'.
     assert rp.table(records, 5.0)[0].startswith("0 records")
+    # The tail alone: its ack to read (3 ms) is under 5 ms, at or over 3.
+    assert rp.table(records, 0.0, tail_ms=5.0)[0].startswith("0 records")
+    assert rp.table(records, 0.0, tail_ms=3.0)[0].startswith("1 records")
 
 
 def test_a_connection_that_began_past_a_record_is_not_its_follower():
