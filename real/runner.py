@@ -45,6 +45,7 @@ from eosim.real.nemesis import WallClockNemesis
 from eosim.real.referee import (
     BACK_TIMEOUT_S,
     CLOCK,
+    COMPILING,
     DELAYER_DIED,
     DRAIN_INCOMPLETE,
     DRIVER_DIED,
@@ -95,6 +96,17 @@ WARMUP_RATE = 2000.0
 WARMUP_SLICE_S = 20.0
 WARMUP_MAX_S = 600.0
 JIT_SETTLED_MS_PER_S = 15.0
+# ... and the run's own load must not make the brokers compile much more (referee rule
+# "compiling"): over the workload's fault-free start (the epoch to the first fault, judged
+# when at least JIT_WINDOW_MIN_S long) no broker's compiler threads may run above
+# JIT_WORKLOAD_MS_PER_S. Kafka 4.1.1, calibration case 5 with acks=1, two sweeps of 8 and 10
+# runs on one cluster each (python benchmarks/tail_pauses.py run, docs/calibration.md,
+# "Kafka's acks=1 tail and the JVMs' pauses"): the first two runs after the cluster start,
+# after a warm-up that had settled, compiled 68-120 ms/s a broker over their workload, the
+# runs after them 0-25; a shorter window is not judged (a warm broker blips to 30 ms/s over
+# 10 s, more over less).
+JIT_WORKLOAD_MS_PER_S = 50.0
+JIT_WINDOW_MIN_S = 5.0
 # Records a producing driver writes to the warm-up topic before its epoch (its own JIT), and
 # a reading driver reads from it (at most for 2 s; Warmup.reader): without it a reader's
 # first second is its JIT's (Kafka 4.1.1, calibration case 5: the acknowledged records a
@@ -316,7 +328,15 @@ class RealRun:
         )
         self.nemesis.start()
         limit = self.scenario.duration
-        while self.clock() < limit:
+        # The brokers' JIT over the workload's fault-free start (referee rule "compiling").
+        quiet_until = min((e.start for e in self.schedule), default=limit)
+        jit_from: tuple[float, JitReadings] | None = None
+        jit_to: tuple[float, JitReadings] | None = None
+        while (now := self.clock()) < limit:
+            if jit_from is None and now >= 0:
+                jit_from = (time.monotonic(), self._jit_readings())
+            if jit_from is not None and jit_to is None and now >= quiet_until:
+                jit_to = (time.monotonic(), self._jit_readings())
             if all(not self._alive_source(name) for name in self.plans if self.plans[name].source):
                 break
             self._report()
@@ -324,6 +344,14 @@ class RealRun:
         else:
             self.cut_by_duration = True
         self.end_ms = min(self.clock(), limit)
+        if jit_from is not None:
+            if jit_to is None:
+                jit_to = (time.monotonic(), self._jit_readings())
+            seconds = jit_to[0] - jit_from[0]
+            self.referee.extend(COMPILING, compiling(jit_from[1], jit_to[1], seconds))
+
+    def _jit_readings(self) -> JitReadings:
+        return {b: self.cluster.jit_cpu_ms(b) for b in self.cluster.broker_names}
 
     def _await_back(self, event: FaultEvent) -> Any:
         """For the end of a crash of brokers or the controller: a call that waits until they
@@ -634,6 +662,31 @@ def ensure_warmup_topic(cluster: RealCluster) -> None:
     cluster._warmup_topic = True  # type: ignore[attr-defined]
 
 
+# Each broker's (pid, ms its JIT compiler threads have run), None when not running.
+JitReadings = dict[str, tuple[int, float] | None]
+
+
+def compiling(before: JitReadings, after: JitReadings, seconds: float) -> list[str]:
+    """Why a run's load made its brokers compile (referee rule "compiling"), from two
+    readings ``seconds`` apart: each broker whose compiler threads ran above
+    :data:`JIT_WORKLOAD_MS_PER_S`. A window shorter than :data:`JIT_WINDOW_MIN_S` is not
+    judged, nor a broker not running at either reading or restarted between them."""
+    if seconds < JIT_WINDOW_MIN_S:
+        return []
+    out = []
+    for broker, first in before.items():
+        last = after.get(broker)
+        if first is None or last is None or first[0] != last[0]:
+            continue
+        rate = (last[1] - first[1]) / seconds
+        if rate > JIT_WORKLOAD_MS_PER_S:
+            out.append(
+                f"{broker}'s JIT compiled {rate:.0f} ms/s over the workload's first "
+                f"{seconds:.0f} s (bound {JIT_WORKLOAD_MS_PER_S:.0f} ms/s)"
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class Warmth:
     """How a warm-up load ended: its length (s), and each broker's JIT compiler threads' CPU
@@ -788,12 +841,16 @@ def run_real(
 
 
 __all__ = [
+    "JIT_WINDOW_MIN_S",
+    "JIT_WORKLOAD_MS_PER_S",
     "OWN_WARMUP_MS",
     "START_LEAD_MS",
     "WARMUP_TOPIC",
+    "JitReadings",
     "RealRun",
     "RealRunError",
     "Warmth",
+    "compiling",
     "delayed_nodes",
     "ensure_warmup_topic",
     "refusals",

@@ -1,7 +1,8 @@
 """The referee on a real cluster: in each test one of the rules of eosim.real.referee is made to
 fail during a real run (a pause whose threads do not stop, a broker that does not serve again, a
 drain that stops short, a driver that dies, a delayer killed during its fault, nftables rules
-that do not read back, a workload that starts late, a warm-up whose JIT does not settle), and
+that do not read back, a workload that starts late, a warm-up whose JIT does not settle, a
+workload whose start makes the brokers compile), and
 the run is then invalid, with its reason, and counted as such by a sweep; the same small run
 left alone is valid. The rules' logic on a fake cluster is in tests/test_referee.py and
 tests/test_warmth.py."""
@@ -143,6 +144,18 @@ def test_a_warm_up_whose_jit_does_not_settle_makes_the_run_invalid(kafka, monkey
     assert _rules(outcome) == [rules.NOT_WARM]
     assert "after 2 s of warm-up load broker-0's JIT compiled" in outcome.run.invalid[0]
     assert cluster.cold_nodes() == []  # the next run does not warm again
+
+
+@pytest.mark.kafka
+def test_a_workload_that_makes_the_brokers_compile_makes_the_run_invalid(kafka, monkeypatch):
+    monkeypatch.setattr(runner, "JIT_WORKLOAD_MS_PER_S", -1.0)  # any compiling is too much
+    monkeypatch.setattr(runner, "JIT_WINDOW_MIN_S", 0.5)  # the fault comes 1 s in
+    outcome = checked.run(scenario(), target=kafka)
+    assert _rules(outcome) == [rules.COMPILING]
+    assert "broker-0's JIT compiled" in outcome.run.invalid[0]
+    # Judged up to the first fault: a window shorter than the bound's is not judged.
+    monkeypatch.setattr(runner, "JIT_WINDOW_MIN_S", 1.5)
+    assert checked.run(scenario(), target=kafka).run.invalid == []
 
 
 @pytest.mark.kafka

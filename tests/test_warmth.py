@@ -141,3 +141,29 @@ def test_the_last_slice_is_a_whole_one_even_past_the_bound(fake, monkeypatch):
     warmth = _warm_up(cluster)
     assert cluster.slices == [30.0, 10.0, 10.0, 10.0]
     assert (warmth.settled, warmth.seconds, warmth.last_slice_s) == (False, 60.0, 10.0)
+
+
+# -- the run's own load (referee rule "compiling") -------------------------------------------
+
+
+def test_a_broker_compiling_over_the_workloads_start_is_named_with_its_rate():
+    before = {"broker-0": (100, 1000.0), "broker-1": (101, 50.0)}
+    after = {"broker-0": (100, 1000.0 + 6 * 90.0), "broker-1": (101, 50.0 + 6 * 20.0)}
+    assert runner.compiling(before, after, 6.0) == [
+        "broker-0's JIT compiled 90 ms/s over the workload's first 6 s (bound 50 ms/s)"
+    ]
+
+
+def test_a_workload_start_under_the_bound_is_not_compiling():
+    before = {"broker-0": (100, 0.0), "broker-1": (101, 0.0)}
+    after = {"broker-0": (100, 10 * 49.0), "broker-1": (101, 0.0)}
+    assert runner.compiling(before, after, 10.0) == []
+
+
+def test_a_short_window_a_restarted_or_stopped_broker_are_not_judged():
+    hot = {"broker-0": (100, 0.0)}
+    assert runner.compiling(hot, {"broker-0": (100, 4000.0)}, runner.JIT_WINDOW_MIN_S - 0.1) == []
+    assert runner.compiling(hot, {"broker-0": (200, 4000.0)}, 10.0) == []  # another process
+    assert runner.compiling(hot, {"broker-0": None}, 10.0) == []
+    assert runner.compiling({"broker-0": None}, {"broker-0": (100, 4000.0)}, 10.0) == []
+    assert rules.COMPILING in rules.RULES
