@@ -220,7 +220,7 @@ def test_calibrate_refuses_an_unknown_resources_preset(tmp_path, capsys):
     err = capsys.readouterr().err
     assert (
         "--resources laptop: no such preset (shipped: calibration-host, epyc-2026-12-02, "
-        "epyc-2026-12-02-traced, xeon-2026-12-01, or none)" in err
+        "epyc-2026-12-02-traced, xeon-2026-12-01, xeon-2026-12-02, or none)" in err
     )
     assert len(err.splitlines()) == 1 and not out.exists()
 
