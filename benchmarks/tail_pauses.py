@@ -120,9 +120,7 @@ def acked_reads(history: object) -> list[TailRecord]:
     return out
 
 
-def role_pauses(
-    root: Path, run_dir: Path, epoch: int, leaders: dict[tuple[str, int], str | None]
-) -> dict[str, list[Pause]]:
+def role_pauses(root: Path, run_dir: Path, epoch: int) -> dict[str, list[Pause]]:
     """Each process's pauses (by name: the clients, each broker, the controller)."""
     out: dict[str, list[Pause]] = {}
     for log in sorted(run_dir.glob("*.gc.log")):
@@ -196,7 +194,7 @@ def analyse_run(
     reads = [r for r in acked_reads(history) if r.acked >= start + from_ms]
     if not reads:
         raise TailError(f"{run_dir}: no record acknowledged past {from_ms:g} ms was read")
-    by_process = role_pauses(root, run_dir, epoch, history.leaders)
+    by_process = role_pauses(root, run_dir, epoch)
     lo_run, hi_run = min(r.acked for r in reads), max(r.read for r in reads)
     tail = [r for r in reads if r.read - r.acked >= tail_ms]
     lo = np.array([r.acked for r in tail])
@@ -216,22 +214,18 @@ def analyse_run(
         inside = [p.ms for p in pauses if lo_run <= p.start <= hi_run]
         roles = np.array([_role(process, history.leaders.get(r.partition)) for r in tail])
         met = _meets(starts, ends, lo, hi)
+        moved = _meets(starts, ends, moved_lo, moved_hi)
         for role in ROLES[:-1]:
             mask = roles == role
             hit[role] |= met & mask
-        moved = _meets(starts, ends, moved_lo, moved_hi) if shifts else None
-        for role in ROLES[:-1]:
-            mask = roles == role
-            if moved is not None and mask.any():
+            if shifts:
                 chance[role] += float((moved & mask[None, :]).sum()) / shifts
-        if moved is not None:
-            moved_any |= moved
+        moved_any |= moved
         role = _role(process, None) if not process.startswith("broker") else "broker"
         pauses_by_role.setdefault(role, []).extend(inside)
     hit["any"] = np.logical_or.reduce([hit[r] for r in ROLES[:-1]])
     chance["any"] = float(moved_any.sum()) / shifts if shifts else 0.0
     polls = np.array([r.poll for r in tail])
-    episodes = np.unique(polls)
     lagging: dict[int, set[tuple[str, int]]] = {}
     for r in tail:
         lagging.setdefault(r.poll, set()).add(r.partition)
@@ -241,7 +235,7 @@ def analyse_run(
     }
     return RunAnalysis(
         tail=len(tail),
-        episodes=int(episodes.size),
+        episodes=len(lagging),
         records=len(reads),
         hit={role: int(hit[role].sum()) for role in ROLES},
         hit_episodes=hit_episodes,
@@ -346,17 +340,23 @@ SAMPLE_S = 0.5
 TOP = 3
 
 
+def _stat(path: Path) -> tuple[str, int] | None:
+    """A process's or thread's name and CPU (user and system, in clock ticks) so far, from
+    its ``stat`` file (None: gone since it was listed)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return text[text.index("(") + 1 : text.rindex(")")], int(fields[11]) + int(fields[12])
+
+
 def _cpu_ticks() -> dict[int, tuple[str, int]]:
-    """Each process's name and CPU (user and system, in clock ticks) so far."""
+    """Each process's name and CPU (clock ticks) so far."""
     out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # gone since the listing
-            continue
-        comm = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
-        out[int(stat.parent.name)] = (comm, int(fields[11]) + int(fields[12]))
+        if (found := _stat(stat)) is not None:
+            out[int(stat.parent.name)] = found
     return out
 
 
@@ -393,14 +393,11 @@ def _thread_ticks(pid: int) -> dict[str, int]:
     except OSError:
         return out
     for task in tasks:
-        try:
-            text = (task / "stat").read_text()
-        except OSError:
+        if (found := _stat(task / "stat")) is None:
             continue
-        comm = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
+        comm, ticks = found
         group = next((g for g, names in THREAD_GROUPS if comm.startswith(names)), "other")
-        out[group] = out.get(group, 0) + int(fields[11]) + int(fields[12])
+        out[group] = out.get(group, 0) + ticks
     return out
 
 

@@ -334,9 +334,9 @@ class RealRun:
         jit_to: tuple[float, JitReadings] | None = None
         while (now := self.clock()) < limit:
             if jit_from is None and now >= 0:
-                jit_from = (time.monotonic(), self._jit_readings())
+                jit_from = (time.monotonic(), jit_readings(self.cluster))
             if jit_from is not None and jit_to is None and now >= quiet_until:
-                jit_to = (time.monotonic(), self._jit_readings())
+                jit_to = (time.monotonic(), jit_readings(self.cluster))
             if all(not self._alive_source(name) for name in self.plans if self.plans[name].source):
                 break
             self._report()
@@ -346,12 +346,9 @@ class RealRun:
         self.end_ms = min(self.clock(), limit)
         if jit_from is not None:
             if jit_to is None:
-                jit_to = (time.monotonic(), self._jit_readings())
+                jit_to = (time.monotonic(), jit_readings(self.cluster))
             seconds = jit_to[0] - jit_from[0]
             self.referee.extend(COMPILING, compiling(jit_from[1], jit_to[1], seconds))
-
-    def _jit_readings(self) -> JitReadings:
-        return {b: self.cluster.jit_cpu_ms(b) for b in self.cluster.broker_names}
 
     def _await_back(self, event: FaultEvent) -> Any:
         """For the end of a crash of brokers or the controller: a call that waits until they
@@ -666,6 +663,22 @@ def ensure_warmup_topic(cluster: RealCluster) -> None:
 JitReadings = dict[str, tuple[int, float] | None]
 
 
+def jit_readings(cluster: RealCluster) -> JitReadings:
+    """Every broker's JIT compiler threads' CPU so far (:meth:`RealCluster.jit_cpu_ms`)."""
+    return {b: cluster.jit_cpu_ms(b) for b in cluster.broker_names}
+
+
+def jit_rates(before: JitReadings, after: JitReadings, seconds: float) -> dict[str, float | None]:
+    """Each broker's JIT compiler threads' CPU between two readings ``seconds`` apart, in
+    ms/s (None: not running at either reading, or another process at the second)."""
+    rates: dict[str, float | None] = {}
+    for broker, first in before.items():
+        last = after.get(broker)
+        same = first is not None and last is not None and first[0] == last[0]
+        rates[broker] = (last[1] - first[1]) / seconds if same else None  # type: ignore[index]
+    return rates
+
+
 def compiling(before: JitReadings, after: JitReadings, seconds: float) -> list[str]:
     """Why a run's load made its brokers compile (referee rule "compiling"), from two
     readings ``seconds`` apart: each broker whose compiler threads ran above
@@ -674,12 +687,8 @@ def compiling(before: JitReadings, after: JitReadings, seconds: float) -> list[s
     if seconds < JIT_WINDOW_MIN_S:
         return []
     out = []
-    for broker, first in before.items():
-        last = after.get(broker)
-        if first is None or last is None or first[0] != last[0]:
-            continue
-        rate = (last[1] - first[1]) / seconds
-        if rate > JIT_WORKLOAD_MS_PER_S:
+    for broker, rate in jit_rates(before, after, seconds).items():
+        if rate is not None and rate > JIT_WORKLOAD_MS_PER_S:
             out.append(
                 f"{broker}'s JIT compiled {rate:.0f} ms/s over the workload's first "
                 f"{seconds:.0f} s (bound {JIT_WORKLOAD_MS_PER_S:.0f} ms/s)"
@@ -747,16 +756,11 @@ def warmup_slice(
 ) -> dict[str, float | None]:
     """Run the warm-up load for ``seconds``; each broker's JIT compiler threads' CPU over it,
     in ms/s (None: its process changed meanwhile, or ``/proc`` could not tell)."""
-    before = {b: cluster.jit_cpu_ms(b) for b in cluster.broker_names}
+    before = jit_readings(cluster)
     began = time.monotonic()
     _warmup_load(cluster, install, workdir, transactional, seconds)
     took = max(time.monotonic() - began, 1e-3)
-    rates: dict[str, float | None] = {}
-    for b, first in before.items():
-        after = cluster.jit_cpu_ms(b)
-        same = after is not None and first is not None and after[0] == first[0]
-        rates[b] = (after[1] - first[1]) / took if same else None  # type: ignore[index]
-    return rates
+    return jit_rates(before, jit_readings(cluster), took)
 
 
 def _warmup_load(
@@ -853,6 +857,8 @@ __all__ = [
     "compiling",
     "delayed_nodes",
     "ensure_warmup_topic",
+    "jit_rates",
+    "jit_readings",
     "refusals",
     "run_real",
     "warm_up",
