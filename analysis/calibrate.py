@@ -128,8 +128,10 @@ class Calibration:
     runs: dict[str, int]
     commands: dict[str, str]
     rows: list[Row] = field(default_factory=list)
-    # Per side, the runs left out as invalid and why (reason -> runs).
+    # Per side, the runs left out as invalid and why (rule -> runs that broke it; a run that
+    # broke two rules is under both) and how many they are.
     invalid: dict[str, dict[str, int]] = field(default_factory=dict)
+    invalid_count: dict[str, int] = field(default_factory=dict)
     # Which runs were compared, when not all of them (compare's ``common``).
     note: str = ""
 
@@ -144,13 +146,14 @@ class Calibration:
         return {v: tally.get(v, 0) for v in VERDICTS}
 
     def invalid_runs(self, side: str) -> int:
-        return sum(self.invalid.get(side, {}).values())
+        return self.invalid_count.get(side, 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario,
             "runs": self.runs,
             "invalid": self.invalid,
+            "invalid_runs": self.invalid_count,
             "commands": self.commands,
             "alpha": ALPHA,
             "margins": {
@@ -190,17 +193,18 @@ def _runs(root: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     return manifest, frame.sort_values(["variant", "run"]).reset_index(drop=True)
 
 
-def _valid(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The valid runs of a run table, and the invalid ones' reasons with their counts (a
-    sweep made before the ``valid`` column counts every run as valid)."""
+def _valid(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], int]:
+    """The valid runs of a run table, the invalid ones' rules with how many runs broke each
+    (a run whose reasons name one rule several times, one per broker, counts once), and how
+    many runs are invalid (a sweep made before the ``valid`` column counts every run as
+    valid)."""
     if "valid" not in frame:
-        return frame, {}
+        return frame, {}, 0
     bad = frame[frame["valid"] == False]  # noqa: E712 (a column, not a bool)
-    reasons: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
     for text in bad.get("invalid_reason", pd.Series(dtype=object)):
-        for reason in str(text or "unknown").split("; "):
-            reasons[reason.split(": ", 1)[0]] += 1
-    return frame[frame["valid"] != False], dict(sorted(reasons.items()))  # noqa: E712
+        rules.update({reason.split(": ", 1)[0] for reason in str(text or "unknown").split("; ")})
+    return frame[frame["valid"] != False], dict(sorted(rules.items())), len(bad)  # noqa: E712
 
 
 # -- anomaly rows ----------------------------------------------------------------------------
@@ -515,14 +519,15 @@ def compare(model_dir: str | Path, kafka_dir: str | Path, common: bool = False) 
                 f"{model_dir} and {kafka_dir} are not the same sweep ({key} differs)"
             )
     note = " ".join(x for x in (note, machine_note(mm, km)) if x)
-    mf, model_invalid = _valid(mf)
-    kf, kafka_invalid = _valid(kf)
+    mf, model_invalid, model_bad = _valid(mf)
+    kf, kafka_invalid, kafka_bad = _valid(kf)
     names = {int(v["variant"]): json.dumps(v["params"], sort_keys=True) for v in mm["variants"]}
     cal = Calibration(
         mm["scenario"],
         {"model": len(mf), "kafka": len(kf)},
         {"model": mm.get("command", ""), "kafka": km.get("command", "")},
         invalid={"model": model_invalid, "kafka": kafka_invalid},
+        invalid_count={"model": model_bad, "kafka": kafka_bad},
         note=note,
     )
     for variant in sorted(names):

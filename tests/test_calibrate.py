@@ -186,6 +186,21 @@ def test_invalid_runs_are_left_out_and_counted(tmp_path):
     assert "18 valid runs, 2 invalid and left out: drain incomplete (1)" in report
 
 
+def test_a_run_is_counted_once_however_many_reasons_it_has(tmp_path):
+    """A run made invalid by one rule for each of three brokers, and one by two rules, are
+    two runs: each rule counts the runs that broke it."""
+    model = sweep(tmp_path / "model", [0] * 20, 5.0, 6000.0)
+    three = "; ".join(f"compiling: broker-{b}'s JIT compiled 90 ms/s" for b in range(3))
+    bad = {0: three, 1: "compiling: broker-0's JIT compiled 60 ms/s; drain incomplete"}
+    kafka = sweep(tmp_path / "kafka", [0] * 20, 5.0, 6000.0, invalid=bad)
+    cal = compare(model, kafka)
+    assert cal.runs["kafka"] == 18 and cal.invalid_runs("kafka") == 2
+    assert cal.invalid["kafka"] == {"compiling": 2, "drain incomplete": 1}
+    assert cal.to_dict()["invalid_runs"] == {"model": 0, "kafka": 2}
+    report = write(cal, tmp_path / "out")[0].read_text()
+    assert "18 valid runs, 2 invalid and left out: compiling (2), drain incomplete (1)" in report
+
+
 def test_a_side_cut_short_is_compared_on_the_runs_both_sides_have(tmp_path):
     """The model loses writes in runs 12-19 only, which the Kafka side, cut after 12 runs,
     never ran: compared on the common runs, both sides agree on none; compared whole, the model's
