@@ -42,7 +42,8 @@ The rules (:data:`RULES`):
   does not prove the run's load compiled. The first two runs after a cluster start of
   calibration case 5 compiled 68-120 ms/s a broker and lagged 2-8 times more of their records
   by 10 ms or more than the runs after them, which compiled 0-25 ms/s (docs/calibration.md,
-  "Kafka's acks=1 tail and the JVMs' pauses");
+  "Kafka's acks=1 tail and the JVMs' pauses"). The runner rehearses the run's load after a
+  warm-up so that it keeps this rule (:meth:`eosim.real.runner.RealRun.rehearse`);
 - **clock**: a driver's clock is not the runner's (its first reading of the run's time lies
   outside the window in which eosim started it);
 - **drain incomplete**: the final drain did not read every partition to its end (a partition

@@ -2,7 +2,7 @@
 fail during a real run (a pause whose threads do not stop, a broker that does not serve again, a
 drain that stops short, a driver that dies, a delayer killed during its fault, nftables rules
 that do not read back, a workload that starts late, a warm-up whose JIT does not settle, a
-workload whose start makes the brokers compile), and
+workload whose start makes the brokers compile, even after its rehearsals), and
 the run is then invalid, with its reason, and counted as such by a sweep; the same small run
 left alone is valid. The rules' logic on a fake cluster is in tests/test_referee.py and
 tests/test_warmth.py."""
@@ -156,6 +156,64 @@ def test_a_workload_that_makes_the_brokers_compile_makes_the_run_invalid(kafka, 
     # Judged up to the first fault: a window shorter than the bound's is not judged.
     monkeypatch.setattr(runner, "JIT_WINDOW_MIN_S", 1.5)
     assert checked.run(scenario(), target=kafka).run.invalid == []
+
+
+REHEARSED = textwrap.dedent(
+    """
+    name: real-rehearsal
+    seed: 5
+    cluster:
+      brokers: 1
+      topics:
+        - {name: events, partitions: 2, replication_factor: 1}
+    producers:
+      - name: producer-0
+        config: {acks: all, enable.idempotence: true}
+        workload: {topic: events, records: 3000, rate: 500, keys: 20}
+    consumers:
+      - {name: reader, topic: events, auto.offset.reset: earliest}
+    expect:
+      lost_write: 0
+      duplicate: 0
+    """
+)
+
+
+def _cold(cluster) -> None:
+    for node in cluster.nodes.values():
+        node.cold = True  # as after a restart: the run warms the cluster first
+
+
+@pytest.mark.kafka
+def test_a_rehearsal_that_never_keeps_the_rule_stops_at_its_bound_and_leaves_no_record(
+    kafka, monkeypatch
+):
+    # A fault-free start of 6 s, judged by "compiling": after its warm-up the run rehearses
+    # its own load; with any compiling too much, every rehearsal breaks the rule.
+    _cold(kafka.cluster_for(scenario(REHEARSED)))
+    monkeypatch.setattr(runner, "JIT_WORKLOAD_MS_PER_S", -1.0)
+    monkeypatch.setattr(runner, "REHEARSALS_MAX", 2)
+    outcome = checked.run(scenario(REHEARSED), target=kafka)
+    assert outcome.run.stats["rehearsals"] == 2
+    assert _rules(outcome) == [rules.COMPILING]  # the run is judged as it comes
+    # The topics were recreated after the rehearsals: the log holds the run's records alone
+    # (the rehearsals wrote the same values, which would read as duplicates).
+    assert outcome.counts["acked"] == 3000
+    assert sum(len(records) for records in outcome.history.logs.values()) == 3000
+    assert outcome.expect.met, outcome.expect.to_dict()
+
+
+@pytest.mark.kafka
+def test_one_rehearsal_that_keeps_the_rule_is_enough_and_a_warm_cluster_is_not_rehearsed(
+    kafka, monkeypatch
+):
+    _cold(kafka.cluster_for(scenario(REHEARSED)))
+    monkeypatch.setattr(runner, "JIT_WORKLOAD_MS_PER_S", 1e9)
+    first = checked.run(scenario(REHEARSED), target=kafka)
+    assert first.run.stats["rehearsals"] == 1 and first.run.invalid == []
+    second = checked.run(scenario(REHEARSED), target=kafka)
+    assert "rehearsals" not in second.run.stats and second.run.invalid == []
+    assert second.expect.met, second.expect.to_dict()
 
 
 @pytest.mark.kafka

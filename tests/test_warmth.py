@@ -5,6 +5,7 @@ gives; the referee's "not warm" rule on a real cluster is in tests/test_real_ref
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,3 +168,53 @@ def test_a_short_window_a_restarted_or_stopped_broker_are_not_judged():
     assert runner.compiling(hot, {"broker-0": None}, 10.0) == []
     assert runner.compiling({"broker-0": None}, {"broker-0": (100, 4000.0)}, 10.0) == []
     assert rules.COMPILING in rules.RULES
+
+
+# -- the rehearsal of the run's own load before it (RealRun.rehearse) -------------------------
+
+
+def _window(text: str) -> float | None:
+    from eosim.analysis import outcome
+    from eosim.simulation.applications import workload_horizon
+    from eosim.simulation.nemesis import realize_faults
+    from eosim.simulation.rng import RandomStreams
+
+    scenario = outcome.parse(text, "rehearsal.yaml")
+    schedule = realize_faults(
+        scenario.faults, workload_horizon(scenario), RandomStreams(1).stream("nemesis")
+    )
+    return runner.rehearsal_window(scenario, schedule)
+
+
+PLAIN = textwrap.dedent(
+    """
+    name: rehearsal
+    duration: 40s
+    cluster:
+      brokers: 1
+      topics: [{name: events, partitions: 1, replication_factor: 1}]
+    producers:
+      - {name: producer-0, workload: {topic: events, records: 3000, rate: 500}}
+    consumers:
+      - {name: reader, topic: events}
+    """
+)
+
+
+def test_a_rehearsal_plays_the_window_the_compiling_rule_judges():
+    assert _window(PLAIN) == 40_000.0  # no fault: the whole run (its sources end it earlier)
+    pause = "faults: [{kind: pause, nodes: [broker-0], at: %s, duration: 1s}]\n"
+    assert _window(PLAIN + pause % "8s") == 8_000.0
+    assert runner.JIT_WINDOW_MIN_S > 1.0
+    assert _window(PLAIN + pause % "1s") is None  # not judged by the rule, so not rehearsed
+
+
+def test_applications_that_keep_state_in_the_cluster_are_not_rehearsed():
+    transactional = PLAIN + textwrap.dedent(
+        """
+        transactional_producers:
+          - name: writer
+            workload: {topic: events, transactions: 10, size: 5, rate: 2}
+        """
+    )
+    assert _window(transactional) is None
